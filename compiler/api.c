@@ -1,0 +1,415 @@
+/* api.c - the public builders and accessors of nest.h over the graph of ir.c. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+const char *nest_status_str(int status)
+{
+    static const char *const text[] = {
+#define NEST_STATUS_TEXT(name, msg) msg,
+        NEST_STATUS_MAP(NEST_STATUS_TEXT)
+#undef NEST_STATUS_TEXT
+    };
+    if (status < 0 || status >= NEST_STATUS_COUNT)
+        return "unknown status";
+    return text[status];
+}
+
+const char *nest_type_name(nest_type t)
+{
+    static const char *const names[] = {"f32", "f64", "i32", "i64", "bool"};
+    return (unsigned)t < countof(names) ? names[t] : "?";
+}
+
+size_t nest_type_size(nest_type t)
+{
+    static const size_t sizes[] = {4, 8, 4, 8, 1};
+    return (unsigned)t < countof(sizes) ? sizes[t] : 0;
+}
+
+void nest_string_free(char *s) { free(s); }
+
+/* ---- functions ---- */
+
+nest_function *nest_function_new(const char *name)
+{
+    nest_function *f = calloc(1, sizeof *f);
+    if (!f)
+        return NULL;
+    if (ir_check_name(f, "function", name) == NEST_OK) {
+        f->name = arena_strdup(&f->arena, name);
+        if (!f->name)
+            ir_error(f, NEST_ERR_NOMEM, "out of memory");
+    }
+    return f;
+}
+
+void nest_function_free(nest_function *f)
+{
+    if (!f)
+        return;
+    arena_free(&f->arena);
+    free(f->nodes);
+    free(f->errmsg);
+    free(f);
+}
+
+int nest_errcode(const nest_function *f) { return f ? f->status : NEST_ERR_ARG; }
+
+const char *nest_errmsg(const nest_function *f)
+{
+    if (!f)
+        return "no function (NULL handle)";
+    if (f->status == NEST_OK)
+        return "";
+    return f->errmsg ? f->errmsg : nest_status_str(f->status);
+}
+
+void nest_clear_error(nest_function *f)
+{
+    if (!f)
+        return;
+    free(f->errmsg);
+    f->errmsg = NULL;
+    f->status = NEST_OK;
+}
+
+const char *nest_function_name(const nest_function *f) { return f && f->name ? f->name : ""; }
+
+/* ---- builders ---- */
+
+nest_value nest_parameter(nest_function *f, const char *name, nest_type type, int rank,
+                          const int64_t *shape, nest_layout layout)
+{
+    ir_attrs at = {.type = (int)type, .rank = rank, .shape = shape, .name = name,
+                   .layout = (int)layout};
+    return ir_build(f, OP_PARAMETER, 0, NULL, &at);
+}
+
+int nest_set_name(nest_function *f, nest_value v, const char *name)
+{
+    if (!f)
+        return NEST_ERR_ARG;
+    if (v < 0 || v >= f->nnodes)
+        return ir_error(f, NEST_ERR_ARG, "set_name: %d is not a value of function %s", v, f->name);
+    if (ir_check_name(f, "value", name))
+        return f->status;
+    int32_t other = ir_find_name(f, name);
+    if (other >= 0 && other != v)
+        return ir_error(f, NEST_ERR_ARG, "the name '%s' is already used in function %s", name,
+                        f->name);
+    if (f->nodes[v].op == OP_PARAMETER && other != v)
+        return ir_error(f, NEST_ERR_ARG, "parameter %s keeps its name", f->nodes[v].name);
+    const char *s = arena_strdup(&f->arena, name);
+    if (!s)
+        return ir_error(f, NEST_ERR_NOMEM, "out of memory");
+    f->nodes[v].name = s;
+    return NEST_OK;
+}
+
+nest_value nest_constant(nest_function *f, nest_type type, int rank, const int64_t *shape,
+                         const void *data, int64_t count)
+{
+    ir_attrs at = {.type = (int)type, .rank = rank, .shape = shape, .data = data, .count = count};
+    return ir_build(f, OP_CONSTANT, 0, NULL, &at);
+}
+
+#define BINARY(fn, OPID)                                                                       \
+    nest_value nest_##fn(nest_function *f, nest_value a, nest_value b)                         \
+    {                                                                                          \
+        int32_t in[2] = {a, b};                                                                \
+        return ir_build(f, OP_##OPID, 2, in, NULL);                                            \
+    }
+#define UNARY(fn, OPID)                                                                        \
+    nest_value nest_##fn(nest_function *f, nest_value a)                                       \
+    {                                                                                          \
+        return ir_build(f, OP_##OPID, 1, &a, NULL);                                            \
+    }
+BINARY(add, ADD)
+BINARY(subtract, SUBTRACT)
+BINARY(multiply, MULTIPLY)
+BINARY(divide, DIVIDE)
+BINARY(maximum, MAXIMUM)
+BINARY(minimum, MINIMUM)
+BINARY(power, POWER)
+BINARY(less, LESS)
+BINARY(greater, GREATER)
+BINARY(equal, EQUAL)
+BINARY(dot, DOT)
+UNARY(negative, NEGATIVE)
+UNARY(abs, ABS)
+UNARY(exp, EXP)
+UNARY(log, LOG)
+UNARY(sqrt, SQRT)
+UNARY(tanh, TANH)
+#undef BINARY
+#undef UNARY
+
+nest_value nest_select(nest_function *f, nest_value c, nest_value a, nest_value b)
+{
+    int32_t in[3] = {c, a, b};
+    return ir_build(f, OP_SELECT, 3, in, NULL);
+}
+
+nest_value nest_convert(nest_function *f, nest_value a, nest_type type)
+{
+    ir_attrs at = {.type = (int)type};
+    return ir_build(f, OP_CONVERT, 1, &a, &at);
+}
+
+nest_value nest_broadcast(nest_function *f, nest_value a, int rank, const int64_t *shape,
+                          int naxes, const int64_t *axes)
+{
+    ir_attrs at = {.rank = rank, .shape = shape, .naxes = naxes, .axes = axes};
+    return ir_build(f, OP_BROADCAST, 1, &a, &at);
+}
+
+nest_value nest_reshape(nest_function *f, nest_value a, const int64_t *order, int rank,
+                        const int64_t *shape)
+{
+    ir_attrs at = {.order = order, .rank = rank, .shape = shape};
+    return ir_build(f, OP_RESHAPE, 1, &a, &at);
+}
+
+nest_value nest_slice(nest_function *f, nest_value a, const int64_t *lower, const int64_t *upper,
+                      const int64_t *strides)
+{
+    ir_attrs at = {.lower = lower, .upper = upper, .step = strides};
+    return ir_build(f, OP_SLICE, 1, &a, &at);
+}
+
+nest_value nest_concat(nest_function *f, int n, const nest_value *values, int64_t axis)
+{
+    ir_attrs at = {.index = axis};
+    return ir_build(f, OP_CONCAT, n, values, &at);
+}
+
+static nest_value reduce(nest_function *f, ir_op op, nest_value a, int naxes, const int64_t *axes)
+{
+    ir_attrs at = {.naxes = naxes, .axes = axes};
+    return ir_build(f, op, 1, &a, &at);
+}
+
+nest_value nest_sum(nest_function *f, nest_value a, int naxes, const int64_t *axes)
+{
+    return reduce(f, OP_SUM, a, naxes, axes);
+}
+
+nest_value nest_max(nest_function *f, nest_value a, int naxes, const int64_t *axes)
+{
+    return reduce(f, OP_MAX, a, naxes, axes);
+}
+
+nest_value nest_min(nest_function *f, nest_value a, int naxes, const int64_t *axes)
+{
+    return reduce(f, OP_MIN, a, naxes, axes);
+}
+
+nest_value nest_tuple(nest_function *f, int n, const nest_value *values)
+{
+    return ir_build(f, OP_TUPLE, n, values, NULL);
+}
+
+nest_value nest_get(nest_function *f, nest_value tuple, int64_t index)
+{
+    ir_attrs at = {.index = index};
+    return ir_build(f, OP_GET, 1, &tuple, &at);
+}
+
+/* Appends the tensors of value v, depth first, to out (or only counts them when out is NULL).
+ * Tuples nest as deep as the graph, so this walks with an explicit stack. */
+static int64_t flatten(const nest_function *f, int32_t v, int32_t *out, int32_t *stack)
+{
+    int64_t count = 0;
+    int32_t sp = 0;
+    stack[sp++] = v;
+    while (sp > 0) {
+        const ir_node *n = &f->nodes[ir_resolve(f, stack[--sp])];
+        if (n->etype == IR_TUPLE) {
+            for (int i = n->nin - 1; i >= 0; i--)
+                stack[sp++] = n->in[i];
+        } else {
+            if (out)
+                out[count] = (int32_t)(n - f->nodes);
+            count++;
+        }
+    }
+    return count;
+}
+
+int nest_return(nest_function *f, int n, const nest_value *values, const nest_layout *layouts)
+{
+    if (!f)
+        return NEST_ERR_ARG;
+    if (!f->name)
+        return ir_error(f, NEST_ERR_ARG, "the function has no valid name");
+    if (n < 0 || (n > 0 && !values))
+        return ir_error(f, NEST_ERR_ARG, "return: invalid value list");
+    for (int i = 0; i < n; i++) {
+        if (values[i] < 0)
+            return f->status ? f->status : ir_error(f, NEST_ERR_ARG, "return: value %d is NEST_NONE", i + 1);
+        if (values[i] >= f->nnodes)
+            return ir_error(f, NEST_ERR_ARG, "return: %d is not a value of function %s",
+                            values[i], f->name);
+    }
+    /* The stack of flatten() never holds more entries than there are operands in the graph. */
+    int64_t edges = n;
+    for (int32_t i = 0; i < f->nnodes; i++)
+        edges += f->nodes[i].nin;
+    int32_t *stack = malloc((size_t)(edges + 1) * sizeof *stack);
+    if (!stack)
+        return ir_error(f, NEST_ERR_NOMEM, "out of memory");
+    int64_t total = 0;
+    for (int i = 0; i < n; i++)
+        total += flatten(f, values[i], NULL, stack);
+    if (total > INT32_MAX / 2) {
+        free(stack);
+        return ir_error(f, NEST_ERR_LIMIT, "return: too many results");
+    }
+    int32_t *res = arena_array(&f->arena, (size_t)total + 1, sizeof *res);
+    uint8_t *lay = arena_alloc(&f->arena, (size_t)total + 1);
+    int32_t *ret = arena_array(&f->arena, (size_t)n + 1, sizeof *ret);
+    if (!res || !lay || !ret) {
+        free(stack);
+        return ir_error(f, NEST_ERR_NOMEM, "out of memory");
+    }
+    int64_t k = 0;
+    for (int i = 0; i < n; i++)
+        k += flatten(f, values[i], res + k, stack);
+    free(stack);
+    for (int64_t i = 0; i < total; i++) {
+        int l = layouts ? (int)layouts[i] : NEST_ROW_MAJOR;
+        if (l != NEST_ROW_MAJOR && l != NEST_COL_MAJOR)
+            return ir_error(f, NEST_ERR_ARG, "return: result %lld has an invalid layout %d",
+                            (long long)i + 1, l);
+        lay[i] = (uint8_t)l;
+    }
+    memcpy(ret, values, (size_t)n * sizeof *ret);
+    f->results = res;
+    f->result_layout = lay;
+    f->nresults = (int32_t)total;
+    f->returned = ret;
+    f->nreturned = n;
+    f->has_return = true;
+    return NEST_OK;
+}
+
+/* ---- inspection ---- */
+
+int nest_param_count(const nest_function *f) { return f ? f->nparams : -1; }
+int nest_result_count(const nest_function *f) { return f ? f->nresults : -1; }
+
+static const ir_node *value(const nest_function *f, nest_value v)
+{
+    return f && v >= 0 && v < f->nnodes ? &f->nodes[v] : NULL;
+}
+
+int nest_value_type(const nest_function *f, nest_value v)
+{
+    const ir_node *n = value(f, v);
+    return n && n->etype != IR_TUPLE ? n->etype : -1;
+}
+
+int nest_value_rank(const nest_function *f, nest_value v)
+{
+    const ir_node *n = value(f, v);
+    return n && n->etype != IR_TUPLE ? n->rank : -1;
+}
+
+const int64_t *nest_value_shape(const nest_function *f, nest_value v)
+{
+    const ir_node *n = value(f, v);
+    return n && n->etype != IR_TUPLE ? n->shape : NULL;
+}
+
+nest_value nest_param(const nest_function *f, int i)
+{
+    return f && i >= 0 && i < f->nparams ? f->params[i] : NEST_NONE;
+}
+
+nest_value nest_result(const nest_function *f, int i)
+{
+    return f && i >= 0 && i < f->nresults ? f->results[i] : NEST_NONE;
+}
+
+/* ---- modules ---- */
+
+void nest_module_free(nest_module *m)
+{
+    if (!m)
+        return;
+    for (int i = 0; i < m->nfns; i++)
+        nest_function_free(m->fns[i]);
+    free(m->fns);
+    free(m->errmsg);
+    free(m);
+}
+
+int nest_module_errcode(const nest_module *m) { return m ? m->status : NEST_ERR_ARG; }
+
+const char *nest_module_errmsg(const nest_module *m)
+{
+    if (!m)
+        return "no module (NULL handle)";
+    if (m->status == NEST_OK)
+        return "";
+    return m->errmsg ? m->errmsg : nest_status_str(m->status);
+}
+
+int nest_module_errline(const nest_module *m) { return m ? m->line : 0; }
+int nest_module_errcol(const nest_module *m) { return m ? m->col : 0; }
+int nest_module_count(const nest_module *m) { return m ? m->nfns : 0; }
+
+nest_function *nest_module_function(const nest_module *m, int i)
+{
+    return m && i >= 0 && i < m->nfns ? m->fns[i] : NULL;
+}
+
+nest_function *nest_module_find(const nest_module *m, const char *name)
+{
+    if (!m || !name)
+        return NULL;
+    for (int i = 0; i < m->nfns; i++)
+        if (strcmp(m->fns[i]->name, name) == 0)
+            return m->fns[i];
+    return NULL;
+}
+
+/* ---- the interpreter ---- */
+
+int nest_evaluate(nest_function *f, void *const *args, int nargs, void *const *results,
+                  int nresults)
+{
+    if (!f)
+        return NEST_ERR_ARG;
+    if (!f->has_return)
+        return ir_error(f, NEST_ERR_ARG, "function %s has no results (nest_return was not called)",
+                        f->name);
+    if (nargs != f->nparams || nresults != f->nresults)
+        return ir_error(f, NEST_ERR_CALL,
+                        "function %s takes %d argument%s and %d result%s; given %d and %d",
+                        f->name, f->nparams, f->nparams == 1 ? "" : "s", f->nresults,
+                        f->nresults == 1 ? "" : "s", nargs, nresults);
+    for (int i = 0; i < nargs; i++)
+        if (!args[i] && ir_count(&f->nodes[f->params[i]]) > 0)
+            return ir_error(f, NEST_ERR_CALL, "argument %d (%s) is NULL", i + 1,
+                            f->nodes[f->params[i]].name);
+    for (int i = 0; i < nresults; i++)
+        if (!results[i] && ir_count(&f->nodes[f->results[i]]) > 0)
+            return ir_error(f, NEST_ERR_CALL, "result %d is NULL", i + 1);
+    return interp_run(f, args, results);
+}
+
+void nest_options_init(nest_options *o)
+{
+    if (!o)
+        return;
+    memset(o, 0, sizeof *o);
+    o->opt_level = 3;
+    o->march = "native";
+    o->cc = "cc";
+    o->fuse = 1;
+    o->openmp = 1;
+    o->cache = 1;
+}

@@ -1,0 +1,242 @@
+/*
+ * internal.h - the map of nest's compiler: one section per .c file, in pipeline order.
+ */
+#ifndef NEST_INTERNAL_H
+#define NEST_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nest.h"
+
+#if defined(__GNUC__) || defined(__clang__)
+#define FORMAT(a, b) __attribute__((format(printf, a, b)))
+#else
+#define FORMAT(a, b)
+#endif
+
+#define countof(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ---------------------------------------------------------------------------------------------
+ * util.c: arenas, the string builder, shape helpers
+ * ------------------------------------------------------------------------------------------- */
+
+/* A bump allocator: passes allocate from their function's arena and never free; one call
+ * releases everything. Allocations are zeroed and 16-byte aligned; NULL when out of memory. */
+typedef struct arena_chunk arena_chunk;
+typedef struct arena {
+    arena_chunk *head;
+} arena;
+
+void *arena_alloc(arena *a, size_t size);
+void *arena_array(arena *a, size_t count, size_t size); /* NULL also on overflow */
+char *arena_strdup(arena *a, const char *s);
+void *arena_memdup(arena *a, const void *p, size_t size);
+void arena_free(arena *a);
+
+/* A growing string with a sticky failure flag, checked once at buf_finish. */
+typedef struct buf {
+    char *data;
+    size_t len, cap;
+    bool failed;
+} buf;
+
+void buf_printf(buf *b, const char *fmt, ...) FORMAT(2, 3);
+void buf_vprintf(buf *b, const char *fmt, va_list ap);
+void buf_puts(buf *b, const char *s);
+void buf_putc(buf *b, char c);
+void buf_write(buf *b, const char *s, size_t n);
+/* The string (owned by the caller, free()) or NULL if any append failed; b is reset. */
+char *buf_finish(buf *b);
+void buf_reset(buf *b);
+
+/* Integer arithmetic that reports overflow instead of wrapping. */
+bool mul_overflows(int64_t a, int64_t b, int64_t *out);
+bool add_overflows(int64_t a, int64_t b, int64_t *out);
+
+/* The largest tensor nest accepts: its size in bytes stays below 2^62 (every index fits). */
+#define IR_MAX_BYTES ((int64_t)1 << 62)
+
+/* Whether s is a valid identifier of the text form, and a name that the generated C can use
+ * for a function (not a C keyword or a reserved prefix). */
+bool is_identifier(const char *s, size_t len);
+bool is_c_keyword(const char *s);
+#define IR_MAX_NAME 255
+
+/* ---------------------------------------------------------------------------------------------
+ * ir.c: the graph, its op table, type inference
+ * ------------------------------------------------------------------------------------------- */
+
+typedef enum ir_op {
+#define OP(id, text, kind, arity, types, cf, ci) OP_##id,
+#include "ops.def"
+#undef OP
+    OP_COUNT
+} ir_op;
+
+typedef enum ir_kind {
+    K_PARAM,     /* a.param */
+    K_CONST,     /* a.constant */
+    K_EW,        /* element-wise; result type = operand type */
+    K_CMP,       /* element-wise comparison; result bool */
+    K_SELECT,    /* element-wise c ? a : b */
+    K_CONVERT,   /* element-wise; result type = node etype */
+    K_DOT,       /* contraction of in[0]'s last axis with in[1]'s first */
+    K_BROADCAST, /* a.axes = new axes of the output */
+    K_RESHAPE,   /* a.order = input axis order */
+    K_SLICE,     /* a.slice */
+    K_CONCAT,    /* a.axis */
+    K_REDUCE,    /* a.axes = reduced axes of the input */
+    K_TUPLE,     /* operands are the elements */
+    K_GET,       /* a.index */
+} ir_kind;
+
+typedef enum ir_types { T_NUM, T_FLOAT, T_ANY } ir_types;
+
+typedef struct ir_opinfo {
+    const char *name;
+    ir_kind kind;
+    int arity;
+    ir_types types;
+    const char *cfloat, *cint; /* C templates, see ops.def */
+} ir_opinfo;
+
+extern const ir_opinfo ir_ops[OP_COUNT];
+
+/* The element type of a tuple value. */
+#define IR_TUPLE 5
+
+typedef struct ir_node {
+    uint16_t op;     /* ir_op */
+    uint8_t etype;   /* nest_type of the result, or IR_TUPLE */
+    uint8_t rank;    /* 0 for scalars and tuples */
+    int32_t nin;     /* operand count */
+    int32_t *in;     /* operand node indices, all smaller than this node's */
+    int64_t *shape;  /* rank dims */
+    const char *name; /* the user's name, or NULL */
+    int32_t line, col; /* where the text form built it, or 0 */
+    union {
+        struct {
+            int32_t index;      /* position among the parameters */
+            uint8_t layout;     /* nest_layout */
+        } param;                /* K_PARAM */
+        struct {
+            void *data;         /* count elements of etype */
+            int64_t count;      /* 1 (fills the shape) or the element count */
+        } constant;             /* K_CONST */
+        uint32_t axes;          /* K_BROADCAST: new output axes; K_REDUCE: reduced input axes */
+        uint8_t *order;         /* K_RESHAPE: in[0]'s axes in reading order (rank of in[0]) */
+        struct {
+            int64_t *lower, *upper, *step; /* rank entries each */
+        } slice;                /* K_SLICE */
+        int32_t axis;           /* K_CONCAT */
+        struct {
+            int32_t index;      /* the element taken */
+            int32_t target;     /* the node that element is, through any GETs: never a GET */
+        } get;                  /* K_GET */
+    } a;
+} ir_node;
+
+struct nest_function {
+    arena arena;
+    char *name;
+    ir_node *nodes; /* malloc'd, grows; nodes refer to each other by index */
+    int32_t nnodes, capnodes;
+    int32_t *params; /* node index of each parameter, in order (arena, grows with nodes) */
+    int32_t nparams, capparams;
+    int32_t *results; /* flattened result tensors: node indices */
+    uint8_t *result_layout;
+    int32_t nresults;
+    int32_t *returned; /* the values as returned (tuples not flattened), for the text form */
+    int32_t nreturned;
+    bool has_return;
+    int status;
+    char *errmsg;   /* malloc'd, or NULL */
+    int32_t line, col; /* where the text form defined the function, or 0 */
+};
+
+/* Operands and attributes for ir_build. Fields unused by an op are ignored. */
+typedef struct ir_attrs {
+    int type;               /* K_CONVERT target; K_PARAM, K_CONST element type */
+    int rank;               /* K_PARAM, K_CONST, K_BROADCAST, K_RESHAPE: output rank */
+    const int64_t *shape;   /* ... and shape */
+    int naxes;              /* K_BROADCAST, K_REDUCE */
+    const int64_t *axes;
+    const int64_t *order;   /* K_RESHAPE, rank of the operand, or NULL */
+    const int64_t *lower, *upper, *step; /* K_SLICE; step may be NULL */
+    int64_t index;          /* K_CONCAT axis, K_GET index */
+    const void *data;       /* K_CONST */
+    int64_t count;
+    const char *name;       /* K_PARAM */
+    int layout;             /* K_PARAM */
+} ir_attrs;
+
+/* Builds one node: checks the operands and attributes, infers the result type, appends it.
+ * Returns its index, or NEST_NONE with the error on f. */
+int32_t ir_build(nest_function *f, ir_op op, int nin, const int32_t *in, const ir_attrs *at);
+
+/* Records an error on f (replacing the last one) and returns `status`. */
+int ir_error(nest_function *f, int status, const char *fmt, ...) FORMAT(3, 4);
+
+/* Element counts and helpers on nodes. */
+int64_t ir_count(const ir_node *n); /* product of the shape (1 for scalars) */
+static inline const ir_node *ir_in(const nest_function *f, const ir_node *n, int i)
+{
+    return &f->nodes[n->in[i]];
+}
+static inline ir_kind ir_kind_of(const ir_node *n) { return ir_ops[n->op].kind; }
+bool op_is_elementwise(ir_op op);
+
+/* "f32[3,4]" or "(f32[3], i32[])" into b. */
+void ir_format_type(buf *b, const nest_function *f, int32_t node);
+void ir_format_shape(buf *b, int rank, const int64_t *shape);
+/* The node a value stands for: itself, or for a GET the element it takes (never a GET). */
+static inline int32_t ir_resolve(const nest_function *f, int32_t v)
+{
+    return f->nodes[v].op == OP_GET ? f->nodes[v].a.get.target : v;
+}
+/* Looks up an op by its text name; OP_COUNT if none. */
+ir_op ir_op_lookup(const char *name, size_t len);
+/* Finds a node by user name; -1 if none. */
+int32_t ir_find_name(const nest_function *f, const char *name);
+/* Checks a name for a function, parameter or value; returns NEST_OK or records an error. */
+int ir_check_name(nest_function *f, const char *what, const char *name);
+
+/* Checks the graph's invariants (operand order, types against the rules); asserts in debug
+ * builds and returns false on a violation. */
+bool ir_verify(const nest_function *f);
+
+/* ---------------------------------------------------------------------------------------------
+ * parse.c: the text form
+ * ------------------------------------------------------------------------------------------- */
+
+struct nest_module {
+    nest_function **fns;
+    int nfns, capfns;
+    int status;
+    char *errmsg;
+    int line, col;
+};
+
+/* Deepest nesting of calls the parser accepts. */
+#define PARSE_MAX_DEPTH 1000
+
+/* ---------------------------------------------------------------------------------------------
+ * print.c: canonical text and Graphviz
+ * ------------------------------------------------------------------------------------------- */
+
+/* Appends the canonical text of f to b. */
+void print_function(buf *b, const nest_function *f);
+/* Formats one element of a constant so that it parses back to the same value. */
+void print_scalar(buf *b, int etype, const void *data, int64_t i);
+
+/* ---------------------------------------------------------------------------------------------
+ * interp.c: the reference interpreter
+ * ------------------------------------------------------------------------------------------- */
+
+/* Evaluates f into the result arrays (see nest_evaluate). */
+int interp_run(nest_function *f, void *const *args, void *const *results);
+
+#endif /* NEST_INTERNAL_H */

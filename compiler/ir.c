@@ -1,0 +1,635 @@
+/* ir.c - the graph: the op table, type inference at construction, the verifier. */
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+const ir_opinfo ir_ops[OP_COUNT] = {
+#define OP(id, text, kind, arity, types, cf, ci) [OP_##id] = {text, K_##kind, arity, T_##types, cf, ci},
+#include "ops.def"
+#undef OP
+};
+
+bool op_is_elementwise(ir_op op)
+{
+    ir_kind k = ir_ops[op].kind;
+    return k == K_EW || k == K_CMP || k == K_SELECT || k == K_CONVERT;
+}
+
+ir_op ir_op_lookup(const char *name, size_t len)
+{
+    for (int op = 0; op < OP_COUNT; op++)
+        if (strlen(ir_ops[op].name) == len && memcmp(ir_ops[op].name, name, len) == 0)
+            return (ir_op)op;
+    return OP_COUNT;
+}
+
+int ir_error(nest_function *f, int status, const char *fmt, ...)
+{
+    buf b = {0};
+    va_list ap;
+    va_start(ap, fmt);
+    buf_vprintf(&b, fmt, ap);
+    va_end(ap);
+    free(f->errmsg);
+    f->errmsg = buf_finish(&b); /* NULL when out of memory: nest_errmsg() then says so */
+    f->status = f->errmsg ? status : NEST_ERR_NOMEM;
+    return f->status;
+}
+
+int64_t ir_count(const ir_node *n)
+{
+    int64_t c = 1;
+    for (int i = 0; i < n->rank; i++)
+        c *= n->shape[i]; /* checked against IR_MAX_BYTES when the node was built */
+    return c;
+}
+
+void ir_format_shape(buf *b, int rank, const int64_t *shape)
+{
+    buf_putc(b, '[');
+    for (int i = 0; i < rank; i++)
+        buf_printf(b, "%s%lld", i ? "," : "", (long long)shape[i]);
+    buf_putc(b, ']');
+}
+
+void ir_format_type(buf *b, const nest_function *f, int32_t node)
+{
+    const ir_node *n = &f->nodes[node];
+    if (n->etype == IR_TUPLE) {
+        buf_putc(b, '(');
+        for (int i = 0; i < n->nin; i++) {
+            if (i)
+                buf_puts(b, ", ");
+            ir_format_type(b, f, n->in[i]); /* tuples nest only as deep as they were built */
+        }
+        buf_putc(b, ')');
+        return;
+    }
+    buf_puts(b, nest_type_name((nest_type)n->etype));
+    ir_format_shape(b, n->rank, n->shape);
+}
+
+int32_t ir_find_name(const nest_function *f, const char *name)
+{
+    for (int32_t i = 0; i < f->nnodes; i++)
+        if (f->nodes[i].name && strcmp(f->nodes[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+int ir_check_name(nest_function *f, const char *what, const char *name)
+{
+    if (!name)
+        return ir_error(f, NEST_ERR_ARG, "%s name is NULL", what);
+    size_t len = strlen(name);
+    if (len > IR_MAX_NAME)
+        return ir_error(f, NEST_ERR_LIMIT, "%s name is %zu characters long (the limit is %d)",
+                        what, len, IR_MAX_NAME);
+    if (!is_identifier(name, len))
+        return ir_error(f, NEST_ERR_ARG,
+                        "%s name '%.64s' is not an identifier ([A-Za-z_][A-Za-z0-9_]*)", what,
+                        name);
+    if (is_c_keyword(name))
+        return ir_error(f, NEST_ERR_ARG, "%s name '%s' is a C keyword", what, name);
+    if (strncmp(name, "nest_", 5) == 0 || strncmp(name, "__", 2) == 0 ||
+        (name[0] == '_' && name[1] >= 'A' && name[1] <= 'Z'))
+        return ir_error(f, NEST_ERR_ARG, "%s name '%s' is reserved (nest_, __ and _X prefixes)",
+                        what, name);
+    return NEST_OK;
+}
+
+/* ---- describing operands in messages ---- */
+
+/* "x: f32[3,4]" for a named node, "f32[3,4]" otherwise; into a small static ring of buffers
+ * would not be reentrant, so messages are built in one buf. */
+static void describe(buf *b, const nest_function *f, int32_t node)
+{
+    const ir_node *n = &f->nodes[node];
+    if (n->name)
+        buf_printf(b, "%s: ", n->name);
+    else if (ir_kind_of(n) != K_PARAM)
+        buf_printf(b, "%s(...): ", ir_ops[n->op].name);
+    ir_format_type(b, f, node);
+}
+
+/* Records "OP(operands): message" on f. */
+static int op_error(nest_function *f, int status, ir_op op, int nin, const int32_t *in,
+                    const char *fmt, ...) FORMAT(6, 7);
+static int op_error(nest_function *f, int status, ir_op op, int nin, const int32_t *in,
+                    const char *fmt, ...)
+{
+    buf b = {0};
+    buf_printf(&b, "%s(", ir_ops[op].name);
+    for (int i = 0; i < nin; i++) {
+        if (i)
+            buf_puts(&b, ", ");
+        describe(&b, f, in[i]);
+    }
+    buf_puts(&b, "): ");
+    va_list ap;
+    va_start(ap, fmt);
+    buf_vprintf(&b, fmt, ap);
+    va_end(ap);
+    char *msg = buf_finish(&b);
+    if (!msg)
+        return ir_error(f, NEST_ERR_NOMEM, "out of memory");
+    ir_error(f, status, "%s", msg);
+    free(msg);
+    return status;
+}
+
+/* ---- building ---- */
+
+static ir_node *append_node(nest_function *f)
+{
+    if (f->nnodes == f->capnodes) {
+        if (f->capnodes > INT32_MAX / 2)
+            return NULL;
+        int32_t cap = f->capnodes ? f->capnodes * 2 : 64;
+        ir_node *p = realloc(f->nodes, (size_t)cap * sizeof *p);
+        if (!p)
+            return NULL;
+        f->nodes = p;
+        f->capnodes = cap;
+    }
+    ir_node *n = &f->nodes[f->nnodes];
+    memset(n, 0, sizeof *n);
+    return n;
+}
+
+static bool type_ok(ir_types t, int etype)
+{
+    switch (t) {
+    case T_NUM: return etype == NEST_F32 || etype == NEST_F64 || etype == NEST_I32 || etype == NEST_I64;
+    case T_FLOAT: return etype == NEST_F32 || etype == NEST_F64;
+    case T_ANY: return etype >= 0 && etype < IR_TUPLE;
+    }
+    return false;
+}
+
+static const char *types_text(ir_types t)
+{
+    switch (t) {
+    case T_NUM: return "f32, f64, i32 or i64";
+    case T_FLOAT: return "f32 or f64";
+    case T_ANY: return "a tensor";
+    }
+    return "?";
+}
+
+static bool same_shape(const ir_node *a, const ir_node *b)
+{
+    return a->rank == b->rank && memcmp(a->shape, b->shape, (size_t)a->rank * sizeof(int64_t)) == 0;
+}
+
+/* Checks a shape given by the caller: rank, non-negative dims, total size. Writes the element
+ * count to *count. */
+static int check_shape(nest_function *f, const char *what, int rank, const int64_t *shape,
+                       int etype, int64_t *count)
+{
+    if (rank < 0 || rank > NEST_MAX_RANK)
+        return ir_error(f, rank < 0 ? NEST_ERR_ARG : NEST_ERR_LIMIT,
+                        "%s: rank %d is out of range (0 to %d)", what, rank, NEST_MAX_RANK);
+    if (rank > 0 && !shape)
+        return ir_error(f, NEST_ERR_ARG, "%s: shape is NULL", what);
+    int64_t c = 1;
+    bool huge = false;
+    for (int i = 0; i < rank; i++) {
+        if (shape[i] < 0)
+            return ir_error(f, NEST_ERR_ARG, "%s: dimension %d is negative (%lld)", what, i,
+                            (long long)shape[i]);
+        if (mul_overflows(c, shape[i], &c))
+            huge = true;
+    }
+    int64_t bytes;
+    if (!huge && c > 0 && mul_overflows(c, (int64_t)nest_type_size((nest_type)etype), &bytes))
+        huge = true;
+    if (huge || (c > 0 && bytes >= IR_MAX_BYTES)) {
+        buf b = {0};
+        ir_format_shape(&b, rank, shape);
+        char *s = buf_finish(&b);
+        ir_error(f, NEST_ERR_LIMIT, "%s: shape %s is too large (the limit is 2^62 bytes)", what,
+                 s ? s : "");
+        free(s);
+        return f->status;
+    }
+    *count = c;
+    return NEST_OK;
+}
+
+/* Reads a list of distinct axes below `rank` into a bit mask. */
+static int read_axes(nest_function *f, ir_op op, int nin, const int32_t *in, int naxes,
+                     const int64_t *axes, int rank, uint32_t *mask)
+{
+    *mask = 0;
+    if (naxes < 0 || naxes > NEST_MAX_RANK || (naxes > 0 && !axes))
+        return op_error(f, NEST_ERR_ARG, op, nin, in, "invalid axes list");
+    for (int i = 0; i < naxes; i++) {
+        if (axes[i] < 0 || axes[i] >= rank)
+            return op_error(f, NEST_ERR_TYPE, op, nin, in, "axis %lld is out of range for rank %d",
+                            (long long)axes[i], rank);
+        if (*mask & (1u << axes[i]))
+            return op_error(f, NEST_ERR_TYPE, op, nin, in, "axis %lld is repeated",
+                            (long long)axes[i]);
+        *mask |= 1u << axes[i];
+    }
+    return NEST_OK;
+}
+
+static int64_t *dup_shape(nest_function *f, int rank, const int64_t *shape)
+{
+    return arena_memdup(&f->arena, shape, (size_t)rank * sizeof(int64_t) + 1);
+}
+
+/* The type rules. Each fills n->etype, n->rank, n->shape and the attributes. */
+static int infer(nest_function *f, ir_node *n, ir_op op, int nin, const int32_t *in,
+                 const ir_attrs *at)
+{
+    const ir_opinfo *info = &ir_ops[op];
+    const ir_node *a = nin > 0 ? &f->nodes[in[0]] : NULL;
+    int64_t count;
+    int st;
+
+    /* operand types, for every kind that takes tensors */
+    if (info->kind != K_TUPLE && info->kind != K_GET) {
+        for (int i = 0; i < nin; i++) {
+            const ir_node *x = &f->nodes[in[i]];
+            if (x->etype == IR_TUPLE)
+                return op_error(f, NEST_ERR_TYPE, op, nin, in,
+                                "operand %d is a tuple; use get to take an element", i + 1);
+            bool cond = info->kind == K_SELECT && i == 0;
+            if (cond ? x->etype != NEST_BOOL : !type_ok(info->types, x->etype))
+                return op_error(f, NEST_ERR_TYPE, op, nin, in, "operand %d must be %s, not %s",
+                                i + 1, cond ? "bool" : types_text(info->types),
+                                nest_type_name((nest_type)x->etype));
+        }
+    }
+
+    switch (info->kind) {
+    case K_PARAM:
+    case K_CONST:
+        if (at->type < 0 || at->type >= IR_TUPLE)
+            return ir_error(f, NEST_ERR_ARG, "%s: invalid element type %d", info->name, at->type);
+        if ((st = check_shape(f, info->name, at->rank, at->shape, at->type, &count)))
+            return st;
+        n->etype = (uint8_t)at->type;
+        n->rank = (uint8_t)at->rank;
+        n->shape = dup_shape(f, at->rank, at->shape);
+        if (info->kind == K_PARAM) {
+            if (at->layout != NEST_ROW_MAJOR && at->layout != NEST_COL_MAJOR)
+                return ir_error(f, NEST_ERR_ARG, "parameter %s: invalid layout %d", at->name,
+                                at->layout);
+            n->a.param.index = f->nparams;
+            n->a.param.layout = (uint8_t)at->layout;
+            return NEST_OK;
+        }
+        if (at->count != 1 && at->count != count)
+            return ir_error(f, NEST_ERR_TYPE,
+                            "constant of type %s: %lld values given, expected 1 or %lld",
+                            nest_type_name((nest_type)at->type), (long long)at->count,
+                            (long long)count);
+        if (!at->data && at->count > 0)
+            return ir_error(f, NEST_ERR_ARG, "constant: data is NULL");
+        n->a.constant.count = at->count;
+        n->a.constant.data =
+            arena_memdup(&f->arena, at->data, (size_t)at->count * nest_type_size((nest_type)at->type));
+        if (!n->a.constant.data)
+            return ir_error(f, NEST_ERR_NOMEM, "constant: out of memory");
+        if (at->type == NEST_BOOL) {
+            uint8_t *v = n->a.constant.data;
+            for (int64_t i = 0; i < at->count; i++)
+                v[i] = v[i] != 0;
+        }
+        return NEST_OK;
+
+    case K_EW:
+    case K_CMP:
+    case K_SELECT: {
+        int first = info->kind == K_SELECT ? 1 : 0; /* the first value operand */
+        for (int i = 1; i < nin; i++) {
+            const ir_node *x = &f->nodes[in[i]];
+            if (!same_shape(a, x))
+                return op_error(f, NEST_ERR_TYPE, op, nin, in,
+                                "operand shapes differ (element-wise ops do not broadcast; use "
+                                "broadcast)");
+            if (i > first && x->etype != f->nodes[in[first]].etype)
+                return op_error(f, NEST_ERR_TYPE, op, nin, in, "operand element types differ");
+        }
+        n->etype = info->kind == K_CMP ? NEST_BOOL : f->nodes[in[first]].etype;
+        n->rank = a->rank;
+        n->shape = a->shape;
+        return NEST_OK;
+    }
+
+    case K_CONVERT:
+        if (at->type < 0 || at->type >= IR_TUPLE)
+            return op_error(f, NEST_ERR_ARG, op, nin, in, "invalid target type %d", at->type);
+        n->etype = (uint8_t)at->type;
+        n->rank = a->rank;
+        n->shape = a->shape;
+        return NEST_OK;
+
+    case K_DOT: {
+        const ir_node *b = &f->nodes[in[1]];
+        if (a->etype != b->etype)
+            return op_error(f, NEST_ERR_TYPE, op, nin, in, "operand element types differ");
+        n->etype = a->etype;
+        if (a->rank == 0 || b->rank == 0) {
+            const ir_node *t = a->rank == 0 ? b : a;
+            n->rank = t->rank;
+            n->shape = t->shape;
+            return NEST_OK;
+        }
+        if (a->shape[a->rank - 1] != b->shape[0])
+            return op_error(f, NEST_ERR_TYPE, op, nin, in,
+                            "the last axis of the first operand (%lld) differs from the first "
+                            "axis of the second (%lld)",
+                            (long long)a->shape[a->rank - 1], (long long)b->shape[0]);
+        int rank = a->rank - 1 + b->rank - 1;
+        if (rank > NEST_MAX_RANK)
+            return op_error(f, NEST_ERR_LIMIT, op, nin, in, "result rank %d exceeds %d", rank,
+                            NEST_MAX_RANK);
+        int64_t shape[2 * NEST_MAX_RANK];
+        memcpy(shape, a->shape, (size_t)(a->rank - 1) * sizeof(int64_t));
+        memcpy(shape + a->rank - 1, b->shape + 1, (size_t)(b->rank - 1) * sizeof(int64_t));
+        n->rank = (uint8_t)rank;
+        n->shape = dup_shape(f, rank, shape);
+        return NEST_OK;
+    }
+
+    case K_BROADCAST: {
+        if ((st = check_shape(f, info->name, at->rank, at->shape, a->etype, &count)))
+            return st;
+        uint32_t mask;
+        if ((st = read_axes(f, op, nin, in, at->naxes, at->axes, at->rank, &mask)))
+            return st;
+        if (at->rank - at->naxes != a->rank)
+            return op_error(f, NEST_ERR_TYPE, op, nin, in,
+                            "the shape has rank %d with %d new axes, so the operand must have "
+                            "rank %d",
+                            at->rank, at->naxes, at->rank - at->naxes);
+        for (int i = 0, j = 0; i < at->rank; i++) {
+            if (mask & (1u << i))
+                continue;
+            if (at->shape[i] != a->shape[j])
+                return op_error(f, NEST_ERR_TYPE, op, nin, in,
+                                "output dimension %d is %lld but the operand's dimension %d is "
+                                "%lld",
+                                i, (long long)at->shape[i], j, (long long)a->shape[j]);
+            j++;
+        }
+        n->etype = a->etype;
+        n->rank = (uint8_t)at->rank;
+        n->shape = dup_shape(f, at->rank, at->shape);
+        n->a.axes = mask;
+        return NEST_OK;
+    }
+
+    case K_RESHAPE: {
+        if ((st = check_shape(f, info->name, at->rank, at->shape, a->etype, &count)))
+            return st;
+        if (count != ir_count(a)) {
+            buf b = {0};
+            ir_format_shape(&b, at->rank, at->shape);
+            char *s = buf_finish(&b);
+            op_error(f, NEST_ERR_TYPE, op, nin, in,
+                     "shape %s has %lld elements but the operand has %lld", s ? s : "",
+                     (long long)count, (long long)ir_count(a));
+            free(s);
+            return f->status;
+        }
+        n->a.order = arena_alloc(&f->arena, (size_t)a->rank + 1);
+        if (!n->a.order)
+            return ir_error(f, NEST_ERR_NOMEM, "out of memory");
+        uint32_t seen = 0;
+        for (int i = 0; i < a->rank; i++) {
+            int64_t o = at->order ? at->order[i] : i;
+            if (o < 0 || o >= a->rank || (seen & (1u << o)))
+                return op_error(f, NEST_ERR_TYPE, op, nin, in,
+                                "order must be a permutation of 0..%d (entry %d is %lld)",
+                                a->rank - 1, i, (long long)o);
+            seen |= 1u << o;
+            n->a.order[i] = (uint8_t)o;
+        }
+        n->etype = a->etype;
+        n->rank = (uint8_t)at->rank;
+        n->shape = dup_shape(f, at->rank, at->shape);
+        return NEST_OK;
+    }
+
+    case K_SLICE: {
+        int r = a->rank;
+        if (r > 0 && (!at->lower || !at->upper))
+            return op_error(f, NEST_ERR_ARG, op, nin, in, "lower or upper is NULL");
+        int64_t *lo = arena_array(&f->arena, (size_t)r + 1, sizeof(int64_t));
+        int64_t *up = arena_array(&f->arena, (size_t)r + 1, sizeof(int64_t));
+        int64_t *step = arena_array(&f->arena, (size_t)r + 1, sizeof(int64_t));
+        int64_t *shape = arena_array(&f->arena, (size_t)r + 1, sizeof(int64_t));
+        if (!lo || !up || !step || !shape)
+            return ir_error(f, NEST_ERR_NOMEM, "out of memory");
+        for (int i = 0; i < r; i++) {
+            lo[i] = at->lower[i];
+            up[i] = at->upper[i];
+            step[i] = at->step ? at->step[i] : 1;
+            if (lo[i] < 0 || up[i] < lo[i] || up[i] > a->shape[i])
+                return op_error(f, NEST_ERR_TYPE, op, nin, in,
+                                "axis %d: bounds [%lld, %lld) are not within [0, %lld]", i,
+                                (long long)lo[i], (long long)up[i], (long long)a->shape[i]);
+            if (step[i] < 1)
+                return op_error(f, NEST_ERR_TYPE, op, nin, in,
+                                "axis %d: stride %lld must be at least 1", i, (long long)step[i]);
+            shape[i] = (up[i] - lo[i]) / step[i] + ((up[i] - lo[i]) % step[i] != 0);
+        }
+        n->etype = a->etype;
+        n->rank = (uint8_t)r;
+        n->shape = shape;
+        n->a.slice.lower = lo;
+        n->a.slice.upper = up;
+        n->a.slice.step = step;
+        return NEST_OK;
+    }
+
+    case K_CONCAT: {
+        if (nin < 1)
+            return ir_error(f, NEST_ERR_ARG, "concat: needs at least one operand");
+        if (a->rank == 0)
+            return op_error(f, NEST_ERR_TYPE, op, nin, in, "scalars cannot be concatenated");
+        if (at->index < 0 || at->index >= a->rank)
+            return op_error(f, NEST_ERR_TYPE, op, nin, in, "axis %lld is out of range for rank %d",
+                            (long long)at->index, a->rank);
+        int axis = (int)at->index;
+        int64_t total = 0;
+        for (int i = 0; i < nin; i++) {
+            const ir_node *x = &f->nodes[in[i]];
+            if (x->etype != a->etype)
+                return op_error(f, NEST_ERR_TYPE, op, nin, in, "operand element types differ");
+            if (x->rank != a->rank)
+                return op_error(f, NEST_ERR_TYPE, op, nin, in, "operand ranks differ");
+            for (int d = 0; d < a->rank; d++)
+                if (d != axis && x->shape[d] != a->shape[d])
+                    return op_error(f, NEST_ERR_TYPE, op, nin, in,
+                                    "operand %d differs in dimension %d, which is not the "
+                                    "concatenation axis",
+                                    i + 1, d);
+            if (add_overflows(total, x->shape[axis], &total))
+                return op_error(f, NEST_ERR_LIMIT, op, nin, in, "the result is too large");
+        }
+        int64_t shape[NEST_MAX_RANK];
+        memcpy(shape, a->shape, (size_t)a->rank * sizeof(int64_t));
+        shape[axis] = total;
+        if ((st = check_shape(f, info->name, a->rank, shape, a->etype, &count)))
+            return st;
+        n->etype = a->etype;
+        n->rank = a->rank;
+        n->shape = dup_shape(f, a->rank, shape);
+        n->a.axis = axis;
+        return NEST_OK;
+    }
+
+    case K_REDUCE: {
+        uint32_t mask;
+        if ((st = read_axes(f, op, nin, in, at->naxes, at->axes, a->rank, &mask)))
+            return st;
+        int64_t shape[NEST_MAX_RANK];
+        int r = 0;
+        for (int i = 0; i < a->rank; i++)
+            if (!(mask & (1u << i)))
+                shape[r++] = a->shape[i];
+        n->etype = a->etype;
+        n->rank = (uint8_t)r;
+        n->shape = dup_shape(f, r, shape);
+        n->a.axes = mask;
+        return NEST_OK;
+    }
+
+    case K_TUPLE:
+        n->etype = IR_TUPLE;
+        return NEST_OK;
+
+    case K_GET: {
+        if (a->etype != IR_TUPLE)
+            return op_error(f, NEST_ERR_TYPE, op, nin, in, "the operand is not a tuple");
+        const ir_node *t = &f->nodes[ir_resolve(f, in[0])];
+        if (at->index < 0 || at->index >= t->nin)
+            return op_error(f, NEST_ERR_TYPE, op, nin, in,
+                            "index %lld is out of range for a tuple of %d", (long long)at->index,
+                            t->nin);
+        int32_t target = ir_resolve(f, t->in[at->index]);
+        const ir_node *e = &f->nodes[target];
+        n->etype = e->etype;
+        n->rank = e->rank;
+        n->shape = e->shape;
+        n->a.get.index = (int32_t)at->index;
+        n->a.get.target = target;
+        return NEST_OK;
+    }
+    }
+    return ir_error(f, NEST_ERR_ARG, "unknown op");
+}
+
+int32_t ir_build(nest_function *f, ir_op op, int nin, const int32_t *in, const ir_attrs *at)
+{
+    static const ir_attrs none = {0};
+    if (!f)
+        return NEST_NONE;
+    if (!f->name)
+        return ir_error(f, NEST_ERR_ARG, "the function has no valid name"), NEST_NONE;
+    if (!at)
+        at = &none;
+    if ((unsigned)op >= OP_COUNT)
+        return ir_error(f, NEST_ERR_ARG, "unknown op %d", (int)op), NEST_NONE;
+    const ir_opinfo *info = &ir_ops[op];
+    if (nin < 0 || (nin > 0 && !in))
+        return ir_error(f, NEST_ERR_ARG, "%s: invalid operand list", info->name), NEST_NONE;
+    for (int i = 0; i < nin; i++) {
+        if (in[i] < 0)
+            return NEST_NONE; /* an operand failed: its error stands */
+        if (in[i] >= f->nnodes)
+            return ir_error(f, NEST_ERR_ARG, "%s: operand %d (%d) is not a value of function %s",
+                            info->name, i + 1, in[i], f->name),
+                   NEST_NONE;
+    }
+    if (info->arity >= 0 && nin != info->arity)
+        return ir_error(f, NEST_ERR_ARG, "%s takes %d operand%s, not %d", info->name, info->arity,
+                        info->arity == 1 ? "" : "s", nin),
+               NEST_NONE;
+    if (op == OP_PARAMETER) {
+        if (ir_check_name(f, "parameter", at->name))
+            return NEST_NONE;
+        for (int i = 0; i < f->nparams; i++)
+            if (strcmp(f->nodes[f->params[i]].name, at->name) == 0)
+                return ir_error(f, NEST_ERR_ARG, "parameter name '%s' is used twice", at->name),
+                       NEST_NONE;
+        if (f->nparams == f->capparams) {
+            int32_t cap = f->capparams ? f->capparams * 2 : 8;
+            int32_t *p = arena_array(&f->arena, (size_t)cap, sizeof *p);
+            if (!p)
+                return ir_error(f, NEST_ERR_NOMEM, "out of memory"), NEST_NONE;
+            if (f->nparams)
+                memcpy(p, f->params, (size_t)f->nparams * sizeof *p);
+            f->params = p;
+            f->capparams = cap;
+        }
+    }
+
+    ir_node *n = append_node(f);
+    if (!n)
+        return ir_error(f, NEST_ERR_NOMEM, "out of memory"), NEST_NONE;
+    n->op = (uint16_t)op;
+    if (infer(f, n, op, nin, in, at) != NEST_OK)
+        return NEST_NONE;
+    if (nin) {
+        n->in = arena_memdup(&f->arena, in, (size_t)nin * sizeof *in);
+        if (!n->in)
+            return ir_error(f, NEST_ERR_NOMEM, "out of memory"), NEST_NONE;
+    }
+    n->nin = nin;
+    if (!n->shape)
+        n->shape = dup_shape(f, 0, NULL);
+    if (!n->shape)
+        return ir_error(f, NEST_ERR_NOMEM, "out of memory"), NEST_NONE;
+    if (op == OP_PARAMETER) {
+        n->name = arena_strdup(&f->arena, at->name);
+        if (!n->name)
+            return ir_error(f, NEST_ERR_NOMEM, "out of memory"), NEST_NONE;
+        f->params[f->nparams++] = f->nnodes;
+    }
+    return f->nnodes++;
+}
+
+/* ---- the verifier ---- */
+
+bool ir_verify(const nest_function *f)
+{
+    for (int32_t i = 0; i < f->nnodes; i++) {
+        const ir_node *n = &f->nodes[i];
+        if (n->op >= OP_COUNT || n->rank > NEST_MAX_RANK || (n->rank && !n->shape))
+            return false;
+        for (int j = 0; j < n->nin; j++)
+            if (n->in[j] < 0 || n->in[j] >= i)
+                return false;
+        if (ir_ops[n->op].arity >= 0 && n->nin != ir_ops[n->op].arity)
+            return false;
+        if (n->etype > IR_TUPLE)
+            return false;
+        if (n->op == OP_GET) {
+            const ir_node *t = &f->nodes[ir_resolve(f, n->in[0])];
+            if (t->op != OP_TUPLE || t->in[n->a.get.index] < 0 ||
+                ir_resolve(f, t->in[n->a.get.index]) != n->a.get.target)
+                return false;
+        } else if ((n->etype == IR_TUPLE) != (n->op == OP_TUPLE)) {
+            return false;
+        }
+    }
+    for (int32_t i = 0; i < f->nparams; i++)
+        if (f->params[i] < 0 || f->params[i] >= f->nnodes || f->nodes[f->params[i]].op != OP_PARAMETER)
+            return false;
+    for (int32_t i = 0; i < f->nresults; i++)
+        if (f->results[i] < 0 || f->results[i] >= f->nnodes ||
+            f->nodes[f->results[i]].etype == IR_TUPLE)
+            return false;
+    return true;
+}

@@ -1,0 +1,193 @@
+/* util.c - arenas, the string builder, overflow-checked arithmetic, names. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+struct arena_chunk {
+    arena_chunk *next;
+    size_t used, cap;
+    _Alignas(16) unsigned char data[];
+};
+
+#define CHUNK_SIZE ((size_t)64 * 1024)
+
+void *arena_alloc(arena *a, size_t size)
+{
+    size = (size + 15) & ~(size_t)15;
+    if (size == 0)
+        size = 16;
+    arena_chunk *c = a->head;
+    if (!c || c->cap - c->used < size) {
+        size_t cap = size > CHUNK_SIZE / 4 ? size : CHUNK_SIZE;
+        if (cap > SIZE_MAX - sizeof(arena_chunk))
+            return NULL;
+        c = malloc(sizeof(arena_chunk) + cap);
+        if (!c)
+            return NULL;
+        c->cap = cap;
+        c->used = 0;
+        if (size == cap && a->head) {
+            /* a large block: keep filling the current chunk afterwards */
+            c->next = a->head->next;
+            a->head->next = c;
+        } else {
+            c->next = a->head;
+            a->head = c;
+        }
+    }
+    void *p = c->data + c->used;
+    c->used += size;
+    memset(p, 0, size);
+    return p;
+}
+
+void *arena_array(arena *a, size_t count, size_t size)
+{
+    if (size && count > SIZE_MAX / size)
+        return NULL;
+    return arena_alloc(a, count * size);
+}
+
+void *arena_memdup(arena *a, const void *p, size_t size)
+{
+    void *q = arena_alloc(a, size);
+    if (q && size)
+        memcpy(q, p, size);
+    return q;
+}
+
+char *arena_strdup(arena *a, const char *s)
+{
+    return arena_memdup(a, s, strlen(s) + 1);
+}
+
+void arena_free(arena *a)
+{
+    arena_chunk *c = a->head;
+    while (c) {
+        arena_chunk *next = c->next;
+        free(c);
+        c = next;
+    }
+    a->head = NULL;
+}
+
+static bool buf_reserve(buf *b, size_t extra)
+{
+    if (b->failed)
+        return false;
+    if (extra > SIZE_MAX / 2 - b->len) {
+        b->failed = true;
+        return false;
+    }
+    if (b->len + extra + 1 <= b->cap)
+        return true;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + extra + 1)
+        cap *= 2;
+    char *p = realloc(b->data, cap);
+    if (!p) {
+        b->failed = true;
+        return false;
+    }
+    b->data = p;
+    b->cap = cap;
+    return true;
+}
+
+void buf_vprintf(buf *b, const char *fmt, va_list ap)
+{
+    va_list ap2;
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap2);
+    va_end(ap2);
+    if (n < 0) {
+        b->failed = true;
+        return;
+    }
+    if (!buf_reserve(b, (size_t)n))
+        return;
+    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+    b->len += (size_t)n;
+}
+
+void buf_printf(buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    buf_vprintf(b, fmt, ap);
+    va_end(ap);
+}
+
+void buf_write(buf *b, const char *s, size_t n)
+{
+    if (!buf_reserve(b, n))
+        return;
+    memcpy(b->data + b->len, s, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+}
+
+void buf_puts(buf *b, const char *s) { buf_write(b, s, strlen(s)); }
+
+void buf_putc(buf *b, char c) { buf_write(b, &c, 1); }
+
+char *buf_finish(buf *b)
+{
+    char *s = NULL;
+    if (!b->failed) {
+        s = b->data ? b->data : calloc(1, 1);
+        b->data = NULL;
+    }
+    buf_reset(b);
+    return s;
+}
+
+void buf_reset(buf *b)
+{
+    free(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+    b->failed = false;
+}
+
+bool mul_overflows(int64_t a, int64_t b, int64_t *out)
+{
+    return __builtin_mul_overflow(a, b, out);
+}
+
+bool add_overflows(int64_t a, int64_t b, int64_t *out)
+{
+    return __builtin_add_overflow(a, b, out);
+}
+
+static bool is_alpha(int c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+static bool is_digit(int c) { return c >= '0' && c <= '9'; }
+
+bool is_identifier(const char *s, size_t len)
+{
+    if (len == 0 || !is_alpha((unsigned char)s[0]))
+        return false;
+    for (size_t i = 1; i < len; i++)
+        if (!is_alpha((unsigned char)s[i]) && !is_digit((unsigned char)s[i]))
+            return false;
+    return true;
+}
+
+bool is_c_keyword(const char *s)
+{
+    static const char *const words[] = {
+        "auto", "break", "case", "char", "const", "continue", "default", "do", "double",
+        "else", "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long",
+        "register", "restrict", "return", "short", "signed", "sizeof", "static", "struct",
+        "switch", "typedef", "union", "unsigned", "void", "volatile", "while", "_Bool",
+        "_Complex", "_Imaginary", "_Alignas", "_Alignof", "_Atomic", "_Generic", "_Noreturn",
+        "_Static_assert", "_Thread_local", "main", "asm", "typeof", "bool", "true", "false",
+    };
+    for (size_t i = 0; i < countof(words); i++)
+        if (strcmp(s, words[i]) == 0)
+            return true;
+    return false;
+}

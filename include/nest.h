@@ -1,0 +1,298 @@
+/*
+ * nest.h - the public interface of nest, a tensor graph compiler that prints loop-nest C.
+ *
+ * A program builds a function: a graph of typed tensor ops over parameters. Each op's element
+ * type and shape are inferred when it is built; a mismatch is an error kept on the function
+ * handle (never an abort, never a message printed). The function can then be evaluated by the
+ * reference interpreter, printed as text, emitted as C, compiled in process (nest_compile) or
+ * ahead of time to a shared object (nest_build_so).
+ *
+ * Conventions
+ * - Every call that can fail returns a status (NEST_OK is 0) or NULL / NEST_NONE, and the handle
+ *   it was given keeps the last error: nest_errcode(), nest_errmsg().
+ * - Every *_free(NULL) is a harmless no-op.
+ * - Strings returned as `char *` are malloc'd and belong to the caller (release them with
+ *   nest_string_free or free). Strings returned as `const char *` belong to the handle and live
+ *   until the handle's next failing call or its free.
+ * - Arrays passed to and from functions are dense and row-major unless a parameter or result is
+ *   declared column-major; bool elements are one byte holding 0 or 1.
+ * - Handles are not safe to use from two threads at once; distinct handles are independent.
+ */
+#ifndef NEST_H
+#define NEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The largest rank of a tensor. */
+#define NEST_MAX_RANK 32
+
+/* Status codes: X(name, message). NEST_OK is 0; every other code is positive. */
+#define NEST_STATUS_MAP(X)                                                          \
+    X(OK, "ok")                                                                     \
+    X(ERR_TYPE, "operand types or shapes do not fit the op")                        \
+    X(ERR_ARG, "invalid argument")                                                  \
+    X(ERR_SYNTAX, "syntax error in the text form")                                  \
+    X(ERR_LIMIT, "a size or depth limit is exceeded")                               \
+    X(ERR_NOMEM, "out of memory")                                                   \
+    X(ERR_CALL, "wrong arguments to a compiled or evaluated function")              \
+    X(ERR_COMPILE, "compiling the generated C failed")                              \
+    X(ERR_IO, "reading or writing a file failed")                                   \
+    X(ERR_UNAVAILABLE, "a needed component is not available")
+
+typedef enum nest_status {
+#define NEST_STATUS_ENUM(name, msg) NEST_##name,
+    NEST_STATUS_MAP(NEST_STATUS_ENUM)
+#undef NEST_STATUS_ENUM
+    NEST_STATUS_COUNT
+} nest_status;
+
+/* A static description of a status code ("ok", "out of memory", ...). */
+const char *nest_status_str(int status);
+
+/* Element types. bool is the type of comparison results; it is stored as one byte 0 or 1. */
+typedef enum nest_type { NEST_F32, NEST_F64, NEST_I32, NEST_I64, NEST_BOOL } nest_type;
+
+/* The text name of a type ("f32", ...), or "?" for a value out of range. */
+const char *nest_type_name(nest_type t);
+
+/* The size of one element in bytes (4, 8, 4, 8, 1), or 0 for a value out of range. */
+size_t nest_type_size(nest_type t);
+
+/* Memory order of a parameter or result array. */
+typedef enum nest_layout { NEST_ROW_MAJOR, NEST_COL_MAJOR } nest_layout;
+
+/* ---------------------------------------------------------------------------------------------
+ * Functions and values
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct nest_function nest_function;
+
+/* A value of a function: the output of one op (a tensor or a tuple). Values belong to the
+ * function that made them; NEST_NONE (negative) marks a failed builder. Every builder given
+ * NEST_NONE as an operand returns NEST_NONE and leaves the function's error as it is, so
+ * builders can be nested and the error checked once at the end. */
+typedef int32_t nest_value;
+#define NEST_NONE ((nest_value)-1)
+
+/* Creates an empty function. `name` must be an identifier ([A-Za-z_][A-Za-z0-9_]*, at most 255
+ * characters, not a C keyword, not beginning with "nest_"); an invalid name leaves the error on
+ * the returned handle and makes every later builder fail. Returns NULL only when out of memory.
+ * The caller owns the handle; release it with nest_function_free. */
+nest_function *nest_function_new(const char *name);
+
+/* Frees the function and everything it owns. NULL is a no-op. */
+void nest_function_free(nest_function *f);
+
+/* The last error of the handle (NEST_OK if none) and its message ("" if none). The message
+ * names the op, its operands and their types and shapes; it belongs to the handle. */
+int nest_errcode(const nest_function *f);
+const char *nest_errmsg(const nest_function *f);
+
+/* Forgets the last error. A builder that failed added nothing, so the function stays usable. */
+void nest_clear_error(nest_function *f);
+
+/* The function's name; it belongs to the handle. */
+const char *nest_function_name(const nest_function *f);
+
+/* Adds a parameter; parameters are numbered in the order they are added. `name` follows the
+ * rules of nest_function_new and must be unique among the parameters; `shape` has `rank`
+ * entries (rank 0 is a scalar; dims may be 0). Column-major parameters are read in place. */
+nest_value nest_parameter(nest_function *f, const char *name, nest_type type, int rank,
+                          const int64_t *shape, nest_layout layout);
+
+/* Gives a value a name, used by the text form and in comments of the generated C. The name
+ * follows the rules of nest_function_new and must be unique in the function. */
+int nest_set_name(nest_function *f, nest_value v, const char *name);
+
+/* A constant tensor. `data` holds `count` elements of `type` (bool: one byte each): either 1
+ * (the value fills the shape) or the element count of the shape, row-major. The data is copied. */
+nest_value nest_constant(nest_function *f, nest_type type, int rank, const int64_t *shape,
+                         const void *data, int64_t count);
+
+/* Element-wise ops on operands of equal type and shape (nGraph semantics, no implicit
+ * broadcasting: use nest_broadcast). Arithmetic takes f32, f64, i32, i64. Integer arithmetic
+ * wraps (two's complement); integer divide truncates, x / 0 is 0, and INT_MIN / -1 wraps;
+ * integer power with a negative exponent is 1 / a^-b truncated. maximum(a, b) is a > b ? a : b
+ * and minimum(a, b) is a < b ? a : b (a NaN in a gives b). */
+nest_value nest_add(nest_function *f, nest_value a, nest_value b);
+nest_value nest_subtract(nest_function *f, nest_value a, nest_value b);
+nest_value nest_multiply(nest_function *f, nest_value a, nest_value b);
+nest_value nest_divide(nest_function *f, nest_value a, nest_value b);
+nest_value nest_maximum(nest_function *f, nest_value a, nest_value b);
+nest_value nest_minimum(nest_function *f, nest_value a, nest_value b);
+nest_value nest_power(nest_function *f, nest_value a, nest_value b);
+
+/* negative and abs take f32, f64, i32, i64; exp, log, sqrt and tanh take f32 and f64. */
+nest_value nest_negative(nest_function *f, nest_value a);
+nest_value nest_abs(nest_function *f, nest_value a);
+nest_value nest_exp(nest_function *f, nest_value a);
+nest_value nest_log(nest_function *f, nest_value a);
+nest_value nest_sqrt(nest_function *f, nest_value a);
+nest_value nest_tanh(nest_function *f, nest_value a);
+
+/* Comparisons give bool. less and greater take numeric operands; equal takes any type. */
+nest_value nest_less(nest_function *f, nest_value a, nest_value b);
+nest_value nest_greater(nest_function *f, nest_value a, nest_value b);
+nest_value nest_equal(nest_function *f, nest_value a, nest_value b);
+
+/* select(c, a, b): c is bool of the shape of a and b; each element is c ? a : b. */
+nest_value nest_select(nest_function *f, nest_value c, nest_value a, nest_value b);
+
+/* Converts the element type. Float to integer truncates toward zero and saturates at the
+ * integer's range (NaN gives 0); anything to bool is x != 0; bool to a number is 0 or 1. */
+nest_value nest_convert(nest_function *f, nest_value a, nest_type type);
+
+/* Contracts the last axis of a with the first axis of b: shape a[:-1] + b[1:] (vector.vector
+ * gives a scalar). A scalar operand scales the other. Numeric types, equal on both sides. */
+nest_value nest_dot(nest_function *f, nest_value a, nest_value b);
+
+/* Broadcasts a to `shape` (`rank` entries). `axes` (`naxes` distinct entries, any order) are the
+ * axes of the output that a does not have; the remaining output dims must equal a's shape. */
+nest_value nest_broadcast(nest_function *f, nest_value a, int rank, const int64_t *shape,
+                          int naxes, const int64_t *axes);
+
+/* Reads a's elements in the axis `order` (a permutation of a's axes, NULL for the identity) and
+ * lays them out row-major in `shape`, which must have as many elements as a. A transpose is a
+ * reshape with an order and the permuted shape. */
+nest_value nest_reshape(nest_function *f, nest_value a, const int64_t *order, int rank,
+                        const int64_t *shape);
+
+/* The box lower <= i < upper of a, taking every strides-th element (NULL: all 1). Each array
+ * has rank(a) entries; each output dim is ceil((upper - lower) / stride). */
+nest_value nest_slice(nest_function *f, nest_value a, const int64_t *lower, const int64_t *upper,
+                      const int64_t *strides);
+
+/* Joins n >= 1 tensors of equal type and rank along `axis`; the other dims must agree. */
+nest_value nest_concat(nest_function *f, int n, const nest_value *values, int64_t axis);
+
+/* Reductions over `naxes` distinct axes (removed from the shape). sum of nothing is 0; max and
+ * min of nothing are the lowest and highest value of the type (-inf and inf for floats). */
+nest_value nest_sum(nest_function *f, nest_value a, int naxes, const int64_t *axes);
+nest_value nest_max(nest_function *f, nest_value a, int naxes, const int64_t *axes);
+nest_value nest_min(nest_function *f, nest_value a, int naxes, const int64_t *axes);
+
+/* A tuple of n >= 0 values, and its element `index`. */
+nest_value nest_tuple(nest_function *f, int n, const nest_value *values);
+nest_value nest_get(nest_function *f, nest_value tuple, int64_t index);
+
+/* Sets the function's results, replacing earlier ones. Tuples among them are flattened: the
+ * caller sees one result array per tensor, in order. `layouts` (NULL: all row-major) gives the
+ * order of each flattened result array. */
+int nest_return(nest_function *f, int n, const nest_value *values, const nest_layout *layouts);
+
+/* Inspection of a function's signature: parameter and (flattened) result counts, and the type,
+ * rank and shape of each. The shape pointer belongs to the function. Out-of-range indexes give
+ * -1 / NULL. */
+int nest_param_count(const nest_function *f);
+int nest_result_count(const nest_function *f);
+int nest_value_type(const nest_function *f, nest_value v);
+int nest_value_rank(const nest_function *f, nest_value v);
+const int64_t *nest_value_shape(const nest_function *f, nest_value v);
+nest_value nest_param(const nest_function *f, int i);
+nest_value nest_result(const nest_function *f, int i);
+
+/* ---------------------------------------------------------------------------------------------
+ * Text form
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct nest_module nest_module;
+
+/* Parses the text form (`len` bytes, which may hold NUL bytes: they are an error). `filename`
+ * names the text in messages. Returns NULL only when out of memory; otherwise a module that
+ * either holds the functions or keeps the first error: nest_module_errcode() and a message of
+ * the form "file:line:col: error: text". The caller frees it with nest_module_free. */
+nest_module *nest_parse(const char *text, size_t len, const char *filename);
+void nest_module_free(nest_module *m);
+int nest_module_errcode(const nest_module *m);
+const char *nest_module_errmsg(const nest_module *m);
+/* Line and column (from 1; columns count bytes) of the error, 0 if none. */
+int nest_module_errline(const nest_module *m);
+int nest_module_errcol(const nest_module *m);
+
+/* The functions of a parsed module, in file order; they belong to the module. */
+int nest_module_count(const nest_module *m);
+nest_function *nest_module_function(const nest_module *m, int i);
+nest_function *nest_module_find(const nest_module *m, const char *name);
+
+/* The canonical text form of n functions: parsing it and printing again gives the same text.
+ * Returns a string the caller frees, or NULL (error on the first function, or out of memory). */
+char *nest_print(nest_function *const *fns, int n);
+
+/* A Graphviz digraph of n functions: one node per op with its shape and type. */
+char *nest_print_dot(nest_function *const *fns, int n);
+
+/* Frees a string nest returned. NULL is a no-op. */
+void nest_string_free(char *s);
+
+/* ---------------------------------------------------------------------------------------------
+ * Reference interpreter
+ * ------------------------------------------------------------------------------------------- */
+
+/* Evaluates f with the simple reference interpreter: `args` are nargs parameter arrays, `results`
+ * nresults result arrays (layouts as declared). Returns NEST_OK or an error kept on f (wrong
+ * counts: NEST_ERR_CALL; a missing result: NEST_ERR_ARG; memory: NEST_ERR_NOMEM). */
+int nest_evaluate(nest_function *f, void *const *args, int nargs, void *const *results,
+                  int nresults);
+
+/* ---------------------------------------------------------------------------------------------
+ * Compilation
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct nest_options {
+    int opt_level;      /* 0..3 (default 3) */
+    const char *march;  /* target CPU for -march: "native" (default), "x86-64-v2", ... */
+    const char *cc;     /* C compiler for nest_build_so (default "cc") */
+    int fuse;           /* fuse element-wise chains and reductions (default 1) */
+    int openmp;         /* run large loops on several cores (default 1) */
+    int cache;          /* use the compile cache (default 1; NEST_CACHE=0 turns it off) */
+    int verbose;        /* nest_build_so: report the command and its time in *log (default 0) */
+} nest_options;
+
+/* Fills o with the defaults above. */
+void nest_options_init(nest_options *o);
+
+/* The generated C of n functions: a self-contained C99 translation unit (kind NEST_EMIT_C) or
+ * the header declaring its entry points (NEST_EMIT_H). Returns a string the caller frees, or
+ * NULL with the error on the function at fault. `opts` may be NULL for the defaults. */
+typedef enum nest_emit_kind { NEST_EMIT_C, NEST_EMIT_H } nest_emit_kind;
+char *nest_emit(nest_function *const *fns, int n, nest_emit_kind kind, const nest_options *opts);
+
+/* A compiled function, callable in this process. */
+typedef struct nest_kernel nest_kernel;
+
+/* Compiles f in process (clang and LLVM, loaded on first use). Returns NULL with the error on f
+ * (NEST_ERR_UNAVAILABLE when the JIT library cannot be loaded). The kernel does not refer to f
+ * afterwards; the caller frees it with nest_kernel_free. `opts` may be NULL for the defaults. */
+nest_kernel *nest_compile(nest_function *f, const nest_options *opts);
+
+/* Calls the kernel: args and results as for nest_evaluate. Returns NEST_OK, NEST_ERR_CALL for a
+ * wrong count (the message says which), or NEST_ERR_NOMEM. A kernel owns its workspace: calls on
+ * one kernel must not overlap; use one kernel per thread. */
+int nest_call(nest_kernel *k, void *const *args, int nargs, void *const *results, int nresults);
+
+const char *nest_kernel_errmsg(const nest_kernel *k);
+/* 1 if the kernel came from the compile cache, 0 if it was compiled. */
+int nest_kernel_cache_hit(const nest_kernel *k);
+/* Bytes of scratch memory the kernel uses (0 when everything fuses into its results). */
+size_t nest_kernel_workspace_size(const nest_kernel *k);
+/* Wall time of nest_compile for this kernel, in milliseconds. */
+double nest_kernel_compile_ms(const nest_kernel *k);
+void nest_kernel_free(nest_kernel *k);
+
+/* Builds a shared object with every function of fns at so_path and its header at h_path (NULL:
+ * no header), with opts->cc. On error returns non-zero with the error on fns[0] (the compiler's
+ * output in the message). With opts->verbose, *log (if log is not NULL) receives the command
+ * and its time; the caller frees it. */
+int nest_build_so(nest_function *const *fns, int n, const char *so_path, const char *h_path,
+                  const nest_options *opts, char **log);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NEST_H */

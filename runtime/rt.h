@@ -1,0 +1,99 @@
+/*
+ * rt.h - the runtime: turning generated C into callable code. One section per file.
+ *
+ * The runtime knows nothing of graphs: it takes a C translation unit and flags and gives back
+ * code (JIT) or a shared object (AOT). Errors are returned as a NEST_* status with a malloc'd
+ * message in *err (the caller frees it); the runtime never prints.
+ */
+#ifndef NEST_RT_H
+#define NEST_RT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---------------------------------------------------------------------------------------------
+ * The contract of libnest_jit.so (jit.cpp: C++, clang and LLVM 14). libnest loads it with
+ * dlopen on first use (loader.c) and takes its one export, `const rt_shim_api *nest_jit_shim(void)`,
+ * so a program that never JITs never loads LLVM.
+ * ------------------------------------------------------------------------------------------- */
+
+#define RT_SHIM_ABI 1 /* nest_jit_abi() must return this */
+
+typedef struct rt_shim_code rt_shim_code; /* code loaded into the process; freed by ..._free */
+
+typedef struct rt_shim_api {
+    int (*abi)(void);
+    /* "cpu-name +feature,+feature,..." of the host, for cache keys; static storage. */
+    const char *(*host)(void);
+    /* Compiles C source (len bytes, named `name` in diagnostics) with the clang arguments
+     * args[0..nargs) (e.g. "-O3", "-march=native") to an ELF object in memory: *obj is
+     * malloc'd (the caller frees it). On failure returns non-zero and *err holds clang's
+     * diagnostics (malloc'd). */
+    int (*compile)(const char *src, size_t len, const char *name, const char *const *args,
+                   int nargs, void **obj, size_t *objlen, char **err);
+    /* Links an object into the process: undefined symbols resolve against the process (libm,
+     * libmvec) and libomp. */
+    int (*load)(const void *obj, size_t len, rt_shim_code **out, char **err);
+    void *(*lookup)(rt_shim_code *c, const char *symbol);
+    void (*free)(rt_shim_code *c);
+} rt_shim_api;
+
+/* ---------------------------------------------------------------------------------------------
+ * loader.c: finding and loading libnest_jit.so
+ * ------------------------------------------------------------------------------------------- */
+
+/* The shim's entry points, loading the library on the first call (thread-safe). Looks in
+ * $NEST_JIT_LIB, beside libnest.so (or the program), in ../lib/nest of the program, and at the
+ * path the build put it. NULL with *err (NEST_ERR_UNAVAILABLE) when it cannot be loaded. */
+const rt_shim_api *rt_shim(char **err);
+
+/* ---------------------------------------------------------------------------------------------
+ * cache.c: the compile cache
+ * ------------------------------------------------------------------------------------------- */
+
+/* The cache directory: $XDG_CACHE_HOME/nest, else $HOME/.cache/nest; NULL when NEST_CACHE=0 or
+ * neither variable is set. Malloc'd. */
+char *rt_cache_dir(void);
+
+/* Looks up the entry for key (keylen bytes: the source, the flags and the host). Returns the
+ * object (malloc'd) or NULL when absent, unreadable, truncated or corrupt (a corrupt entry is
+ * removed so that it is rebuilt). */
+void *rt_cache_get(const char *dir, const void *key, size_t keylen, size_t *objlen);
+
+/* Stores an entry atomically (a temporary file renamed into place), creating the directory if
+ * needed. Failure (read-only or missing directory) is silent: the cache is an optimization. */
+void rt_cache_put(const char *dir, const void *key, size_t keylen, const void *obj,
+                  size_t objlen);
+
+/* ---------------------------------------------------------------------------------------------
+ * jit.c: C source to callable code, through the cache
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct rt_code rt_code;
+
+typedef struct rt_opts {
+    int opt_level;     /* 0..3 */
+    const char *march; /* "native", "x86-64-v2", ... */
+    bool openmp;       /* -fopenmp (else only -fopenmp-simd) */
+    bool cache;
+} rt_opts;
+
+/* Compiles src in process (or takes it from the cache) and loads it. *cache_hit tells which. */
+int rt_jit(const char *src, size_t len, const rt_opts *o, rt_code **out, bool *cache_hit,
+           char **err);
+void *rt_code_symbol(rt_code *c, const char *name);
+void rt_code_free(rt_code *c);
+
+/* ---------------------------------------------------------------------------------------------
+ * aot.c: C source to a shared object with the system compiler
+ * ------------------------------------------------------------------------------------------- */
+
+/* Writes src to a temporary file and runs `cc -shared -fPIC -O<n> -march=<m> ... -o so_path`
+ * (argv, no shell) with cc split on spaces ("gcc", "clang-14", "ccache gcc"). With `log` not
+ * NULL, *log receives the command line and its wall time (malloc'd). On failure *err holds the
+ * compiler's output. */
+int rt_build_so(const char *src, size_t len, const char *so_path, const char *cc,
+                const rt_opts *o, char **log, char **err);
+
+#endif /* NEST_RT_H */
