@@ -93,7 +93,7 @@ typedef enum ir_kind {
     K_GET,       /* a.index */
 } ir_kind;
 
-typedef enum ir_types { T_NUM, T_FLOAT, T_ANY } ir_types;
+typedef enum ir_types { TY_NUM, TY_FLOAT, TY_ANY } ir_types;
 
 typedef struct ir_opinfo {
     const char *name;

@@ -7,7 +7,7 @@
 #include "internal.h"
 
 const ir_opinfo ir_ops[OP_COUNT] = {
-#define OP(id, text, kind, arity, types, cf, ci) [OP_##id] = {text, K_##kind, arity, T_##types, cf, ci},
+#define OP(id, text, kind, arity, types, cf, ci) [OP_##id] = {text, K_##kind, arity, TY_##types, cf, ci},
 #include "ops.def"
 #undef OP
 };
@@ -57,7 +57,7 @@ void ir_format_shape(buf *b, int rank, const int64_t *shape)
 
 void ir_format_type(buf *b, const nest_function *f, int32_t node)
 {
-    const ir_node *n = &f->nodes[node];
+    const ir_node *n = &f->nodes[ir_resolve(f, node)]; /* a get of a tuple has its elements */
     if (n->etype == IR_TUPLE) {
         buf_putc(b, '(');
         for (int i = 0; i < n->nin; i++) {
@@ -112,7 +112,26 @@ static void describe(buf *b, const nest_function *f, int32_t node)
         buf_printf(b, "%s: ", n->name);
     else if (ir_kind_of(n) != K_PARAM)
         buf_printf(b, "%s(...): ", ir_ops[n->op].name);
-    ir_format_type(b, f, node);
+    if (n->etype != IR_TUPLE) {
+        ir_format_type(b, f, node);
+        return;
+    }
+    /* A tuple can be deep or share elements exponentially often: show only its first level. */
+    const ir_node *t = &f->nodes[ir_resolve(f, node)];
+    buf_putc(b, '(');
+    for (int i = 0; i < t->nin; i++) {
+        if (i == 8) {
+            buf_puts(b, ", ...");
+            break;
+        }
+        if (i)
+            buf_puts(b, ", ");
+        if (f->nodes[t->in[i]].etype == IR_TUPLE)
+            buf_puts(b, "(...)");
+        else
+            ir_format_type(b, f, t->in[i]);
+    }
+    buf_putc(b, ')');
 }
 
 /* Records "OP(operands): message" on f. */
@@ -163,9 +182,9 @@ static ir_node *append_node(nest_function *f)
 static bool type_ok(ir_types t, int etype)
 {
     switch (t) {
-    case T_NUM: return etype == NEST_F32 || etype == NEST_F64 || etype == NEST_I32 || etype == NEST_I64;
-    case T_FLOAT: return etype == NEST_F32 || etype == NEST_F64;
-    case T_ANY: return etype >= 0 && etype < IR_TUPLE;
+    case TY_NUM: return etype == NEST_F32 || etype == NEST_F64 || etype == NEST_I32 || etype == NEST_I64;
+    case TY_FLOAT: return etype == NEST_F32 || etype == NEST_F64;
+    case TY_ANY: return etype >= 0 && etype < IR_TUPLE;
     }
     return false;
 }
@@ -173,9 +192,9 @@ static bool type_ok(ir_types t, int etype)
 static const char *types_text(ir_types t)
 {
     switch (t) {
-    case T_NUM: return "f32, f64, i32 or i64";
-    case T_FLOAT: return "f32 or f64";
-    case T_ANY: return "a tensor";
+    case TY_NUM: return "f32, f64, i32 or i64";
+    case TY_FLOAT: return "f32 or f64";
+    case TY_ANY: return "a tensor";
     }
     return "?";
 }
@@ -195,19 +214,23 @@ static int check_shape(nest_function *f, const char *what, int rank, const int64
                         "%s: rank %d is out of range (0 to %d)", what, rank, NEST_MAX_RANK);
     if (rank > 0 && !shape)
         return ir_error(f, NEST_ERR_ARG, "%s: shape is NULL", what);
+    /* The limit applies to the product of the non-zero dims, so that the strides of an empty
+     * tensor fit as well. */
     int64_t c = 1;
-    bool huge = false;
+    bool huge = false, empty = false;
     for (int i = 0; i < rank; i++) {
         if (shape[i] < 0)
             return ir_error(f, NEST_ERR_ARG, "%s: dimension %d is negative (%lld)", what, i,
                             (long long)shape[i]);
-        if (mul_overflows(c, shape[i], &c))
+        if (shape[i] == 0)
+            empty = true;
+        else if (mul_overflows(c, shape[i], &c))
             huge = true;
     }
     int64_t bytes;
-    if (!huge && c > 0 && mul_overflows(c, (int64_t)nest_type_size((nest_type)etype), &bytes))
+    if (!huge && mul_overflows(c, (int64_t)nest_type_size((nest_type)etype), &bytes))
         huge = true;
-    if (huge || (c > 0 && bytes >= IR_MAX_BYTES)) {
+    if (huge || bytes >= IR_MAX_BYTES) {
         buf b = {0};
         ir_format_shape(&b, rank, shape);
         char *s = buf_finish(&b);
@@ -216,7 +239,7 @@ static int check_shape(nest_function *f, const char *what, int rank, const int64
         free(s);
         return f->status;
     }
-    *count = c;
+    *count = empty ? 0 : c;
     return NEST_OK;
 }
 
@@ -355,6 +378,8 @@ static int infer(nest_function *f, ir_node *n, ir_op op, int nin, const int32_t 
         int64_t shape[2 * NEST_MAX_RANK];
         memcpy(shape, a->shape, (size_t)(a->rank - 1) * sizeof(int64_t));
         memcpy(shape + a->rank - 1, b->shape + 1, (size_t)(b->rank - 1) * sizeof(int64_t));
+        if ((st = check_shape(f, info->name, rank, shape, a->etype, &count)))
+            return st;
         n->rank = (uint8_t)rank;
         n->shape = dup_shape(f, rank, shape);
         return NEST_OK;
@@ -559,10 +584,9 @@ int32_t ir_build(nest_function *f, ir_op op, int nin, const int32_t *in, const i
     if (op == OP_PARAMETER) {
         if (ir_check_name(f, "parameter", at->name))
             return NEST_NONE;
-        for (int i = 0; i < f->nparams; i++)
-            if (strcmp(f->nodes[f->params[i]].name, at->name) == 0)
-                return ir_error(f, NEST_ERR_ARG, "parameter name '%s' is used twice", at->name),
-                       NEST_NONE;
+        if (ir_find_name(f, at->name) >= 0) /* parameters and named values share one scope */
+            return ir_error(f, NEST_ERR_ARG, "parameter name '%s' is used twice", at->name),
+                   NEST_NONE;
         if (f->nparams == f->capparams) {
             int32_t cap = f->capparams ? f->capparams * 2 : 8;
             int32_t *p = arena_array(&f->arena, (size_t)cap, sizeof *p);

@@ -1,0 +1,253 @@
+/* nestc.c - the command line: parse a .nest file, then print, run or compile it. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+enum { EXIT_INPUT = 1, EXIT_USAGE = 2 };
+
+static const char usage[] =
+    "usage: nestc [options] FILE.nest        (FILE may be - for standard input)\n"
+    "\n"
+    "  -o OUT.so          compile every function to OUT.so and write OUT.h\n"
+    "  --emit=FORM        print FORM to standard output: ir (the canonical text form),\n"
+    "                     dot (Graphviz), c (the generated C), h (its header)\n"
+    "  --run[=FUNC]       evaluate FUNC (default: every function) with the reference\n"
+    "                     interpreter on generated inputs and print the results; parameter p's\n"
+    "                     element i is ((7i + 3p) mod 11 - 5) / 8 (integers: without / 8;\n"
+    "                     bool: (i + p) mod 2)\n"
+    "  --help             show this text\n"
+    "\n"
+    "Exit status: 0 success, 1 an error in the input, 2 wrong usage.\n";
+
+static int fail_usage(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "nestc: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n(nestc --help shows the options)\n");
+    return EXIT_USAGE;
+}
+
+/* Reads all of a file (or stdin for "-"); NULL with errno on failure. */
+static char *read_all(const char *path, size_t *len)
+{
+    FILE *in = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    if (!in)
+        return NULL;
+    buf b = {0};
+    char chunk[65536];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, in)) > 0)
+        buf_write(&b, chunk, n);
+    int err = ferror(in) ? EIO : 0;
+    if (in != stdin)
+        fclose(in);
+    *len = b.len;
+    char *s = buf_finish(&b);
+    if (err) {
+        free(s);
+        errno = err;
+        return NULL;
+    }
+    if (!s)
+        errno = ENOMEM;
+    return s;
+}
+
+/* Shows the line of an error with a caret under its column. Bytes that are not printable
+ * ASCII show as '?'; long lines show a window around the column. */
+static void show_line(const char *src, size_t len, int line, int col)
+{
+    if (line < 1 || col < 1)
+        return;
+    const char *p = src, *end = src + len;
+    for (int l = 1; l < line && p < end; p++)
+        if (*p == '\n')
+            l++;
+    const char *e = p;
+    while (e < end && *e != '\n')
+        e++;
+    size_t n = (size_t)(e - p), c = (size_t)col - 1;
+    size_t from = c > 60 ? c - 60 : 0, to = n < from + 120 ? n : from + 120;
+    fprintf(stderr, "%5d | %s", line, from ? "..." : "");
+    for (size_t i = from; i < to; i++)
+        fputc(p[i] >= 0x20 && p[i] < 0x7f ? p[i] : (p[i] == '\t' ? ' ' : '?'), stderr);
+    fprintf(stderr, "%s\n      | %*s^\n", to < n ? "..." : "", (int)(c - from + (from ? 3 : 0)), "");
+}
+
+/* ---- --run ---- */
+
+static void fill_input(void *data, int etype, int64_t count, int p)
+{
+    for (int64_t i = 0; i < count; i++) {
+        int64_t k = (7 * (i % 11) + 3 * p) % 11 - 5;
+        switch (etype) {
+        case NEST_F32: ((float *)data)[i] = (float)k / 8; break;
+        case NEST_F64: ((double *)data)[i] = (double)k / 8; break;
+        case NEST_I32: ((int32_t *)data)[i] = (int32_t)k; break;
+        case NEST_I64: ((int64_t *)data)[i] = k; break;
+        case NEST_BOOL: ((uint8_t *)data)[i] = (uint8_t)((i + p) % 2); break;
+        }
+    }
+}
+
+static void print_values(const void *data, int etype, int64_t count)
+{
+    buf b = {0};
+    int64_t shown = count < 8 ? count : 8;
+    buf_putc(&b, '[');
+    for (int64_t i = 0; i < shown; i++) {
+        if (i)
+            buf_puts(&b, ", ");
+        print_scalar(&b, etype, data, i);
+    }
+    if (shown < count)
+        buf_printf(&b, ", ... (%lld values)", (long long)count);
+    buf_putc(&b, ']');
+    char *s = buf_finish(&b);
+    printf("%s", s ? s : "?");
+    free(s);
+}
+
+static int run_function(nest_function *f)
+{
+    int np = nest_param_count(f), nr = nest_result_count(f);
+    void **args = calloc((size_t)np + 1, sizeof *args);
+    void **res = calloc((size_t)nr + 1, sizeof *res);
+    int status = args && res ? NEST_OK : NEST_ERR_NOMEM;
+    for (int i = 0; status == NEST_OK && i < np; i++) {
+        const ir_node *p = &f->nodes[f->params[i]];
+        int64_t count = ir_count(p);
+        args[i] = malloc((size_t)count * nest_type_size((nest_type)p->etype) + 1);
+        if (!args[i])
+            status = NEST_ERR_NOMEM;
+        else
+            fill_input(args[i], p->etype, count, i);
+    }
+    for (int i = 0; status == NEST_OK && i < nr; i++) {
+        const ir_node *r = &f->nodes[f->results[i]];
+        res[i] = calloc((size_t)ir_count(r) + 1, nest_type_size((nest_type)r->etype));
+        if (!res[i])
+            status = NEST_ERR_NOMEM;
+    }
+    if (status == NEST_OK)
+        status = nest_evaluate(f, args, np, res, nr);
+    if (status == NEST_OK) {
+        for (int i = 0; i < nr; i++) {
+            const ir_node *r = &f->nodes[f->results[i]];
+            buf b = {0};
+            ir_format_type(&b, f, f->results[i]);
+            char *t = buf_finish(&b);
+            printf("%s result %d: %s = ", f->name, i, t ? t : "?");
+            free(t);
+            print_values(res[i], r->etype, ir_count(r));
+            printf("\n");
+        }
+    } else {
+        fprintf(stderr, "nestc: %s: %s\n", f->name,
+                status == NEST_ERR_NOMEM && !f->errmsg ? "out of memory" : nest_errmsg(f));
+    }
+    for (int i = 0; args && i < np; i++)
+        free(args[i]);
+    for (int i = 0; res && i < nr; i++)
+        free(res[i]);
+    free(args);
+    free(res);
+    return status == NEST_OK ? 0 : EXIT_INPUT;
+}
+
+int main(int argc, char **argv)
+{
+    const char *file = NULL, *emit = NULL, *out = NULL, *run = NULL;
+    bool do_run = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            fputs(usage, stdout);
+            return 0;
+        } else if (strncmp(a, "--emit=", 7) == 0) {
+            emit = a + 7;
+            if (strcmp(emit, "ir") && strcmp(emit, "dot") && strcmp(emit, "c") && strcmp(emit, "h"))
+                return fail_usage("unknown form '%s' for --emit (ir, dot, c or h)", emit);
+        } else if (strcmp(a, "-o") == 0) {
+            if (++i == argc)
+                return fail_usage("%s needs a file name", a);
+            out = argv[i];
+        } else if (strcmp(a, "--run") == 0) {
+            do_run = true;
+        } else if (strncmp(a, "--run=", 6) == 0) {
+            do_run = true;
+            run = a + 6;
+        } else if (a[0] == '-' && a[1] != '\0') {
+            return fail_usage("unknown option '%s'", a);
+        } else if (file) {
+            return fail_usage("only one input file is allowed (also given: '%s')", a);
+        } else {
+            file = a;
+        }
+    }
+    if (!file)
+        return fail_usage("%s", "no input file");
+    if (!emit && !out && !do_run)
+        return fail_usage("%s", "nothing to do: give --emit=FORM, -o OUT.so or --run");
+    if ((emit && strcmp(emit, "c") == 0) || (emit && strcmp(emit, "h") == 0) || out) {
+        fprintf(stderr, "nestc: the C backend is not yet available\n");
+        return EXIT_USAGE;
+    }
+
+    size_t len;
+    char *src = read_all(file, &len);
+    if (!src) {
+        fprintf(stderr, "nestc: cannot read %s: %s\n", file, strerror(errno));
+        return EXIT_INPUT;
+    }
+    nest_module *m = nest_parse(src, len, strcmp(file, "-") == 0 ? "<stdin>" : file);
+    if (!m) {
+        fprintf(stderr, "nestc: out of memory\n");
+        free(src);
+        return EXIT_INPUT;
+    }
+    int rc = 0;
+    if (nest_module_errcode(m) != NEST_OK) {
+        fprintf(stderr, "%s\n", nest_module_errmsg(m));
+        show_line(src, len, nest_module_errline(m), nest_module_errcol(m));
+        rc = EXIT_INPUT;
+        goto done;
+    }
+    nest_function **fns = m->fns;
+    int n = m->nfns;
+    if (emit) {
+        char *s = strcmp(emit, "ir") == 0 ? nest_print(fns, n) : nest_print_dot(fns, n);
+        if (!s) {
+            fprintf(stderr, "nestc: %s\n", n ? nest_errmsg(fns[0]) : "out of memory");
+            rc = EXIT_INPUT;
+            goto done;
+        }
+        fputs(s, stdout);
+        free(s);
+    }
+    if (do_run) {
+        bool found = false;
+        for (int i = 0; i < n; i++) {
+            if (run && strcmp(run, fns[i]->name) != 0)
+                continue;
+            found = true;
+            if (run_function(fns[i]))
+                rc = EXIT_INPUT;
+        }
+        if (run && !found) {
+            fprintf(stderr, "nestc: %s has no function '%s'\n", file, run);
+            rc = EXIT_USAGE;
+        }
+    }
+done:
+    nest_module_free(m);
+    free(src);
+    if (fflush(stdout) != 0) {
+        fprintf(stderr, "nestc: writing the output failed: %s\n", strerror(errno));
+        return EXIT_INPUT;
+    }
+    return rc;
+}

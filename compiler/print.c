@@ -1,0 +1,324 @@
+/* print.c - the canonical text form and Graphviz drawings of functions. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* ---- names ---- */
+
+/* The name each node prints as: its own, or "_<index>" unless a user name already is that (then
+ * "_<index>_<k>"). Only user names of the form "_<digit>..." can collide, so only those are
+ * collected and searched. */
+typedef struct namer {
+    const nest_function *f;
+    const char **taken; /* sorted user names beginning with "_<digit>" */
+    size_t ntaken;
+    char **made;        /* generated names, per node (malloc'd) */
+} namer;
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static bool taken(const namer *nm, const char *s)
+{
+    return nm->ntaken && bsearch(&s, nm->taken, nm->ntaken, sizeof *nm->taken, cmp_str);
+}
+
+static bool namer_init(namer *nm, const nest_function *f)
+{
+    memset(nm, 0, sizeof *nm);
+    nm->f = f;
+    nm->taken = calloc((size_t)f->nnodes + 1, sizeof *nm->taken);
+    nm->made = calloc((size_t)f->nnodes + 1, sizeof *nm->made);
+    if (!nm->taken || !nm->made)
+        return false;
+    for (int32_t i = 0; i < f->nnodes; i++) {
+        const char *s = f->nodes[i].name;
+        if (s && s[0] == '_' && s[1] >= '0' && s[1] <= '9')
+            nm->taken[nm->ntaken++] = s;
+    }
+    qsort(nm->taken, nm->ntaken, sizeof *nm->taken, cmp_str);
+    for (int32_t i = 0; i < f->nnodes; i++) {
+        if (f->nodes[i].name)
+            continue;
+        char s[64];
+        snprintf(s, sizeof s, "_%d", i);
+        for (int k = 1; taken(nm, s); k++)
+            snprintf(s, sizeof s, "_%d_%d", i, k);
+        nm->made[i] = strdup(s);
+        if (!nm->made[i])
+            return false;
+    }
+    return true;
+}
+
+static void namer_free(namer *nm)
+{
+    if (nm->made)
+        for (int32_t i = 0; i < nm->f->nnodes; i++)
+            free(nm->made[i]);
+    free(nm->made);
+    free(nm->taken);
+}
+
+static const char *name(const namer *nm, int32_t i)
+{
+    return nm->f->nodes[i].name ? nm->f->nodes[i].name : nm->made[i];
+}
+
+/* ---- scalars and lists ---- */
+
+void print_scalar(buf *b, int etype, const void *data, int64_t i)
+{
+    switch (etype) {
+    case NEST_F32:
+    case NEST_F64: {
+        double v = etype == NEST_F32 ? ((const float *)data)[i] : ((const double *)data)[i];
+        if (isnan(v)) {
+            buf_puts(b, "nan");
+            return;
+        }
+        if (isinf(v)) {
+            buf_puts(b, v < 0 ? "-inf" : "inf");
+            return;
+        }
+        /* the shortest text that reads back as the same value */
+        char s[40];
+        for (int prec = 1; prec <= 17; prec++) {
+            snprintf(s, sizeof s, "%.*g", prec, v);
+            double back = strtod(s, NULL);
+            if (etype == NEST_F32 ? (float)back == (float)v : back == v)
+                break;
+        }
+        buf_puts(b, s);
+        return;
+    }
+    case NEST_I32: buf_printf(b, "%d", ((const int32_t *)data)[i]); return;
+    case NEST_I64: buf_printf(b, "%lld", (long long)((const int64_t *)data)[i]); return;
+    case NEST_BOOL: buf_puts(b, ((const uint8_t *)data)[i] ? "true" : "false"); return;
+    }
+}
+
+static void print_list(buf *b, int n, const int64_t *v)
+{
+    buf_putc(b, '[');
+    for (int i = 0; i < n; i++)
+        buf_printf(b, "%s%lld", i ? "," : "", (long long)v[i]);
+    buf_putc(b, ']');
+}
+
+static void print_axes(buf *b, uint32_t mask)
+{
+    buf_putc(b, '[');
+    bool first = true;
+    for (int i = 0; i < NEST_MAX_RANK; i++)
+        if (mask & (1u << i)) {
+            buf_printf(b, "%s%d", first ? "" : ",", i);
+            first = false;
+        }
+    buf_putc(b, ']');
+}
+
+static void print_tensor_type(buf *b, int etype, int rank, const int64_t *shape, int layout)
+{
+    buf_puts(b, nest_type_name((nest_type)etype));
+    ir_format_shape(b, rank, shape);
+    if (layout == NEST_COL_MAJOR)
+        buf_puts(b, " col");
+}
+
+/* ---- the canonical form ---- */
+
+static void print_op(buf *b, const namer *nm, const ir_node *n)
+{
+    const nest_function *f = nm->f;
+    buf_printf(b, "%s(", ir_ops[n->op].name);
+    const char *sep = "";
+    if (n->op == OP_CONSTANT) {
+        print_tensor_type(b, n->etype, n->rank, n->shape, NEST_ROW_MAJOR);
+        buf_puts(b, ", ");
+        bool list = n->a.constant.count != 1;
+        if (list)
+            buf_putc(b, '[');
+        for (int64_t i = 0; i < n->a.constant.count; i++) {
+            if (i)
+                buf_puts(b, ", ");
+            print_scalar(b, n->etype, n->a.constant.data, i);
+        }
+        if (list)
+            buf_putc(b, ']');
+        buf_putc(b, ')');
+        return;
+    }
+    for (int i = 0; i < n->nin; i++) {
+        buf_printf(b, "%s%s", sep, name(nm, n->in[i]));
+        sep = ", ";
+    }
+    const ir_node *a = n->nin ? &f->nodes[n->in[0]] : NULL;
+    switch (ir_kind_of(n)) {
+    case K_CONVERT:
+        buf_printf(b, ", type=%s", nest_type_name((nest_type)n->etype));
+        break;
+    case K_BROADCAST:
+        buf_puts(b, ", shape=");
+        print_list(b, n->rank, n->shape);
+        buf_puts(b, ", axes=");
+        print_axes(b, n->a.axes);
+        break;
+    case K_RESHAPE: {
+        bool identity = true;
+        for (int i = 0; i < a->rank; i++)
+            identity &= n->a.order[i] == i;
+        if (!identity) {
+            buf_puts(b, ", order=[");
+            for (int i = 0; i < a->rank; i++)
+                buf_printf(b, "%s%d", i ? "," : "", n->a.order[i]);
+            buf_putc(b, ']');
+        }
+        buf_puts(b, ", shape=");
+        print_list(b, n->rank, n->shape);
+        break;
+    }
+    case K_SLICE: {
+        buf_puts(b, ", lower=");
+        print_list(b, n->rank, n->a.slice.lower);
+        buf_puts(b, ", upper=");
+        print_list(b, n->rank, n->a.slice.upper);
+        bool unit = true;
+        for (int i = 0; i < n->rank; i++)
+            unit &= n->a.slice.step[i] == 1;
+        if (!unit) {
+            buf_puts(b, ", strides=");
+            print_list(b, n->rank, n->a.slice.step);
+        }
+        break;
+    }
+    case K_CONCAT:
+        buf_printf(b, ", axis=%d", n->a.axis);
+        break;
+    case K_REDUCE:
+        buf_puts(b, ", axes=");
+        print_axes(b, n->a.axes);
+        break;
+    case K_GET:
+        buf_printf(b, ", %d", n->a.get.index);
+        break;
+    default:
+        break;
+    }
+    buf_putc(b, ')');
+}
+
+void print_function(buf *b, const nest_function *f)
+{
+    namer nm;
+    if (!namer_init(&nm, f)) {
+        namer_free(&nm);
+        b->failed = true;
+        return;
+    }
+    buf_printf(b, "func %s(", f->name);
+    for (int32_t i = 0; i < f->nparams; i++) {
+        const ir_node *p = &f->nodes[f->params[i]];
+        buf_printf(b, "%s%s: ", i ? ", " : "", p->name);
+        print_tensor_type(b, p->etype, p->rank, p->shape, p->a.param.layout);
+    }
+    buf_puts(b, ") -> ");
+    bool paren = f->nresults != 1;
+    if (paren)
+        buf_putc(b, '(');
+    for (int32_t i = 0; i < f->nresults; i++) {
+        const ir_node *r = &f->nodes[f->results[i]];
+        if (i)
+            buf_puts(b, ", ");
+        print_tensor_type(b, r->etype, r->rank, r->shape, f->result_layout[i]);
+    }
+    if (paren)
+        buf_putc(b, ')');
+    buf_puts(b, " {\n");
+    for (int32_t i = 0; i < f->nnodes; i++) {
+        const ir_node *n = &f->nodes[i];
+        if (n->op == OP_PARAMETER)
+            continue;
+        buf_printf(b, "  %s = ", name(&nm, i));
+        print_op(b, &nm, n);
+        buf_putc(b, '\n');
+    }
+    buf_puts(b, "  return");
+    for (int32_t i = 0; i < f->nreturned; i++)
+        buf_printf(b, "%s %s", i ? "," : "", name(&nm, f->returned[i]));
+    buf_puts(b, "\n}\n");
+    namer_free(&nm);
+}
+
+char *nest_print(nest_function *const *fns, int n)
+{
+    if (n < 0 || (n > 0 && !fns))
+        return NULL;
+    buf b = {0};
+    for (int i = 0; i < n; i++) {
+        if (!fns[i] || !fns[i]->name) {
+            if (fns[i])
+                ir_error(fns[i], NEST_ERR_ARG, "print: the function has no valid name");
+            buf_reset(&b);
+            return NULL;
+        }
+        if (i)
+            buf_putc(&b, '\n');
+        print_function(&b, fns[i]);
+    }
+    char *s = buf_finish(&b);
+    if (!s && n > 0)
+        ir_error(fns[0], NEST_ERR_NOMEM, "print: out of memory");
+    return s;
+}
+
+/* ---- Graphviz ---- */
+
+char *nest_print_dot(nest_function *const *fns, int n)
+{
+    if (n < 0 || (n > 0 && !fns))
+        return NULL;
+    buf b = {0};
+    buf_puts(&b, "digraph nest {\n  node [shape=box, fontname=\"monospace\"];\n");
+    for (int k = 0; k < n; k++) {
+        const nest_function *f = fns[k];
+        if (!f || !f->name) {
+            buf_reset(&b);
+            return NULL;
+        }
+        namer nm;
+        if (!namer_init(&nm, f)) {
+            namer_free(&nm);
+            buf_reset(&b);
+            return NULL;
+        }
+        buf_printf(&b, "  subgraph cluster_%d {\n    label=\"%s\";\n", k, f->name);
+        for (int32_t i = 0; i < f->nnodes; i++) {
+            const ir_node *nd = &f->nodes[i];
+            buf_printf(&b, "    f%d_n%d [label=\"%s = %s\\n", k, i, name(&nm, i), ir_ops[nd->op].name);
+            ir_format_type(&b, f, i);
+            buf_puts(&b, "\"");
+            if (nd->op == OP_PARAMETER)
+                buf_puts(&b, ", style=rounded");
+            buf_puts(&b, "];\n");
+            for (int j = 0; j < nd->nin; j++)
+                buf_printf(&b, "    f%d_n%d -> f%d_n%d;\n", k, nd->in[j], k, i);
+        }
+        for (int32_t i = 0; i < f->nresults; i++)
+            buf_printf(&b, "    f%d_r%d [label=\"result %d\", shape=plaintext];\n"
+                           "    f%d_n%d -> f%d_r%d;\n",
+                       k, i, i, k, f->results[i], k, i);
+        buf_puts(&b, "  }\n");
+        namer_free(&nm);
+    }
+    buf_puts(&b, "}\n");
+    char *s = buf_finish(&b);
+    if (!s && n > 0)
+        ir_error(fns[0], NEST_ERR_NOMEM, "print: out of memory");
+    return s;
+}
