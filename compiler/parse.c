@@ -1018,6 +1018,21 @@ static void parse_function(parser *ps)
     ps->f = NULL;
 }
 
+/* file := func*. Returns false after an error (recorded on the module). The setjmp lives here,
+ * apart from nest_parse's locals, so that no local of the caller is live across it. */
+static bool parse_file(parser *ps)
+{
+    if (setjmp(ps->fail) != 0)
+        return false;
+    next(ps);
+    while (!is_tok(ps, T_EOF)) {
+        if (!is_word(ps, "func"))
+            expected(ps, "'func'");
+        parse_function(ps);
+    }
+    return true;
+}
+
 nest_module *nest_parse(const char *text, size_t len, const char *filename)
 {
     nest_module *m = calloc(1, sizeof *m);
@@ -1033,14 +1048,7 @@ nest_module *nest_parse(const char *text, size_t len, const char *filename)
     ps->file = filename ? filename : "<input>";
     ps->line = 1;
     ps->m = m;
-    if (setjmp(ps->fail) == 0) {
-        next(ps);
-        while (!is_tok(ps, T_EOF)) {
-            if (!is_word(ps, "func"))
-                expected(ps, "'func'");
-            parse_function(ps);
-        }
-    } else {
+    if (!parse_file(ps)) {
         /* the error is on m; drop every function so that callers see only the error */
         for (int i = 0; i < m->nfns; i++)
             nest_function_free(m->fns[i]);
