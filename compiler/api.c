@@ -217,25 +217,35 @@ nest_value nest_get(nest_function *f, nest_value tuple, int64_t index)
     return ir_build(f, OP_GET, 1, &tuple, &at);
 }
 
-/* Appends the tensors of value v, depth first, to out (or only counts them when out is NULL).
- * Tuples nest as deep as the graph, so this walks with an explicit stack. */
-static int64_t flatten(const nest_function *f, int32_t v, int32_t *out, int32_t *stack)
+/* The most results a function may have. */
+#define MAX_RESULTS (INT32_MAX / 2)
+
+/* Appends the tensors of value v, depth first, to out. Tuples nest as deep as the graph, so this
+ * walks with an explicit stack; it skips tuples that hold no tensor (count[] is 0), so its time
+ * is bounded by the tensors it writes times the depth, however the tuples share elements. */
+static int64_t flatten(const nest_function *f, int32_t v, int32_t *out, int32_t *stack,
+                       const int64_t *count)
 {
-    int64_t count = 0;
+    int64_t k = 0;
     int32_t sp = 0;
     stack[sp++] = v;
     while (sp > 0) {
-        const ir_node *n = &f->nodes[ir_resolve(f, stack[--sp])];
-        if (n->etype == IR_TUPLE) {
-            for (int i = n->nin - 1; i >= 0; i--)
-                stack[sp++] = n->in[i];
-        } else {
-            if (out)
-                out[count] = (int32_t)(n - f->nodes);
-            count++;
+        int32_t i = ir_resolve(f, stack[--sp]);
+        const ir_node *n = &f->nodes[i];
+        if (n->etype != IR_TUPLE) {
+            out[k++] = i;
+            continue;
         }
+        for (int j = n->nin - 1; j >= 0; j--)
+            if (count[ir_resolve(f, n->in[j])] > 0)
+                stack[sp++] = n->in[j];
     }
-    return count;
+    return k;
+}
+
+static int64_t add_saturating(int64_t a, int64_t b)
+{
+    return a + b > MAX_RESULTS ? MAX_RESULTS + 1 : a + b;
 }
 
 int nest_return(nest_function *f, int n, const nest_value *values, const nest_layout *layouts)
@@ -253,31 +263,53 @@ int nest_return(nest_function *f, int n, const nest_value *values, const nest_la
             return ir_error(f, NEST_ERR_ARG, "return: %d is not a value of function %s",
                             values[i], f->name);
     }
-    /* The stack of flatten() never holds more entries than there are operands in the graph. */
+    /* The stack of flatten() never holds more entries than there are operands in the graph.
+     * count[i] is the number of tensors value i stands for (saturating above MAX_RESULTS), in
+     * one pass since operands come first: tuples sharing elements can stand for exponentially
+     * many. */
     int64_t edges = n;
     for (int32_t i = 0; i < f->nnodes; i++)
         edges += f->nodes[i].nin;
     int32_t *stack = malloc((size_t)(edges + 1) * sizeof *stack);
-    if (!stack)
+    int64_t *count = malloc(((size_t)f->nnodes + 1) * sizeof *count);
+    if (!stack || !count) {
+        free(stack);
+        free(count);
         return ir_error(f, NEST_ERR_NOMEM, "out of memory");
+    }
+    for (int32_t i = 0; i < f->nnodes; i++) {
+        const ir_node *x = &f->nodes[i];
+        if (x->op == OP_GET) {
+            count[i] = count[x->a.get.target];
+        } else if (x->op == OP_TUPLE) {
+            count[i] = 0;
+            for (int j = 0; j < x->nin; j++)
+                count[i] = add_saturating(count[i], count[x->in[j]]);
+        } else {
+            count[i] = 1;
+        }
+    }
     int64_t total = 0;
     for (int i = 0; i < n; i++)
-        total += flatten(f, values[i], NULL, stack);
-    if (total > INT32_MAX / 2) {
+        total = add_saturating(total, count[values[i]]);
+    if (total > MAX_RESULTS) {
         free(stack);
-        return ir_error(f, NEST_ERR_LIMIT, "return: too many results");
+        free(count);
+        return ir_error(f, NEST_ERR_LIMIT, "return: too many results (more than %d)", MAX_RESULTS);
     }
     int32_t *res = arena_array(&f->arena, (size_t)total + 1, sizeof *res);
     uint8_t *lay = arena_alloc(&f->arena, (size_t)total + 1);
     int32_t *ret = arena_array(&f->arena, (size_t)n + 1, sizeof *ret);
     if (!res || !lay || !ret) {
         free(stack);
+        free(count);
         return ir_error(f, NEST_ERR_NOMEM, "out of memory");
     }
     int64_t k = 0;
     for (int i = 0; i < n; i++)
-        k += flatten(f, values[i], res + k, stack);
+        k += flatten(f, values[i], res + k, stack, count);
     free(stack);
+    free(count);
     for (int64_t i = 0; i < total; i++) {
         int l = layouts ? (int)layouts[i] : NEST_ROW_MAJOR;
         if (l != NEST_ROW_MAJOR && l != NEST_COL_MAJOR)
@@ -285,7 +317,8 @@ int nest_return(nest_function *f, int n, const nest_value *values, const nest_la
                             (long long)i + 1, l);
         lay[i] = (uint8_t)l;
     }
-    memcpy(ret, values, (size_t)n * sizeof *ret);
+    if (n > 0)
+        memcpy(ret, values, (size_t)n * sizeof *ret);
     f->results = res;
     f->result_layout = lay;
     f->nresults = (int32_t)total;
@@ -391,6 +424,9 @@ int nest_evaluate(nest_function *f, void *const *args, int nargs, void *const *r
                         "function %s takes %d argument%s and %d result%s; given %d and %d",
                         f->name, f->nparams, f->nparams == 1 ? "" : "s", f->nresults,
                         f->nresults == 1 ? "" : "s", nargs, nresults);
+    if ((nargs > 0 && !args) || (nresults > 0 && !results))
+        return ir_error(f, NEST_ERR_CALL, "function %s: the %s array is NULL", f->name,
+                        nargs > 0 && !args ? "argument" : "result");
     for (int i = 0; i < nargs; i++)
         if (!args[i] && ir_count(&f->nodes[f->params[i]]) > 0)
             return ir_error(f, NEST_ERR_CALL, "argument %d (%s) is NULL", i + 1,

@@ -264,7 +264,10 @@ static int read_axes(nest_function *f, ir_op op, int nin, const int32_t *in, int
 
 static int64_t *dup_shape(nest_function *f, int rank, const int64_t *shape)
 {
-    return arena_memdup(&f->arena, shape, (size_t)rank * sizeof(int64_t) + 1);
+    int64_t *s = arena_alloc(&f->arena, (size_t)rank * sizeof(int64_t)); /* never NULL for rank 0 */
+    if (s && rank > 0)
+        memcpy(s, shape, (size_t)rank * sizeof(int64_t));
+    return s;
 }
 
 /* The type rules. Each fills n->etype, n->rank, n->shape and the attributes. */
