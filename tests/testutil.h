@@ -1,0 +1,130 @@
+/*
+ * testutil.h - small helpers shared by the cmocka tests.
+ *
+ *   SHAPE(2, 3)              a const int64_t array literal (shapes, axes, orders, bounds)
+ *   fn_setup / fn_teardown   a fixture: *state is a fresh nest_function named "f"
+ *   assert_close(...)        compares arrays of one element type: integers and bool exactly,
+ *                            floats within |got - want| <= atol + rtol * |want|, NaN equal to NaN,
+ *                            infinities exactly; reports the first mismatching index
+ *   assert_error(f, code, s) the function's last error is `code` and its message contains s
+ *   assert_ok(f, call)       the call returned NEST_OK (prints the function's message if not)
+ *   evaluate(f, args, res)   nest_evaluate with the counts the function declares
+ */
+#ifndef NEST_TESTUTIL_H
+#define NEST_TESTUTIL_H
+
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "nest.h"
+
+#define SHAPE(...) ((const int64_t[]){__VA_ARGS__})
+#define VALUES(...) ((const nest_value[]){__VA_ARGS__})
+
+static inline int fn_setup(void **state)
+{
+    nest_function *f = nest_function_new("f");
+    *state = f;
+    return f ? 0 : -1;
+}
+
+static inline int fn_teardown(void **state)
+{
+    nest_function_free(*state);
+    return 0;
+}
+
+/* The element i of an array of type t, as a double (integers above 2^53 compare through
+ * tu_int instead). */
+static inline double tu_float(nest_type t, const void *p, int64_t i)
+{
+    return t == NEST_F32 ? (double)((const float *)p)[i] : ((const double *)p)[i];
+}
+
+static inline int64_t tu_int(nest_type t, const void *p, int64_t i)
+{
+    switch (t) {
+    case NEST_I32: return ((const int32_t *)p)[i];
+    case NEST_I64: return ((const int64_t *)p)[i];
+    default: return ((const uint8_t *)p)[i];
+    }
+}
+
+static inline void tu_assert_close(nest_type t, const void *got, const void *want, int64_t n,
+                                   double atol, double rtol, const char *file, int line)
+{
+    for (int64_t i = 0; i < n; i++) {
+        if (t == NEST_F32 || t == NEST_F64) {
+            double g = tu_float(t, got, i), w = tu_float(t, want, i);
+            bool ok = (isnan(g) && isnan(w)) || g == w ||
+                      (isfinite(g) && isfinite(w) && fabs(g - w) <= atol + rtol * fabs(w));
+            if (!ok) {
+                print_error("element %lld of %lld: got %.17g, want %.17g (atol %g, rtol %g)\n",
+                            (long long)i, (long long)n, g, w, atol, rtol);
+                _fail(file, line);
+            }
+        } else {
+            int64_t g = tu_int(t, got, i), w = tu_int(t, want, i);
+            if (g != w) {
+                print_error("element %lld of %lld: got %lld, want %lld\n", (long long)i,
+                            (long long)n, (long long)g, (long long)w);
+                _fail(file, line);
+            }
+        }
+    }
+}
+#define assert_close(t, got, want, n, atol, rtol)                                              \
+    tu_assert_close((t), (got), (want), (n), (atol), (rtol), __FILE__, __LINE__)
+/* Exact comparison (floats: equal or both NaN). */
+#define assert_exact(t, got, want, n) assert_close((t), (got), (want), (n), 0.0, 0.0)
+
+static inline void tu_assert_error(const nest_function *f, int code, const char *part,
+                                   const char *file, int line)
+{
+    const char *msg = nest_errmsg(f);
+    if (nest_errcode(f) != code || (part && !strstr(msg, part))) {
+        print_error("error %d (%s) \"%s\"; expected %d (%s) containing \"%s\"\n", nest_errcode(f),
+                    nest_status_str(nest_errcode(f)), msg, code, nest_status_str(code),
+                    part ? part : "");
+        _fail(file, line);
+    }
+}
+#define assert_error(f, code, part) tu_assert_error((f), (code), (part), __FILE__, __LINE__)
+
+static inline void tu_assert_ok(const nest_function *f, int status, const char *call,
+                                const char *file, int line)
+{
+    if (status != NEST_OK) {
+        print_error("%s returned %d (%s): %s\n", call, status, nest_status_str(status),
+                    nest_errmsg(f));
+        _fail(file, line);
+    }
+}
+#define assert_ok(f, call) tu_assert_ok((f), (call), #call, __FILE__, __LINE__)
+
+/* A builder's value is valid; prints the function's error if not. */
+static inline void tu_assert_value(const nest_function *f, nest_value v, const char *file, int line)
+{
+    if (v < 0) {
+        print_error("builder failed: %s\n", nest_errmsg(f));
+        _fail(file, line);
+    }
+}
+#define assert_value(f, v) tu_assert_value((f), (v), __FILE__, __LINE__)
+
+/* nest_evaluate with the function's own counts. */
+static inline int evaluate(nest_function *f, void *const *args, void *const *results)
+{
+    return nest_evaluate(f, args, nest_param_count(f), results, nest_result_count(f));
+}
+
+#endif /* NEST_TESTUTIL_H */
