@@ -227,8 +227,22 @@ struct nest_module {
  * print.c: canonical text and Graphviz
  * ------------------------------------------------------------------------------------------- */
 
+/* The name each node prints as: its own, or a generated "_<index>" that no user name takes. */
+typedef struct namer {
+    const nest_function *f;
+    const char **taken; /* sorted user names beginning with "_<digit>" */
+    size_t ntaken;
+    char **made;        /* generated names, per node (malloc'd) */
+} namer;
+bool namer_init(namer *nm, const nest_function *f);
+void namer_free(namer *nm);
+const char *namer_name(const namer *nm, int32_t node);
+
 /* Appends the canonical text of f to b. */
 void print_function(buf *b, const nest_function *f);
+/* Appends "name = op(operands, attributes)" for one node (constants abbreviated past `maxvals`
+ * values). */
+void print_node(buf *b, const namer *nm, int32_t node, int64_t maxvals);
 /* Formats one element of a constant so that it parses back to the same value. */
 void print_scalar(buf *b, int etype, const void *data, int64_t i);
 
@@ -238,5 +252,186 @@ void print_scalar(buf *b, int etype, const void *data, int64_t i);
 
 /* Evaluates f into the result arrays (see nest_evaluate). */
 int interp_run(nest_function *f, void *const *args, void *const *results);
+
+/* ---------------------------------------------------------------------------------------------
+ * The plan: what the passes below turn a function into. Buffers hold tensors; nests are loop
+ * nests over an iteration space; fx are the element expressions evaluated inside them.
+ * ------------------------------------------------------------------------------------------- */
+
+typedef enum pbuf_kind { BUF_PARAM, BUF_RESULT, BUF_TEMP, BUF_CONST } pbuf_kind;
+
+typedef struct pbuf {
+    pbuf_kind kind;
+    int32_t index;      /* BUF_PARAM / BUF_RESULT: position; BUF_CONST: constant number */
+    int32_t node;       /* the graph node whose value it holds */
+    uint8_t etype;
+    int64_t count;      /* elements */
+    int64_t offset;     /* BUF_TEMP: byte offset in the workspace (memplan.c) */
+    bool dead;          /* BUF_TEMP: no longer written or read (merged away) */
+} pbuf;
+
+typedef enum fx_kind {
+    FX_LOAD,   /* buf[off + sum(i_k * st[k])] */
+    FX_IMM,    /* a scalar literal: imm */
+    FX_OP,     /* op(args): an element-wise op of ops.def (convert: etype is the target) */
+    FX_CONCAT, /* along `axis`, arg j covers [starts[j], starts[j+1]) and sees index i - starts[j] */
+} fx_kind;
+
+typedef struct fx fx;
+struct fx {
+    uint8_t kind, etype; /* fx_kind, nest_type */
+    uint16_t op;         /* FX_OP */
+    int32_t node;        /* the graph node it computes (names, comments), or -1 */
+    int32_t id;          /* creation order: args always have smaller ids */
+    int32_t nargs;       /* FX_OP, FX_CONCAT */
+    fx **args;
+    int rank;            /* rank of the index space it is expressed in (FX_LOAD, FX_CONCAT) */
+    int32_t buf;         /* FX_LOAD */
+    int64_t off;         /* FX_LOAD */
+    int64_t *st;         /* FX_LOAD: rank strides in elements */
+    union {
+        double f;
+        int64_t i;
+    } imm;               /* FX_IMM, by etype */
+    int axis;            /* FX_CONCAT */
+    int64_t *starts;     /* FX_CONCAT: nargs + 1 entries */
+    uint64_t hash;
+    fx *chain;           /* hash-consing table */
+};
+
+/* One output of a nest: a store of `value` into a view of `buf`, or a reduction of it. */
+typedef struct nout {
+    int32_t buf;
+    int64_t off;
+    int64_t *st;         /* over the iteration space; 0 on reduced axes */
+    fx *value;
+    int16_t reduce;      /* OP_SUM, OP_MAX, OP_MIN, or -1 for a store */
+    int32_t node;        /* the graph node computed */
+} nout;
+
+typedef struct nest {
+    int rank;
+    int64_t *dims;       /* the iteration space */
+    uint32_t reduced;    /* iteration axes folded by reduce outputs (all outputs reduce then) */
+    int nouts;
+    nout *outs;
+    int32_t *nodes;      /* the graph nodes computed here, in order (for comments) */
+    int nnodes;
+    bool dead;           /* merged into another nest */
+} nest;
+
+typedef struct plan {
+    nest_function *f;
+    arena *a;            /* everything of the plan; freed by the caller */
+    const nest_options *opts;
+    pbuf *bufs;
+    int32_t nbufs, capbufs;
+    nest *nests;
+    int32_t nnests, capnests;
+    int64_t ws_size;     /* bytes of workspace (memplan.c) */
+    int32_t nconsts;     /* BUF_CONST buffers */
+    /* hash-consing of fx */
+    fx **table;
+    size_t tabcap, nfx;
+    int status;          /* first error (NEST_OK): out of memory or a limit */
+} plan;
+
+/* ---------------------------------------------------------------------------------------------
+ * layout.c: tensor descriptions: buffers, strides, element expressions and their views
+ * ------------------------------------------------------------------------------------------- */
+
+/* Adds a buffer; -1 when out of memory (recorded in p->status). */
+int32_t plan_buffer(plan *p, pbuf_kind kind, int32_t index, int32_t node, int etype, int64_t count);
+/* The strides of a dense tensor of `shape` in a layout (row- or column-major). */
+void layout_strides(int rank, const int64_t *shape, int layout, int64_t *st);
+
+/* Expressions are hash-consed: equal expressions are the same pointer. NULL when out of memory
+ * (p->status says so). */
+fx *fx_load(plan *p, int32_t buf, int64_t off, int rank, const int64_t *st, int32_t node);
+fx *fx_imm(plan *p, int etype, double f, int64_t i);
+fx *fx_op(plan *p, ir_op op, int etype, int nargs, fx *const *args, int32_t node);
+fx *fx_concat(plan *p, int rank, int axis, int nargs, fx *const *args, const int64_t *starts,
+              int32_t node);
+
+/* Views of expressions: each gives the expression over a new index space, or NULL when it
+ * cannot be expressed by strides (then p->status stays NEST_OK and the caller stores the
+ * operand). `in_shape` is e's index space. */
+fx *fx_broadcast(plan *p, fx *e, int rank, uint32_t new_axes);
+fx *fx_slice(plan *p, fx *e, const int64_t *lower, const int64_t *step);
+fx *fx_permute(plan *p, fx *e, int rank, const uint8_t *order);
+fx *fx_reshape(plan *p, fx *e, int in_rank, const int64_t *in_shape, int rank,
+               const int64_t *shape);
+/* e over an index space whose axis `axis` is shifted by delta: e'(i) = e(i + delta). */
+fx *fx_shift(plan *p, fx *e, int axis, int64_t delta);
+/* e with the axes of a nest merged or dropped: new axis k takes the strides of old axis
+ * from[k+1]-1, the innermost of the axes it merges (the others merged or had extent 1). */
+fx *fx_regroup(plan *p, fx *e, int rank, const int *from);
+/* e with every FX_CONCAT on `axis` with a part covering [lo, hi) replaced by that part (shifted);
+ * a concat with a boundary inside [lo, hi) stays, for the caller to split further. */
+fx *fx_select(plan *p, fx *e, int axis, int64_t lo, int64_t hi);
+/* The number of op nodes in e, counting shared ones once; stops counting at `cap`. */
+int64_t fx_cost(const fx *e, int64_t cap);
+/* Whether e loads from buffer buf. */
+bool fx_reads(plan *p, fx *e, int32_t buf);
+/* Calls fn on every node of the expressions (each once), args before users. */
+bool fx_walk(plan *p, fx *const *roots, int nroots, void (*fn)(fx *e, void *ctx), void *ctx);
+
+/* ---------------------------------------------------------------------------------------------
+ * fuse.c: which values are stored, and the nests that compute them
+ * ------------------------------------------------------------------------------------------- */
+
+/* Lowers p->f into buffers and nests: element-wise chains, views and the reductions that
+ * consume them fuse into one nest unless opts->fuse is 0; then adjacent nests over the same
+ * space merge so that a value feeding several outputs is computed once. */
+int pass_fuse(plan *p);
+
+/* ---------------------------------------------------------------------------------------------
+ * flatten.c: loop order and flattening
+ * ------------------------------------------------------------------------------------------- */
+
+/* Orders each nest's axes (the axis with the smallest strides innermost) and merges adjacent
+ * axes whose strides agree for every access; drops axes of extent 1. */
+int pass_flatten(plan *p);
+
+/* ---------------------------------------------------------------------------------------------
+ * memplan.c: the workspace
+ * ------------------------------------------------------------------------------------------- */
+
+/* Places the live temporaries in one workspace by liveness; sets p->ws_size. */
+int pass_memplan(plan *p);
+
+/* ---------------------------------------------------------------------------------------------
+ * emit_c.c: C text
+ * ------------------------------------------------------------------------------------------- */
+
+typedef enum emit_mode {
+    EMIT_AOT, /* self-contained: constants are data in the C file */
+    EMIT_JIT, /* constants come through the global array nest_consts_NAME, set after loading */
+} emit_mode;
+
+/* Appends the C of one planned function (its entry points) to b. `helpers` accumulates the
+ * static helper functions the code needs (bits of emit_helper). */
+void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers);
+/* The preamble: includes and the helpers in the mask. */
+void emit_preamble(buf *b, uint64_t helpers);
+/* The declarations of one function's entry points, with shapes in comments. */
+void emit_header_decls(buf *b, const plan *p);
+
+/* ---------------------------------------------------------------------------------------------
+ * pipeline.c: the passes in order
+ * ------------------------------------------------------------------------------------------- */
+
+/* Plans f with the passes in order (after a pass named dump_after, if not NULL, its state is
+ * printed into *dump). Returns NEST_OK or an error recorded on f. */
+int pipeline_plan(plan *p, nest_function *f, arena *a, const nest_options *opts,
+                  const char *dump_after, buf *dump);
+/* Prints a plan (nests, their outputs and expressions) for --dump-after. */
+void plan_dump(buf *b, const plan *p);
+/* The C of one function for the JIT: constants come through nest_consts_NAME. Malloc'd, or NULL
+ * with the error on f. */
+char *pipeline_emit_jit(nest_function *f, const nest_options *opts);
+/* The plans of n functions after the pass named `pass` (fuse, flatten, memplan); NULL for an
+ * unknown pass or an error (on the function). */
+char *pipeline_dump(nest_function *const *fns, int n, const nest_options *opts, const char *pass);
 
 #endif /* NEST_INTERNAL_H */

@@ -14,6 +14,8 @@ static const char usage[] =
     "  -o OUT.so          compile every function to OUT.so and write OUT.h\n"
     "  --emit=FORM        print FORM to standard output: ir (the canonical text form),\n"
     "                     dot (Graphviz), c (the generated C), h (its header)\n"
+    "  --no-fuse          store every op's result (no fusion), for comparison and bisection\n"
+    "  --dump-after=PASS  print the plan after a pass (fuse, flatten, memplan) and stop\n"
     "  --run[=FUNC]       evaluate FUNC (default: every function) with the reference\n"
     "                     interpreter on generated inputs and print the results; parameter p's\n"
     "                     element i is ((7i + 3p) mod 11 - 5) / 8 (integers: without / 8;\n"
@@ -160,8 +162,10 @@ static int run_function(nest_function *f)
 
 int main(int argc, char **argv)
 {
-    const char *file = NULL, *emit = NULL, *out = NULL, *run = NULL;
+    const char *file = NULL, *emit = NULL, *out = NULL, *run = NULL, *dump = NULL;
     bool do_run = false;
+    nest_options opts;
+    nest_options_init(&opts);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -175,6 +179,12 @@ int main(int argc, char **argv)
             if (++i == argc)
                 return fail_usage("%s needs a file name", a);
             out = argv[i];
+        } else if (strcmp(a, "--no-fuse") == 0) {
+            opts.fuse = 0;
+        } else if (strncmp(a, "--dump-after=", 13) == 0) {
+            dump = a + 13;
+            if (strcmp(dump, "fuse") && strcmp(dump, "flatten") && strcmp(dump, "memplan"))
+                return fail_usage("unknown pass '%s' for --dump-after (fuse, flatten or memplan)", dump);
         } else if (strcmp(a, "--run") == 0) {
             do_run = true;
         } else if (strncmp(a, "--run=", 6) == 0) {
@@ -190,10 +200,10 @@ int main(int argc, char **argv)
     }
     if (!file)
         return fail_usage("%s", "no input file");
-    if (!emit && !out && !do_run)
-        return fail_usage("%s", "nothing to do: give --emit=FORM, -o OUT.so or --run");
-    if ((emit && strcmp(emit, "c") == 0) || (emit && strcmp(emit, "h") == 0) || out) {
-        fprintf(stderr, "nestc: the C backend is not yet available\n");
+    if (!emit && !out && !do_run && !dump)
+        return fail_usage("%s", "nothing to do: give --emit=FORM, -o OUT.so, --dump-after=PASS or --run");
+    if (out) {
+        fprintf(stderr, "nestc: -o is not yet available\n");
         return EXIT_USAGE;
     }
 
@@ -218,8 +228,20 @@ int main(int argc, char **argv)
     }
     nest_function **fns = m->fns;
     int n = m->nfns;
+    if (dump) {
+        char *s = pipeline_dump(fns, n, &opts, dump);
+        if (!s) {
+            fprintf(stderr, "nestc: %s\n", n ? nest_errmsg(fns[0]) : "out of memory");
+            rc = EXIT_INPUT;
+            goto done;
+        }
+        fputs(s, stdout);
+        free(s);
+    }
     if (emit) {
-        char *s = strcmp(emit, "ir") == 0 ? nest_print(fns, n) : nest_print_dot(fns, n);
+        char *s = strcmp(emit, "ir") == 0    ? nest_print(fns, n)
+                  : strcmp(emit, "dot") == 0 ? nest_print_dot(fns, n)
+                  : nest_emit(fns, n, strcmp(emit, "c") == 0 ? NEST_EMIT_C : NEST_EMIT_H, &opts);
         if (!s) {
             fprintf(stderr, "nestc: %s\n", n ? nest_errmsg(fns[0]) : "out of memory");
             rc = EXIT_INPUT;

@@ -8,16 +8,6 @@
 
 /* ---- names ---- */
 
-/* The name each node prints as: its own, or "_<index>" unless a user name already is that (then
- * "_<index>_<k>"). Only user names of the form "_<digit>..." can collide, so only those are
- * collected and searched. */
-typedef struct namer {
-    const nest_function *f;
-    const char **taken; /* sorted user names beginning with "_<digit>" */
-    size_t ntaken;
-    char **made;        /* generated names, per node (malloc'd) */
-} namer;
-
 static int cmp_str(const void *a, const void *b)
 {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
@@ -28,7 +18,7 @@ static bool taken(const namer *nm, const char *s)
     return nm->ntaken && bsearch(&s, nm->taken, nm->ntaken, sizeof *nm->taken, cmp_str);
 }
 
-static bool namer_init(namer *nm, const nest_function *f)
+bool namer_init(namer *nm, const nest_function *f)
 {
     memset(nm, 0, sizeof *nm);
     nm->f = f;
@@ -56,7 +46,7 @@ static bool namer_init(namer *nm, const nest_function *f)
     return true;
 }
 
-static void namer_free(namer *nm)
+void namer_free(namer *nm)
 {
     if (nm->made)
         for (int32_t i = 0; i < nm->f->nnodes; i++)
@@ -65,7 +55,7 @@ static void namer_free(namer *nm)
     free(nm->taken);
 }
 
-static const char *name(const namer *nm, int32_t i)
+const char *namer_name(const namer *nm, int32_t i)
 {
     return nm->f->nodes[i].name ? nm->f->nodes[i].name : nm->made[i];
 }
@@ -133,7 +123,7 @@ static void print_tensor_type(buf *b, int etype, int rank, const int64_t *shape,
 
 /* ---- the canonical form ---- */
 
-static void print_op(buf *b, const namer *nm, const ir_node *n)
+static void print_op(buf *b, const namer *nm, const ir_node *n, int64_t maxvals)
 {
     const nest_function *f = nm->f;
     buf_printf(b, "%s(", ir_ops[n->op].name);
@@ -147,6 +137,10 @@ static void print_op(buf *b, const namer *nm, const ir_node *n)
         for (int64_t i = 0; i < n->a.constant.count; i++) {
             if (i)
                 buf_puts(b, ", ");
+            if (i == maxvals) {
+                buf_puts(b, "...");
+                break;
+            }
             print_scalar(b, n->etype, n->a.constant.data, i);
         }
         if (list)
@@ -155,7 +149,7 @@ static void print_op(buf *b, const namer *nm, const ir_node *n)
         return;
     }
     for (int i = 0; i < n->nin; i++) {
-        buf_printf(b, "%s%s", sep, name(nm, n->in[i]));
+        buf_printf(b, "%s%s", sep, namer_name(nm, n->in[i]));
         sep = ", ";
     }
     const ir_node *a = n->nin ? &f->nodes[n->in[0]] : NULL;
@@ -213,6 +207,12 @@ static void print_op(buf *b, const namer *nm, const ir_node *n)
     buf_putc(b, ')');
 }
 
+void print_node(buf *b, const namer *nm, int32_t node, int64_t maxvals)
+{
+    buf_printf(b, "%s = ", namer_name(nm, node));
+    print_op(b, nm, &nm->f->nodes[node], maxvals);
+}
+
 void print_function(buf *b, const nest_function *f)
 {
     namer nm;
@@ -244,13 +244,13 @@ void print_function(buf *b, const nest_function *f)
         const ir_node *n = &f->nodes[i];
         if (n->op == OP_PARAMETER)
             continue;
-        buf_printf(b, "  %s = ", name(&nm, i));
-        print_op(b, &nm, n);
+        buf_printf(b, "  %s = ", namer_name(&nm, i));
+        print_op(b, &nm, n, INT64_MAX);
         buf_putc(b, '\n');
     }
     buf_puts(b, "  return");
     for (int32_t i = 0; i < f->nreturned; i++)
-        buf_printf(b, "%s %s", i ? "," : "", name(&nm, f->returned[i]));
+        buf_printf(b, "%s %s", i ? "," : "", namer_name(&nm, f->returned[i]));
     buf_puts(b, "\n}\n");
     namer_free(&nm);
 }
@@ -300,7 +300,7 @@ char *nest_print_dot(nest_function *const *fns, int n)
         buf_printf(&b, "  subgraph cluster_%d {\n    label=\"%s\";\n", k, f->name);
         for (int32_t i = 0; i < f->nnodes; i++) {
             const ir_node *nd = &f->nodes[i];
-            buf_printf(&b, "    f%d_n%d [label=\"%s = %s\\n", k, i, name(&nm, i), ir_ops[nd->op].name);
+            buf_printf(&b, "    f%d_n%d [label=\"%s = %s\\n", k, i, namer_name(&nm, i), ir_ops[nd->op].name);
             ir_format_type(&b, f, i);
             buf_puts(&b, "\"");
             if (nd->op == OP_PARAMETER)

@@ -1,0 +1,642 @@
+/*
+ * layout.c - tensor descriptions. A stored tensor is a buffer; every value a nest reads is an
+ * element expression (fx) whose leaves are strided views of buffers over the index space of
+ * the value: element i of a load is buf[off + sum(i_k * st[k])]. Broadcast (stride 0), slice
+ * (offset, scaled strides), transpose (permuted strides) and contiguous reshape (merged or split
+ * strides) transform the leaves and never copy; a reshape that strides cannot express returns
+ * NULL and the caller stores the operand.
+ *
+ * Expressions are hash-consed, so equal subexpressions are one node and the emitter computes
+ * them once. Every expression a nest holds has at most FUSE_MAX_OPS ops (fuse.c), which bounds
+ * the depth of the recursive transforms below.
+ */
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+void layout_strides(int rank, const int64_t *shape, int layout, int64_t *st)
+{
+    int64_t s = 1;
+    if (layout == NEST_COL_MAJOR) {
+        for (int k = 0; k < rank; k++) {
+            st[k] = s;
+            s *= shape[k];
+        }
+    } else {
+        for (int k = rank - 1; k >= 0; k--) {
+            st[k] = s;
+            s *= shape[k];
+        }
+    }
+}
+
+int32_t plan_buffer(plan *p, pbuf_kind kind, int32_t index, int32_t node, int etype, int64_t count)
+{
+    if (p->nbufs == p->capbufs) {
+        int32_t cap = p->capbufs ? p->capbufs * 2 : 16;
+        pbuf *b = arena_array(p->a, (size_t)cap, sizeof *b);
+        if (!b) {
+            p->status = NEST_ERR_NOMEM;
+            return -1;
+        }
+        if (p->nbufs)
+            memcpy(b, p->bufs, (size_t)p->nbufs * sizeof *b);
+        p->bufs = b;
+        p->capbufs = cap;
+    }
+    pbuf *b = &p->bufs[p->nbufs];
+    memset(b, 0, sizeof *b);
+    b->kind = kind;
+    b->index = index;
+    b->node = node;
+    b->etype = (uint8_t)etype;
+    b->count = count;
+    return p->nbufs++;
+}
+
+/* ---- hash-consing ---- */
+
+static uint64_t mix(uint64_t h, uint64_t v)
+{
+    h ^= v + 0x9e3779b97f4a7c15u + (h << 6) + (h >> 2);
+    return h;
+}
+
+static uint64_t hash_of(const fx *e)
+{
+    uint64_t h = mix(e->kind, ((uint64_t)e->etype << 16) | e->op);
+    h = mix(h, (uint64_t)e->nargs);
+    for (int i = 0; i < e->nargs; i++)
+        h = mix(h, (uint64_t)(uintptr_t)e->args[i]);
+    switch (e->kind) {
+    case FX_LOAD:
+        h = mix(h, (uint64_t)e->buf);
+        h = mix(h, (uint64_t)e->off);
+        h = mix(h, (uint64_t)e->rank);
+        for (int k = 0; k < e->rank; k++)
+            h = mix(h, (uint64_t)e->st[k]);
+        break;
+    case FX_IMM:
+        h = mix(h, (uint64_t)e->imm.i);
+        break;
+    case FX_CONCAT:
+        h = mix(h, (uint64_t)e->axis);
+        h = mix(h, (uint64_t)e->rank);
+        for (int i = 0; i <= e->nargs; i++)
+            h = mix(h, (uint64_t)e->starts[i]);
+        break;
+    case FX_OP:
+        break;
+    }
+    return h;
+}
+
+static bool same(const fx *a, const fx *b)
+{
+    if (a->kind != b->kind || a->etype != b->etype || a->op != b->op || a->nargs != b->nargs)
+        return false;
+    for (int i = 0; i < a->nargs; i++)
+        if (a->args[i] != b->args[i])
+            return false;
+    switch (a->kind) {
+    case FX_LOAD:
+        return a->buf == b->buf && a->off == b->off && a->rank == b->rank &&
+               memcmp(a->st, b->st, (size_t)a->rank * sizeof *a->st) == 0;
+    case FX_IMM:
+        return a->imm.i == b->imm.i; /* the bits, so -0.0 and NaNs stay distinct */
+    case FX_CONCAT:
+        return a->axis == b->axis && a->rank == b->rank &&
+               memcmp(a->starts, b->starts, (size_t)(a->nargs + 1) * sizeof *a->starts) == 0;
+    case FX_OP:
+        return true;
+    }
+    return false;
+}
+
+/* Returns the table's node equal to *e, or a new copy of *e in the arena. */
+static fx *intern(plan *p, const fx *e)
+{
+    if (p->status)
+        return NULL;
+    uint64_t h = hash_of(e);
+    if ((p->nfx + 1) * 2 > p->tabcap) {
+        size_t cap = p->tabcap ? p->tabcap * 2 : 256;
+        fx **t = calloc(cap, sizeof *t);
+        if (!t) {
+            p->status = NEST_ERR_NOMEM;
+            return NULL;
+        }
+        for (size_t i = 0; i < p->tabcap; i++)
+            for (fx *x = p->table[i], *next; x; x = next) {
+                next = x->chain;
+                x->chain = t[x->hash & (cap - 1)];
+                t[x->hash & (cap - 1)] = x;
+            }
+        free(p->table);
+        p->table = t;
+        p->tabcap = cap;
+    }
+    for (fx *x = p->table[h & (p->tabcap - 1)]; x; x = x->chain)
+        if (x->hash == h && same(x, e))
+            return x;
+    fx *n = arena_memdup(p->a, e, sizeof *e);
+    if (!n || (e->nargs && !(n->args = arena_memdup(p->a, e->args, (size_t)e->nargs * sizeof *e->args))) ||
+        (e->kind == FX_LOAD && e->rank && !(n->st = arena_memdup(p->a, e->st, (size_t)e->rank * sizeof *e->st))) ||
+        (e->kind == FX_CONCAT && !(n->starts = arena_memdup(p->a, e->starts, (size_t)(e->nargs + 1) * sizeof *e->starts)))) {
+        p->status = NEST_ERR_NOMEM;
+        return NULL;
+    }
+    n->hash = h;
+    n->id = (int32_t)p->nfx++;
+    n->chain = p->table[h & (p->tabcap - 1)];
+    p->table[h & (p->tabcap - 1)] = n;
+    return n;
+}
+
+fx *fx_load(plan *p, int32_t bufi, int64_t off, int rank, const int64_t *st, int32_t node)
+{
+    fx e = {.kind = FX_LOAD, .etype = p->bufs[bufi].etype, .node = node, .rank = rank,
+            .buf = bufi, .off = off, .st = (int64_t *)st};
+    return intern(p, &e);
+}
+
+fx *fx_imm(plan *p, int etype, double f, int64_t i)
+{
+    fx e = {.kind = FX_IMM, .etype = (uint8_t)etype, .node = -1};
+    if (etype == NEST_F32 || etype == NEST_F64)
+        e.imm.f = etype == NEST_F32 ? (double)(float)f : f;
+    else
+        e.imm.i = i;
+    return intern(p, &e);
+}
+
+fx *fx_op(plan *p, ir_op op, int etype, int nargs, fx *const *args, int32_t node)
+{
+    for (int i = 0; i < nargs; i++)
+        if (!args[i])
+            return NULL;
+    fx e = {.kind = FX_OP, .etype = (uint8_t)etype, .op = (uint16_t)op, .node = node,
+            .nargs = nargs, .args = (fx **)args};
+    return intern(p, &e);
+}
+
+fx *fx_concat(plan *p, int rank, int axis, int nargs, fx *const *args, const int64_t *starts,
+              int32_t node)
+{
+    for (int i = 0; i < nargs; i++)
+        if (!args[i])
+            return NULL;
+    fx e = {.kind = FX_CONCAT, .etype = args[0]->etype, .node = node, .rank = rank, .axis = axis,
+            .nargs = nargs, .args = (fx **)args, .starts = (int64_t *)starts};
+    return intern(p, &e);
+}
+
+/* ---- transforms ---- */
+
+/* A transform rewrites the leaves (and concat nodes) of an expression and rebuilds the ops
+ * above them; shared nodes are rewritten once (a memo keyed by node). */
+typedef struct xform xform;
+struct xform {
+    plan *p;
+    /* leaf: the new load for e (NULL: inexpressible) */
+    fx *(*load)(xform *x, const fx *e);
+    /* concat: the new concat node given its rewritten parts (NULL: inexpressible) */
+    fx *(*concat)(xform *x, const fx *e, fx **parts);
+    int rank;                 /* the new index space's rank */
+    const int64_t *a, *b;     /* parameters of the transform */
+    const uint8_t *order;
+    const int *from;
+    uint32_t mask;
+    int axis;
+    int64_t delta;
+    int in_rank, out_rank;
+    const int64_t *in_shape, *out_shape;
+    /* memo */
+    const fx **keys;
+    fx **vals;
+    size_t cap, n;
+    bool failed;
+};
+
+static fx **memo_slot(xform *x, const fx *e)
+{
+    if ((x->n + 1) * 2 > x->cap) {
+        size_t cap = x->cap ? x->cap * 2 : 64;
+        const fx **k = calloc(cap, sizeof *k);
+        fx **v = calloc(cap, sizeof *v);
+        if (!k || !v) {
+            free(k);
+            free(v);
+            x->p->status = NEST_ERR_NOMEM;
+            return NULL;
+        }
+        for (size_t i = 0; i < x->cap; i++) {
+            if (!x->keys[i])
+                continue;
+            size_t j = x->keys[i]->hash & (cap - 1);
+            while (k[j])
+                j = (j + 1) & (cap - 1);
+            k[j] = x->keys[i];
+            v[j] = x->vals[i];
+        }
+        free(x->keys);
+        free(x->vals);
+        x->keys = k;
+        x->vals = v;
+        x->cap = cap;
+    }
+    size_t j = e->hash & (x->cap - 1);
+    while (x->keys[j] && x->keys[j] != e)
+        j = (j + 1) & (x->cap - 1);
+    if (!x->keys[j]) {
+        x->keys[j] = e;
+        x->vals[j] = NULL;
+        x->n++;
+    }
+    return &x->vals[j];
+}
+
+static fx *rewrite(xform *x, const fx *e)
+{
+    if (x->failed || x->p->status)
+        return NULL;
+    if (e->kind == FX_IMM)
+        return (fx *)e;
+    fx **slot = memo_slot(x, e);
+    if (!slot)
+        return NULL;
+    if (*slot)
+        return *slot;
+    fx *r = NULL;
+    switch (e->kind) {
+    case FX_LOAD:
+        r = x->load(x, e);
+        break;
+    case FX_OP:
+    case FX_CONCAT: {
+        fx *args[e->nargs > 0 ? e->nargs : 1];
+        for (int i = 0; i < e->nargs; i++)
+            if (!(args[i] = rewrite(x, e->args[i])))
+                return NULL;
+        r = e->kind == FX_OP ? fx_op(x->p, (ir_op)e->op, e->etype, e->nargs, args, e->node)
+                             : x->concat ? x->concat(x, e, args) : NULL;
+        break;
+    }
+    case FX_IMM:
+        break;
+    }
+    if (!r) {
+        x->failed = true;
+        return NULL;
+    }
+    /* the slot may have moved if the memo grew */
+    *memo_slot(x, e) = r;
+    return r;
+}
+
+static fx *run(xform *x, fx *e)
+{
+    fx *r = e ? rewrite(x, e) : NULL;
+    free(x->keys);
+    free(x->vals);
+    return x->failed || x->p->status ? NULL : r;
+}
+
+/* broadcast: new axes (x->mask) of the output get stride 0 */
+static fx *bc_load(xform *x, const fx *e)
+{
+    int64_t st[NEST_MAX_RANK];
+    for (int k = 0, j = 0; k < x->rank; k++)
+        st[k] = (x->mask & (1u << k)) ? 0 : e->st[j++];
+    return fx_load(x->p, e->buf, e->off, x->rank, st, e->node);
+}
+
+/* The new position of old axis `axis` after inserting the axes in mask. */
+static int bc_axis(uint32_t mask, int rank, int axis)
+{
+    for (int k = 0, j = 0; k < rank; k++) {
+        if (mask & (1u << k))
+            continue;
+        if (j++ == axis)
+            return k;
+    }
+    return -1;
+}
+
+static fx *bc_concat(xform *x, const fx *e, fx **parts)
+{
+    return fx_concat(x->p, x->rank, bc_axis(x->mask, x->rank, e->axis), e->nargs, parts, e->starts,
+                     e->node);
+}
+
+fx *fx_broadcast(plan *p, fx *e, int rank, uint32_t new_axes)
+{
+    xform x = {.p = p, .load = bc_load, .concat = bc_concat, .rank = rank, .mask = new_axes};
+    return run(&x, e);
+}
+
+/* slice: offset by lower, strides scaled by step */
+static fx *sl_load(xform *x, const fx *e)
+{
+    int64_t st[NEST_MAX_RANK], off = e->off;
+    for (int k = 0; k < e->rank; k++) {
+        off += x->a[k] * e->st[k];
+        st[k] = e->st[k] * x->b[k];
+    }
+    return fx_load(x->p, e->buf, off, e->rank, st, e->node);
+}
+
+fx *fx_slice(plan *p, fx *e, const int64_t *lower, const int64_t *step)
+{
+    xform x = {.p = p, .load = sl_load, .concat = NULL, .a = lower, .b = step};
+    return run(&x, e);
+}
+
+/* permute: new axis j is old axis order[j] */
+static fx *pm_load(xform *x, const fx *e)
+{
+    int64_t st[NEST_MAX_RANK];
+    for (int j = 0; j < x->rank; j++)
+        st[j] = e->st[x->order[j]];
+    return fx_load(x->p, e->buf, e->off, x->rank, st, e->node);
+}
+
+static fx *pm_concat(xform *x, const fx *e, fx **parts)
+{
+    int axis = 0;
+    for (int j = 0; j < x->rank; j++)
+        if (x->order[j] == e->axis)
+            axis = j;
+    return fx_concat(x->p, x->rank, axis, e->nargs, parts, e->starts, e->node);
+}
+
+fx *fx_permute(plan *p, fx *e, int rank, const uint8_t *order)
+{
+    xform x = {.p = p, .load = pm_load, .concat = pm_concat, .rank = rank, .order = order};
+    return run(&x, e);
+}
+
+/* reshape: numpy's no-copy reshape of each leaf's strides */
+static bool nocopy_reshape(int ord, const int64_t *odims, const int64_t *ost, int nrd,
+                           const int64_t *ndims, int64_t *nst)
+{
+    int64_t od[NEST_MAX_RANK], os[NEST_MAX_RANK];
+    int oldnd = 0;
+    for (int k = 0; k < nrd; k++)
+        if (ndims[k] == 0) { /* no elements: any strides will do */
+            for (int j = 0; j < nrd; j++)
+                nst[j] = 0;
+            return true;
+        }
+    for (int k = 0; k < ord; k++)
+        if (odims[k] != 1) {
+            od[oldnd] = odims[k];
+            os[oldnd++] = ost[k];
+        }
+    int oi = 0, oj = 1, ni = 0, nj = 1;
+    while (ni < nrd && oi < oldnd) {
+        int64_t np = ndims[ni], op = od[oi];
+        while (np != op) {
+            if (np < op)
+                np *= ndims[nj++];
+            else
+                op *= od[oj++];
+        }
+        for (int ok = oi; ok < oj - 1; ok++)
+            if (os[ok] != od[ok + 1] * os[ok + 1])
+                return false;
+        nst[nj - 1] = os[oj - 1];
+        for (int nk = nj - 1; nk > ni; nk--)
+            nst[nk - 1] = nst[nk] * ndims[nk];
+        ni = nj++;
+        oi = oj++;
+    }
+    for (int k = ni; k < nrd; k++) /* trailing dims of extent 1 */
+        nst[k] = 0;
+    return true;
+}
+
+static fx *rs_load(xform *x, const fx *e)
+{
+    int64_t st[NEST_MAX_RANK];
+    if (!nocopy_reshape(x->in_rank, x->in_shape, e->st, x->out_rank, x->out_shape, st))
+        return NULL;
+    return fx_load(x->p, e->buf, e->off, x->out_rank, st, e->node);
+}
+
+fx *fx_reshape(plan *p, fx *e, int in_rank, const int64_t *in_shape, int rank,
+               const int64_t *shape)
+{
+    xform x = {.p = p, .load = rs_load, .concat = NULL, .in_rank = in_rank, .in_shape = in_shape,
+               .out_rank = rank, .out_shape = shape};
+    return run(&x, e);
+}
+
+/* shift: e'(i) = e(i + delta along axis) */
+static fx *sh_load(xform *x, const fx *e)
+{
+    return fx_load(x->p, e->buf, e->off + x->delta * e->st[x->axis], e->rank, e->st, e->node);
+}
+
+static fx *sh_concat(xform *x, const fx *e, fx **parts)
+{
+    if (e->axis != x->axis)
+        return fx_concat(x->p, e->rank, e->axis, e->nargs, parts, e->starts, e->node);
+    /* along its own axis a concat shifts its boundaries, and its parts stay as they were */
+    int64_t starts[e->nargs + 1];
+    for (int i = 0; i <= e->nargs; i++)
+        starts[i] = e->starts[i] - x->delta;
+    return fx_concat(x->p, e->rank, e->axis, e->nargs, e->args, starts, e->node);
+}
+
+fx *fx_shift(plan *p, fx *e, int axis, int64_t delta)
+{
+    if (delta == 0)
+        return e;
+    xform x = {.p = p, .load = sh_load, .concat = sh_concat, .axis = axis, .delta = delta};
+    return run(&x, e);
+}
+
+/* regroup: new axis k takes the stride of old axis from[k+1]-1 (the innermost of the axes it
+ * merges); the other old axes either merged into it or had extent 1 */
+static fx *rg_load(xform *x, const fx *e)
+{
+    int64_t st[NEST_MAX_RANK];
+    for (int k = 0; k < x->rank; k++)
+        st[k] = e->st[x->from[k + 1] - 1];
+    return fx_load(x->p, e->buf, e->off, x->rank, st, e->node);
+}
+
+static fx *rg_concat(xform *x, const fx *e, fx **parts)
+{
+    for (int k = 0; k < x->rank; k++)
+        if (x->from[k + 1] - 1 == e->axis)
+            return fx_concat(x->p, x->rank, k, e->nargs, parts, e->starts, e->node);
+    return NULL; /* flatten.c never merges or drops a concat axis */
+}
+
+fx *fx_regroup(plan *p, fx *e, int rank, const int *from)
+{
+    xform x = {.p = p, .load = rg_load, .concat = rg_concat, .rank = rank, .from = from};
+    return run(&x, e);
+}
+
+/* select: concats on `axis` resolved for the index range [lo, hi) */
+static fx *select_rec(xform *x, const fx *e);
+
+static fx *sel_concat_part(xform *x, const fx *e)
+{
+    for (int j = 0; j < e->nargs; j++)
+        if (e->starts[j] <= x->a[0] && x->b[0] <= e->starts[j + 1]) {
+            fx *part = fx_shift(x->p, e->args[j], x->axis, -e->starts[j]);
+            return part ? select_rec(x, part) : NULL;
+        }
+    return (fx *)e; /* the range straddles a boundary: left for the caller to split further */
+}
+
+static fx *select_rec(xform *x, const fx *e)
+{
+    if (x->failed || x->p->status)
+        return NULL;
+    if (e->kind == FX_IMM || e->kind == FX_LOAD)
+        return (fx *)e;
+    fx **slot = memo_slot(x, e);
+    if (!slot)
+        return NULL;
+    if (*slot)
+        return *slot;
+    fx *r;
+    if (e->kind == FX_CONCAT && e->axis == x->axis) {
+        r = sel_concat_part(x, e);
+    } else {
+        fx *args[e->nargs];
+        for (int i = 0; i < e->nargs; i++)
+            if (!(args[i] = select_rec(x, e->args[i])))
+                return NULL;
+        r = e->kind == FX_OP ? fx_op(x->p, (ir_op)e->op, e->etype, e->nargs, args, e->node)
+                             : fx_concat(x->p, e->rank, e->axis, e->nargs, args, e->starts, e->node);
+    }
+    if (!r) {
+        x->failed = true;
+        return NULL;
+    }
+    *memo_slot(x, e) = r;
+    return r;
+}
+
+fx *fx_select(plan *p, fx *e, int axis, int64_t lo, int64_t hi)
+{
+    xform x = {.p = p, .axis = axis, .a = &lo, .b = &hi};
+    fx *r = select_rec(&x, e);
+    free(x.keys);
+    free(x.vals);
+    return x.failed || p->status ? NULL : r;
+}
+
+/* ---- walks ---- */
+
+bool fx_walk(plan *p, fx *const *roots, int nroots, void (*fn)(fx *e, void *ctx), void *ctx)
+{
+    /* gather every reachable node with an explicit stack, then visit them by id: args always
+     * have smaller ids than their users */
+    size_t cap = 64, n = 0, sp = 0, scap = 64;
+    fx **seen = malloc(cap * sizeof *seen), **stack = malloc(scap * sizeof *stack);
+    xform memo = {.p = p};
+    bool ok = seen && stack;
+    for (int r = 0; ok && r < nroots; r++) {
+        if (!roots[r])
+            continue;
+        stack[sp++] = roots[r];
+        while (ok && sp > 0) {
+            fx *e = stack[--sp];
+            fx **slot = memo_slot(&memo, e);
+            if (!slot) {
+                ok = false;
+                break;
+            }
+            if (*slot)
+                continue;
+            *slot = e;
+            if (n == cap) {
+                fx **q = realloc(seen, 2 * cap * sizeof *q);
+                if (!q) {
+                    ok = false;
+                    break;
+                }
+                seen = q;
+                cap *= 2;
+            }
+            seen[n++] = e;
+            for (int i = 0; i < e->nargs; i++) {
+                if (sp == scap) {
+                    fx **q = realloc(stack, 2 * scap * sizeof *q);
+                    if (!q) {
+                        ok = false;
+                        break;
+                    }
+                    stack = q;
+                    scap *= 2;
+                }
+                stack[sp++] = e->args[i];
+            }
+        }
+    }
+    if (ok) {
+        /* counting sort would do; the lists are short */
+        for (size_t i = 1; i < n; i++) {
+            fx *e = seen[i];
+            size_t j = i;
+            while (j > 0 && seen[j - 1]->id > e->id) {
+                seen[j] = seen[j - 1];
+                j--;
+            }
+            seen[j] = e;
+        }
+        for (size_t i = 0; i < n; i++)
+            fn(seen[i], ctx);
+    } else {
+        p->status = NEST_ERR_NOMEM;
+    }
+    free(memo.keys);
+    free(memo.vals);
+    free(seen);
+    free(stack);
+    return ok;
+}
+
+static void count_op(fx *e, void *ctx)
+{
+    if (e->kind == FX_OP || e->kind == FX_CONCAT)
+        ++*(int64_t *)ctx;
+}
+
+int64_t fx_cost(const fx *e, int64_t cap)
+{
+    /* the walk needs a plan only for its memo's error flag */
+    plan scratch = {0};
+    int64_t n = 0;
+    fx *root = (fx *)e;
+    fx_walk(&scratch, &root, 1, count_op, &n);
+    return n < cap ? n : cap;
+}
+
+typedef struct find_buf {
+    int32_t buf;
+    bool found;
+} find_buf;
+
+static void find_load(fx *e, void *ctx)
+{
+    find_buf *fb = ctx;
+    if (e->kind == FX_LOAD && e->buf == fb->buf)
+        fb->found = true;
+}
+
+bool fx_reads(plan *p, fx *e, int32_t bufi)
+{
+    find_buf fb = {bufi, false};
+    fx_walk(p, &e, 1, find_load, &fb);
+    return fb.found;
+}
