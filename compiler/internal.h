@@ -427,9 +427,16 @@ int pipeline_plan(plan *p, nest_function *f, arena *a, const nest_options *opts,
                   const char *dump_after, buf *dump);
 /* Prints a plan (nests, their outputs and expressions) for --dump-after. */
 void plan_dump(buf *b, const plan *p);
+/* What the JIT needs besides the C of a function: its workspace and the graph nodes of its
+ * constants, in the order of nest_consts_NAME (malloc'd array). */
+typedef struct jit_info {
+    int64_t ws_size;
+    int32_t nconsts;
+    int32_t *const_nodes;
+} jit_info;
 /* The C of one function for the JIT: constants come through nest_consts_NAME. Malloc'd, or NULL
  * with the error on f. */
-char *pipeline_emit_jit(nest_function *f, const nest_options *opts);
+char *pipeline_emit_jit(nest_function *f, const nest_options *opts, jit_info *info);
 /* The plans of n functions after the pass named `pass` (fuse, flatten, memplan); NULL for an
  * unknown pass or an error (on the function). */
 char *pipeline_dump(nest_function *const *fns, int n, const nest_options *opts, const char *pass);

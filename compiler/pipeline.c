@@ -139,7 +139,7 @@ static int check_names(nest_function *const *fns, int n)
 
 /* Emits the C (or the header) of n functions into out. */
 static int emit_all(nest_function *const *fns, int n, nest_emit_kind kind, emit_mode mode,
-                    const nest_options *opts, buf *out)
+                    const nest_options *opts, buf *out, jit_info *info)
 {
     nest_options defaults;
     if (!opts) {
@@ -165,6 +165,16 @@ static int emit_all(nest_function *const *fns, int n, nest_emit_kind kind, emit_
                 emit_function(&body, &p, mode, &helpers);
             else
                 emit_header_decls(&body, &p);
+        }
+        if (st == NEST_OK && info) {
+            info->ws_size = p.ws_size;
+            info->nconsts = p.nconsts;
+            info->const_nodes = calloc((size_t)p.nconsts + 1, sizeof *info->const_nodes);
+            if (!info->const_nodes)
+                st = ir_error(fns[i], NEST_ERR_NOMEM, "out of memory");
+            for (int32_t b = 0; st == NEST_OK && b < p.nbufs; b++)
+                if (p.bufs[b].kind == BUF_CONST)
+                    info->const_nodes[p.bufs[b].index] = p.bufs[b].node;
         }
         free(p.table);
         arena_free(&a);
@@ -202,7 +212,7 @@ char *nest_emit(nest_function *const *fns, int n, nest_emit_kind kind, const nes
     if (n < 0 || (n > 0 && !fns) || (kind != NEST_EMIT_C && kind != NEST_EMIT_H))
         return NULL;
     buf out = {0};
-    if (emit_all(fns, n, kind, EMIT_AOT, opts, &out) != NEST_OK) {
+    if (emit_all(fns, n, kind, EMIT_AOT, opts, &out, NULL) != NEST_OK) {
         buf_reset(&out);
         return NULL;
     }
@@ -210,10 +220,13 @@ char *nest_emit(nest_function *const *fns, int n, nest_emit_kind kind, const nes
 }
 
 /* For the JIT (runtime/kernel.c): the C of one function with constants passed as data. */
-char *pipeline_emit_jit(nest_function *f, const nest_options *opts)
+char *pipeline_emit_jit(nest_function *f, const nest_options *opts, jit_info *info)
 {
     buf out = {0};
-    if (emit_all(&f, 1, NEST_EMIT_C, EMIT_JIT, opts, &out) != NEST_OK) {
+    memset(info, 0, sizeof *info);
+    if (emit_all(&f, 1, NEST_EMIT_C, EMIT_JIT, opts, &out, info) != NEST_OK) {
+        free(info->const_nodes);
+        info->const_nodes = NULL;
         buf_reset(&out);
         return NULL;
     }

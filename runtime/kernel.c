@@ -1,0 +1,240 @@
+/*
+ * kernel.c - the public compile-and-call API of nest.h: nest_compile (in process, through the
+ * cache), nest_call, and nest_build_so (ahead of time with the system compiler).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+#include "rt.h"
+
+struct nest_kernel {
+    rt_code *code;
+    int (*call)(void *const *args, void *const *results);
+    int (*call_ws)(void *const *args, void *const *results, void *ws);
+    void *ws;
+    size_t ws_size;
+    void **consts;      /* copies of the function's constants, for nest_consts_NAME */
+    int32_t nconsts;
+    int nparams, nresults;
+    int64_t *counts;    /* elements of each parameter, then of each result */
+    char *name;
+    bool cache_hit;
+    double compile_ms;
+    char *errmsg;
+};
+
+static double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+static rt_opts runtime_opts(const nest_options *o)
+{
+    rt_opts r = {o->opt_level, o->march, o->openmp != 0, o->cache != 0};
+    return r;
+}
+
+void nest_kernel_free(nest_kernel *k)
+{
+    if (!k)
+        return;
+    rt_code_free(k->code);
+    for (int32_t i = 0; i < k->nconsts; i++)
+        free(k->consts ? k->consts[i] : NULL);
+    free(k->consts);
+    free(k->ws);
+    free(k->counts);
+    free(k->name);
+    free(k->errmsg);
+    free(k);
+}
+
+nest_kernel *nest_compile(nest_function *f, const nest_options *opts)
+{
+    if (!f)
+        return NULL;
+    double t0 = now_ms();
+    nest_options defaults;
+    if (!opts) {
+        nest_options_init(&defaults);
+        opts = &defaults;
+    }
+    jit_info info;
+    char *src = pipeline_emit_jit(f, opts, &info);
+    if (!src)
+        return NULL;
+    nest_kernel *k = calloc(1, sizeof *k);
+    char *err = NULL;
+    if (!k)
+        goto nomem;
+    k->nparams = f->nparams;
+    k->nresults = f->nresults;
+    k->counts = malloc(((size_t)f->nparams + (size_t)f->nresults + 1) * sizeof *k->counts);
+    k->name = strdup(f->name);
+    k->consts = calloc((size_t)info.nconsts + 1, sizeof *k->consts);
+    if (!k->counts || !k->name || !k->consts)
+        goto nomem;
+    for (int32_t i = 0; i < f->nparams; i++)
+        k->counts[i] = ir_count(&f->nodes[f->params[i]]);
+    for (int32_t i = 0; i < f->nresults; i++)
+        k->counts[f->nparams + i] = ir_count(&f->nodes[f->results[i]]);
+    k->nconsts = info.nconsts;
+    for (int32_t i = 0; i < info.nconsts; i++) {
+        const ir_node *n = &f->nodes[info.const_nodes[i]];
+        size_t bytes = (size_t)n->a.constant.count * nest_type_size((nest_type)n->etype);
+        if (!(k->consts[i] = malloc(bytes + 1)))
+            goto nomem;
+        memcpy(k->consts[i], n->a.constant.data, bytes);
+    }
+    if (info.ws_size > 0) {
+        k->ws_size = (size_t)info.ws_size;
+        if (!(k->ws = aligned_alloc(64, (k->ws_size + 63) & ~(size_t)63))) {
+            ir_error(f, NEST_ERR_NOMEM, "%s: cannot allocate the workspace of %zu bytes", f->name,
+                     k->ws_size);
+            goto fail;
+        }
+    }
+
+    rt_opts ro = runtime_opts(opts);
+    int st = rt_jit(src, strlen(src), &ro, &k->code, &k->cache_hit, &err);
+    if (st != NEST_OK) {
+        ir_error(f, st, "compiling %s: %s", f->name, err ? err : nest_status_str(st));
+        goto fail;
+    }
+    char sym[IR_MAX_NAME + 32];
+    snprintf(sym, sizeof sym, k->ws ? "%s_call_ws" : "%s_call", f->name);
+    void *entry = rt_code_symbol(k->code, sym);
+    if (!entry) {
+        ir_error(f, NEST_ERR_COMPILE, "compiling %s: the entry point %s is missing", f->name, sym);
+        goto fail;
+    }
+    /* function pointers from object pointers: POSIX guarantees the round trip */
+    if (k->ws)
+        memcpy(&k->call_ws, &entry, sizeof entry);
+    else
+        memcpy(&k->call, &entry, sizeof entry);
+    if (info.nconsts > 0) {
+        snprintf(sym, sizeof sym, "nest_consts_%s", f->name);
+        const void **table = rt_code_symbol(k->code, sym);
+        if (!table) {
+            ir_error(f, NEST_ERR_COMPILE, "compiling %s: the constants table is missing", f->name);
+            goto fail;
+        }
+        for (int32_t i = 0; i < info.nconsts; i++)
+            table[i] = k->consts[i];
+    }
+    free(info.const_nodes);
+    free(src);
+    free(err);
+    k->compile_ms = now_ms() - t0;
+    return k;
+
+nomem:
+    ir_error(f, NEST_ERR_NOMEM, "compiling %s: out of memory", f->name);
+fail:
+    free(info.const_nodes);
+    free(src);
+    free(err);
+    nest_kernel_free(k);
+    return NULL;
+}
+
+static int call_error(nest_kernel *k, int status, const char *fmt, ...) FORMAT(3, 4);
+static int call_error(nest_kernel *k, int status, const char *fmt, ...)
+{
+    buf b = {0};
+    va_list ap;
+    va_start(ap, fmt);
+    buf_vprintf(&b, fmt, ap);
+    va_end(ap);
+    free(k->errmsg);
+    k->errmsg = buf_finish(&b);
+    return status;
+}
+
+int nest_call(nest_kernel *k, void *const *args, int nargs, void *const *results, int nresults)
+{
+    if (!k)
+        return NEST_ERR_ARG;
+    if (nargs != k->nparams || nresults != k->nresults)
+        return call_error(k, NEST_ERR_CALL,
+                          "%s takes %d argument%s and %d result%s; given %d and %d", k->name,
+                          k->nparams, k->nparams == 1 ? "" : "s", k->nresults,
+                          k->nresults == 1 ? "" : "s", nargs, nresults);
+    if ((nargs && !args) || (nresults && !results))
+        return call_error(k, NEST_ERR_CALL, "%s: the argument or result list is NULL", k->name);
+    for (int i = 0; i < nargs; i++)
+        if (!args[i] && k->counts[i] > 0)
+            return call_error(k, NEST_ERR_CALL, "%s: argument %d is NULL", k->name, i + 1);
+    for (int i = 0; i < nresults; i++) {
+        if (!results[i] && k->counts[nargs + i] > 0)
+            return call_error(k, NEST_ERR_CALL, "%s: result %d is NULL", k->name, i + 1);
+        for (int j = 0; j < nargs; j++)
+            if (results[i] && results[i] == args[j] && k->counts[nargs + i] > 0)
+                return call_error(k, NEST_ERR_CALL,
+                                  "%s: result %d is the array of argument %d (results must be "
+                                  "distinct arrays)",
+                                  k->name, i + 1, j + 1);
+        for (int j = 0; j < i; j++)
+            if (results[i] && results[i] == results[j] && k->counts[nargs + i] > 0)
+                return call_error(k, NEST_ERR_CALL, "%s: results %d and %d are the same array",
+                                  k->name, j + 1, i + 1);
+    }
+    int rc = k->ws ? k->call_ws(args, results, k->ws) : k->call(args, results);
+    if (rc != 0)
+        return call_error(k, NEST_ERR_NOMEM, "%s: the kernel failed (%d)", k->name, rc);
+    return NEST_OK;
+}
+
+const char *nest_kernel_errmsg(const nest_kernel *k)
+{
+    return !k ? "no kernel (NULL handle)" : k->errmsg ? k->errmsg : "";
+}
+
+int nest_kernel_cache_hit(const nest_kernel *k) { return k && k->cache_hit; }
+size_t nest_kernel_workspace_size(const nest_kernel *k) { return k ? k->ws_size : 0; }
+double nest_kernel_compile_ms(const nest_kernel *k) { return k ? k->compile_ms : 0; }
+
+int nest_build_so(nest_function *const *fns, int n, const char *so_path, const char *h_path,
+                  const nest_options *opts, char **log)
+{
+    if (log)
+        *log = NULL;
+    if (n < 1 || !fns || !fns[0])
+        return NEST_ERR_ARG;
+    nest_options defaults;
+    if (!opts) {
+        nest_options_init(&defaults);
+        opts = &defaults;
+    }
+    char *src = nest_emit(fns, n, NEST_EMIT_C, opts);
+    if (!src)
+        return nest_errcode(fns[0]) ? nest_errcode(fns[0]) : NEST_ERR_NOMEM;
+    char *hdr = h_path ? nest_emit(fns, n, NEST_EMIT_H, opts) : NULL;
+    if (h_path && !hdr) {
+        free(src);
+        return nest_errcode(fns[0]) ? nest_errcode(fns[0]) : NEST_ERR_NOMEM;
+    }
+    rt_opts ro = runtime_opts(opts);
+    char *err = NULL;
+    int st = rt_build_so(src, strlen(src), so_path, opts->cc, &ro, opts->verbose ? log : NULL, &err);
+    if (st != NEST_OK)
+        ir_error(fns[0], st, "building %s: %s", so_path, err ? err : nest_status_str(st));
+    if (st == NEST_OK && hdr) {
+        FILE *out = fopen(h_path, "w");
+        bool ok = out && fputs(hdr, out) >= 0;
+        if (out && fclose(out) != 0)
+            ok = false;
+        if (!ok)
+            st = ir_error(fns[0], NEST_ERR_IO, "cannot write %s", h_path);
+    }
+    free(err);
+    free(src);
+    free(hdr);
+    return st;
+}
