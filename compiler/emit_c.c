@@ -1012,6 +1012,32 @@ static void emit_nest(ctx *c, const nest *ne)
 
 /* ---- functions ---- */
 
+/* Names the emitter uses at function scope. */
+static const char *const reserved[] = {"ws", "args", "results", "workspace", "rc", "u"};
+
+/* The C names of the parameters and then the results, in ABI order, recorded in c->fn: the
+ * graph's names, and for results that are parameters or unnamed, result<i>. */
+static const char **abi_names(ctx *c)
+{
+    const nest_function *f = c->f;
+    const char **abi = calloc((size_t)(f->nparams + f->nresults) + 1, sizeof *abi);
+    if (!abi)
+        return NULL;
+    for (int32_t i = 0; i < f->nparams; i++)
+        abi[i] = unique(&c->fn, f->nodes[f->params[i]].name);
+    for (int32_t i = 0; i < f->nresults; i++) {
+        const ir_node *n = &f->nodes[f->results[i]];
+        const char *base = n->op == OP_PARAMETER ? "_" : namer_name(&c->nm, f->results[i]);
+        char nm[IR_MAX_NAME + 16];
+        if (base[0] == '_')
+            snprintf(nm, sizeof nm, "result%d", i);
+        else
+            snprintf(nm, sizeof nm, "%s", base);
+        abi[f->nparams + i] = unique(&c->fn, nm);
+    }
+    return abi;
+}
+
 /* The declaration of the typed entry point's parameters: "const float *restrict x, ...". */
 static void param_list(ctx *c, buf *b, bool with_restrict, bool with_ws)
 {
@@ -1156,27 +1182,14 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
         return;
     }
     /* the emitter's own names first, then the graph's */
-    static const char *const reserved[] = {"ws", "args", "results", "workspace", "rc", "u"};
     for (size_t i = 0; i < countof(reserved); i++)
         names_add(&c.fn, reserved[i]);
     /* buffers of parameters and results: their C names, in ABI order (bufname is indexed by
      * plan buffer; param i and result i are looked up below) */
-    const char **abi = calloc((size_t)(f->nparams + f->nresults) + 1, sizeof *abi);
+    const char **abi = abi_names(&c);
     if (!abi) {
         b->failed = true;
         goto out;
-    }
-    for (int32_t i = 0; i < f->nparams; i++)
-        abi[i] = unique(&c.fn, f->nodes[f->params[i]].name);
-    for (int32_t i = 0; i < f->nresults; i++) {
-        const ir_node *n = &f->nodes[f->results[i]];
-        const char *base = n->op == OP_PARAMETER ? "result" : namer_name(&c.nm, f->results[i]);
-        char nm[IR_MAX_NAME + 16];
-        if (base[0] == '_')
-            snprintf(nm, sizeof nm, "result%d", i);
-        else
-            snprintf(nm, sizeof nm, "%s", base);
-        abi[f->nparams + i] = unique(&c.fn, nm);
     }
     for (int32_t bi = 0; bi < p->nbufs; bi++) {
         const pbuf *pb = &p->bufs[bi];
@@ -1323,19 +1336,19 @@ void emit_header_decls(buf *b, const plan *p)
 {
     const nest_function *f = p->f;
     ctx c = {.b = b, .p = p, .f = f};
-    const char **names_ = calloc((size_t)(f->nparams + f->nresults) + 1, sizeof *names_);
-    if (!names_ || !namer_init(&c.nm, f)) {
-        free(names_);
+    for (size_t i = 0; i < countof(reserved); i++)
+        names_add(&c.fn, reserved[i]);
+    if (!namer_init(&c.nm, f)) {
         namer_free(&c.nm);
         b->failed = true;
         return;
     }
-    for (int32_t i = 0; i < f->nparams; i++)
-        names_[i] = unique(&c.fn, f->nodes[f->params[i]].name);
-    for (int32_t i = 0; i < f->nresults; i++) {
-        char nm[32];
-        snprintf(nm, sizeof nm, "result%d", i);
-        names_[f->nparams + i] = unique(&c.fn, nm);
+    const char **names_ = abi_names(&c);
+    if (!names_) {
+        namer_free(&c.nm);
+        names_free(&c.fn);
+        b->failed = true;
+        return;
     }
     c.bufname = names_;
     signature_comment(&c);

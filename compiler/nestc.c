@@ -12,6 +12,12 @@ static const char usage[] =
     "usage: nestc [options] FILE.nest        (FILE may be - for standard input)\n"
     "\n"
     "  -o OUT.so          compile every function to OUT.so and write OUT.h\n"
+    "  -O0 .. -O3         optimization level of the C compiler (default -O3)\n"
+    "  --march=CPU        target CPU (default native: this machine; x86-64-v2, x86-64-v3, ...\n"
+    "                     for a .so that runs elsewhere)\n"
+    "  --cc=CC            C compiler for -o (default cc; e.g. gcc, clang-14, \"ccache gcc\")\n"
+    "  --no-openmp        do not run large loops on several cores\n"
+    "  -v                 show the compile command and its time\n"
     "  --emit=FORM        print FORM to standard output: ir (the canonical text form),\n"
     "                     dot (Graphviz), c (the generated C), h (its header)\n"
     "  --no-fuse          store every op's result (no fusion), for comparison and bisection\n"
@@ -179,6 +185,16 @@ int main(int argc, char **argv)
             if (++i == argc)
                 return fail_usage("%s needs a file name", a);
             out = argv[i];
+        } else if (a[0] == '-' && a[1] == 'O' && a[2] >= '0' && a[2] <= '3' && a[3] == '\0') {
+            opts.opt_level = a[2] - '0';
+        } else if (strncmp(a, "--march=", 8) == 0 && a[8]) {
+            opts.march = a + 8;
+        } else if (strncmp(a, "--cc=", 5) == 0 && a[5]) {
+            opts.cc = a + 5;
+        } else if (strcmp(a, "--no-openmp") == 0) {
+            opts.openmp = 0;
+        } else if (strcmp(a, "-v") == 0) {
+            opts.verbose = 1;
         } else if (strcmp(a, "--no-fuse") == 0) {
             opts.fuse = 0;
         } else if (strncmp(a, "--dump-after=", 13) == 0) {
@@ -202,10 +218,8 @@ int main(int argc, char **argv)
         return fail_usage("%s", "no input file");
     if (!emit && !out && !do_run && !dump)
         return fail_usage("%s", "nothing to do: give --emit=FORM, -o OUT.so, --dump-after=PASS or --run");
-    if (out) {
-        fprintf(stderr, "nestc: -o is not yet available\n");
-        return EXIT_USAGE;
-    }
+    if (out && strlen(out) < 1)
+        return fail_usage("%s", "-o needs a file name");
 
     size_t len;
     char *src = read_all(file, &len);
@@ -249,6 +263,31 @@ int main(int argc, char **argv)
         }
         fputs(s, stdout);
         free(s);
+    }
+    if (out) {
+        /* OUT.so and OUT.h: the header replaces a .so suffix, or is appended */
+        size_t ol = strlen(out);
+        char *hdr = malloc(ol + 4);
+        if (!hdr) {
+            rc = EXIT_INPUT;
+            goto done;
+        }
+        memcpy(hdr, out, ol + 1);
+        if (ol > 3 && strcmp(out + ol - 3, ".so") == 0)
+            strcpy(hdr + ol - 3, ".h");
+        else
+            strcat(hdr, ".h");
+        char *log = NULL;
+        if (nest_build_so(fns, n, out, hdr, &opts, &log) != NEST_OK) {
+            fprintf(stderr, "nestc: %s\n", n ? nest_errmsg(fns[0]) : "nothing to compile");
+            rc = EXIT_INPUT;
+        } else if (log) {
+            fprintf(stderr, "%s%s", log, log[0] && log[strlen(log) - 1] != '\n' ? "\n" : "");
+        }
+        if (rc == 0 && opts.verbose)
+            fprintf(stderr, "nestc: wrote %s and %s\n", out, hdr);
+        free(log);
+        free(hdr);
     }
     if (do_run) {
         bool found = false;
