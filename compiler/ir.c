@@ -59,11 +59,23 @@ void ir_format_type(buf *b, const nest_function *f, int32_t node)
 {
     const ir_node *n = &f->nodes[ir_resolve(f, node)]; /* a get of a tuple has its elements */
     if (n->etype == IR_TUPLE) {
+        /* A tuple can nest as deep as the graph or share elements exponentially often: show
+         * only its first level, and at most 8 elements. */
         buf_putc(b, '(');
         for (int i = 0; i < n->nin; i++) {
+            if (i == 8) {
+                buf_puts(b, ", ...");
+                break;
+            }
             if (i)
                 buf_puts(b, ", ");
-            ir_format_type(b, f, n->in[i]); /* tuples nest only as deep as they were built */
+            const ir_node *e = &f->nodes[ir_resolve(f, n->in[i])];
+            if (e->etype == IR_TUPLE) {
+                buf_puts(b, "(...)");
+            } else {
+                buf_puts(b, nest_type_name((nest_type)e->etype));
+                ir_format_shape(b, e->rank, e->shape);
+            }
         }
         buf_putc(b, ')');
         return;
@@ -112,26 +124,7 @@ static void describe(buf *b, const nest_function *f, int32_t node)
         buf_printf(b, "%s: ", n->name);
     else if (ir_kind_of(n) != K_PARAM)
         buf_printf(b, "%s(...): ", ir_ops[n->op].name);
-    if (n->etype != IR_TUPLE) {
-        ir_format_type(b, f, node);
-        return;
-    }
-    /* A tuple can be deep or share elements exponentially often: show only its first level. */
-    const ir_node *t = &f->nodes[ir_resolve(f, node)];
-    buf_putc(b, '(');
-    for (int i = 0; i < t->nin; i++) {
-        if (i == 8) {
-            buf_puts(b, ", ...");
-            break;
-        }
-        if (i)
-            buf_puts(b, ", ");
-        if (f->nodes[t->in[i]].etype == IR_TUPLE)
-            buf_puts(b, "(...)");
-        else
-            ir_format_type(b, f, t->in[i]);
-    }
-    buf_putc(b, ')');
+    ir_format_type(b, f, node);
 }
 
 /* Records "OP(operands): message" on f. */
