@@ -303,8 +303,11 @@ static token expect(parser *ps, tok_kind k)
 /* Token t (a NAME) checked against the rules for names; returned NUL-terminated in f's arena. */
 static const char *name_of(parser *ps, const token *t, const char *what)
 {
-    if (t->kind != T_NAME)
-        expected(ps, what);
+    if (t->kind != T_NAME) {
+        char w[64];
+        snprintf(w, sizeof w, "a %s name", what);
+        expected(ps, w);
+    }
     if (t->len > IR_MAX_NAME)
         error_at(ps, t->line, t->col, NEST_ERR_LIMIT, "name is %zu characters long (the limit is %d)",
                  t->len, IR_MAX_NAME);
@@ -437,15 +440,17 @@ static void parse_type(parser *ps, ttype *ty, bool with_layout)
             if (d.kind != T_INT)
                 expected(ps, "a dimension (a non-negative integer)");
             ty->shape[ty->rank++] = parse_int(ps, &d);
-            if (mul_overflows(count, ty->shape[ty->rank - 1], &count))
+            /* as in ir.c, the limit applies to the product of the non-zero dims */
+            if (ty->shape[ty->rank - 1] != 0 &&
+                mul_overflows(count, ty->shape[ty->rank - 1], &count))
                 huge = true;
             next(ps);
         } while (accept(ps, T_COMMA));
     }
     expect(ps, T_RBRACK);
     int64_t bytes;
-    if (huge || (count > 0 && (mul_overflows(count, (int64_t)nest_type_size((nest_type)ty->etype), &bytes) ||
-                               bytes >= IR_MAX_BYTES)))
+    if (huge || mul_overflows(count, (int64_t)nest_type_size((nest_type)ty->etype), &bytes) ||
+        bytes >= IR_MAX_BYTES)
         error_at(ps, ty->at.line, ty->at.col, NEST_ERR_LIMIT,
                  "this shape is too large (the limit is 2^62 bytes)");
     ty->layout = NEST_ROW_MAJOR;
