@@ -17,8 +17,16 @@
 
 #include "internal.h"
 
-/* Partial accumulators of a float reduction. */
-#define ACCS 16
+/* Partial accumulators of a float reduction, in bytes: four AVX-512 vectors (eight AVX2
+ * ones) of independent sums hide the latency of the adds. */
+#define ACC_BYTES 256
+/* Loops of at least this many iterations run on several cores (with -fopenmp). */
+#define PAR_MIN ((int64_t)1 << 18)
+/* A whole-array reduction runs in chunks of at least this many elements, at most PAR_CHUNKS of
+ * them, each folded alone and then combined in order: the result does not depend on the
+ * number of threads. */
+#define PAR_CHUNK ((int64_t)1 << 16)
+#define PAR_CHUNKS 64
 
 /* ---- helpers of the generated code ---- */
 
@@ -217,8 +225,13 @@ typedef struct ctx {
     const char *var[NEST_MAX_RANK];   /* loop variable per axis */
     const char *expr[NEST_MAX_RANK];  /* its value in index expressions ("i1" or "i1 + u") */
     const char **acc;                 /* per output: accumulator array (case A) */
-    int accs;                         /* partial accumulators in use (1 or ACCS) */
-    bool unrolled;                    /* inside the ACCS-wide loop: `u` picks the accumulator */
+    int accs;                         /* partial accumulators in use (1 or lanes) */
+    bool unrolled;                    /* inside the lane-wide loop: `u` picks the accumulator */
+    bool par_outer;                   /* the outermost loop runs on several cores */
+    bool par_chunks;                  /* the outermost (folded) axis runs in parallel chunks */
+    const char **fold_dst;            /* per output: where a fold ends (chunks), else NULL */
+    names *body_names;                /* the scope of the body being emitted */
+    int from;                         /* the first loop level the nest emits (1 in row groups) */
 } ctx;
 
 static void line(ctx *c, const char *fmt, ...) FORMAT(2, 3);
@@ -283,10 +296,12 @@ static void literal(buf *b, int etype, const fx *e)
 }
 
 /* The index of element (vars) of a strided view: off + sum(var_k * st_k). */
-static void index_expr(ctx *c, buf *b, int64_t off, const int64_t *st, int rank)
+static void index_expr(ctx *c, buf *b, int32_t bufi, int64_t off, const int64_t *st, int rank)
 {
     bool any = false;
-    for (int k = 0; k < rank; k++) {
+    /* a temporary shrunk to one row of a row group is indexed within the row */
+    int from = c->p->bufs[bufi].row ? 1 : 0;
+    for (int k = from; k < rank; k++) {
         if (st[k] == 0)
             continue;
         const char *v = c->expr[k];
@@ -336,7 +351,7 @@ static void operand_text(body *bd, buf *b, const fx *e)
     switch (e->kind) {
     case FX_LOAD:
         buf_printf(b, "%s[", c->bufname[e->buf]);
-        index_expr(c, b, e->off, e->st, e->rank);
+        index_expr(c, b, e->buf, e->off, e->st, e->rank);
         buf_putc(b, ']');
         return;
     case FX_IMM:
@@ -488,7 +503,7 @@ static void emit_values(ctx *c, body *bd, fx *const *roots, int n)
             continue; /* used once, as an output: inlined there */
         (void)root_only;
         const char *base = e->node >= 0 ? namer_name(&c->nm, e->node) : "t";
-        const char *name = unique(&c->local, base);
+        const char *name = unique(c->body_names, base);
         buf t = {0};
         op_text(bd, &t, e);
         char *s = buf_finish(&t);
@@ -556,7 +571,7 @@ static char *combine_text(ctx *c, int op, int etype, const char *acc, const char
 static void store_text(ctx *c, buf *b, const nout *o)
 {
     buf_printf(b, "%s[", c->bufname[o->buf]);
-    index_expr(c, b, o->off, o->st, c->ne->rank);
+    index_expr(c, b, o->buf, o->off, o->st, c->ne->rank);
     buf_putc(b, ']');
 }
 
@@ -565,6 +580,9 @@ static void emit_body(ctx *c, fx *const *vals)
 {
     const nest *ne = c->ne;
     body bd = {.c = c};
+    /* the body's locals live in a scope of their own: every copy of the body reuses names */
+    names scope = {.outer = &c->local}, *saved = c->body_names;
+    c->body_names = &scope;
     emit_values(c, &bd, vals, ne->nouts);
     for (int i = 0; i < ne->nouts && !bd.oom; i++) {
         const nout *o = &ne->outs[i];
@@ -601,8 +619,10 @@ static void emit_body(ctx *c, fx *const *vals)
         free(d);
     }
     free(bd.v);
-    if (bd.oom)
+    if (bd.oom || scope.oom)
         c->b->failed = true;
+    names_free(&scope);
+    c->body_names = saved;
 }
 
 /* The boundaries of concats on axis k that lie strictly inside (lo, hi), not counting concats
@@ -650,6 +670,7 @@ static int cmp_i64(const void *a, const void *b)
 }
 
 static void emit_level(ctx *c, int lvl, fx **vals);
+static void emit_loop(ctx *c, int lvl, const char *lo, const char *hi, int64_t n, fx **sel);
 
 /* Loop level lvl over [lo, hi), split at concat boundaries. Concats nested in a part are only
  * seen once their outer concat resolves, so every segment is checked again. */
@@ -708,25 +729,54 @@ static void emit_range(ctx *c, int lvl, int64_t lo, int64_t hi, fx **vals)
         return;
     }
     free(bs.v);
-    const char *v = c->var[lvl];
-    bool fold_inner = c->acc && lvl == ne->rank - 1 && c->accs > 1;
     if (lo >= hi)
         return;
+    char l[32], h[32];
+    snprintf(l, sizeof l, "%lld", (long long)lo);
+    snprintf(h, sizeof h, "%lld", (long long)hi);
+    emit_loop(c, lvl, l, h, hi - lo, sel);
+}
+
+static void omp_parallel_for(ctx *c)
+{
+    line(c, "#ifdef _OPENMP");
+    line(c, "#pragma omp parallel for schedule(static)");
+    line(c, "#endif");
+}
+
+/* The loop of level lvl over [lo, hi), bounds as C text, n its trip count when the bounds are
+ * constants (else -1). The innermost folded axis runs `accs` lanes at a time, then the rest. */
+static void emit_loop(ctx *c, int lvl, const char *lo, const char *hi, int64_t n, fx **sel)
+{
+    const nest *ne = c->ne;
+    const char *v = c->var[lvl];
+    bool fold_inner = c->acc && lvl == ne->rank - 1 && c->accs > 1;
     if (!fold_inner) {
-        line(c, "for (int64_t %s = %lld; %s < %lld; %s++) {", v, (long long)lo, v, (long long)hi, v);
+        if (c->par_outer && lvl == 0)
+            omp_parallel_for(c);
+        line(c, "for (int64_t %s = %s; %s < %s; %s++) {", v, lo, v, hi, v);
         c->indent++;
         emit_level(c, lvl + 1, sel);
         c->indent--;
         line(c, "}");
         return;
     }
-    /* the innermost folded axis: ACCS lanes at a time, then the rest one at a time */
-    int64_t n = hi - lo, main_end = lo + n / ACCS * ACCS;
-    if (main_end > lo) {
-        line(c, "for (int64_t %s = %lld; %s < %lld; %s += %d) {", v, (long long)lo, v,
-             (long long)main_end, v, ACCS);
+    int w = c->accs;
+    char mid[96];
+    bool has_main = true, has_rest = true;
+    if (n >= 0) {
+        long long lo_v = atoll(lo);
+        snprintf(mid, sizeof mid, "%lld", lo_v + n / w * w);
+        has_main = n >= w;
+        has_rest = n % w != 0;
+    } else {
+        snprintf(mid, sizeof mid, "%s_lanes", v);
+        line(c, "const int64_t %s = %s + (%s - %s) / %d * %d;", mid, lo, hi, lo, w, w);
+    }
+    if (has_main) {
+        line(c, "for (int64_t %s = %s; %s < %s; %s += %d) {", v, lo, v, mid, v, w);
         c->indent++;
-        line(c, "for (int u = 0; u < %d; u++) {", ACCS);
+        line(c, "for (int u = 0; u < %d; u++) {", w);
         c->indent++;
         char e[64];
         snprintf(e, sizeof e, "%s + u", v);
@@ -740,9 +790,8 @@ static void emit_range(ctx *c, int lvl, int64_t lo, int64_t hi, fx **vals)
         c->indent--;
         line(c, "}");
     }
-    if (main_end < hi) {
-        line(c, "for (int64_t %s = %lld; %s < %lld; %s++) {", v, (long long)main_end, v,
-             (long long)hi, v);
+    if (has_rest) {
+        line(c, "for (int64_t %s = %s; %s < %s; %s++) {", v, mid, v, hi, v);
         c->indent++;
         emit_body(c, sel);
         c->indent--;
@@ -759,7 +808,13 @@ static int first_reduced(const nest *ne)
     return ne->rank;
 }
 
-static bool has_reduce(const nest *ne) { return ne->nouts > 0 && ne->outs[0].reduce >= 0; }
+static bool has_reduce(const nest *ne)
+{
+    for (int i = 0; i < ne->nouts; i++)
+        if (ne->outs[i].reduce >= 0)
+            return true;
+    return false;
+}
 
 /* Whether every axis from the first reduced one on is reduced: the outputs then fold into
  * accumulators (case A); otherwise they fold in memory (case B). */
@@ -775,15 +830,24 @@ static void emit_fold_start(ctx *c, int lvl)
 {
     const nest *ne = c->ne;
     if (folds_in_registers(ne)) {
-        /* accumulators: ACCS partial ones when a float reduction folds its innermost axis */
-        int innermost = ne->rank - 1;
-        bool wide = innermost >= lvl && (ne->reduced & (1u << innermost)) &&
-                    ne->dims[innermost] >= 2 * ACCS;
-        for (int i = 0; i < ne->nouts; i++)
-            wide &= is_float(ne->outs[i].value->etype);
-        c->accs = wide ? ACCS : 1;
+        /* partial accumulators when a float reduction folds its innermost axis */
+        int innermost = ne->rank - 1, lanes = ACC_BYTES;
+        bool wide = innermost >= lvl && (ne->reduced & (1u << innermost));
+        for (int i = 0; i < ne->nouts; i++) {
+            int et = ne->outs[i].value->etype;
+            if (ne->outs[i].reduce < 0)
+                continue;
+            wide &= is_float(et);
+            if (ACC_BYTES / (int)nest_type_size((nest_type)et) < lanes)
+                lanes = ACC_BYTES / (int)nest_type_size((nest_type)et);
+        }
+        wide &= ne->dims[innermost] >= 2 * lanes;
+        c->accs = wide ? lanes : 1;
         for (int i = 0; i < ne->nouts; i++) {
             const nout *o = &ne->outs[i];
+            c->acc[i] = NULL;
+            if (o->reduce < 0)
+                continue;
             const char *base = o->node >= 0 ? namer_name(&c->nm, o->node) : "acc";
             char nb[IR_MAX_NAME + 8];
             snprintf(nb, sizeof nb, "%s_acc", base);
@@ -796,12 +860,9 @@ static void emit_fold_start(ctx *c, int lvl)
                 return;
             }
             if (c->accs > 1) {
-                buf all = {0};
-                for (int u = 0; u < c->accs; u++)
-                    buf_printf(&all, "%s%s", u ? ", " : "", init);
-                char *s = buf_finish(&all);
-                line(c, "%s %s[%d] = {%s};", ctype(o->value->etype), c->acc[i], c->accs, s ? s : "");
-                free(s);
+                line(c, "%s %s[%d];", ctype(o->value->etype), c->acc[i], c->accs);
+                line(c, "for (int u = 0; u < %d; u++)", c->accs);
+                line(c, "    %s[u] = %s;", c->acc[i], init);
             } else {
                 line(c, "%s %s = %s;", ctype(o->value->etype), c->acc[i], init);
             }
@@ -811,6 +872,8 @@ static void emit_fold_start(ctx *c, int lvl)
     }
     /* case B: the outputs start at the identity over the kept axes from lvl inward */
     for (int i = 0; i < ne->nouts; i++) {
+        if (ne->outs[i].reduce < 0)
+            continue;
         int opened = 0;
         for (int k = lvl; k < ne->rank; k++) {
             if (ne->reduced & (1u << k))
@@ -840,6 +903,8 @@ static void emit_fold_end(ctx *c)
         const nout *o = &ne->outs[i];
         const char *a = c->acc[i];
         int et = o->value->etype;
+        if (o->reduce < 0)
+            continue;
         /* pairwise: lane u takes lane u + w for halving widths */
         for (int w = c->accs / 2; w >= 1; w /= 2) {
             char l[IR_MAX_NAME + 64], r[IR_MAX_NAME + 64];
@@ -851,10 +916,13 @@ static void emit_fold_end(ctx *c)
             free(s);
         }
         buf t = {0};
-        store_text(c, &t, o);
+        if (c->fold_dst)
+            buf_puts(&t, c->fold_dst[i]);
+        else
+            store_text(c, &t, o);
         char *d = buf_finish(&t);
         buf cm = {0};
-        node_comment(c, &cm, o->node);
+        node_comment(c, &cm, c->fold_dst ? -1 : o->node);
         char *cs = buf_finish(&cm);
         if (d)
             line(c, "%s = %s%s;%s", d, a, c->accs > 1 ? "[0]" : "", cs ? cs : "");
@@ -863,11 +931,104 @@ static void emit_fold_end(ctx *c)
     }
 }
 
+/* A whole-array fold in parallel chunks: each chunk folds into its partial result, then the
+ * partial results combine in chunk order. */
+static void emit_chunks(ctx *c, fx **vals)
+{
+    const nest *ne = c->ne;
+    int64_t n = ne->dims[0], nch = n / PAR_CHUNK;
+    if (nch > PAR_CHUNKS)
+        nch = PAR_CHUNKS;
+    if (nch < 2)
+        nch = 2;
+    int64_t len = (n + nch - 1) / nch;
+    len = (len + ACC_BYTES - 1) / ACC_BYTES * ACC_BYTES; /* whole lanes in every chunk */
+    nch = (n + len - 1) / len;
+    const char *part[ne->nouts], *dst[ne->nouts];
+    char *dsts[ne->nouts];
+    const char *ch = unique(&c->local, "chunk"), *lo = unique(&c->local, "lo"),
+               *hi = unique(&c->local, "hi");
+    for (int i = 0; i < ne->nouts; i++) {
+        const nout *o = &ne->outs[i];
+        part[i] = dst[i] = NULL;
+        dsts[i] = NULL;
+        if (o->reduce < 0)
+            continue;
+        char nb[IR_MAX_NAME + 8];
+        snprintf(nb, sizeof nb, "%s_part", o->node >= 0 ? namer_name(&c->nm, o->node) : "acc");
+        part[i] = unique(&c->local, nb);
+        line(c, "%s %s[%lld];", ctype(o->value->etype), part[i], (long long)nch);
+        buf t = {0};
+        buf_printf(&t, "%s[%s]", part[i], ch);
+        dsts[i] = buf_finish(&t);
+        dst[i] = dsts[i] ? dsts[i] : "?";
+    }
+    omp_parallel_for(c);
+    line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", ch, ch, (long long)nch, ch);
+    c->indent++;
+    line(c, "const int64_t %s = %s * %lld, %s = %s + %lld < %lld ? %s + %lld : %lld;", lo, ch,
+         (long long)len, hi, lo, (long long)len, (long long)n, lo, (long long)len, (long long)n);
+    c->fold_dst = dst;
+    emit_fold_start(c, 0);
+    emit_loop(c, 0, lo, hi, -1, vals);
+    emit_fold_end(c);
+    c->fold_dst = NULL;
+    c->indent--;
+    line(c, "}");
+    for (int i = 0; i < ne->nouts; i++) {
+        const nout *o = &ne->outs[i];
+        if (o->reduce < 0)
+            continue;
+        char l[IR_MAX_NAME + 64], r[IR_MAX_NAME + 64];
+        snprintf(l, sizeof l, "%s[0]", part[i]);
+        snprintf(r, sizeof r, "%s[%s]", part[i], ch);
+        char *comb = combine_text(c, o->reduce, o->value->etype, l, r);
+        line(c, "for (int64_t %s = 1; %s < %lld; %s++)", ch, ch, (long long)nch, ch);
+        line(c, "    %s = %s;", l, comb ? comb : "");
+        free(comb);
+        buf t = {0};
+        store_text(c, &t, o);
+        char *d = buf_finish(&t);
+        buf cm = {0};
+        node_comment(c, &cm, o->node);
+        char *cs = buf_finish(&cm);
+        line(c, "%s = %s;%s", d ? d : "", l, cs ? cs : "");
+        free(d);
+        free(cs);
+        free(dsts[i]);
+    }
+}
+
+static bool concat_on(fx *const *vals, int n, int axis)
+{
+    for (int i = 0; i < n; i++) {
+        fx *stack[256];
+        int sp = 0;
+        stack[sp++] = vals[i];
+        while (sp > 0) {
+            fx *e = stack[--sp];
+            if (e->kind == FX_CONCAT && e->axis == axis)
+                return true;
+            for (int j = 0; j < e->nargs; j++) {
+                if (sp == (int)countof(stack))
+                    return true; /* too deep to tell: say yes, the safe answer */
+                stack[sp++] = e->args[j];
+            }
+        }
+    }
+    return false;
+}
+
 static void emit_level(ctx *c, int lvl, fx **vals)
 {
     const nest *ne = c->ne;
+    if (lvl == 0 && c->par_chunks) {
+        emit_chunks(c, vals);
+        return;
+    }
     bool reduce = has_reduce(ne);
-    bool block = reduce && lvl == first_reduced(ne) && lvl > 0; /* level 0 has the nest's block */
+    /* the fold's accumulators need a block, unless the nest's own block is right there */
+    bool block = reduce && lvl == first_reduced(ne) && lvl > c->from;
     if (block) {
         line(c, "{");
         c->indent++;
@@ -964,50 +1125,159 @@ static void emit_nest_comment(ctx *c)
     free(s.v);
 }
 
-static void emit_nest(ctx *c, const nest *ne)
+static bool nest_runs(const nest *ne)
 {
+    if (has_reduce(ne))
+        return true;
+    for (int k = 0; k < ne->rank; k++)
+        if (ne->dims[k] == 0)
+            return false;
+    return true;
+}
+
+/* Whether nest ne touches buffer b. */
+static bool nest_uses(ctx *c, const nest *ne, int32_t b)
+{
+    for (int i = 0; i < ne->nouts; i++)
+        if (ne->outs[i].buf == b || fx_reads(c->mp, ne->outs[i].value, b))
+            return true;
+    return false;
+}
+
+/* Declares the temporaries that nests [first, last] of a group (or one nest) touch: pointers
+ * into the workspace, or with `rows`, the local row arrays of contracted ones. */
+static void declare_temps(ctx *c, int32_t first, int32_t last, int32_t group, bool rows)
+{
+    for (int32_t b = 0; b < c->p->nbufs; b++) {
+        const pbuf *pb = &c->p->bufs[b];
+        if (pb->kind != BUF_TEMP || pb->dead || (pb->row != 0) != rows)
+            continue;
+        bool used = false;
+        for (int32_t k = first; k <= last && !used; k++) {
+            const nest *ne = &c->p->nests[k];
+            used = !ne->dead && (ne->group == group || group < 0) && nest_uses(c, ne, b);
+        }
+        if (!used)
+            continue;
+        const char *name = unique(&c->local, namer_name(&c->nm, pb->node));
+        c->bufname[b] = name;
+        if (rows)
+            line(c, "%s %s[%lld];", ctype(pb->etype), name, (long long)pb->row);
+        else
+            line(c, "%s *restrict %s = (%s *)(ws + %lld);", ctype(pb->etype), name,
+                 ctype(pb->etype), (long long)pb->offset);
+    }
+}
+
+static int64_t nest_work(const nest *ne)
+{
+    int64_t work = 1;
+    for (int k = 0; k < ne->rank; k++)
+        work = work > INT64_MAX / (ne->dims[k] + 1) ? INT64_MAX : work * ne->dims[k];
+    return work;
+}
+
+/* The loops of one nest from level `from` (0, or 1 inside a row group whose loop is var[0]). */
+static void emit_nest_loops(ctx *c, const nest *ne, int from, bool may_par)
+{
+    c->ne = ne;
+    for (int k = from; k < ne->rank; k++) {
+        char v[16];
+        snprintf(v, sizeof v, "i%d", k);
+        c->var[k] = c->expr[k] = unique(&c->local, v);
+    }
+    const char *accs[ne->nouts > 0 ? ne->nouts : 1];
+    c->acc = has_reduce(ne) && folds_in_registers(ne) ? accs : NULL;
+    c->accs = 1;
+    fx *vals[ne->nouts > 0 ? ne->nouts : 1];
+    for (int i = 0; i < ne->nouts; i++)
+        vals[i] = ne->outs[i].value;
+    /* several cores for big nests: over the outermost loop when it is kept, else in chunks of
+     * a whole-array fold */
+    bool par = may_par && c->p->opts->openmp && nest_work(ne) >= PAR_MIN && ne->rank > 0;
+    c->par_outer = par && !(ne->reduced & 1u) && ne->dims[0] >= 2;
+    c->par_chunks = par && has_reduce(ne) && (ne->reduced & 1u) && folds_in_registers(ne) &&
+                    ne->dims[0] >= 2 * PAR_CHUNK && !concat_on(vals, ne->nouts, 0);
+    c->from = from;
+    emit_level(c, from, vals);
+    c->par_outer = c->par_chunks = false;
+    c->acc = NULL;
+}
+
+static void emit_nest(ctx *c, int32_t k)
+{
+    const nest *ne = &c->p->nests[k];
     c->ne = ne;
     memset(&c->local, 0, sizeof c->local);
     c->local.outer = &c->fn;
     emit_nest_comment(c);
     line(c, "{");
     c->indent++;
-    /* loop variables */
-    for (int k = 0; k < ne->rank; k++) {
-        char v[16];
-        snprintf(v, sizeof v, "i%d", k);
-        c->var[k] = c->expr[k] = unique(&c->local, v);
-    }
-    /* temporaries this nest touches get pointers into the workspace */
-    for (int32_t b = 0; b < c->p->nbufs; b++) {
-        const pbuf *pb = &c->p->bufs[b];
-        if (pb->kind != BUF_TEMP || pb->dead)
-            continue;
-        bool used = false;
-        for (int i = 0; i < ne->nouts; i++) {
-            used |= ne->outs[i].buf == b;
-            used |= fx_reads(c->mp, ne->outs[i].value, b);
-        }
-        if (!used)
-            continue;
-        const char *name = unique(&c->local, namer_name(&c->nm, pb->node));
-        c->bufname[b] = name;
-        line(c, "%s *restrict %s = (%s *)(ws + %lld);", ctype(pb->etype), name, ctype(pb->etype),
-             (long long)pb->offset);
-    }
-    const char *accs[ne->nouts > 0 ? ne->nouts : 1];
-    c->acc = has_reduce(ne) ? accs : NULL;
-    c->accs = 1;
-    fx *vals[ne->nouts > 0 ? ne->nouts : 1];
-    for (int i = 0; i < ne->nouts; i++)
-        vals[i] = ne->outs[i].value;
-    if (has_reduce(ne) && !folds_in_registers(ne))
-        c->acc = NULL;
-    emit_level(c, 0, vals);
+    declare_temps(c, k, k, -1, false);
+    emit_nest_loops(c, ne, 0, true);
     c->indent--;
     line(c, "}");
     names_free(&c->local);
-    c->acc = NULL;
+}
+
+/* A row group: one loop over the rows, each member nest's inner loops inside it. */
+static void emit_group(ctx *c, int32_t lead)
+{
+    const plan *p = c->p;
+    int32_t last = lead;
+    int64_t work = 0;
+    for (int32_t k = lead; k < p->nnests; k++) {
+        const nest *ne = &p->nests[k];
+        if (ne->dead)
+            continue;
+        if (ne->group != lead)
+            break;
+        last = k;
+        int64_t w = nest_work(ne);
+        work = work > INT64_MAX - w ? INT64_MAX : work + w;
+    }
+    const nest *head = &p->nests[lead];
+    names group = {.outer = &c->fn};
+    memset(&c->local, 0, sizeof c->local);
+    c->local.outer = &c->fn;
+    line(c, "/* %d nests proceed row by row over %lld rows: */", 0 + (int)(last - lead + 1),
+         (long long)head->dims[0]);
+    line(c, "{");
+    c->indent++;
+    const char *row = unique(&c->local, "i0");
+    declare_temps(c, lead, last, lead, false);
+    if (c->p->opts->openmp && work >= PAR_MIN)
+        omp_parallel_for(c);
+    line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", row, row, (long long)head->dims[0], row);
+    c->indent++;
+    declare_temps(c, lead, last, lead, true);
+    group = c->local; /* the group's names: the members' scopes chain to it */
+    for (int32_t k = lead; k <= last; k++) {
+        const nest *ne = &p->nests[k];
+        if (ne->dead || ne->group != lead)
+            continue;
+        c->ne = ne;
+        emit_nest_comment(c);
+        if (!nest_runs(ne)) {
+            line(c, "/* (no elements) */");
+            continue;
+        }
+        line(c, "{");
+        c->indent++;
+        memset(&c->local, 0, sizeof c->local);
+        c->local.outer = &group;
+        c->var[0] = c->expr[0] = row;
+        emit_nest_loops(c, ne, 1, false);
+        names_free(&c->local);
+        c->indent--;
+        line(c, "}");
+    }
+    c->indent--;
+    line(c, "}");
+    c->indent--;
+    line(c, "}");
+    names_free(&group);
+    memset(&c->local, 0, sizeof c->local);
 }
 
 /* ---- functions ---- */
@@ -1158,15 +1428,6 @@ static void mark_used(fx *e, void *ctx_)
         r->used[e->buf] = true;
 }
 
-static bool nest_runs(const nest *ne)
-{
-    if (has_reduce(ne))
-        return true;
-    for (int k = 0; k < ne->rank; k++)
-        if (ne->dims[k] == 0)
-            return false;
-    return true;
-}
 
 void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
 {
@@ -1255,15 +1516,19 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
     }
     for (int32_t k = 0; k < p->nnests; k++) {
         const nest *ne = &p->nests[k];
-        if (ne->dead)
+        if (ne->dead || (ne->rowed && ne->group != k))
             continue;
+        if (ne->rowed) {
+            emit_group(&c, k);
+            continue;
+        }
         if (!nest_runs(ne)) {
             c.ne = ne;
             emit_nest_comment(&c);
             line(&c, "/* (no elements) */");
             continue;
         }
-        emit_nest(&c, ne);
+        emit_nest(&c, k);
     }
     line(&c, "return 0;");
     c.indent--;

@@ -67,8 +67,9 @@ static bool reorder(plan *p, nest *n)
     uint8_t order[NEST_MAX_RANK];
     for (int k = 0; k < n->rank; k++)
         order[k] = (uint8_t)k;
-    for (int i = 1; ok && i < n->rank; i++)
-        for (int j = i; j > 0 && s.weight[order[j - 1]] < s.weight[order[j]]; j--) {
+    int fixed = n->rowed ? 1 : 0; /* a row group's shared axis stays outermost */
+    for (int i = fixed + 1; ok && i < n->rank; i++)
+        for (int j = i; j > fixed && s.weight[order[j - 1]] < s.weight[order[j]]; j--) {
             uint8_t t = order[j];
             order[j] = order[j - 1];
             order[j - 1] = t;
@@ -130,9 +131,9 @@ static bool flatten_nest(plan *p, nest *n)
     uint32_t reduced = 0;
     int prev = -1; /* the last kept axis */
     for (int k = 0; k < n->rank; k++) {
-        if (n->dims[k] == 1)
+        if (n->dims[k] == 1 && !(n->rowed && k == 0))
             continue;
-        bool merge = prev >= 0 && !((s.concat_axes >> prev) & 1) && !((s.concat_axes >> k) & 1) &&
+        bool merge = prev >= 0 && !(n->rowed && prev == 0) && !((s.concat_axes >> prev) & 1) && !((s.concat_axes >> k) & 1) &&
                      ((n->reduced >> prev) & 1) == ((n->reduced >> k) & 1) && n->dims[k] > 0 &&
                      n->dims[prev] > 0;
         for (size_t a = 0; merge && a < s.n; a++)

@@ -418,20 +418,38 @@ static bool finish_results(lower *lw)
 static fx *forward_loads(plan *p, const nest *from, fx *e);
 
 
-static bool same_space(const nest *a, const nest *b)
+/* Whether every store of n writes a different element at each step of the axes in mask. */
+static bool stores_vary(const nest *n, uint32_t mask)
 {
-    return a->rank == b->rank && a->reduced == b->reduced &&
-           memcmp(a->dims, b->dims, (size_t)a->rank * sizeof *a->dims) == 0;
+    for (int i = 0; i < n->nouts; i++)
+        for (int k = 0; k < n->rank; k++)
+            if (n->outs[i].reduce < 0 && (mask & (1u << k)) && n->outs[i].st[k] == 0)
+                return false;
+    return true;
 }
 
-/* Whether nest b may join nest a (a just before b): b reads a's outputs only where a writes
- * them, so the values can be forwarded; a reduction's outputs are ready only after its nest. */
+static bool has_reduce_out(const nest *n)
+{
+    for (int i = 0; i < n->nouts; i++)
+        if (n->outs[i].reduce >= 0)
+            return true;
+    return false;
+}
+
+/* Whether nest b may join nest a (a just before b). Both run over the same dims; stores may
+ * join a reduction when they write a distinct element at every step of its folded axes. b reads
+ * a's stores only where a writes them (the values are forwarded), and never a's reductions,
+ * which are ready only after the whole nest. */
 static bool can_merge(plan *p, const nest *a, const nest *b)
 {
-    if (!same_space(a, b))
+    if (a->rank != b->rank || memcmp(a->dims, b->dims, (size_t)a->rank * sizeof *a->dims) != 0)
+        return false;
+    if (a->reduced != b->reduced &&
+        !(a->reduced == 0 && stores_vary(a, b->reduced)) &&
+        !(b->reduced == 0 && stores_vary(b, a->reduced)))
         return false;
     for (int i = 0; i < b->nouts; i++) {
-        fx *v = a->reduced ? b->outs[i].value : forward_loads(p, a, b->outs[i].value);
+        fx *v = has_reduce_out(a) ? b->outs[i].value : forward_loads(p, a, b->outs[i].value);
         if (!v)
             return false;
         for (int j = 0; j < a->nouts; j++)
@@ -450,10 +468,11 @@ static void merge_adjacent(plan *p)
             nest *a = &p->nests[last];
             for (int i = 0; i < b->nouts; i++) {
                 nout *o = &b->outs[i];
-                fx *v = a->reduced ? o->value : forward_loads(p, a, o->value);
+                fx *v = has_reduce_out(a) ? o->value : forward_loads(p, a, o->value);
                 if (!v || !add_out(p, a, o->buf, o->off, o->st, v, o->reduce, o->node))
                     return;
             }
+            a->reduced |= b->reduced;
             b->dead = true;
             continue;
         }

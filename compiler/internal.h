@@ -268,6 +268,8 @@ typedef struct pbuf {
     int64_t count;      /* elements */
     int64_t offset;     /* BUF_TEMP: byte offset in the workspace (memplan.c) */
     bool dead;          /* BUF_TEMP: no longer written or read (merged away) */
+    int64_t row;        /* BUF_TEMP: shrunk to one row of this many elements, a local array of
+                         * its row group's loop (rows.c); 0 when it lives in the workspace */
 } pbuf;
 
 typedef enum fx_kind {
@@ -318,6 +320,8 @@ typedef struct nest {
     int32_t *nodes;      /* the graph nodes computed here, in order (for comments) */
     int nnodes;
     bool dead;           /* merged into another nest */
+    int32_t group;       /* rows.c: the first nest of its row group (its own index if alone) */
+    bool rowed;          /* rows.c: in a group of several nests sharing the outer loop */
 } nest;
 
 typedef struct plan {
@@ -386,11 +390,20 @@ bool fx_walk(plan *p, fx *const *roots, int nroots, void (*fn)(fx *e, void *ctx)
 int pass_fuse(plan *p);
 
 /* ---------------------------------------------------------------------------------------------
+ * rows.c: outer-loop fusion
+ * ------------------------------------------------------------------------------------------- */
+
+/* Groups consecutive nests that proceed row by row under one outer loop, and shrinks the
+ * temporaries that live only inside a group to one row. */
+int pass_rows(plan *p);
+
+/* ---------------------------------------------------------------------------------------------
  * flatten.c: loop order and flattening
  * ------------------------------------------------------------------------------------------- */
 
 /* Orders each nest's axes (the axis with the smallest strides innermost) and merges adjacent
- * axes whose strides agree for every access; drops axes of extent 1. */
+ * axes whose strides agree for every access; drops axes of extent 1. The shared outer axis of a
+ * row group stays where it is. */
 int pass_flatten(plan *p);
 
 /* ---------------------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ int pass_memplan(plan *p)
     int n = 0;
     for (int32_t b = 0; b < p->nbufs; b++) {
         pbuf *pb = &p->bufs[b];
-        if (pb->kind != BUF_TEMP || pb->dead)
+        if (pb->kind != BUF_TEMP || pb->dead || pb->row)
             continue;
         life l = {b, -1, -1, 0};
         for (int32_t k = 0; k < p->nnests; k++) {

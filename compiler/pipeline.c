@@ -2,6 +2,7 @@
  * pipeline.c - the passes in order, and the public entry points that run them.
  *
  *   pass_fuse      what is stored, the loop nests and their expressions   (fuse.c, layout.c)
+ *   pass_rows      nests that proceed row by row share their outer loop    (rows.c)
  *   pass_flatten   loop order and merged axes                             (flatten.c)
  *   pass_memplan   the workspace                                          (memplan.c)
  *   emit_function  C text                                                 (emit_c.c)
@@ -16,6 +17,7 @@ static const struct {
     int (*run)(plan *p);
 } passes[] = {
     {"fuse", pass_fuse},
+    {"rows", pass_rows},
     {"flatten", pass_flatten},
     {"memplan", pass_memplan},
 };
@@ -65,7 +67,9 @@ void plan_dump(buf *b, const plan *p)
         const pbuf *pb = &p->bufs[i];
         buf_printf(b, "  b%d: %s %d, %s x %lld", i, kinds[pb->kind], pb->index,
                    nest_type_name((nest_type)pb->etype), (long long)pb->count);
-        if (pb->kind == BUF_TEMP)
+        if (pb->kind == BUF_TEMP && pb->row)
+            buf_printf(b, " (one row of %lld, local)", (long long)pb->row);
+        else if (pb->kind == BUF_TEMP)
             buf_printf(b, pb->dead ? " (unused)" : " at %lld", (long long)pb->offset);
         buf_putc(b, '\n');
     }
@@ -73,7 +77,10 @@ void plan_dump(buf *b, const plan *p)
         const nest *ne = &p->nests[k];
         if (ne->dead)
             continue;
-        buf_printf(b, "  nest %d over [", k);
+        if (ne->rowed)
+            buf_printf(b, "  nest %d (rows with nest %d) over [", k, ne->group);
+        else
+            buf_printf(b, "  nest %d over [", k);
         for (int d = 0; d < ne->rank; d++)
             buf_printf(b, "%s%lld%s", d ? "," : "", (long long)ne->dims[d],
                        (ne->reduced & (1u << d)) ? "r" : "");
