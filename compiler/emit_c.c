@@ -908,11 +908,13 @@ static void emit_fold_end(ctx *c)
         /* pairwise: lane u takes lane u + w for halving widths */
         for (int w = c->accs / 2; w >= 1; w /= 2) {
             char l[IR_MAX_NAME + 64], r[IR_MAX_NAME + 64];
-            snprintf(l, sizeof l, "%s[u]", a);
-            snprintf(r, sizeof r, "%s[u + %d]", a, w);
+            snprintf(l, sizeof l, w > 1 ? "%s[u]" : "%s[0]", a);
+            snprintf(r, sizeof r, w > 1 ? "%s[u + %d]" : "%s[%d]", a, w);
             char *s = combine_text(c, o->reduce, et, l, r);
-            if (s)
+            if (s && w > 1)
                 line(c, "for (int u = 0; u < %d; u++) %s = %s;", w, l, s);
+            else if (s)
+                line(c, "%s = %s;", l, s);
             free(s);
         }
         buf t = {0};

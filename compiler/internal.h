@@ -243,6 +243,11 @@ void print_function(buf *b, const nest_function *f);
 /* Appends "name = op(operands, attributes)" for one node (constants abbreviated past `maxvals`
  * values). */
 void print_node(buf *b, const namer *nm, int32_t node, int64_t maxvals);
+/* Appends function number k of a Graphviz digraph: one node per op with its name, op, type and
+ * shape; with cluster (per node: -1, or which of the nclusters labelled groups it belongs to),
+ * the groups are drawn as dashed clusters. */
+void print_dot_function(buf *b, const nest_function *f, int k, const int32_t *cluster,
+                        int nclusters, char *const *labels);
 /* Formats one element of a constant so that it parses back to the same value. */
 void print_scalar(buf *b, int etype, const void *data, int64_t i);
 
@@ -453,5 +458,8 @@ char *pipeline_emit_jit(nest_function *f, const nest_options *opts, jit_info *in
 /* The plans of n functions after the pass named `pass` (fuse, flatten, memplan); NULL for an
  * unknown pass or an error (on the function). */
 char *pipeline_dump(nest_function *const *fns, int n, const nest_options *opts, const char *pass);
+/* A Graphviz digraph of n functions with each loop nest's ops drawn as a cluster (nest_print_dot
+ * with these options). NULL with the error on the function at fault. */
+char *pipeline_dot(nest_function *const *fns, int n, const nest_options *opts);
 
 #endif /* NEST_INTERNAL_H */

@@ -254,7 +254,7 @@ int main(int argc, char **argv)
     }
     if (emit) {
         char *s = strcmp(emit, "ir") == 0    ? nest_print(fns, n)
-                  : strcmp(emit, "dot") == 0 ? nest_print_dot(fns, n)
+                  : strcmp(emit, "dot") == 0 ? pipeline_dot(fns, n, &opts)
                   : nest_emit(fns, n, strcmp(emit, "c") == 0 ? NEST_EMIT_C : NEST_EMIT_H, &opts);
         if (!s) {
             fprintf(stderr, "nestc: %s\n", n ? nest_errmsg(fns[0]) : "out of memory");

@@ -262,3 +262,91 @@ char *pipeline_dump(nest_function *const *fns, int n, const nest_options *opts, 
     }
     return buf_finish(&out);
 }
+
+/* ---- Graphviz with fusion clusters ---- */
+
+typedef struct clusters {
+    int32_t *of; /* per graph node */
+    int c;       /* the cluster being filled */
+} clusters;
+
+static void mark_cluster(fx *e, void *ctx)
+{
+    clusters *cl = ctx;
+    if ((e->kind == FX_OP || e->kind == FX_CONCAT) && e->node >= 0 && cl->of[e->node] < 0)
+        cl->of[e->node] = cl->c;
+}
+
+char *pipeline_dot(nest_function *const *fns, int n, const nest_options *opts)
+{
+    nest_options defaults;
+    if (!opts) {
+        nest_options_init(&defaults);
+        opts = &defaults;
+    }
+    if (n < 0 || (n > 0 && !fns))
+        return NULL;
+    buf out = {0};
+    buf_puts(&out, "digraph nest {\n  node [shape=box, fontname=\"monospace\"];\n");
+    for (int i = 0; i < n; i++) {
+        nest_function *f = fns[i];
+        if (!f || !f->name) {
+            buf_reset(&out);
+            return NULL;
+        }
+        arena a = {0};
+        plan p;
+        clusters cl = {calloc((size_t)f->nnodes + 1, sizeof *cl.of), 0};
+        char **labels = NULL;
+        int nlabels = 0;
+        int st = cl.of ? NEST_OK : ir_error(f, NEST_ERR_NOMEM, "out of memory");
+        /* a function without results has no plan: draw its graph alone */
+        if (st == NEST_OK && f->has_return)
+            st = pipeline_plan(&p, f, &a, opts, NULL, NULL);
+        else
+            memset(&p, 0, sizeof p);
+        if (st == NEST_OK) {
+            for (int32_t j = 0; j < f->nnodes; j++)
+                cl.of[j] = -1;
+            labels = calloc((size_t)p.nnests + 1, sizeof *labels);
+            for (int32_t k = 0; labels && k < p.nnests; k++) {
+                const nest *ne = &p.nests[k];
+                if (ne->dead)
+                    continue;
+                cl.c = nlabels;
+                for (int o = 0; o < ne->nouts; o++) {
+                    if (ne->outs[o].node >= 0 && cl.of[ne->outs[o].node] < 0)
+                        cl.of[ne->outs[o].node] = nlabels;
+                    fx_walk(&p, &ne->outs[o].value, 1, mark_cluster, &cl);
+                }
+                buf t = {0};
+                buf_printf(&t, "nest %d: loops over [", k);
+                for (int d = 0; d < ne->rank; d++)
+                    buf_printf(&t, "%s%lld%s", d ? "," : "", (long long)ne->dims[d],
+                               (ne->reduced & (1u << d)) ? "r" : "");
+                buf_puts(&t, "]");
+                if (ne->rowed)
+                    buf_printf(&t, ", rows with nest %d", ne->group);
+                labels[nlabels++] = buf_finish(&t);
+            }
+            print_dot_function(&out, f, i, cl.of, nlabels, labels);
+        }
+        for (int j = 0; j < nlabels; j++)
+            free(labels[j]);
+        free(labels);
+        free(cl.of);
+        free(p.table);
+        arena_free(&a);
+        if (st != NEST_OK) {
+            buf_reset(&out);
+            return NULL;
+        }
+    }
+    buf_puts(&out, "}\n");
+    char *s = buf_finish(&out);
+    if (!s && n > 0)
+        ir_error(fns[0], NEST_ERR_NOMEM, "print: out of memory");
+    return s;
+}
+
+char *nest_print_dot(nest_function *const *fns, int n) { return pipeline_dot(fns, n, NULL); }

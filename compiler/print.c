@@ -279,46 +279,40 @@ char *nest_print(nest_function *const *fns, int n)
 
 /* ---- Graphviz ---- */
 
-char *nest_print_dot(nest_function *const *fns, int n)
+void print_dot_function(buf *b, const nest_function *f, int k, const int32_t *cluster,
+                        int nclusters, char *const *labels)
 {
-    if (n < 0 || (n > 0 && !fns))
-        return NULL;
-    buf b = {0};
-    buf_puts(&b, "digraph nest {\n  node [shape=box, fontname=\"monospace\"];\n");
-    for (int k = 0; k < n; k++) {
-        const nest_function *f = fns[k];
-        if (!f || !f->name) {
-            buf_reset(&b);
-            return NULL;
-        }
-        namer nm;
-        if (!namer_init(&nm, f)) {
-            namer_free(&nm);
-            buf_reset(&b);
-            return NULL;
-        }
-        buf_printf(&b, "  subgraph cluster_%d {\n    label=\"%s\";\n", k, f->name);
-        for (int32_t i = 0; i < f->nnodes; i++) {
-            const ir_node *nd = &f->nodes[i];
-            buf_printf(&b, "    f%d_n%d [label=\"%s = %s\\n", k, i, namer_name(&nm, i), ir_ops[nd->op].name);
-            ir_format_type(&b, f, i);
-            buf_puts(&b, "\"");
-            if (nd->op == OP_PARAMETER)
-                buf_puts(&b, ", style=rounded");
-            buf_puts(&b, "];\n");
-            for (int j = 0; j < nd->nin; j++)
-                buf_printf(&b, "    f%d_n%d -> f%d_n%d;\n", k, nd->in[j], k, i);
-        }
-        for (int32_t i = 0; i < f->nresults; i++)
-            buf_printf(&b, "    f%d_r%d [label=\"result %d\", shape=plaintext];\n"
-                           "    f%d_n%d -> f%d_r%d;\n",
-                       k, i, i, k, f->results[i], k, i);
-        buf_puts(&b, "  }\n");
+    namer nm;
+    if (!namer_init(&nm, f)) {
         namer_free(&nm);
+        b->failed = true;
+        return;
     }
-    buf_puts(&b, "}\n");
-    char *s = buf_finish(&b);
-    if (!s && n > 0)
-        ir_error(fns[0], NEST_ERR_NOMEM, "print: out of memory");
-    return s;
+    buf_printf(b, "  subgraph cluster_%d {\n    label=\"%s\";\n", k, f->name);
+    /* the fused nests: each a cluster of the ops it computes */
+    for (int c = 0; c < nclusters; c++) {
+        buf_printf(b, "    subgraph cluster_%d_%d {\n      label=\"%s\";\n      style=dashed;\n", k,
+                   c, labels && labels[c] ? labels[c] : "");
+        for (int32_t i = 0; i < f->nnodes; i++)
+            if (cluster && cluster[i] == c)
+                buf_printf(b, "      f%d_n%d;\n", k, i);
+        buf_puts(b, "    }\n");
+    }
+    for (int32_t i = 0; i < f->nnodes; i++) {
+        const ir_node *nd = &f->nodes[i];
+        buf_printf(b, "    f%d_n%d [label=\"%s = %s\\n", k, i, namer_name(&nm, i), ir_ops[nd->op].name);
+        ir_format_type(b, f, i);
+        buf_puts(b, "\"");
+        if (nd->op == OP_PARAMETER)
+            buf_puts(b, ", style=rounded");
+        buf_puts(b, "];\n");
+        for (int j = 0; j < nd->nin; j++)
+            buf_printf(b, "    f%d_n%d -> f%d_n%d;\n", k, nd->in[j], k, i);
+    }
+    for (int32_t i = 0; i < f->nresults; i++)
+        buf_printf(b, "    f%d_r%d [label=\"result %d\", shape=plaintext];\n"
+                      "    f%d_n%d -> f%d_r%d;\n",
+                   k, i, i, k, f->results[i], k, i);
+    buf_puts(b, "  }\n");
+    namer_free(&nm);
 }
