@@ -240,22 +240,16 @@ static bool lower_reshape(lower *lw, int32_t node)
     int64_t pshape[NEST_MAX_RANK];
     for (int k = 0; k < a->rank; k++)
         pshape[k] = a->shape[n->a.order[k]];
-    /* a view when strides can say it, first of the expression, then of it stored */
-    for (int attempt = 0; attempt < 2; attempt++) {
-        fx *perm = fx_permute(p, lw->val[ia], a->rank, n->a.order);
-        fx *v = perm ? fx_reshape(p, perm, a->rank, pshape, n->rank, n->shape) : NULL;
-        if (v || p->status) {
-            lw->val[node] = v;
-            return v != NULL;
-        }
-        if (is_load(lw->val[ia]))
-            break;
-        if (!store(lw, ia))
-            return false;
+    /* a view when strides can say it */
+    fx *perm = fx_permute(p, lw->val[ia], a->rank, n->a.order);
+    fx *v = perm ? fx_reshape(p, perm, a->rank, pshape, n->rank, n->shape) : NULL;
+    if (v || p->status) {
+        lw->val[node] = v;
+        return v != NULL;
     }
     /* else a copy: iterating over the permuted operand and writing densely gives the
-     * reshape's row-major order (a column-major result is copied from it afterwards) */
-    fx *perm = fx_permute(p, lw->val[ia], a->rank, n->a.order);
+     * reshape's row-major order (a column-major result is copied from it afterwards). The
+     * operand's expression goes into the copy: storing it first would only add a store. */
     int64_t st[NEST_MAX_RANK], pst[NEST_MAX_RANK];
     int32_t b = col_major_result(lw, node)
                     ? plan_buffer(p, BUF_TEMP, -1, node, n->etype, ir_count(n))
@@ -625,7 +619,7 @@ int pass_fuse(plan *p)
     }
     if (!p->status)
         finish_results(&lw);
-    if (!p->status)
+    if (!p->status && p->opts->fuse) /* without fusion every op keeps its nest */
         merge_adjacent(p);
     if (!p->status)
         drop_dead_stores(p);
