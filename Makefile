@@ -5,7 +5,8 @@
 #   make sanitize   the test suite built with -fsanitize=address,undefined, run
 #   make demo       compile and run the samples, show the generated C
 #   make bench      nest against numpy, numexpr, Eigen, OpenBLAS and hand-fused C
-#   make fuzz       the long randomized differential run
+#   make fuzz       the long randomized differential run (runs fuzz-parse first)
+#   make fuzz-parse the text-form parser under libFuzzer for FUZZ_TIME seconds (default 60)
 #   make deps       install the Debian packages nest needs (as root) or print the command
 #   make install    PREFIX=/usr/local
 #   make clean
@@ -40,7 +41,7 @@ NESTC_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(NESTC_SRC))
 TESTS     := $(addprefix $(B)/tests/,$(TEST_NAMES))
 HEADERS   := include/nest.h compiler/internal.h compiler/ops.def $(wildcard runtime/*.h)
 
-.PHONY: all test sanitize demo bench fuzz deps install clean check-deps run-tests
+.PHONY: all test sanitize demo bench fuzz fuzz-parse deps install clean check-deps run-tests
 .DELETE_ON_ERROR:
 
 all: $(B)/lib/libnest.a $(B)/lib/libnest.so $(BINDIR)/nestc
@@ -90,6 +91,26 @@ sanitize: check-deps
 	$(Q)$(MAKE) --no-print-directory B=build/san BINDIR=build/san/bin \
 	    SANFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
 	    CFLAGS="-O1 -g" run-tests
+
+# The text-form parser under libFuzzer, built with clang against the compiler sources (not the
+# runtime): any bytes parse or fail with a positioned error, and what parses prints, parses back
+# and prints the same. New inputs go to $(B)/fuzz/corpus-parse, crashing ones to $(B)/fuzz/.
+FUZZ_CC    ?= clang
+FUZZ_TIME  ?= 60
+FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
+              -fno-sanitize-recover=all $(WARN) -Iinclude -Icompiler
+
+$(B)/fuzz/fuzz_parse: tests/fuzz_parse.c $(COMPILER_SRC) $(HEADERS)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  FUZZCC  $@")
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ tests/fuzz_parse.c $(COMPILER_SRC) -lm
+
+fuzz-parse: $(B)/fuzz/fuzz_parse
+	@mkdir -p $(B)/fuzz/corpus-parse
+	$(B)/fuzz/fuzz_parse -max_total_time=$(FUZZ_TIME) -dict=tests/fuzz_parse.dict \
+	    -artifact_prefix=$(B)/fuzz/ $(B)/fuzz/corpus-parse tests/corpus/parse
+
+fuzz: fuzz-parse
 
 demo: check-deps all
 	$(Q)echo "== bin/nestc --emit=ir samples/l2.nest"
