@@ -16,9 +16,23 @@
 /* Rows of at most this many bytes shrink into local arrays. */
 #define ROW_MAX_BYTES (64 * 1024)
 
-static bool eligible(const nest *n)
+static void find_row_concat(fx *e, void *ctx)
 {
-    return !n->dead && n->rank >= 2 && !(n->reduced & 1u) && n->dims[0] >= 2;
+    if (e->kind == FX_CONCAT && e->axis == 0)
+        *(bool *)ctx = true;
+}
+
+/* A nest may share its outer loop unless it folds that axis or splits it at concat
+ * boundaries (the emitter splits a nest's own loops, never a group's shared one). */
+static bool eligible(plan *p, const nest *n)
+{
+    if (n->dead || n->rank < 2 || (n->reduced & 1u) || n->dims[0] < 2)
+        return false;
+    bool split = false;
+    for (int i = 0; i < n->nouts && !split; i++)
+        if (!fx_walk(p, &n->outs[i].value, 1, find_row_concat, &split))
+            return false;
+    return !split;
 }
 
 /* The number of elements a store writes in one row (axes 1.. with a nonzero stride), if they
@@ -93,7 +107,7 @@ static void check_load(fx *e, void *ctx)
 static bool can_join(plan *p, int32_t first, int32_t k)
 {
     const nest *n = &p->nests[k];
-    if (!eligible(n) || n->dims[0] != p->nests[first].dims[0])
+    if (!eligible(p, n) || n->dims[0] != p->nests[first].dims[0])
         return false;
     check ck = {p, &p->nests[first], &p->nests[k - 1], n, true};
     for (int i = 0; i < n->nouts && ck.ok; i++)
@@ -149,7 +163,7 @@ int pass_rows(plan *p)
         }
         if (p->status)
             return p->status;
-        first = eligible(n) ? k : -1;
+        first = eligible(p, n) ? k : -1;
     }
     contract(p);
     return p->status;
