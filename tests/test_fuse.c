@@ -1,0 +1,993 @@
+/* test_fuse.c - what fusion, views, flattening and memory planning claim, checked on the plan
+ * (pipeline_plan, or pass_fuse alone for the shape before flattening) and on the generated C,
+ * and every graph run through the JIT against the reference interpreter. */
+#include <ctype.h>
+#include <ftw.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+#include "internal.h"
+
+/* ---- fixture: a cache directory of the process's own ---- */
+
+static char cache_root[64];
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    snprintf(cache_root, sizeof cache_root, "/tmp/nest-test-fuse-XXXXXX");
+    if (!mkdtemp(cache_root))
+        return -1;
+    setenv("XDG_CACHE_HOME", cache_root, 1);
+    unsetenv("NEST_CACHE");
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    nftw(cache_root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    return 0;
+}
+
+/* ---- plans ---- */
+
+typedef struct planned {
+    arena a;
+    plan p;
+    nest_options o;
+} planned;
+
+/* The plan of f after every pass (fuse 0 or 1). */
+static planned *plan_all(nest_function *f, int fuse)
+{
+    planned *pl = calloc(1, sizeof *pl);
+    assert_non_null(pl);
+    nest_options_init(&pl->o);
+    pl->o.fuse = fuse;
+    assert_ok(f, pipeline_plan(&pl->p, f, &pl->a, &pl->o, NULL, NULL));
+    return pl;
+}
+
+/* The plan of f after pass_fuse alone: the nests' index spaces as the graph gives them. */
+static planned *plan_fused(nest_function *f)
+{
+    planned *pl = calloc(1, sizeof *pl);
+    assert_non_null(pl);
+    nest_options_init(&pl->o);
+    pl->p.f = f;
+    pl->p.a = &pl->a;
+    pl->p.opts = &pl->o;
+    assert_int_equal(pass_fuse(&pl->p), NEST_OK);
+    return pl;
+}
+
+static void plan_release(planned *pl)
+{
+    free(pl->p.table);
+    arena_free(&pl->a);
+    free(pl);
+}
+
+static int live_nests(const plan *p)
+{
+    int n = 0;
+    for (int32_t k = 0; k < p->nnests; k++)
+        n += !p->nests[k].dead;
+    return n;
+}
+
+/* The k-th live nest. */
+static const nest *live_nest(const plan *p, int k)
+{
+    for (int32_t i = 0; i < p->nnests; i++)
+        if (!p->nests[i].dead && k-- == 0)
+            return &p->nests[i];
+    fail_msg("no live nest %d", k);
+    return NULL;
+}
+
+static int live_temps(const plan *p)
+{
+    int n = 0;
+    for (int32_t b = 0; b < p->nbufs; b++)
+        n += p->bufs[b].kind == BUF_TEMP && !p->bufs[b].dead;
+    return n;
+}
+
+static int32_t param_buf(const plan *p, int index)
+{
+    for (int32_t b = 0; b < p->nbufs; b++)
+        if (p->bufs[b].kind == BUF_PARAM && p->bufs[b].index == index)
+            return b;
+    fail_msg("no buffer for parameter %d", index);
+    return -1;
+}
+
+/* The loads of buffer `buf` in a nest's expressions. */
+typedef struct loads {
+    int32_t buf;
+    const fx *found[16];
+    int n;
+} loads;
+
+static void collect_load(fx *e, void *ctx)
+{
+    loads *l = ctx;
+    if (e->kind == FX_LOAD && e->buf == l->buf && l->n < (int)countof(l->found))
+        l->found[l->n++] = e;
+}
+
+/* The one load of `buf` in nest ne (fails if there are none or several). */
+static const fx *only_load(plan *p, const nest *ne, int32_t bufi)
+{
+    loads l = {.buf = bufi};
+    for (int i = 0; i < ne->nouts; i++)
+        assert_true(fx_walk(p, &ne->outs[i].value, 1, collect_load, &l));
+    assert_int_equal(l.n, 1);
+    return l.found[0];
+}
+
+static void assert_strides(const fx *load, int64_t off, int rank, const int64_t *st)
+{
+    assert_int_equal(load->kind, FX_LOAD);
+    assert_int_equal(load->off, off);
+    assert_int_equal(load->rank, rank);
+    for (int k = 0; k < rank; k++)
+        if (load->st[k] != st[k])
+            fail_msg("stride %d of the load is %lld, want %lld", k, (long long)load->st[k],
+                     (long long)st[k]);
+}
+
+typedef struct opcount {
+    int op, n;
+} opcount;
+
+static void count_op(fx *e, void *ctx)
+{
+    opcount *c = ctx;
+    if (e->kind == FX_OP && e->op == c->op)
+        c->n++;
+}
+
+/* FX_OP nodes with op `op` in all of a nest's outputs, each shared node counted once. */
+static int count_ops(plan *p, const nest *ne, int op)
+{
+    opcount c = {op, 0};
+    fx *roots[64];
+    assert_true(ne->nouts <= (int)countof(roots));
+    for (int i = 0; i < ne->nouts; i++)
+        roots[i] = ne->outs[i].value;
+    assert_true(fx_walk(p, roots, ne->nouts, count_op, &c));
+    return c.n;
+}
+
+/* ---- values: the JIT against the interpreter ---- */
+
+static uint64_t rng_state = 0x2545f4914f6cdd1dull;
+
+static uint64_t rng(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+static int64_t value_count(nest_function *f, nest_value v)
+{
+    int64_t n = 1;
+    const int64_t *shape = nest_value_shape(f, v);
+    for (int k = 0; k < nest_value_rank(f, v); k++)
+        n *= shape[k];
+    return n;
+}
+
+/* Fills an array with values in [lo, hi) (floats on a grid of 1/64, integers whole). */
+static void fill(nest_type t, void *p, int64_t n, double lo, double hi)
+{
+    for (int64_t i = 0; i < n; i++) {
+        double x = lo + (double)(rng() % 1000000) / 1000000.0 * (hi - lo);
+        switch (t) {
+        case NEST_F32: ((float *)p)[i] = (float)(floor(x * 64) / 64); break;
+        case NEST_F64: ((double *)p)[i] = floor(x * 64) / 64; break;
+        case NEST_I32: ((int32_t *)p)[i] = (int32_t)floor(x); break;
+        case NEST_I64: ((int64_t *)p)[i] = (int64_t)floor(x); break;
+        case NEST_BOOL: ((uint8_t *)p)[i] = x > (lo + hi) / 2; break;
+        }
+    }
+}
+
+/* Runs f through the interpreter and through nest_compile with fusion on or off; the results
+ * must agree within rtol (floats; integers exactly). Parameters hold values in [lo, hi). */
+static void check_values_in(nest_function *f, int fuse, double lo, double hi, double rtol)
+{
+    int np = nest_param_count(f), nr = nest_result_count(f);
+    void *args[16], *want[16], *got[16];
+    assert_true(np <= 16 && nr <= 16);
+    for (int i = 0; i < np; i++) {
+        nest_value v = nest_param(f, i);
+        nest_type t = (nest_type)nest_value_type(f, v);
+        int64_t n = value_count(f, v);
+        args[i] = malloc((size_t)(n ? n : 1) * nest_type_size(t));
+        assert_non_null(args[i]);
+        fill(t, args[i], n, lo, hi);
+    }
+    for (int i = 0; i < nr; i++) {
+        nest_value v = nest_result(f, i);
+        size_t bytes = (size_t)(value_count(f, v) ? value_count(f, v) : 1) *
+                       nest_type_size((nest_type)nest_value_type(f, v));
+        want[i] = malloc(bytes);
+        got[i] = malloc(bytes);
+        assert_true(want[i] && got[i]);
+        memset(got[i], 0xa5, bytes); /* never-written elements show */
+    }
+    assert_ok(f, evaluate(f, args, want));
+    nest_options o;
+    nest_options_init(&o);
+    o.fuse = fuse;
+    nest_kernel *k = nest_compile(f, &o);
+    if (!k)
+        fail_msg("nest_compile: %s", nest_errmsg(f));
+    int st = nest_call(k, args, np, got, nr);
+    if (st != NEST_OK)
+        fail_msg("nest_call: %s", nest_kernel_errmsg(k));
+    for (int i = 0; i < nr; i++) {
+        nest_value v = nest_result(f, i);
+        nest_type t = (nest_type)nest_value_type(f, v);
+        assert_close(t, got[i], want[i], value_count(f, v), rtol, rtol);
+    }
+    nest_kernel_free(k);
+    for (int i = 0; i < np; i++)
+        free(args[i]);
+    for (int i = 0; i < nr; i++) {
+        free(want[i]);
+        free(got[i]);
+    }
+}
+
+static void check_values(nest_function *f, int fuse)
+{
+    check_values_in(f, fuse, -2.0, 2.0, 1e-5);
+}
+
+/* ---- generated C ---- */
+
+static char *emit_c(nest_function *f, int fuse)
+{
+    nest_options o;
+    nest_options_init(&o);
+    o.fuse = fuse;
+    char *c = nest_emit(&f, 1, NEST_EMIT_C, &o);
+    if (!c)
+        fail_msg("nest_emit: %s", nest_errmsg(f));
+    return c;
+}
+
+static int count_str(const char *s, const char *needle)
+{
+    int n = 0;
+    for (const char *q = s; (q = strstr(q, needle)); q += strlen(needle))
+        n++;
+    return n;
+}
+
+/* Whether s has `word` as a whole C identifier. */
+static bool has_word(const char *s, const char *word)
+{
+    size_t n = strlen(word);
+    for (const char *q = s; (q = strstr(q, word)); q += n) {
+        bool before = q > s && (isalnum((unsigned char)q[-1]) || q[-1] == '_');
+        bool after = isalnum((unsigned char)q[n]) || q[n] == '_';
+        if (!before && !after)
+            return true;
+    }
+    return false;
+}
+
+/* Whether some `for` line of the C runs a loop from lo up to hi. */
+static bool has_loop(const char *c, int64_t lo, int64_t hi)
+{
+    char from[40], to[40];
+    snprintf(from, sizeof from, " = %lld;", (long long)lo);
+    snprintf(to, sizeof to, " < %lld;", (long long)hi);
+    for (const char *q = c; (q = strstr(q, "for (")); q++) {
+        const char *end = strchr(q, '\n');
+        size_t len = end ? (size_t)(end - q) : strlen(q);
+        char line[256];
+        if (len >= sizeof line)
+            continue;
+        memcpy(line, q, len);
+        line[len] = 0;
+        if (strstr(line, from) && strstr(line, to))
+            return true;
+    }
+    return false;
+}
+
+/* ---- graphs ---- */
+
+static nest_value param(nest_function *f, const char *name, nest_type t, int rank,
+                        const int64_t *shape)
+{
+    nest_value v = nest_parameter(f, name, t, rank, shape, NEST_ROW_MAJOR);
+    assert_value(f, v);
+    return v;
+}
+
+static void ret(nest_function *f, int n, const nest_value *v)
+{
+    assert_ok(f, nest_return(f, n, v, NULL));
+}
+
+/* ---- the tests ---- */
+
+/* DESIGN.md's l2: subtract then dot is one nest, no temporary, no workspace, one loop nest. */
+static void l2_is_one_loop(void **state)
+{
+    nest_function *f = *state;
+    nest_value x = param(f, "x", NEST_F32, 1, SHAPE(100000));
+    nest_value y = param(f, "y", NEST_F32, 1, SHAPE(100000));
+    nest_value d = nest_subtract(f, x, y);
+    nest_value r = nest_dot(f, d, d);
+    assert_value(f, r);
+    ret(f, 1, &r);
+
+    planned *pl = plan_all(f, 1);
+    assert_int_equal(live_nests(&pl->p), 1);
+    assert_int_equal(live_temps(&pl->p), 0);
+    assert_int_equal(pl->p.ws_size, 0);
+    const nest *ne = live_nest(&pl->p, 0);
+    assert_int_equal(ne->nouts, 1);
+    assert_int_equal(ne->outs[0].reduce, OP_SUM);
+    assert_int_equal(count_ops(&pl->p, ne, OP_SUBTRACT), 1);
+    plan_release(pl);
+
+    char *c = emit_c(f, 1);
+    assert_int_equal(count_str(c, "loops over ["), 1);
+    assert_false(has_word(c, "ws"));
+    assert_null(strstr(c, "_workspace_size"));
+    free(c);
+    check_values(f, 1);
+}
+
+/* Transposing twice is the identity view: no copy, x read row-major. */
+static void double_transpose_is_a_view(void **state)
+{
+    nest_function *f = *state;
+    nest_value x = param(f, "x", NEST_F32, 2, SHAPE(3, 5));
+    nest_value y = param(f, "y", NEST_F32, 2, SHAPE(3, 5));
+    nest_value t = nest_reshape(f, x, SHAPE(1, 0), 2, SHAPE(5, 3));
+    nest_value tt = nest_reshape(f, t, SHAPE(1, 0), 2, SHAPE(3, 5));
+    nest_value r = nest_add(f, tt, y);
+    assert_value(f, r);
+    ret(f, 1, &r);
+
+    planned *pl = plan_fused(f);
+    assert_int_equal(live_nests(&pl->p), 1);
+    assert_int_equal(live_temps(&pl->p), 0);
+    const nest *ne = live_nest(&pl->p, 0);
+    assert_strides(only_load(&pl->p, ne, param_buf(&pl->p, 0)), 0, 2, SHAPE(5, 1));
+    plan_release(pl);
+
+    pl = plan_all(f, 1);
+    assert_int_equal(live_nests(&pl->p), 1);
+    assert_int_equal(live_temps(&pl->p), 0);
+    ne = live_nest(&pl->p, 0);
+    assert_int_equal(ne->rank, 1); /* both contiguous: one flat loop */
+    assert_int_equal(ne->dims[0], 15);
+    assert_strides(only_load(&pl->p, ne, param_buf(&pl->p, 0)), 0, 1, SHAPE(1));
+    plan_release(pl);
+
+    char *c = emit_c(f, 1);
+    assert_int_equal(count_str(c, "loops over ["), 1);
+    free(c);
+    check_values(f, 1);
+}
+
+/* [m,n] + broadcast([n]): the vector is read with stride 0 along the rows, never copied. */
+static void broadcast_is_stride_zero(void **state)
+{
+    nest_function *f = *state;
+    nest_value a = param(f, "a", NEST_F32, 2, SHAPE(6, 7));
+    nest_value v = param(f, "v", NEST_F32, 1, SHAPE(7));
+    nest_value b = nest_broadcast(f, v, 2, SHAPE(6, 7), 1, SHAPE(0));
+    nest_value r = nest_add(f, a, b);
+    assert_value(f, r);
+    ret(f, 1, &r);
+
+    planned *pl = plan_fused(f);
+    assert_int_equal(live_nests(&pl->p), 1);
+    assert_int_equal(live_temps(&pl->p), 0);
+    assert_strides(only_load(&pl->p, live_nest(&pl->p, 0), param_buf(&pl->p, 1)), 0, 2,
+                   SHAPE(0, 1));
+    plan_release(pl);
+
+    pl = plan_all(f, 1);
+    assert_int_equal(live_nests(&pl->p), 1);
+    assert_int_equal(live_temps(&pl->p), 0);
+    assert_int_equal(pl->p.ws_size, 0);
+    const nest *ne = live_nest(&pl->p, 0);
+    assert_int_equal(ne->rank, 2); /* the stride-0 axis cannot merge */
+    assert_strides(only_load(&pl->p, ne, param_buf(&pl->p, 1)), 0, 2, SHAPE(0, 1));
+    plan_release(pl);
+    check_values(f, 1);
+}
+
+/* t = exp(add(a, b)); return t, t * t: one nest with two outputs, exp evaluated once. */
+static void shared_value_computed_once(void **state)
+{
+    nest_function *f = *state;
+    nest_value a = param(f, "a", NEST_F32, 2, SHAPE(4, 9));
+    nest_value b = param(f, "b", NEST_F32, 2, SHAPE(4, 9));
+    nest_value t = nest_exp(f, nest_add(f, a, b));
+    nest_value m = nest_multiply(f, t, t);
+    assert_value(f, m);
+    ret(f, 2, (nest_value[]){t, m});
+
+    planned *pl = plan_all(f, 1);
+    assert_int_equal(live_nests(&pl->p), 1);
+    assert_int_equal(live_temps(&pl->p), 0);
+    const nest *ne = live_nest(&pl->p, 0);
+    assert_int_equal(ne->nouts, 2);
+    assert_int_equal(count_ops(&pl->p, ne, OP_EXP), 1);
+    assert_int_equal(count_ops(&pl->p, ne, OP_ADD), 1);
+    plan_release(pl);
+
+    char *c = emit_c(f, 1);
+    assert_int_equal(count_str(c, "expf("), 1);
+    free(c);
+    check_values(f, 1);
+}
+
+/* An expensive value used by two ops that are not results is stored once or recomputed, but
+ * the values agree either way; here it is used by two reductions over different axes. */
+static void shared_value_two_reductions(void **state)
+{
+    nest_function *f = *state;
+    nest_value a = param(f, "a", NEST_F64, 2, SHAPE(5, 6));
+    nest_value t = nest_tanh(f, nest_exp(f, a));
+    nest_value s0 = nest_sum(f, t, 1, SHAPE(0));
+    nest_value s1 = nest_max(f, t, 1, SHAPE(1));
+    assert_value(f, s1);
+    ret(f, 2, (nest_value[]){s0, s1});
+    planned *pl = plan_all(f, 1);
+    /* exp and tanh cost 20: stored once, read by both reductions */
+    assert_int_equal(live_temps(&pl->p), 1);
+    plan_release(pl);
+    check_values(f, 1);
+}
+
+/* An element-wise op over contiguous [64,128,32] runs as one loop of 262144. */
+static void contiguous_flattens_to_one_loop(void **state)
+{
+    nest_function *f = *state;
+    nest_value a = param(f, "a", NEST_F32, 3, SHAPE(64, 128, 32));
+    nest_value b = param(f, "b", NEST_F32, 3, SHAPE(64, 128, 32));
+    nest_value r = nest_multiply(f, nest_add(f, a, b), a);
+    assert_value(f, r);
+    ret(f, 1, &r);
+
+    planned *pl = plan_all(f, 1);
+    assert_int_equal(live_nests(&pl->p), 1);
+    const nest *ne = live_nest(&pl->p, 0);
+    assert_int_equal(ne->rank, 1);
+    assert_int_equal(ne->dims[0], 262144);
+    assert_strides(only_load(&pl->p, ne, param_buf(&pl->p, 0)), 0, 1, SHAPE(1));
+    assert_int_equal(ne->outs[0].st[0], 1);
+    plan_release(pl);
+
+    char *c = emit_c(f, 1);
+    assert_true(strstr(c, "262144") != NULL);
+    free(c);
+    check_values(f, 1);
+}
+
+/* Column-major operands flatten too when every access agrees; mixed layouts keep two axes. */
+static void flatten_respects_layouts(void **state)
+{
+    nest_function *f = *state;
+    nest_value a = nest_parameter(f, "a", NEST_F32, 3, SHAPE(4, 5, 6), NEST_COL_MAJOR);
+    nest_value b = nest_parameter(f, "b", NEST_F32, 3, SHAPE(4, 5, 6), NEST_COL_MAJOR);
+    nest_value same = nest_add(f, a, b);
+    assert_value(f, same);
+    assert_ok(f, nest_return(f, 1, &same, (const nest_layout[]){NEST_COL_MAJOR}));
+    planned *pl = plan_all(f, 1);
+    assert_int_equal(live_nests(&pl->p), 1);
+    const nest *ne = live_nest(&pl->p, 0);
+    assert_int_equal(ne->rank, 1);
+    assert_int_equal(ne->dims[0], 120);
+    assert_int_equal(ne->outs[0].st[0], 1);
+    plan_release(pl);
+    check_values(f, 1);
+
+    nest_function *g = nest_function_new("g");
+    a = nest_parameter(g, "a", NEST_F32, 3, SHAPE(4, 5, 6), NEST_COL_MAJOR);
+    nest_value c = nest_parameter(g, "c", NEST_F32, 3, SHAPE(4, 5, 6), NEST_ROW_MAJOR);
+    nest_value mixed = nest_subtract(g, a, c);
+    assert_value(g, mixed);
+    assert_ok(g, nest_return(g, 1, &mixed, NULL));
+    pl = plan_all(g, 1);
+    assert_int_equal(live_nests(&pl->p), 1);
+    assert_true(live_nest(&pl->p, 0)->rank >= 2);
+    plan_release(pl);
+    check_values(g, 1);
+    check_values(g, 0);
+    nest_function_free(g);
+}
+
+/* slice with strides, transpose and broadcast compose into one load of x. */
+static void views_compose(void **state)
+{
+    nest_function *f = *state;
+    nest_value x = param(f, "x", NEST_F32, 2, SHAPE(9, 11));
+    nest_value y = param(f, "y", NEST_F32, 3, SHAPE(3, 5, 4));
+    /* rows 1,3,5,7 and columns 2,5,8 of x: [4,3] */
+    nest_value s = nest_slice(f, x, SHAPE(1, 2), SHAPE(8, 11), SHAPE(2, 3));
+    nest_value t = nest_reshape(f, s, SHAPE(1, 0), 2, SHAPE(3, 4));
+    nest_value b = nest_broadcast(f, t, 3, SHAPE(3, 5, 4), 1, SHAPE(1));
+    nest_value r = nest_add(f, b, y);
+    assert_value(f, r);
+    ret(f, 1, &r);
+
+    planned *pl = plan_fused(f);
+    assert_int_equal(live_nests(&pl->p), 1);
+    assert_int_equal(live_temps(&pl->p), 0);
+    /* offset 1 * 11 + 2; the slice's strides 22 and 3, transposed, with 0 for the new axis */
+    assert_strides(only_load(&pl->p, live_nest(&pl->p, 0), param_buf(&pl->p, 0)), 13, 3,
+                   SHAPE(3, 0, 22));
+    plan_release(pl);
+
+    pl = plan_all(f, 1);
+    assert_int_equal(live_nests(&pl->p), 1);
+    assert_int_equal(live_temps(&pl->p), 0);
+    assert_int_equal(pl->p.ws_size, 0);
+    plan_release(pl);
+    check_values(f, 1);
+    check_values(f, 0);
+}
+
+/* A reshape that merges transposed axes cannot be a view: it stores one copy. */
+static void merging_transposed_axes_copies(void **state)
+{
+    nest_function *f = *state;
+    nest_value x = param(f, "x", NEST_F32, 2, SHAPE(4, 6));
+    nest_value y = param(f, "y", NEST_F32, 1, SHAPE(24));
+    nest_value m = nest_reshape(f, x, SHAPE(1, 0), 1, SHAPE(24));
+    nest_value r = nest_add(f, m, y);
+    assert_value(f, r);
+    ret(f, 1, &r);
+
+    planned *pl = plan_all(f, 1);
+    assert_int_equal(live_temps(&pl->p), 1);
+    assert_int_equal(live_nests(&pl->p), 2);
+    for (int32_t b = 0; b < pl->p.nbufs; b++)
+        if (pl->p.bufs[b].kind == BUF_TEMP && !pl->p.bufs[b].dead)
+            assert_int_equal(pl->p.bufs[b].count, 24);
+    assert_true(pl->p.ws_size >= 24 * 4);
+    plan_release(pl);
+    check_values(f, 1);
+    check_values(f, 0);
+}
+
+/* The same with a computed operand: the element-wise chain goes into the one copy. */
+static void merging_transposed_expression_copies_once(void **state)
+{
+    nest_function *f = *state;
+    nest_value x = param(f, "x", NEST_F32, 2, SHAPE(4, 6));
+    nest_value e = nest_exp(f, x);
+    nest_value m = nest_reshape(f, e, SHAPE(1, 0), 1, SHAPE(24));
+    nest_value r = nest_negative(f, m);
+    assert_value(f, r);
+    ret(f, 1, &r);
+
+    planned *pl = plan_all(f, 1);
+    assert_int_equal(live_temps(&pl->p), 1);
+    assert_int_equal(live_nests(&pl->p), 2);
+    plan_release(pl);
+    check_values(f, 1);
+}
+
+/* A contiguous reshape (merging or splitting row-major axes) of an expression is a view. */
+static void contiguous_reshape_is_a_view(void **state)
+{
+    nest_function *f = *state;
+    nest_value x = param(f, "x", NEST_F32, 3, SHAPE(2, 3, 4));
+    nest_value y = param(f, "y", NEST_F32, 2, SHAPE(6, 4));
+    nest_value m = nest_reshape(f, nest_exp(f, x), NULL, 2, SHAPE(6, 4));
+    nest_value r = nest_add(f, m, y);
+    nest_value s = nest_reshape(f, r, NULL, 4, SHAPE(2, 3, 2, 2));
+    nest_value q = nest_multiply(f, s, s);
+    assert_value(f, q);
+    ret(f, 1, &q);
+
+    planned *pl = plan_all(f, 1);
+    assert_int_equal(live_nests(&pl->p), 1);
+    assert_int_equal(live_temps(&pl->p), 0);
+    plan_release(pl);
+    check_values(f, 1);
+}
+
+/* concat feeding an element-wise op: no temporary, the loop splits at the boundary. */
+static void concat_fuses_with_split_loops(void **state)
+{
+    nest_function *f = *state;
+    nest_value a = param(f, "a", NEST_F32, 2, SHAPE(4, 3));
+    nest_value b = param(f, "b", NEST_F32, 2, SHAPE(4, 5));
+    nest_value c = param(f, "c", NEST_F32, 2, SHAPE(4, 8));
+    nest_value cat = nest_concat(f, 2, (nest_value[]){a, b}, 1);
+    nest_value r = nest_add(f, nest_exp(f, cat), c);
+    assert_value(f, r);
+    ret(f, 1, &r);
+
+    planned *pl = plan_all(f, 1);
+    assert_int_equal(live_nests(&pl->p), 1);
+    assert_int_equal(live_temps(&pl->p), 0);
+    plan_release(pl);
+
+    char *src = emit_c(f, 1);
+    assert_int_equal(count_str(src, "loops over ["), 1);
+    assert_true(has_loop(src, 0, 3));
+    assert_true(has_loop(src, 3, 8));
+    free(src);
+    check_values(f, 1);
+    check_values(f, 0);
+}
+
+/* A concat of three along the outer axis of a flattenable space, then sliced across the
+ * boundaries and transposed. */
+static void concat_slice_transpose(void **state)
+{
+    nest_function *f = *state;
+    nest_value a = param(f, "a", NEST_I32, 2, SHAPE(2, 5));
+    nest_value b = param(f, "b", NEST_I32, 2, SHAPE(3, 5));
+    nest_value c = param(f, "c", NEST_I32, 2, SHAPE(1, 5));
+    nest_value cat = nest_concat(f, 3, (nest_value[]){a, b, c}, 0);
+    nest_value w = nest_multiply(f, cat, cat);
+    nest_value s = nest_slice(f, w, SHAPE(1, 0), SHAPE(6, 5), SHAPE(2, 2));
+    nest_value t = nest_reshape(f, s, SHAPE(1, 0), 2, SHAPE(3, 3));
+    nest_value r = nest_add(f, t, nest_negative(f, t));
+    assert_value(f, r);
+    ret(f, 2, (nest_value[]){w, t});
+    (void)r;
+    check_values_in(f, 1, -50, 50, 0);
+    check_values_in(f, 0, -50, 50, 0);
+}
+
+/* A concat along the outer axis read by a row reduction and by a nest after it: the nests
+ * cannot share one loop over the rows unless the loop splits at the boundary. */
+static void concat_on_row_axis(void **state)
+{
+    nest_function *f = *state;
+    nest_value a = param(f, "a", NEST_F32, 2, SHAPE(2, 5));
+    nest_value b = param(f, "b", NEST_F32, 2, SHAPE(4, 5));
+    nest_value c = nest_concat(f, 2, (nest_value[]){a, b}, 0);
+    nest_value m = nest_max(f, c, 1, SHAPE(1));
+    nest_value r = nest_subtract(f, c, nest_broadcast(f, m, 2, SHAPE(6, 5), 1, SHAPE(1)));
+    assert_value(f, r);
+    ret(f, 1, &r);
+    char *src = emit_c(f, 1);
+    assert_null(strstr(src, "/* ? */"));
+    free(src);
+    check_values(f, 1);
+    check_values(f, 0);
+}
+
+/* sum over the middle axis of a 3-d tensor. */
+static void sum_middle_axis(void **state)
+{
+    nest_function *f = *state;
+    nest_value x = param(f, "x", NEST_F32, 3, SHAPE(7, 33, 5));
+    nest_value r = nest_sum(f, nest_multiply(f, x, x), 1, SHAPE(1));
+    assert_value(f, r);
+    ret(f, 1, &r);
+
+    planned *pl = plan_all(f, 1);
+    assert_int_equal(live_nests(&pl->p), 1);
+    assert_int_equal(live_temps(&pl->p), 0);
+    const nest *ne = live_nest(&pl->p, 0);
+    assert_int_equal(ne->outs[0].reduce, OP_SUM);
+    assert_int_equal(ne->reduced != 0, 1);
+    plan_release(pl);
+    check_values(f, 1);
+    check_values(f, 0);
+}
+
+/* softmax over rows: exp(x - max) / sum(exp(x - max)). */
+static void row_softmax(void **state)
+{
+    nest_function *f = *state;
+    int64_t m = 37, n = 101;
+    nest_value x = param(f, "x", NEST_F32, 2, SHAPE(m, n));
+    nest_value mx = nest_max(f, x, 1, SHAPE(1));
+    nest_value e = nest_exp(f, nest_subtract(f, x, nest_broadcast(f, mx, 2, SHAPE(m, n), 1, SHAPE(1))));
+    nest_value s = nest_sum(f, e, 1, SHAPE(1));
+    nest_value r = nest_divide(f, e, nest_broadcast(f, s, 2, SHAPE(m, n), 1, SHAPE(1)));
+    assert_value(f, r);
+    ret(f, 1, &r);
+
+    planned *pl = plan_all(f, 1);
+    /* max, then exp with its sum, then the division: the exp is computed once per element */
+    int exps = 0;
+    for (int k = 0; k < live_nests(&pl->p); k++)
+        exps += count_ops(&pl->p, live_nest(&pl->p, k), OP_EXP);
+    assert_int_equal(exps, 1);
+    assert_true(live_nests(&pl->p) <= 3);
+    plan_release(pl);
+    check_values_in(f, 1, -20, 20, 1e-5);
+    check_values_in(f, 0, -20, 20, 1e-5);
+}
+
+/* Without fusion every op is a nest of its own (views stay views), with the same values. */
+static void no_fuse_one_nest_per_op(void **state)
+{
+    nest_function *f = *state;
+    nest_value a = param(f, "a", NEST_F32, 2, SHAPE(4, 5));
+    nest_value b = param(f, "b", NEST_F32, 2, SHAPE(4, 5));
+    nest_value t = nest_exp(f, nest_add(f, a, b));
+    nest_value u = nest_reshape(f, t, SHAPE(1, 0), 2, SHAPE(5, 4));
+    nest_value r = nest_multiply(f, u, nest_reshape(f, a, SHAPE(1, 0), 2, SHAPE(5, 4)));
+    nest_value s = nest_sum(f, r, 1, SHAPE(0));
+    assert_value(f, s);
+    ret(f, 2, (nest_value[]){r, s});
+
+    /* add, exp, multiply, sum: four nests, the two transposes are views */
+    planned *pl = plan_all(f, 0);
+    assert_int_equal(live_nests(&pl->p), 4);
+    assert_int_equal(live_temps(&pl->p), 2);
+    for (int k = 0; k < 4; k++)
+        assert_int_equal(live_nest(&pl->p, k)->nouts, 1);
+    plan_release(pl);
+
+    pl = plan_all(f, 1);
+    assert_int_equal(live_temps(&pl->p), 0);
+    plan_release(pl);
+
+    char *c = emit_c(f, 0);
+    assert_int_equal(count_str(c, "loops over ["), 4);
+    free(c);
+    check_values(f, 0);
+    check_values(f, 1);
+}
+
+/* Liveness of one temporary: the first and last live nest that touch it. */
+static void life_of(plan *p, int32_t b, int *first, int *last)
+{
+    *first = *last = -1;
+    for (int k = 0; k < live_nests(p); k++) {
+        const nest *ne = live_nest(p, k);
+        for (int i = 0; i < ne->nouts; i++)
+            if (ne->outs[i].buf == b || fx_reads(p, ne->outs[i].value, b)) {
+                if (*first < 0)
+                    *first = k;
+                *last = k;
+            }
+    }
+}
+
+/* Every pair of workspace temporaries whose lives overlap occupies disjoint bytes, inside
+ * ws_size; returns the sum of their sizes. */
+static int64_t check_workspace(plan *p)
+{
+    int64_t sum = 0;
+    for (int32_t b = 0; b < p->nbufs; b++) {
+        const pbuf *x = &p->bufs[b];
+        if (x->kind != BUF_TEMP || x->dead || x->row)
+            continue;
+        int64_t xs = x->count * (int64_t)nest_type_size((nest_type)x->etype);
+        sum += xs;
+        assert_true(x->offset >= 0 && x->offset + xs <= p->ws_size);
+        assert_int_equal(x->offset % 64, 0);
+        int xf, xl;
+        life_of(p, b, &xf, &xl);
+        assert_true(xf >= 0);
+        for (int32_t c = b + 1; c < p->nbufs; c++) {
+            const pbuf *y = &p->bufs[c];
+            if (y->kind != BUF_TEMP || y->dead || y->row)
+                continue;
+            int64_t ys = y->count * (int64_t)nest_type_size((nest_type)y->etype);
+            int yf, yl;
+            life_of(p, c, &yf, &yl);
+            bool overlap_time = !(xl < yf || yl < xf);
+            bool overlap_bytes = x->offset < y->offset + ys && y->offset < x->offset + xs;
+            if (overlap_time && overlap_bytes)
+                fail_msg("temporaries b%d [%d,%d] and b%d [%d,%d] share bytes", b, xf, xl, c, yf,
+                         yl);
+        }
+    }
+    return sum;
+}
+
+/* A chain of reductions: each temporary lives from its nest to the next, so the first and
+ * the third share bytes while neighbours do not. */
+static void memplan_shares_by_liveness(void **state)
+{
+    nest_function *f = *state;
+    /* reductions over the outer axis: no row groups, the temporaries live in the workspace */
+    nest_value x = param(f, "x", NEST_F32, 4, SHAPE(8, 10, 12, 16));
+    nest_value a = nest_sum(f, nest_exp(f, x), 1, SHAPE(0));        /* [10,12,16] */
+    nest_value b = nest_sum(f, nest_tanh(f, a), 1, SHAPE(0));       /* [12,16] */
+    nest_value c = nest_max(f, nest_sqrt(f, nest_abs(f, b)), 1, SHAPE(0)); /* [16] */
+    nest_value r = nest_sum(f, nest_log(f, c), 1, SHAPE(0));
+    assert_value(f, r);
+    ret(f, 1, &r);
+
+    planned *pl = plan_all(f, 1);
+    assert_int_equal(live_temps(&pl->p), 3);
+    int64_t sum = check_workspace(&pl->p);
+    assert_true(pl->p.ws_size < sum);
+    /* the largest (a) and the smallest (c) do not live at once: c sits inside a's bytes */
+    int32_t ta = -1, tc = -1;
+    for (int32_t i = 0; i < pl->p.nbufs; i++) {
+        if (pl->p.bufs[i].kind != BUF_TEMP || pl->p.bufs[i].dead)
+            continue;
+        if (pl->p.bufs[i].count == 10 * 12 * 16)
+            ta = i;
+        if (pl->p.bufs[i].count == 16)
+            tc = i;
+    }
+    assert_true(ta >= 0 && tc >= 0);
+    assert_true(pl->p.bufs[tc].offset < pl->p.bufs[ta].offset + 10 * 12 * 16 * 4);
+    plan_release(pl);
+    check_values_in(f, 1, 0.0, 1.0, 1e-4);
+}
+
+/* Without fusion every op stores: many temporaries, placed without conflicts, and the
+ * workspace is smaller than all of them together. */
+static void memplan_no_fuse_chain(void **state)
+{
+    nest_function *f = *state;
+    nest_value x = param(f, "x", NEST_F64, 1, SHAPE(100)); /* rank 1: no row groups */
+    nest_value v = x;
+    for (int i = 0; i < 6; i++)
+        v = i % 2 ? nest_tanh(f, nest_add(f, v, x)) : nest_multiply(f, v, x);
+    nest_value r = nest_sum(f, v, 1, SHAPE(0));
+    assert_value(f, r);
+    ret(f, 1, &r);
+
+    planned *pl = plan_all(f, 0);
+    assert_int_equal(live_temps(&pl->p), 9);
+    int64_t sum = check_workspace(&pl->p);
+    assert_true(pl->p.ws_size < sum);
+    assert_true(pl->p.ws_size >= 2 * 800); /* a value and its successor live at once */
+    plan_release(pl);
+    check_values(f, 0);
+    check_values(f, 1);
+}
+
+/* Temporaries that are all live at the end (read by one last nest) never share. */
+static void memplan_overlapping_lives(void **state)
+{
+    nest_function *f = *state;
+    nest_value x = param(f, "x", NEST_F32, 2, SHAPE(8, 9));
+    nest_value s0 = nest_sum(f, x, 1, SHAPE(0));   /* [9] */
+    nest_value s1 = nest_max(f, x, 1, SHAPE(0));   /* [9] */
+    nest_value s2 = nest_min(f, x, 1, SHAPE(0));   /* [9] */
+    nest_value t = nest_add(f, nest_add(f, s0, s1), s2);
+    nest_value r = nest_sum(f, nest_exp(f, t), 1, SHAPE(0));
+    assert_value(f, r);
+    ret(f, 1, &r);
+
+    planned *pl = plan_all(f, 1);
+    int temps = live_temps(&pl->p);
+    assert_true(temps >= 1);
+    int64_t sum = check_workspace(&pl->p);
+    assert_true(pl->p.ws_size >= sum);
+    plan_release(pl);
+    check_values(f, 1);
+    check_values(f, 0);
+}
+
+/* ---- nestc ---- */
+
+static const char *nestc(void)
+{
+    const char *p = getenv("NESTC");
+    return p && *p ? p : "bin/nestc";
+}
+
+/* Runs `nestc ARGS FILE` on the text; returns its stdout (malloc'd) and exit status. */
+static char *run_nestc(const char *args, const char *text, int *status)
+{
+    char path[] = "/tmp/nest-test-fuse-XXXXXX.nest";
+    int fd = mkstemps(path, 5);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "%s %s %s 2>&1", nestc(), args, path);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    buf out = {0};
+    char chunk[4096];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, p)) > 0)
+        buf_write(&out, chunk, n);
+    int st = pclose(p);
+    *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    remove(path);
+    char *s = buf_finish(&out);
+    return s ? s : strdup("");
+}
+
+static const char sample[] =
+    "func l2(x: f32[1000], y: f32[1000]) -> f32[] {\n"
+    "  d = subtract(x, y)\n"
+    "  return dot(d, d)\n"
+    "}\n"
+    "func chain(x: f32[8,9]) -> f32[] {\n"
+    "  a = sum(exp(x), axes=[1])\n"
+    "  return sum(tanh(a), axes=[0])\n"
+    "}\n";
+
+static void nestc_dumps(void **state)
+{
+    (void)state;
+    static const char *const passes[] = {"fuse", "flatten", "memplan"};
+    for (size_t i = 0; i < countof(passes); i++) {
+        char args[64];
+        snprintf(args, sizeof args, "--dump-after=%s", passes[i]);
+        int st;
+        char *out = run_nestc(args, sample, &st);
+        if (st != 0)
+            fail_msg("nestc %s: status %d: %s", args, st, out);
+        assert_non_null(strstr(out, "plan l2:"));
+        assert_non_null(strstr(out, "plan chain:"));
+        assert_non_null(strstr(out, "nest 0 over ["));
+        assert_non_null(strstr(out, "sum multiply(subtract("));
+        if (strcmp(passes[i], "memplan") == 0)
+            assert_non_null(strstr(out, "plan l2: 3 buffers, workspace 0 bytes"));
+        free(out);
+    }
+    int st;
+    char *out = run_nestc("--dump-after=nosuchpass", sample, &st);
+    assert_int_not_equal(st, 0);
+    free(out);
+    out = run_nestc("--no-fuse --dump-after=fuse", sample, &st);
+    assert_int_equal(st, 0);
+    assert_non_null(strstr(out, "plan l2:"));
+    free(out);
+    out = run_nestc("--emit=dot", sample, &st);
+    assert_int_equal(st, 0);
+    assert_non_null(strstr(out, "digraph"));
+    assert_non_null(strstr(out, "subtract"));
+    free(out);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(l2_is_one_loop, fn_setup, fn_teardown),
+        cmocka_unit_test_setup_teardown(double_transpose_is_a_view, fn_setup, fn_teardown),
+        cmocka_unit_test_setup_teardown(broadcast_is_stride_zero, fn_setup, fn_teardown),
+        cmocka_unit_test_setup_teardown(shared_value_computed_once, fn_setup, fn_teardown),
+        cmocka_unit_test_setup_teardown(shared_value_two_reductions, fn_setup, fn_teardown),
+        cmocka_unit_test_setup_teardown(contiguous_flattens_to_one_loop, fn_setup, fn_teardown),
+        cmocka_unit_test_setup_teardown(flatten_respects_layouts, fn_setup, fn_teardown),
+        cmocka_unit_test_setup_teardown(views_compose, fn_setup, fn_teardown),
+        cmocka_unit_test_setup_teardown(merging_transposed_axes_copies, fn_setup, fn_teardown),
+        cmocka_unit_test_setup_teardown(merging_transposed_expression_copies_once, fn_setup,
+                                        fn_teardown),
+        cmocka_unit_test_setup_teardown(contiguous_reshape_is_a_view, fn_setup, fn_teardown),
+        cmocka_unit_test_setup_teardown(concat_fuses_with_split_loops, fn_setup, fn_teardown),
+        cmocka_unit_test_setup_teardown(concat_slice_transpose, fn_setup, fn_teardown),
+        cmocka_unit_test_setup_teardown(concat_on_row_axis, fn_setup, fn_teardown),
+        cmocka_unit_test_setup_teardown(sum_middle_axis, fn_setup, fn_teardown),
+        cmocka_unit_test_setup_teardown(row_softmax, fn_setup, fn_teardown),
+        cmocka_unit_test_setup_teardown(no_fuse_one_nest_per_op, fn_setup, fn_teardown),
+        cmocka_unit_test_setup_teardown(memplan_shares_by_liveness, fn_setup, fn_teardown),
+        cmocka_unit_test_setup_teardown(memplan_no_fuse_chain, fn_setup, fn_teardown),
+        cmocka_unit_test_setup_teardown(memplan_overlapping_lives, fn_setup, fn_teardown),
+        cmocka_unit_test(nestc_dumps),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
