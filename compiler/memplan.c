@@ -27,6 +27,16 @@ int pass_memplan(plan *p)
     life *lives = calloc((size_t)p->nbufs + 1, sizeof *lives);
     if (!lives)
         return p->status = NEST_ERR_NOMEM;
+    /* the nests of a row group (rows.c) run interleaved, row by row: a temporary that one of
+     * them touches lives from the group's first nest to its last */
+    int32_t *glast = malloc(((size_t)p->nnests + 1) * sizeof *glast);
+    if (!glast) {
+        free(lives);
+        return p->status = NEST_ERR_NOMEM;
+    }
+    for (int32_t k = 0; k < p->nnests; k++)
+        if (!p->nests[k].dead)
+            glast[p->nests[k].group] = k;
     int n = 0;
     for (int32_t b = 0; b < p->nbufs; b++) {
         pbuf *pb = &p->bufs[b];
@@ -41,12 +51,13 @@ int pass_memplan(plan *p)
                 bool reads = fx_reads(p, ne->outs[i].value, b);
                 if (p->status) {
                     free(lives);
+                    free(glast);
                     return p->status;
                 }
                 if (ne->outs[i].buf == b && l.first < 0)
-                    l.first = k;
-                if (reads || ne->outs[i].buf == b)
-                    l.last = k;
+                    l.first = ne->group;
+                if ((reads || ne->outs[i].buf == b) && glast[ne->group] > l.last)
+                    l.last = glast[ne->group];
             }
         }
         if (l.first < 0)
@@ -79,5 +90,6 @@ int pass_memplan(plan *p)
     }
     p->ws_size = total;
     free(lives);
+    free(glast);
     return NEST_OK;
 }
