@@ -412,13 +412,18 @@ static bool finish_results(lower *lw)
 static fx *forward_loads(plan *p, const nest *from, fx *e);
 
 
-/* Whether every store of n writes a different element at each step of the axes in mask. */
+/* Whether every output of n, a nest that folds nothing, is a store that writes a different
+ * element at each step of the axes in mask. A reduction over no axes is not: joined to a nest
+ * that folds mask, it would fold those axes too. */
 static bool stores_vary(const nest *n, uint32_t mask)
 {
-    for (int i = 0; i < n->nouts; i++)
+    for (int i = 0; i < n->nouts; i++) {
+        if (n->outs[i].reduce >= 0)
+            return false;
         for (int k = 0; k < n->rank; k++)
-            if (n->outs[i].reduce < 0 && (mask & (1u << k)) && n->outs[i].st[k] == 0)
+            if ((mask & (1u << k)) && n->outs[i].st[k] == 0)
                 return false;
+    }
     return true;
 }
 
