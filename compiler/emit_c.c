@@ -600,7 +600,17 @@ static void emit_body(ctx *c, fx *const *vals)
         if (!v || !d) {
             bd.oom = true;
         } else if (o->reduce >= 0) {
-            char *s = combine_text(c, o->reduce, ne->outs[i].value->etype, d, v);
+            /* an op inlined into the fold is one operand of its template: acc + (a - b), not
+             * acc + a - b, and never acc + a > b ? a : b */
+            if (vals[i]->kind == FX_OP && !is_identifier(v, strlen(v))) {
+                buf t = {0};
+                buf_printf(&t, "(%s)", v);
+                free(v);
+                v = buf_finish(&t);
+            }
+            char *s = v ? combine_text(c, o->reduce, ne->outs[i].value->etype, d, v) : NULL;
+            if (!v)
+                bd.oom = true;
             buf cm = {0};
             node_comment(c, &cm, o->node);
             char *cs = buf_finish(&cm);
