@@ -61,6 +61,8 @@ typedef struct parser {
     sym *syms;
     size_t nsyms, capsyms;
     int depth;
+    struct call_slot **slots; /* per call depth, reused: see parse_call */
+    size_t nslots, capslots;
     arena scratch;     /* everything temporary: freed once at the end, also after an error */
     jmp_buf fail;
 } parser;
@@ -646,6 +648,28 @@ static void parse_attr_value(parser *ps, int which, attr *a)
     expect(ps, T_RBRACK);
 }
 
+/* The attributes and the constant type of one call: about 3 KB. Calls nest PARSE_MAX_DEPTH deep,
+ * so these live in one slot per depth in the scratch arena, reused, rather than on the stack. */
+typedef struct call_slot {
+    attr at[A_COUNT];
+    ttype ctype;
+} call_slot;
+
+/* The zeroed slot of the call at `depth` (from 1). */
+static call_slot *slot_at(parser *ps, int depth)
+{
+    size_t d = (size_t)depth - 1;
+    while (ps->nslots <= d) {
+        ps->slots = grow(ps, ps->slots, ps->nslots, &ps->capslots, sizeof *ps->slots);
+        ps->slots[ps->nslots] = arena_alloc(&ps->scratch, sizeof(call_slot));
+        if (!ps->slots[ps->nslots])
+            oom(ps);
+        ps->nslots++;
+    }
+    memset(ps->slots[d], 0, sizeof(call_slot));
+    return ps->slots[d];
+}
+
 static int32_t parse_expr(parser *ps);
 
 /* Records the function's last error at token t. */
@@ -745,9 +769,9 @@ static int32_t parse_call(parser *ps, token optok)
 
     int32_t *in = NULL;
     size_t nin = 0, capin = 0;
-    attr at[A_COUNT];
-    memset(at, 0, sizeof at);
-    ttype ctype;
+    call_slot *slot = slot_at(ps, ps->depth);
+    attr *at = slot->at;
+    ttype *ctype = &slot->ctype;
     lits vals = {0};
     bool have_ctype = false, have_vals = false, have_index = false;
     int64_t index = 0;
@@ -775,7 +799,7 @@ static int32_t parse_call(parser *ps, token optok)
                 if (have_vals)
                     error_tok(ps, &t, "constant takes a type and its values");
                 if (!have_ctype) {
-                    parse_type(ps, &ctype, false);
+                    parse_type(ps, ctype, false);
                     have_ctype = true;
                 } else {
                     parse_values(ps, &vals);
@@ -818,10 +842,10 @@ static int32_t parse_call(parser *ps, token optok)
         .type = (int)at[A_TYPE].v[0],
     };
     if (info->kind == K_CONST) {
-        ia.type = ctype.etype;
-        ia.rank = ctype.rank;
-        ia.shape = ctype.shape;
-        ia.data = constant_data(ps, &ctype, &vals, &close);
+        ia.type = ctype->etype;
+        ia.rank = ctype->rank;
+        ia.shape = ctype->shape;
+        ia.data = constant_data(ps, ctype, &vals, &close);
         ia.count = (int64_t)vals.n;
     }
     int32_t v = ir_build(ps->f, op, (int)nin, in, &ia);
