@@ -7,6 +7,7 @@
  */
 #include <float.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1416,6 +1417,34 @@ static void test_errors_deep_nesting(void **state)
     free(open);
 }
 
+static void *parse_thread(void *src)
+{
+    nest_module *m = nest_parse(src, strlen(src), FILE_NAME);
+    bool ok = m && nest_module_errcode(m) == NEST_OK && nest_module_count(m) == 1;
+    nest_module_free(m);
+    return ok ? src : NULL;
+}
+
+/* The nesting limit is reachable on a thread with a 2 MB stack (each level once took 3.3 KB). */
+static void test_nesting_small_stack(void **state)
+{
+    (void)state;
+    char *open = repeat("negative(", 1000), *close = repeat(")", 1000);
+    char *src = cat(F "  y = ", open, "x", close, "\n  return y\n}\n", NULL);
+    pthread_attr_t attr;
+    pthread_t t;
+    void *ret = NULL;
+    assert_int_equal(pthread_attr_init(&attr), 0);
+    assert_int_equal(pthread_attr_setstacksize(&attr, (size_t)2 << 20), 0);
+    assert_int_equal(pthread_create(&t, &attr, parse_thread, src), 0);
+    assert_int_equal(pthread_join(t, &ret), 0);
+    pthread_attr_destroy(&attr);
+    assert_ptr_equal(ret, src);
+    free(src);
+    free(open);
+    free(close);
+}
+
 /* 20,000 statements in a chain parse and print quickly; the source is already canonical. */
 static void test_long_chain(void **state)
 {
@@ -1809,6 +1838,7 @@ int main(void)
         cmocka_unit_test(test_errors_results_and_statements),
         cmocka_unit_test(test_errors_numbers),
         cmocka_unit_test(test_errors_deep_nesting),
+        cmocka_unit_test(test_nesting_small_stack),
         cmocka_unit_test(test_long_chain),
         cmocka_unit_test(test_shared_tuples),
         cmocka_unit_test(test_dot),
