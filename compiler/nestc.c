@@ -1,5 +1,6 @@
 /* nestc.c - the command line: parse a .nest file, then print, run or compile it. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,8 @@ static const char usage[] =
     "                     interpreter on generated inputs and print the results; parameter p's\n"
     "                     element i is ((7i + 3p) mod 11 - 5) / 8 (integers: without / 8;\n"
     "                     bool: (i + p) mod 2)\n"
+    "  --jit              with --run: compile in process and run the compiled code, checked\n"
+    "                     against the interpreter (-v: compile time and compile-cache hit)\n"
     "  --help             show this text\n"
     "\n"
     "Exit status: 0 success, 1 an error in the input, 2 wrong usage.\n";
@@ -119,12 +122,37 @@ static void print_values(const void *data, int etype, int64_t count)
     free(s);
 }
 
-static int run_function(nest_function *f)
+/* The largest difference between two result arrays, relative to the reference's magnitude
+ * (exact 0 or 1 for integers and bool: whether any element differs). */
+static double difference(const void *ref, const void *got, int etype, int64_t count)
+{
+    double worst = 0;
+    for (int64_t i = 0; i < count; i++) {
+        double a, b;
+        switch (etype) {
+        case NEST_F32: a = ((const float *)ref)[i], b = ((const float *)got)[i]; break;
+        case NEST_F64: a = ((const double *)ref)[i], b = ((const double *)got)[i]; break;
+        case NEST_I32: a = ((const int32_t *)ref)[i], b = ((const int32_t *)got)[i]; break;
+        case NEST_I64: a = (double)((const int64_t *)ref)[i], b = (double)((const int64_t *)got)[i]; break;
+        default: a = ((const uint8_t *)ref)[i], b = ((const uint8_t *)got)[i]; break;
+        }
+        if (a != a && b != b)
+            continue; /* both NaN */
+        double d = a == b ? 0 : (a != a || b != b) ? 1 : fabs(a - b) / (fabs(a) > 1 ? fabs(a) : 1);
+        if (d > worst)
+            worst = d;
+    }
+    return worst;
+}
+
+/* --run: the interpreter's results; with jit, the compiled kernel's, checked against them. */
+static int run_function(nest_function *f, const nest_options *opts, bool jit)
 {
     int np = nest_param_count(f), nr = nest_result_count(f);
     void **args = calloc((size_t)np + 1, sizeof *args);
-    void **res = calloc((size_t)nr + 1, sizeof *res);
-    int status = args && res ? NEST_OK : NEST_ERR_NOMEM;
+    void **res = calloc((size_t)nr + 1, sizeof *res), **got = calloc((size_t)nr + 1, sizeof *got);
+    nest_kernel *k = NULL;
+    int status = args && res && got ? NEST_OK : NEST_ERR_NOMEM;
     for (int i = 0; status == NEST_OK && i < np; i++) {
         const ir_node *p = &f->nodes[f->params[i]];
         int64_t count = ir_count(p);
@@ -137,11 +165,25 @@ static int run_function(nest_function *f)
     for (int i = 0; status == NEST_OK && i < nr; i++) {
         const ir_node *r = &f->nodes[f->results[i]];
         res[i] = calloc((size_t)ir_count(r) + 1, nest_type_size((nest_type)r->etype));
-        if (!res[i])
+        got[i] = calloc((size_t)ir_count(r) + 1, nest_type_size((nest_type)r->etype));
+        if (!res[i] || !got[i])
             status = NEST_ERR_NOMEM;
     }
     if (status == NEST_OK)
         status = nest_evaluate(f, args, np, res, nr);
+    if (status == NEST_OK && jit) {
+        k = nest_compile(f, opts);
+        if (!k)
+            status = nest_errcode(f);
+        else if (opts->verbose)
+            fprintf(stderr, "nestc: %s: %s in %.1f ms, workspace %zu bytes\n", f->name,
+                    nest_kernel_cache_hit(k) ? "taken from the compile cache" : "compiled",
+                    nest_kernel_compile_ms(k), nest_kernel_workspace_size(k));
+        if (k && nest_call(k, args, np, got, nr) != NEST_OK) {
+            fprintf(stderr, "nestc: %s: %s\n", f->name, nest_kernel_errmsg(k));
+            status = NEST_ERR_CALL;
+        }
+    }
     if (status == NEST_OK) {
         for (int i = 0; i < nr; i++) {
             const ir_node *r = &f->nodes[f->results[i]];
@@ -150,26 +192,33 @@ static int run_function(nest_function *f)
             char *t = buf_finish(&b);
             printf("%s result %d: %s = ", f->name, i, t ? t : "?");
             free(t);
-            print_values(res[i], r->etype, ir_count(r));
+            print_values(jit ? got[i] : res[i], r->etype, ir_count(r));
+            if (jit)
+                printf("  (compiled; the reference interpreter differs by %.2g)",
+                       difference(res[i], got[i], r->etype, ir_count(r)));
             printf("\n");
         }
-    } else {
+    } else if (status != NEST_ERR_CALL) {
         fprintf(stderr, "nestc: %s: %s\n", f->name,
                 status == NEST_ERR_NOMEM && !f->errmsg ? "out of memory" : nest_errmsg(f));
     }
+    nest_kernel_free(k);
     for (int i = 0; args && i < np; i++)
         free(args[i]);
-    for (int i = 0; res && i < nr; i++)
+    for (int i = 0; res && got && i < nr; i++) {
         free(res[i]);
+        free(got[i]);
+    }
     free(args);
     free(res);
+    free(got);
     return status == NEST_OK ? 0 : EXIT_INPUT;
 }
 
 int main(int argc, char **argv)
 {
     const char *file = NULL, *emit = NULL, *out = NULL, *run = NULL, *dump = NULL;
-    bool do_run = false;
+    bool do_run = false, jit = false;
     nest_options opts;
     nest_options_init(&opts);
     for (int i = 1; i < argc; i++) {
@@ -201,6 +250,8 @@ int main(int argc, char **argv)
             dump = a + 13;
             if (strcmp(dump, "fuse") && strcmp(dump, "rows") && strcmp(dump, "flatten") && strcmp(dump, "memplan"))
                 return fail_usage("unknown pass '%s' for --dump-after (fuse, rows, flatten or memplan)", dump);
+        } else if (strcmp(a, "--jit") == 0) {
+            jit = true;
         } else if (strcmp(a, "--run") == 0) {
             do_run = true;
         } else if (strncmp(a, "--run=", 6) == 0) {
@@ -216,6 +267,8 @@ int main(int argc, char **argv)
     }
     if (!file)
         return fail_usage("%s", "no input file");
+    if (jit && !do_run)
+        return fail_usage("%s", "--jit goes with --run");
     if (!emit && !out && !do_run && !dump)
         return fail_usage("%s", "nothing to do: give --emit=FORM, -o OUT.so, --dump-after=PASS or --run");
     if (out && strlen(out) < 1)
@@ -295,7 +348,7 @@ int main(int argc, char **argv)
             if (run && strcmp(run, fns[i]->name) != 0)
                 continue;
             found = true;
-            if (run_function(fns[i]))
+            if (run_function(fns[i], &opts, jit))
                 rc = EXIT_INPUT;
         }
         if (run && !found) {
