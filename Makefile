@@ -34,7 +34,7 @@ COMPILER_SRC := compiler/util.c compiler/ir.c compiler/api.c compiler/parse.c co
                 compiler/interp.c
 RUNTIME_SRC  :=
 NESTC_SRC    := compiler/nestc.c
-TEST_NAMES   := test_ir test_parse test_interp test_fuse
+TEST_NAMES   := test_ir test_parse test_interp test_fuse test_diff
 
 LIB_OBJ   := $(patsubst %.c,$(B)/obj/%.o,$(COMPILER_SRC) $(RUNTIME_SRC))
 NESTC_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(NESTC_SRC))

@@ -1,0 +1,1715 @@
+/* test_diff.c - differential tests: compiled code against the reference interpreter.
+ *
+ * Every case is a function built by a small builder. The harness makes deterministic inputs
+ * for its parameters, evaluates it with nest_evaluate (the oracle), compiles it with nest_compile
+ * (and for a subset with nest_build_so) under several options, calls it, and compares each result
+ * array with the oracle's, raw (column-major results are compared as the bytes they are). It also
+ * checks that the call writes nothing past a result's end and leaves the arguments unchanged.
+ *
+ * How results are compared
+ *   - integers and bool: exactly.
+ *   - floats: NaN must match NaN and an infinity must match the same infinity, always. Finite
+ *     values, by the kind of op that made the result (R_* below):
+ *       exact    max/min reductions, views, copies, constants, conversions, comparisons: equal
+ *                (-0 and +0 count as equal);
+ *       arith    element-wise add, subtract, multiply, divide, sqrt, maximum, minimum, abs,
+ *                negative and chains of them: |got - want| <= 2 ulp(want) (the oracle rounds
+ *                each op once, as the compiled C does);
+ *       trans    exp, log, tanh, power (libm or libmvec in float against the oracle's double
+ *                libm rounded once): |got - want| <= 4 ulp(want);
+ *       sum      sum and dot of n terms: |got - want| <= 2 ulp(want) + eps * S * c(n), where S is
+ *                the sum of |terms| for that element (the oracle evaluates a twin of the case in
+ *                which every reduced or contracted operand is wrapped in abs) and
+ *                c(n) = 2 log2(n) + sqrt(n) + 2. That admits any association order and
+ *                accumulation in the element type, plus the oracle's own error (it sums f64 in
+ *                f64, one term after the other: about eps * S * sqrt(n) for terms of one sign);
+ *                it catches gross errors only, so every reduction is also run on floats that
+ *                are small multiples of 1/4, where any order gives the exact sum and the
+ *                comparison is exact.
+ *     ulp(w) here is eps * |w| plus a few of the smallest subnormals, eps the type's epsilon.
+ *
+ * Inputs (gen_*) are reproducible from the case name: floats mix moderate values of both signs
+ * and varied magnitude with 0, -0 and, where the op is defined there, infinities, NaN, the
+ * largest finite values and subnormals; integers mix small values with values near the type's
+ * limits, so sums and products wrap, divisions see 0 and -1, and INT_MIN / -1 occurs.
+ *
+ * The JIT's compile cache is pointed at a fresh directory for this process (XDG_CACHE_HOME), so
+ * every compile here really compiles. Set NEST_DIFF_VERBOSE=1 to print each case's timing.
+ */
+#include <dlfcn.h>
+#include <float.h>
+#include <ftw.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+#define countof_(a) (sizeof(a) / sizeof((a)[0]))
+#if defined(__GNUC__) || defined(__clang__)
+#define FORMAT_(a, b) __attribute__((format(printf, a, b)))
+#else
+#define FORMAT_(a, b)
+#endif
+
+/* ---------------------------------------------------------------------------------------------
+ * Process fixture: a temporary directory for the cache, shared objects and C files
+ * ------------------------------------------------------------------------------------------- */
+
+static char g_tmp[128];
+static int g_seq;
+static bool g_verbose;
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    const char *t = getenv("TMPDIR");
+    snprintf(g_tmp, sizeof g_tmp, "%s/nest-diff-XXXXXX",
+             t && t[0] == '/' && strlen(t) < 80 ? t : "/tmp");
+    if (!mkdtemp(g_tmp))
+        return -1;
+    char xdg[160];
+    snprintf(xdg, sizeof xdg, "%s/cache", g_tmp);
+    setenv("XDG_CACHE_HOME", xdg, 1);
+    unsetenv("NEST_CACHE");
+    const char *v = getenv("NEST_DIFF_VERBOSE");
+    g_verbose = v && *v && strcmp(v, "0") != 0;
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    if (g_tmp[0])
+        nftw(g_tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    return 0;
+}
+
+static double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Inputs
+ * ------------------------------------------------------------------------------------------- */
+
+static uint64_t rnd(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15u);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
+    return z ^ (z >> 31);
+}
+
+/* uniform in [0, n) */
+static uint64_t below(uint64_t *s, uint64_t n) { return rnd(s) % n; }
+
+static uint64_t hash_str(const char *s)
+{
+    uint64_t h = 1469598103934665603u;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211u;
+    return h;
+}
+
+typedef enum gen {
+    G_GENERAL, /* floats: moderate, both signs, varied magnitude; integers: wrap when combined */
+    G_EXTREME, /* G_GENERAL plus inf, NaN, the largest finite values, subnormals */
+    G_SMALL,   /* a few values, so that comparisons see equal operands (floats with inf, NaN) */
+    G_POWEXP,  /* exponents of power: small integers and fractions; integers also huge/negative */
+    G_EXACT,   /* floats that are multiples of 1/4 in [-2, 2]: sums and dots are exact */
+    G_CONVERT, /* values at the edges of every conversion */
+    G_BOOL,    /* 0 or 1 (any bool parameter gets it) */
+} gen;
+
+/* A moderate float: sign * [1, 2) * 2^k, k in [-8, 8]. */
+static double moderate(uint64_t *s)
+{
+    double m = 1.0 + (double)(rnd(s) >> 11) * 0x1p-53;
+    int k = (int)below(s, 17) - 8;
+    return ldexp(m, k) * (rnd(s) & 1 ? -1 : 1);
+}
+
+static double float_value(nest_type t, gen g, uint64_t *s)
+{
+    bool f32 = t == NEST_F32;
+    double big = f32 ? FLT_MAX : DBL_MAX, tiny = f32 ? 0x1p-149 : 0x0.0000000000001p-1022;
+    double norm = f32 ? FLT_MIN : DBL_MIN;
+    switch (g) {
+    case G_SMALL: {
+        static const double v[] = {-2, -1, -0.0, 0, 1, 2, 0.5, INFINITY, -INFINITY, NAN};
+        return v[below(s, countof_(v))];
+    }
+    case G_POWEXP: {
+        static const double v[] = {-3, -2, -1, -0.5, 0, 0.5, 1, 2, 3, 2.5, 1.0 / 3, -0.0};
+        if (below(s, 3))
+            return v[below(s, countof_(v))];
+        return (double)(int64_t)below(s, 64) / 8.0 - 4.0;
+    }
+    case G_EXACT:
+        return (double)((int64_t)below(s, 17) - 8) / 4.0;
+    case G_CONVERT: {
+        const double v[] = {NAN, INFINITY, -INFINITY, 0x1p31, -0x1p31, 0x1p31 - 128, -0x1p31 - 256,
+                            0x1p63, -0x1p63, 0x1p62, -0x1p64, 1e19, -1e19, 1e10, -1e10, 0.5,
+                            -0.5, 1.5, -1.5, -0.99, 0.99, 255.75, 256, -0.0, 0x1p24 + 2, big,
+                            -big, tiny, 2147483647.0, -2147483648.0, 2147483647.5,
+                            -2147483648.5, -2147483649.0, 9.2e18, -9.3e18, 16777217.0};
+        if (below(s, 2))
+            return v[below(s, countof_(v))];
+        return moderate(s) * (below(s, 2) ? 1e6 : 1);
+    }
+    case G_EXTREME:
+        if (below(s, 4) == 0) {
+            const double v[] = {INFINITY, -INFINITY, NAN, big, -big, big / 2, tiny, -tiny, norm,
+                                -norm, 0.0, -0.0, 1e30, -1e-30};
+            return v[below(s, countof_(v))];
+        }
+        /* fall through */
+    case G_GENERAL:
+    default:
+        if (below(s, 16) == 0) {
+            static const double v[] = {0.0, -0.0, 1, -1, 0.5, -2, 3, 1e-3, 100};
+            return v[below(s, countof_(v))];
+        }
+        return moderate(s);
+    }
+}
+
+static int64_t int_value(nest_type t, gen g, uint64_t *s)
+{
+    bool i32 = t == NEST_I32;
+    int64_t mx = i32 ? INT32_MAX : INT64_MAX, mn = i32 ? INT32_MIN : INT64_MIN;
+    switch (g) {
+    case G_SMALL: {
+        const int64_t v[] = {-2, -1, 0, 1, 2, mx, mn};
+        return v[below(s, countof_(v))];
+    }
+    case G_POWEXP: {
+        const int64_t v[] = {0, 1, 2, 3, 5, 31, 32, 63, 64, -1, -2, -3, mx, mn, 7, 17};
+        return v[below(s, countof_(v))];
+    }
+    case G_EXACT:
+        return (int64_t)below(s, 17) - 8;
+    case G_CONVERT: {
+        const int64_t v[] = {mx, mn, mx - 1, mn + 1, -1, 0, 1, 255, 256, 16777217, -16777217,
+                             (int64_t)1 << 30, i32 ? 12345 : ((int64_t)1 << 53) + 1,
+                             i32 ? -7 : -(((int64_t)1 << 53) + 1), i32 ? 65536 : (int64_t)1 << 32,
+                             i32 ? 2147483584 : INT64_C(9223372036854774784)};
+        if (below(s, 2))
+            return v[below(s, countof_(v))];
+        uint64_t r = rnd(s);
+        return i32 ? (int32_t)(uint32_t)r : (int64_t)(r >> 1) * (r & 1 ? -1 : 1);
+    }
+    case G_EXTREME:
+    case G_GENERAL:
+    default: {
+        uint64_t k = below(s, 8);
+        if (k == 0) {
+            const int64_t v[] = {mx, mn, mx - 1, mn + 1, -1, 0, 1, 46341, 65536,
+                                 i32 ? (int64_t)1 << 30 : (int64_t)1 << 62, -(i32 ? 65537 : 3037000500)};
+            return v[below(s, countof_(v))];
+        }
+        if (k == 1) { /* anywhere in the range */
+            uint64_t r = rnd(s);
+            if (i32)
+                return (int64_t)(r & 0xFFFFFFFFu) - ((int64_t)1 << 31);
+            return (int64_t)(r >> 1) - (r & 1 ? INT64_MAX : 0);
+        }
+        return (int64_t)below(s, 2001) - 1000;
+    }
+    }
+}
+
+static void fill(void *p, nest_type t, int64_t n, gen g, uint64_t seed)
+{
+    uint64_t s = seed;
+    for (int64_t i = 0; i < n; i++) {
+        switch (t) {
+        case NEST_F32: ((float *)p)[i] = (float)float_value(t, g, &s); break;
+        case NEST_F64: ((double *)p)[i] = float_value(t, g, &s); break;
+        case NEST_I32: ((int32_t *)p)[i] = (int32_t)int_value(t, g, &s); break;
+        case NEST_I64: ((int64_t *)p)[i] = int_value(t, g, &s); break;
+        case NEST_BOOL: ((uint8_t *)p)[i] = (uint8_t)(rnd(&s) >> 63); break;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Building cases
+ * ------------------------------------------------------------------------------------------- */
+
+enum rkind { R_EXACT, R_ARITH, R_TRANS, R_SUM };
+
+#define MAXP 512
+#define MAXR 512
+#define LABEL 64
+
+typedef struct bctx {
+    nest_function *f;
+    bool mag;          /* building the magnitude twin (abs around reduced and contracted operands) */
+    nest_layout lay;   /* layout of the parameters and results made through P and R */
+    int np;
+    uint8_t gen[MAXP];
+    int nr;
+    nest_value res[MAXR];
+    nest_layout rlay[MAXR];
+    uint8_t kind[MAXR];
+    int64_t nterms[MAXR];
+    char label[MAXR][LABEL];
+} bctx;
+
+typedef void (*build_fn)(bctx *b, const void *arg);
+
+/* A shape: rank and dims. */
+typedef struct shp {
+    int rank;
+    int64_t d[4];
+} shp;
+
+static const shp SHAPES[] = {
+    {0, {0}},     {1, {1}},      {3, {1, 1, 1}},     {1, {0}},        {3, {3, 0, 2}},
+    {1, {7}},     {1, {33}},     {2, {5, 17}},       {1, {1000003}},  {3, {64, 65, 67}},
+};
+#define NSHAPES ((int)countof_(SHAPES))
+
+static int64_t shp_count(const shp *s)
+{
+    int64_t c = 1;
+    for (int i = 0; i < s->rank; i++)
+        c *= s->d[i];
+    return c;
+}
+
+static const char *tname(nest_type t) { return nest_type_name(t); }
+
+/* "f32[5,17]" */
+static const char *shape_str(nest_type t, int rank, const int64_t *d)
+{
+    static char ring[8][96];
+    static int k;
+    char *s = ring[k++ & 7];
+    int n = snprintf(s, 96, "%s[", tname(t));
+    for (int i = 0; i < rank && n < 80; i++)
+        n += snprintf(s + n, (size_t)(96 - n), "%s%lld", i ? "," : "", (long long)d[i]);
+    snprintf(s + n, (size_t)(96 - n), "]");
+    return s;
+}
+#define SHS(t, s) shape_str((t), (s)->rank, (s)->d)
+
+/* A parameter with an input generator; its layout is the case's. */
+static nest_value P(bctx *b, nest_type t, int rank, const int64_t *shape, gen g)
+{
+    char name[16];
+    snprintf(name, sizeof name, "p%d", b->np);
+    nest_value v = nest_parameter(b->f, name, t, rank, shape, b->lay);
+    if (v >= 0 && b->np < MAXP)
+        b->gen[b->np++] = (uint8_t)(t == NEST_BOOL ? G_BOOL : g);
+    return v;
+}
+#define PS(b, t, s, g) P((b), (t), (s)->rank, (s)->d, (g))
+
+static void Rv(bctx *b, nest_value v, int kind, int64_t nterms, const char *fmt, va_list ap)
+{
+    if (b->nr >= MAXR) {
+        b->nr++; /* reported by the harness */
+        return;
+    }
+    b->res[b->nr] = v;
+    b->rlay[b->nr] = b->lay;
+    b->kind[b->nr] = (uint8_t)kind;
+    b->nterms[b->nr] = nterms;
+    vsnprintf(b->label[b->nr], LABEL, fmt, ap);
+    b->nr++;
+}
+
+/* A result of the case: the kind of op that made it sets the float tolerance. */
+static void R(bctx *b, nest_value v, int kind, const char *fmt, ...) FORMAT_(4, 5);
+static void R(bctx *b, nest_value v, int kind, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    Rv(b, v, kind, 0, fmt, ap);
+    va_end(ap);
+}
+
+/* A sum or dot result of nterms terms per element. */
+static void RS(bctx *b, nest_value v, int64_t nterms, const char *fmt, ...) FORMAT_(4, 5);
+static void RS(bctx *b, nest_value v, int64_t nterms, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    Rv(b, v, R_SUM, nterms, fmt, ap);
+    va_end(ap);
+}
+
+/* In the magnitude twin, |v| (floats); else v. Wrap every operand of sum and dot in it. */
+static nest_value M(bctx *b, nest_value v)
+{
+    if (!b->mag || v < 0)
+        return v;
+    int t = nest_value_type(b->f, v);
+    return t == NEST_F32 || t == NEST_F64 ? nest_abs(b->f, v) : v;
+}
+
+static bool is_float_t(int t) { return t == NEST_F32 || t == NEST_F64; }
+
+/* Builds a case: returns the context with f, or NULL after reporting the builder's error. */
+static bctx *build(const char *name, build_fn fn, const void *arg, nest_layout lay, bool mag)
+{
+    bctx *b = calloc(1, sizeof *b);
+    assert_non_null(b);
+    b->f = nest_function_new(name);
+    b->mag = mag;
+    b->lay = lay;
+    assert_non_null(b->f);
+    fn(b, arg);
+    if (b->nr > MAXR) {
+        print_error("%s: more than %d results\n", name, MAXR);
+        fail();
+    }
+    int st = nest_errcode(b->f);
+    if (st == NEST_OK)
+        st = nest_return(b->f, b->nr, b->res, b->rlay);
+    if (st != NEST_OK) {
+        print_error("%s: building failed: %s\n", name, nest_errmsg(b->f));
+        nest_function_free(b->f);
+        free(b);
+        fail();
+    }
+    return b;
+}
+
+static void bctx_free(bctx *b)
+{
+    if (b) {
+        nest_function_free(b->f);
+        free(b);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Arrays of a function's parameters and results
+ * ------------------------------------------------------------------------------------------- */
+
+#define GUARD 64
+#define GUARD_BYTE 0xA5
+
+typedef struct arrays {
+    int n;
+    void **p;
+    int64_t *count;
+    uint8_t *type;
+    size_t *bytes;
+} arrays;
+
+static int64_t value_count(const nest_function *f, nest_value v)
+{
+    int64_t c = 1;
+    for (int i = 0; i < nest_value_rank(f, v); i++)
+        c *= nest_value_shape(f, v)[i];
+    return c;
+}
+
+/* Arrays for the parameters (results: false) or results of f, each followed by GUARD bytes. */
+static void arrays_alloc(arrays *a, const nest_function *f, bool results)
+{
+    a->n = results ? nest_result_count(f) : nest_param_count(f);
+    size_t n = (size_t)a->n + 1;
+    a->p = calloc(n, sizeof *a->p);
+    a->count = calloc(n, sizeof *a->count);
+    a->type = calloc(n, 1);
+    a->bytes = calloc(n, sizeof *a->bytes);
+    assert_true(a->p && a->count && a->type && a->bytes);
+    for (int i = 0; i < a->n; i++) {
+        nest_value v = results ? nest_result(f, i) : nest_param(f, i);
+        a->type[i] = (uint8_t)nest_value_type(f, v);
+        a->count[i] = value_count(f, v);
+        a->bytes[i] = (size_t)a->count[i] * nest_type_size((nest_type)a->type[i]);
+        a->p[i] = malloc(a->bytes[i] + GUARD);
+        assert_non_null(a->p[i]);
+        memset(a->p[i], GUARD_BYTE, a->bytes[i] + GUARD);
+    }
+}
+
+static void arrays_free(arrays *a)
+{
+    for (int i = 0; a->p && i < a->n; i++)
+        free(a->p[i]);
+    free(a->p);
+    free(a->count);
+    free(a->type);
+    free(a->bytes);
+    memset(a, 0, sizeof *a);
+}
+
+static void arrays_poison(arrays *a)
+{
+    for (int i = 0; i < a->n; i++)
+        memset(a->p[i], GUARD_BYTE, a->bytes[i] + GUARD);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Comparing
+ * ------------------------------------------------------------------------------------------- */
+
+static double eps_of(int t) { return t == NEST_F32 ? FLT_EPSILON : DBL_EPSILON; }
+static double tiny_of(int t) { return t == NEST_F32 ? 0x1p-149 : 0x0.0000000000001p-1022; }
+
+/* The multi-index of element i of a row- or column-major array, as text. */
+static void index_text(char *out, size_t cap, const nest_function *f, nest_value v, int64_t i,
+                       nest_layout lay)
+{
+    int r = nest_value_rank(f, v);
+    const int64_t *d = nest_value_shape(f, v);
+    int64_t idx[NEST_MAX_RANK];
+    for (int k = 0; k < r; k++) {
+        int ax = lay == NEST_COL_MAJOR ? k : r - 1 - k;
+        idx[ax] = d[ax] ? i % d[ax] : 0;
+        i = d[ax] ? i / d[ax] : 0;
+    }
+    size_t n = (size_t)snprintf(out, cap, "[");
+    for (int k = 0; k < r && n < cap; k++)
+        n += (size_t)snprintf(out + n, cap - n, "%s%lld", k ? "," : "", (long long)idx[k]);
+    if (n < cap)
+        snprintf(out + n, cap - n, "]");
+}
+
+/* Compares result r; prints up to 3 mismatches and returns how many elements differ. */
+static int64_t compare_one(const bctx *b, int r, const void *got, const void *want,
+                           const void *mag, const char *how)
+{
+    const nest_function *f = b->f;
+    int t = nest_value_type(f, nest_result(f, r));
+    int64_t n = value_count(f, nest_result(f, r));
+    int kind = r < MAXR ? b->kind[r] : R_EXACT;
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        bool ok;
+        double g = 0, w = 0, tol = 0;
+        if (is_float_t(t)) {
+            g = tu_float((nest_type)t, got, i);
+            w = tu_float((nest_type)t, want, i);
+            if (isnan(w) || isnan(g))
+                ok = isnan(w) && isnan(g);
+            else if (isinf(w) || isinf(g))
+                ok = g == w;
+            else {
+                double e = eps_of(t), ulps = kind == R_TRANS ? 4 : kind == R_EXACT ? 0 : 2;
+                tol = ulps * (e * fabs(w) + 4 * tiny_of(t));
+                if (kind == R_SUM && mag) {
+                    double nt = (double)(b->nterms[r] > 1 ? b->nterms[r] : 1);
+                    double s = tu_float((nest_type)t, mag, i);
+                    tol += e * s * (2 * log2(nt) + sqrt(nt) + 2);
+                    if (isinf(s) || isnan(s))
+                        tol = INFINITY;
+                }
+                ok = fabs(g - w) <= tol;
+            }
+        } else {
+            ok = tu_int((nest_type)t, got, i) == tu_int((nest_type)t, want, i);
+        }
+        if (ok)
+            continue;
+        if (bad++ < 3) {
+            char idx[128];
+            index_text(idx, sizeof idx, f, nest_result(f, r), i,
+                       r < MAXR ? b->rlay[r] : NEST_ROW_MAJOR);
+            if (is_float_t(t))
+                print_error("%s: %s: result %d (%s) element %lld %s: got %.17g, want %.17g "
+                            "(tolerance %.3g)\n",
+                            nest_function_name(f), how, r, r < MAXR ? b->label[r] : "?",
+                            (long long)i, idx, g, w, tol);
+            else
+                print_error("%s: %s: result %d (%s) element %lld %s: got %lld, want %lld\n",
+                            nest_function_name(f), how, r, r < MAXR ? b->label[r] : "?",
+                            (long long)i, idx, (long long)tu_int((nest_type)t, got, i),
+                            (long long)tu_int((nest_type)t, want, i));
+        }
+    }
+    if (bad > 3)
+        print_error("%s: %s: result %d (%s): %lld of %lld elements differ\n",
+                    nest_function_name(f), how, r, r < MAXR ? b->label[r] : "?", (long long)bad,
+                    (long long)n);
+    return bad;
+}
+
+/* Compares every result and checks the guards; returns the number of bad results. */
+static int compare_all(const bctx *b, const arrays *got, const arrays *want, const arrays *mag,
+                       const char *how)
+{
+    int bad = 0;
+    for (int r = 0; r < got->n; r++) {
+        const unsigned char *g = got->p[r];
+        bool guard = true;
+        for (size_t k = 0; k < GUARD; k++)
+            guard &= g[got->bytes[r] + k] == GUARD_BYTE;
+        if (!guard) {
+            print_error("%s: %s: result %d (%s) was written past its end\n",
+                        nest_function_name(b->f), how, r, r < MAXR ? b->label[r] : "?");
+            bad++;
+            continue;
+        }
+        if (compare_one(b, r, got->p[r], want->p[r], mag ? mag->p[r] : NULL, how))
+            bad++;
+    }
+    return bad;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Running a case
+ * ------------------------------------------------------------------------------------------- */
+
+enum {
+    V_FUSE = 1 << 0,      /* JIT, default options (fusion on, OpenMP on) */
+    V_NOFUSE = 1 << 1,    /* JIT, fuse = 0 */
+    V_NOOMP = 1 << 2,     /* JIT, openmp = 0 */
+    V_AOT = 1 << 3,       /* nest_build_so with the default cc */
+    V_AOT_CLANG = 1 << 4, /* nest_build_so with clang-14 */
+    V_COL = 1 << 5,       /* also build the case with column-major parameters and results */
+    V_ALIAS = 1 << 6,     /* parameters of one type and shape get the same array */
+    V_STD = V_FUSE | V_NOFUSE,
+};
+
+typedef struct variant {
+    unsigned flag;
+    const char *what;
+    int fuse, openmp;
+    const char *cc; /* AOT when set */
+} variant;
+
+static const variant VARIANTS[] = {
+    {V_FUSE, "jit", 1, 1, NULL},
+    {V_NOFUSE, "jit fuse=0", 0, 1, NULL},
+    {V_NOOMP, "jit openmp=0", 1, 0, NULL},
+    {V_AOT, "aot cc", 1, 1, "cc"},
+    {V_AOT_CLANG, "aot clang-14", 1, 1, "clang-14"},
+};
+
+/* Calls f compiled by the JIT into got; returns false (after printing why) on failure. */
+static bool run_jit(nest_function *f, const variant *v, arrays *args, arrays *got)
+{
+    nest_options o;
+    nest_options_init(&o);
+    o.fuse = v->fuse;
+    o.openmp = v->openmp;
+    nest_kernel *k = nest_compile(f, &o);
+    if (!k) {
+        print_error("%s: %s: nest_compile failed: %s\n", nest_function_name(f), v->what,
+                    nest_errmsg(f));
+        return false;
+    }
+    int st = nest_call(k, args->p, args->n, got->p, got->n);
+    if (st != NEST_OK)
+        print_error("%s: %s: nest_call returned %d: %s\n", nest_function_name(f), v->what, st,
+                    nest_kernel_errmsg(k));
+    nest_kernel_free(k);
+    return st == NEST_OK;
+}
+
+typedef int (*call_fn)(void *const *, void *const *);
+typedef int (*call_ws_fn)(void *const *, void *const *, void *);
+typedef size_t (*ws_size_fn)(void);
+
+/* A symbol of a shared object as a function pointer (POSIX: the round trip is defined). */
+static void *fn_sym(void *h, const char *name)
+{
+    return dlsym(h, name);
+}
+
+/* Builds f into a .so with cc, loads it and calls NAME_call (or NAME_call_ws). */
+static bool run_aot(nest_function *f, const variant *v, arrays *args, arrays *got)
+{
+    nest_options o;
+    nest_options_init(&o);
+    o.fuse = v->fuse;
+    o.openmp = v->openmp;
+    o.cc = v->cc;
+    char so[256];
+    snprintf(so, sizeof so, "%s/%s_%d.so", g_tmp, nest_function_name(f), ++g_seq);
+    int st = nest_build_so(&f, 1, so, NULL, &o, NULL);
+    if (st != NEST_OK) {
+        print_error("%s: %s: nest_build_so failed (%d): %s\n", nest_function_name(f), v->what,
+                    st, nest_errmsg(f));
+        return false;
+    }
+    void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        print_error("%s: %s: dlopen: %s\n", nest_function_name(f), v->what, dlerror());
+        return false;
+    }
+    char sym[300];
+    const char *name = nest_function_name(f);
+    snprintf(sym, sizeof sym, "%s_workspace_size", name);
+    void *wsz = fn_sym(h, sym);
+    snprintf(sym, sizeof sym, "%s_call_ws", name);
+    void *cws = fn_sym(h, sym);
+    snprintf(sym, sizeof sym, "%s_call", name);
+    void *c = fn_sym(h, sym);
+    bool ok = c != NULL && (wsz != NULL) == (cws != NULL);
+    if (!ok)
+        print_error("%s: %s: entry points missing (call %p, call_ws %p, workspace_size %p)\n",
+                    name, v->what, c, cws, wsz);
+    if (ok && cws) {
+        ws_size_fn size;
+        call_ws_fn call;
+        memcpy(&size, &wsz, sizeof size);
+        memcpy(&call, &cws, sizeof call);
+        size_t n = size();
+        void *ws = malloc(n + 1);
+        assert_non_null(ws);
+        int rc = call(args->p, got->p, ws);
+        free(ws);
+        if (rc != 0) {
+            print_error("%s: %s: %s_call_ws returned %d\n", name, v->what, name, rc);
+            ok = false;
+        }
+    } else if (ok) {
+        call_fn call;
+        memcpy(&call, &c, sizeof call);
+        int rc = call(args->p, got->p);
+        if (rc != 0) {
+            print_error("%s: %s: %s_call returned %d\n", name, v->what, name, rc);
+            ok = false;
+        }
+    }
+    /* not dlclose'd: a .so built with gcc -fopenmp takes libgomp down with it while the pool's
+     * threads still run there (see test_aot_dlclose) */
+    remove(so);
+    return ok;
+}
+
+/* The parameters' arrays: filled from the case's generators; with alias, a parameter of the
+ * same type and shape as an earlier one shares its array. Returns how many share. */
+static int make_inputs(const bctx *b, arrays *args, bool alias, unsigned char **owned)
+{
+    const nest_function *f = b->f;
+    uint64_t seed = hash_str(nest_function_name(f));
+    int shared = 0;
+    for (int i = 0; i < args->n; i++) {
+        owned[i] = args->p[i];
+        fill(args->p[i], (nest_type)args->type[i], args->count[i], (gen)b->gen[i],
+             seed + 0x1000193u * (uint64_t)(i + 1));
+        if (!alias)
+            continue;
+        nest_value vi = nest_param(f, i);
+        for (int j = 0; j < i; j++) {
+            nest_value vj = nest_param(f, j);
+            if (args->type[i] != args->type[j] || nest_value_rank(f, vi) != nest_value_rank(f, vj) ||
+                memcmp(nest_value_shape(f, vi), nest_value_shape(f, vj),
+                       (size_t)nest_value_rank(f, vi) * sizeof(int64_t)) != 0)
+                continue;
+            args->p[i] = args->p[j];
+            shared++;
+            break;
+        }
+    }
+    return shared;
+}
+
+static int g_cases, g_runs;
+
+/* Runs one case under the variants in flags; fails the test after reporting every mismatch. */
+static void check_case(const char *name, build_fn fn, const void *arg, unsigned flags)
+{
+    const char *only = getenv("NEST_DIFF_ONLY"); /* runs only the cases whose name has it */
+    if (only && !strstr(name, only))
+        return;
+    int bad = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        nest_layout lay = pass ? NEST_COL_MAJOR : NEST_ROW_MAJOR;
+        if (pass && !(flags & V_COL))
+            break;
+        double t0 = now_ms();
+        bctx *b = build(name, fn, arg, lay, false);
+        bool need_mag = false;
+        for (int r = 0; r < b->nr; r++)
+            need_mag |= b->kind[r] == R_SUM;
+        bctx *m = need_mag ? build(name, fn, arg, lay, true) : NULL;
+        if (m && nest_result_count(m->f) != nest_result_count(b->f)) {
+            print_error("%s: the magnitude twin has other results\n", name);
+            fail();
+        }
+        arrays args, want, got, mag = {0};
+        arrays_alloc(&args, b->f, false);
+        arrays_alloc(&want, b->f, true);
+        arrays_alloc(&got, b->f, true);
+        unsigned char **owned = calloc((size_t)args.n + 1, sizeof *owned);
+        assert_non_null(owned);
+        make_inputs(b, &args, (flags & V_ALIAS) != 0, owned);
+        /* a copy of the inputs, to check that no call writes them */
+        unsigned char **copy = calloc((size_t)args.n + 1, sizeof *copy);
+        assert_non_null(copy);
+        for (int i = 0; i < args.n; i++) {
+            copy[i] = malloc(args.bytes[i] + 1);
+            assert_non_null(copy[i]);
+            memcpy(copy[i], args.p[i], args.bytes[i]);
+        }
+        int st = nest_evaluate(b->f, args.p, args.n, want.p, want.n);
+        if (st != NEST_OK) {
+            print_error("%s: nest_evaluate: %s\n", name, nest_errmsg(b->f));
+            fail();
+        }
+        if (m) {
+            arrays_alloc(&mag, m->f, true);
+            st = nest_evaluate(m->f, args.p, args.n, mag.p, mag.n);
+            if (st != NEST_OK) {
+                print_error("%s: nest_evaluate (magnitudes): %s\n", name, nest_errmsg(m->f));
+                fail();
+            }
+        }
+        const char *dump = getenv("NEST_DIFF_DUMP");
+        if (dump && strcmp(dump, name) == 0) {
+            /* NEST_DIFF_DUMP=case writes the case as text and its C (both fusion settings) */
+            nest_options o;
+            nest_options_init(&o);
+            char *ir = nest_print(&b->f, 1), *c1 = nest_emit(&b->f, 1, NEST_EMIT_C, &o);
+            o.fuse = 0;
+            char *c0 = nest_emit(&b->f, 1, NEST_EMIT_C, &o);
+            fprintf(stderr, "%s\n/* ---- fuse=1 ---- */\n%s\n/* ---- fuse=0 ---- */\n%s\n",
+                    ir ? ir : "", c1 ? c1 : "", c0 ? c0 : "");
+            nest_string_free(ir);
+            nest_string_free(c1);
+            nest_string_free(c0);
+        }
+        double t1 = now_ms(), tj = 0;
+        for (size_t vi = 0; vi < countof_(VARIANTS); vi++) {
+            const variant *v = &VARIANTS[vi];
+            if (!(flags & v->flag))
+                continue;
+            char how[96];
+            snprintf(how, sizeof how, "%s%s%s", v->what, pass ? ", column-major" : "",
+                     flags & V_ALIAS ? ", aliased arguments" : "");
+            arrays_poison(&got);
+            double t2 = now_ms();
+            bool ok = v->cc ? run_aot(b->f, v, &args, &got) : run_jit(b->f, v, &args, &got);
+            tj += now_ms() - t2;
+            g_runs++;
+            if (!ok) {
+                bad++;
+                continue;
+            }
+            bad += compare_all(b, &got, &want, m ? &mag : NULL, how);
+            for (int i = 0; i < args.n; i++)
+                if (memcmp(copy[i], args.p[i], args.bytes[i]) != 0) {
+                    print_error("%s: %s: argument %d was written\n", name, how, i);
+                    bad++;
+                    memcpy(args.p[i], copy[i], args.bytes[i]);
+                }
+        }
+        if (g_verbose)
+            fprintf(stderr, "  %-24s %s %3d params %3d results: build+oracle %7.1f ms, runs %7.1f ms\n",
+                    name, pass ? "col" : "row", args.n, want.n, t1 - t0, tj);
+        g_cases++;
+        for (int i = 0; i < args.n; i++) {
+            free(copy[i]);
+            args.p[i] = owned[i];
+        }
+        free(copy);
+        free(owned);
+        arrays_free(&args);
+        arrays_free(&want);
+        arrays_free(&got);
+        arrays_free(&mag);
+        bctx_free(b);
+        bctx_free(m);
+    }
+    if (bad) {
+        print_error("%s: %d mismatching results or failed runs\n", name, bad);
+        fail();
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Element-wise ops
+ * ------------------------------------------------------------------------------------------- */
+
+typedef nest_value (*binary_fn)(nest_function *, nest_value, nest_value);
+typedef nest_value (*unary_fn)(nest_function *, nest_value);
+
+static const nest_type NUM_TYPES[] = {NEST_F32, NEST_F64, NEST_I32, NEST_I64};
+static const nest_type ALL_TYPES[] = {NEST_F32, NEST_F64, NEST_I32, NEST_I64, NEST_BOOL};
+
+static const struct {
+    const char *name;
+    binary_fn fn;
+} BINARY[] = {
+    {"add", nest_add},         {"subtract", nest_subtract}, {"multiply", nest_multiply},
+    {"divide", nest_divide},   {"maximum", nest_maximum},   {"minimum", nest_minimum},
+};
+
+static const struct {
+    const char *name;
+    unary_fn fn;
+    bool float_only, trans;
+} UNARY[] = {
+    {"negative", nest_negative, false, false}, {"abs", nest_abs, false, false},
+    {"sqrt", nest_sqrt, true, false},          {"exp", nest_exp, true, true},
+    {"log", nest_log, true, true},             {"tanh", nest_tanh, true, true},
+};
+
+/* Every binary arithmetic op over every shape, on one element type. */
+static void build_binary(bctx *b, const void *arg)
+{
+    nest_type t = *(const nest_type *)arg;
+    bool fl = is_float_t(t);
+    for (int s = 0; s < NSHAPES; s++) {
+        const shp *sh = &SHAPES[s];
+        nest_value x = PS(b, t, sh, G_EXTREME), y = PS(b, t, sh, G_EXTREME);
+        for (size_t o = 0; o < countof_(BINARY); o++)
+            R(b, BINARY[o].fn(b->f, x, y), fl ? R_ARITH : R_EXACT, "%s %s", BINARY[o].name,
+              SHS(t, sh));
+        nest_value base = PS(b, t, sh, G_GENERAL), ex = PS(b, t, sh, G_POWEXP);
+        R(b, nest_power(b->f, base, ex), fl ? R_TRANS : R_EXACT, "power %s", SHS(t, sh));
+    }
+}
+
+static void test_binary(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < countof_(NUM_TYPES); i++) {
+        char name[32];
+        snprintf(name, sizeof name, "binary_%s", tname(NUM_TYPES[i]));
+        check_case(name, build_binary, &NUM_TYPES[i], V_STD);
+    }
+}
+
+static void build_unary(bctx *b, const void *arg)
+{
+    nest_type t = *(const nest_type *)arg;
+    bool fl = is_float_t(t);
+    for (int s = 0; s < NSHAPES; s++) {
+        const shp *sh = &SHAPES[s];
+        nest_value x = PS(b, t, sh, G_EXTREME);
+        for (size_t o = 0; o < countof_(UNARY); o++) {
+            if (UNARY[o].float_only && !fl)
+                continue;
+            R(b, UNARY[o].fn(b->f, x), !fl ? R_EXACT : UNARY[o].trans ? R_TRANS : R_ARITH,
+              "%s %s", UNARY[o].name, SHS(t, sh));
+        }
+    }
+}
+
+static void test_unary(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < countof_(NUM_TYPES); i++) {
+        char name[32];
+        snprintf(name, sizeof name, "unary_%s", tname(NUM_TYPES[i]));
+        check_case(name, build_unary, &NUM_TYPES[i], V_STD);
+    }
+}
+
+/* less, greater (numeric), equal (any), select (any), select of a comparison. */
+static void build_compare(bctx *b, const void *arg)
+{
+    nest_type t = *(const nest_type *)arg;
+    bool num = t != NEST_BOOL;
+    for (int s = 0; s < NSHAPES; s++) {
+        const shp *sh = &SHAPES[s];
+        nest_value x = PS(b, t, sh, G_SMALL), y = PS(b, t, sh, G_SMALL);
+        nest_value c = PS(b, NEST_BOOL, sh, G_BOOL);
+        if (num) {
+            R(b, nest_less(b->f, x, y), R_EXACT, "less %s", SHS(t, sh));
+            R(b, nest_greater(b->f, x, y), R_EXACT, "greater %s", SHS(t, sh));
+            R(b, nest_select(b->f, nest_less(b->f, y, x), x, y), R_EXACT, "select(less) %s",
+              SHS(t, sh));
+        }
+        R(b, nest_equal(b->f, x, y), R_EXACT, "equal %s", SHS(t, sh));
+        R(b, nest_select(b->f, c, x, y), R_EXACT, "select %s", SHS(t, sh));
+        R(b, nest_select(b->f, nest_equal(b->f, x, y), c, nest_equal(b->f, y, y)), R_EXACT,
+          "select(equal) of bools %s", SHS(t, sh));
+    }
+}
+
+static void test_compare_select(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < countof_(ALL_TYPES); i++) {
+        char name[32];
+        snprintf(name, sizeof name, "compare_%s", tname(ALL_TYPES[i]));
+        check_case(name, build_compare, &ALL_TYPES[i], V_STD);
+    }
+}
+
+/* convert from one type to every type, every shape */
+static void build_convert(bctx *b, const void *arg)
+{
+    nest_type from = *(const nest_type *)arg;
+    for (int s = 0; s < NSHAPES; s++) {
+        const shp *sh = &SHAPES[s];
+        nest_value x = PS(b, from, sh, G_CONVERT);
+        for (size_t k = 0; k < countof_(ALL_TYPES); k++)
+            R(b, nest_convert(b->f, x, ALL_TYPES[k]), R_EXACT, "convert to %s %s",
+              tname(ALL_TYPES[k]), SHS(from, sh));
+        /* a conversion inside a chain: back and forth */
+        for (size_t k = 0; k < countof_(ALL_TYPES); k++)
+            R(b, nest_convert(b->f, nest_convert(b->f, x, ALL_TYPES[k]), from), R_EXACT,
+              "convert to %s and back %s", tname(ALL_TYPES[k]), SHS(from, sh));
+    }
+}
+
+static void test_convert(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < countof_(ALL_TYPES); i++) {
+        char name[32];
+        snprintf(name, sizeof name, "convert_%s", tname(ALL_TYPES[i]));
+        check_case(name, build_convert, &ALL_TYPES[i], V_STD);
+    }
+}
+
+/* Chains of element-wise ops whose intermediates are shared, returned or used once: what fusion
+ * changes (with fuse = 0 every op is stored). */
+static void build_chain(bctx *b, const void *arg)
+{
+    nest_type t = *(const nest_type *)arg;
+    nest_function *f = b->f;
+    bool fl = is_float_t(t);
+    int k = fl ? R_ARITH : R_EXACT;
+    for (int s = 0; s < NSHAPES; s++) {
+        const shp *sh = &SHAPES[s];
+        nest_value x = PS(b, t, sh, G_GENERAL), y = PS(b, t, sh, G_GENERAL),
+                   z = PS(b, t, sh, G_GENERAL);
+        nest_value s1 = nest_add(f, x, y);            /* used three times */
+        nest_value s2 = nest_multiply(f, s1, z);      /* a result and used again */
+        nest_value s3 = nest_subtract(f, s2, nest_negative(f, x));
+        nest_value s4 = nest_maximum(f, s3, nest_abs(f, y));
+        nest_value s5 = nest_select(f, nest_less(f, s4, s1), s4, nest_minimum(f, s1, z));
+        R(b, s5, k, "chain %s", SHS(t, sh));
+        R(b, s2, k, "chain intermediate %s", SHS(t, sh));
+        R(b, nest_divide(f, s1, nest_add(f, z, s1)), k, "chain divide %s", SHS(t, sh));
+        if (fl)
+            R(b, nest_sqrt(f, nest_add(f, nest_multiply(f, x, x), nest_multiply(f, y, y))),
+              R_ARITH, "chain hypot %s", SHS(t, sh));
+        /* an equal operand twice, and a value compared with itself */
+        R(b, nest_select(f, nest_equal(f, s1, s1), nest_add(f, x, x), s1), k,
+          "chain self %s", SHS(t, sh));
+    }
+}
+
+static void test_chain(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < countof_(NUM_TYPES); i++) {
+        char name[32];
+        snprintf(name, sizeof name, "chain_%s", tname(NUM_TYPES[i]));
+        check_case(name, build_chain, &NUM_TYPES[i], V_STD);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Constants
+ * ------------------------------------------------------------------------------------------- */
+
+/* A constant of shape sh: a splat of one element (count 1) or every element (count of sh). The
+ * values cover the literals the emitter must spell: NaN, infinities, -0, the largest and the
+ * smallest values, INT_MIN. */
+static nest_value constant_of(bctx *b, nest_type t, const shp *sh, bool full, int which)
+{
+    int64_t n = full ? shp_count(sh) : 1;
+    size_t size = nest_type_size(t);
+    unsigned char *d = malloc((size_t)(n ? n : 1) * size);
+    assert_non_null(d);
+    static const double fv[] = {0.1, NAN, INFINITY, -INFINITY, -0.0, FLT_MAX, 0x1p-149, -3.5,
+                                1e-40, 16777217.0, 1.0 / 3, -FLT_MAX, 0, 2.5e-8, 12345.678};
+    static const double dv[] = {0.1, NAN, INFINITY, -INFINITY, -0.0, DBL_MAX, 0x1p-1074, -3.5,
+                                1e-310, 9007199254740993.0, 1.0 / 3, -DBL_MAX, 0, 2.5e-300,
+                                12345.678};
+    static const int64_t iv[] = {0, -1, INT32_MIN, INT32_MAX, 7, -123456, 1, 100, -2, 42};
+    static const int64_t lv[] = {0, -1, INT64_MIN, INT64_MAX, 7, -1234567890123, 1, INT32_MIN,
+                                 (int64_t)1 << 53, -2};
+    for (int64_t i = 0; i < n; i++) {
+        size_t k = (size_t)(i + which);
+        switch (t) {
+        case NEST_F32: ((float *)d)[i] = (float)fv[k % countof_(fv)]; break;
+        case NEST_F64: ((double *)d)[i] = dv[k % countof_(dv)]; break;
+        case NEST_I32: ((int32_t *)d)[i] = (int32_t)iv[k % countof_(iv)]; break;
+        case NEST_I64: ((int64_t *)d)[i] = lv[k % countof_(lv)]; break;
+        case NEST_BOOL: ((uint8_t *)d)[i] = (uint8_t)(k % 3 != 0); break;
+        }
+    }
+    nest_value v = nest_constant(b->f, t, sh->rank, sh->d, d, n);
+    free(d);
+    return v;
+}
+
+/* Constants returned directly and used in expressions, splat and full, on every shape (full
+ * ones only where the C stays small), plus a splat of every special value. */
+static void build_constant(bctx *b, const void *arg)
+{
+    nest_type t = *(const nest_type *)arg;
+    nest_function *f = b->f;
+    bool fl = is_float_t(t), num = t != NEST_BOOL;
+    for (int s = 0; s < NSHAPES; s++) {
+        const shp *sh = &SHAPES[s];
+        bool full = shp_count(sh) <= 1000;
+        nest_value x = PS(b, t, sh, G_GENERAL);
+        nest_value splat = constant_of(b, t, sh, false, s);
+        R(b, splat, R_EXACT, "splat constant %s", SHS(t, sh));
+        R(b, num ? nest_add(f, x, splat) : nest_equal(f, x, splat), fl ? R_ARITH : R_EXACT,
+          "x + splat %s", SHS(t, sh));
+        if (full) {
+            nest_value c = constant_of(b, t, sh, true, s);
+            R(b, c, R_EXACT, "full constant %s", SHS(t, sh));
+            R(b, num ? nest_multiply(f, c, x) : nest_equal(f, c, x), fl ? R_ARITH : R_EXACT,
+              "full * x %s", SHS(t, sh));
+            nest_value c2 = constant_of(b, NEST_BOOL, sh, true, s + 1);
+            R(b, nest_select(f, c2, c, x), R_EXACT, "select(const, const, x) %s", SHS(t, sh));
+        }
+        /* a scalar constant broadcast into an expression */
+        shp sc = {0, {0}};
+        nest_value k = constant_of(b, t, &sc, false, s + 2);
+        nest_value kb = nest_broadcast(f, k, sh->rank, sh->d, sh->rank,
+                                       SHAPE(0, 1, 2, 3));
+        R(b, num ? nest_subtract(f, x, kb) : nest_equal(f, kb, x), fl ? R_ARITH : R_EXACT,
+          "x - broadcast(scalar const) %s", SHS(t, sh));
+    }
+    /* every special value as a splat over [3] and as a scalar, returned and in a select */
+    shp s3 = {1, {3}}, s0 = {0, {0}};
+    nest_value c = PS(b, NEST_BOOL, &s3, G_BOOL), y = PS(b, t, &s3, G_GENERAL);
+    for (int w = 0; w < 15; w++) {
+        nest_value k = constant_of(b, t, &s3, false, w);
+        R(b, k, R_EXACT, "splat value %d", w);
+        R(b, constant_of(b, t, &s0, false, w), R_EXACT, "scalar value %d", w);
+        R(b, nest_select(f, c, k, y), R_EXACT, "select with splat value %d", w);
+    }
+}
+
+static void test_constant(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < countof_(ALL_TYPES); i++) {
+        char name[32];
+        snprintf(name, sizeof name, "constant_%s", tname(ALL_TYPES[i]));
+        check_case(name, build_constant, &ALL_TYPES[i], V_STD | V_AOT);
+    }
+}
+
+/* A function without parameters: constants only. */
+static void build_no_params(bctx *b, const void *arg)
+{
+    (void)arg;
+    shp s = {2, {2, 3}};
+    nest_value c = constant_of(b, NEST_F32, &s, true, 0);
+    R(b, nest_sum(b->f, M(b, c), 1, SHAPE(1)), R_EXACT, "sum of a constant");
+    R(b, nest_convert(b->f, constant_of(b, NEST_I64, &s, true, 3), NEST_F64), R_EXACT,
+      "convert of a constant");
+}
+
+static void test_no_params(void **state)
+{
+    (void)state;
+    check_case("no_params", build_no_params, NULL, V_STD | V_AOT);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * dot
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct dot_form {
+    shp a, b;
+} dot_form;
+
+static const dot_form DOTS[] = {
+    /* scalar . scalar, scalar . tensor, tensor . scalar */
+    {{0, {0}}, {0, {0}}},
+    {{0, {0}}, {1, {7}}},
+    {{2, {5, 17}}, {0, {0}}},
+    {{0, {0}}, {3, {3, 0, 2}}},
+    {{3, {64, 65, 67}}, {0, {0}}},
+    /* vector . vector, including the zero-length contraction */
+    {{1, {0}}, {1, {0}}},
+    {{1, {1}}, {1, {1}}},
+    {{1, {7}}, {1, {7}}},
+    {{1, {33}}, {1, {33}}},
+    {{1, {1000003}}, {1, {1000003}}},
+    /* matrix . vector, vector . matrix, matrix . matrix */
+    {{2, {5, 17}}, {1, {17}}},
+    {{1, {33}}, {2, {33, 7}}},
+    {{2, {1, 1}}, {2, {1, 1}}},
+    {{2, {5, 17}}, {2, {17, 33}}},
+    {{2, {33, 65}}, {2, {65, 47}}},
+    {{2, {64, 65}}, {2, {65, 67}}},
+    /* zero-length contraction with an output, zero-size outputs */
+    {{2, {3, 0}}, {2, {0, 4}}},
+    {{2, {0, 3}}, {2, {3, 4}}},
+    {{2, {3, 4}}, {2, {4, 0}}},
+    {{3, {3, 0, 2}}, {2, {2, 5}}},
+    /* higher ranks */
+    {{3, {2, 3, 4}}, {2, {4, 5}}},
+    {{1, {4}}, {3, {4, 2, 3}}},
+    {{2, {2, 3}}, {3, {3, 4, 5}}},
+    {{3, {1, 1, 1}}, {3, {1, 1, 1}}},
+    {{3, {64, 65, 67}}, {1, {67}}},
+    {{1, {64}}, {3, {64, 65, 67}}},
+};
+
+typedef struct dot_arg {
+    nest_type t;
+    gen g;
+} dot_arg;
+
+static int64_t contraction(const dot_form *d)
+{
+    if (d->a.rank == 0 || d->b.rank == 0)
+        return 1;
+    return d->b.d[0];
+}
+
+static void build_dot(bctx *b, const void *arg)
+{
+    const dot_arg *da = arg;
+    nest_type t = da->t;
+    bool fl = is_float_t(t), exact = da->g == G_EXACT;
+    for (size_t i = 0; i < countof_(DOTS); i++) {
+        const dot_form *d = &DOTS[i];
+        nest_value x = PS(b, t, &d->a, da->g), y = PS(b, t, &d->b, da->g);
+        nest_value r = nest_dot(b->f, M(b, x), M(b, y));
+        if (fl && !exact)
+            RS(b, r, contraction(d), "dot %s . %s", SHS(t, &d->a), SHS(t, &d->b));
+        else
+            R(b, r, R_EXACT, "dot %s . %s", SHS(t, &d->a), SHS(t, &d->b));
+    }
+}
+
+/* dot of expressions: fused or stored operands, views, the l2 pattern, a dot feeding ops */
+static void build_dot_expr(bctx *b, const void *arg)
+{
+    const dot_arg *da = arg;
+    nest_type t = da->t;
+    nest_function *f = b->f;
+    bool fl = is_float_t(t);
+    shp m = {2, {5, 17}}, n = {2, {17, 33}}, tr = {2, {17, 5}}, v = {1, {1000003}},
+        v33 = {1, {33}}, o = {2, {5, 33}};
+    nest_value a = PS(b, t, &m, da->g), a2 = PS(b, t, &m, da->g), c = PS(b, t, &n, da->g);
+    nest_value at = PS(b, t, &tr, da->g), x = PS(b, t, &v, da->g), y = PS(b, t, &v, da->g);
+    nest_value w = PS(b, t, &v33, da->g), bias = PS(b, t, &o, da->g);
+    nest_value s = nest_add(f, a, a2);
+    nest_value r1 = nest_dot(f, M(b, s), M(b, c));
+    nest_value tt = nest_reshape(f, at, SHAPE(1, 0), 2, SHAPE(5, 17));
+    nest_value r2 = nest_dot(f, M(b, tt), M(b, c));
+    nest_value ct = nest_reshape(f, c, SHAPE(1, 0), 2, SHAPE(33, 17));
+    nest_value r3 = nest_dot(f, M(b, a), M(b, nest_reshape(f, ct, SHAPE(1, 0), 2, SHAPE(17, 33))));
+    nest_value d = nest_subtract(f, x, y);
+    nest_value r4 = nest_dot(f, M(b, d), M(b, d));
+    nest_value wb = nest_broadcast(f, w, 2, SHAPE(17, 33), 1, SHAPE(0));
+    nest_value r5 = nest_dot(f, M(b, a), M(b, wb));
+    nest_value r6 = nest_dot(f, M(b, nest_negative(f, a)), M(b, nest_multiply(f, c, c)));
+    if (fl) {
+        RS(b, r1, 17, "dot(add, c)");
+        RS(b, r2, 17, "dot(transpose, c)");
+        RS(b, r3, 17, "dot(a, transpose of transpose)");
+        RS(b, r4, 1000003, "dot(d, d)");
+        RS(b, r5, 17, "dot(a, broadcast)");
+        RS(b, r6, 17, "dot(negative, multiply)");
+        /* a dot feeding element-wise ops (the dense layer); in the twin, the magnitude */
+        nest_value h = nest_add(f, r1, bias);
+        if (b->mag)
+            h = nest_add(f, r1, nest_abs(f, bias));
+        RS(b, h, 18, "dot + bias");
+    } else {
+        R(b, r1, R_EXACT, "dot(add, c)");
+        R(b, r2, R_EXACT, "dot(transpose, c)");
+        R(b, r3, R_EXACT, "dot(a, transpose of transpose)");
+        R(b, r4, R_EXACT, "dot(d, d)");
+        R(b, r5, R_EXACT, "dot(a, broadcast)");
+        R(b, r6, R_EXACT, "dot(negative, multiply)");
+        nest_value h = nest_add(f, r1, bias);
+        R(b, nest_maximum(f, h, nest_negative(f, h)), R_EXACT, "|dot + bias|");
+    }
+}
+
+static void test_dot(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < countof_(NUM_TYPES); i++) {
+        char name[32];
+        dot_arg da = {NUM_TYPES[i], G_GENERAL};
+        snprintf(name, sizeof name, "dot_%s", tname(NUM_TYPES[i]));
+        check_case(name, build_dot, &da, V_STD);
+        snprintf(name, sizeof name, "dot_expr_%s", tname(NUM_TYPES[i]));
+        check_case(name, build_dot_expr, &da, V_STD);
+        if (is_float_t(NUM_TYPES[i])) {
+            da.g = G_EXACT;
+            snprintf(name, sizeof name, "dot_exact_%s", tname(NUM_TYPES[i]));
+            check_case(name, build_dot, &da, V_FUSE);
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * broadcast, reshape, slice, concat
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct bc_form {
+    shp in, out;
+    int naxes;
+    int64_t axes[4];
+} bc_form;
+
+static const bc_form BCS[] = {
+    {{0, {0}}, {0, {0}}, 0, {0}},
+    {{0, {0}}, {1, {7}}, 1, {0}},
+    {{0, {0}}, {2, {5, 17}}, 2, {1, 0}},
+    {{0, {0}}, {3, {3, 0, 2}}, 3, {0, 1, 2}},
+    {{0, {0}}, {3, {64, 65, 67}}, 3, {0, 1, 2}},
+    {{1, {17}}, {2, {5, 17}}, 1, {0}},
+    {{1, {5}}, {2, {5, 17}}, 1, {1}},
+    {{1, {65}}, {3, {64, 65, 67}}, 2, {0, 2}},
+    {{2, {64, 67}}, {3, {64, 65, 67}}, 1, {1}},
+    {{2, {64, 65}}, {3, {64, 65, 67}}, 1, {2}},
+    {{1, {1}}, {3, {1, 1, 1}}, 2, {0, 1}},
+    {{1, {0}}, {2, {3, 0}}, 1, {0}},
+    {{1, {3}}, {2, {3, 0}}, 1, {1}},
+    {{2, {2, 3}}, {4, {4, 2, 5, 3}}, 2, {2, 0}},
+    {{1, {1000003}}, {2, {2, 1000003}}, 1, {0}},
+    {{1, {33}}, {2, {33, 1}}, 1, {1}},
+    {{2, {5, 17}}, {2, {5, 17}}, 0, {0}},
+};
+
+static void build_broadcast(bctx *b, const void *arg)
+{
+    nest_type t = *(const nest_type *)arg;
+    nest_function *f = b->f;
+    bool num = t != NEST_BOOL;
+    for (size_t i = 0; i < countof_(BCS); i++) {
+        const bc_form *c = &BCS[i];
+        nest_value x = PS(b, t, &c->in, G_GENERAL), y = PS(b, t, &c->out, G_GENERAL);
+        nest_value v = nest_broadcast(f, x, c->out.rank, c->out.d, c->naxes, c->axes);
+        R(b, v, R_EXACT, "broadcast %s to %s", SHS(t, &c->in), SHS(t, &c->out));
+        R(b, num ? nest_subtract(f, y, v) : nest_equal(f, y, v), is_float_t(t) ? R_ARITH : R_EXACT,
+          "y - broadcast %s to %s", SHS(t, &c->in), SHS(t, &c->out));
+        /* a broadcast of an expression (stored first when it is not cheap) */
+        if (num) {
+            nest_value e = nest_multiply(f, nest_add(f, x, x), x);
+            R(b, nest_add(f, nest_broadcast(f, e, c->out.rank, c->out.d, c->naxes, c->axes), y),
+              is_float_t(t) ? R_ARITH : R_EXACT, "broadcast of (x+x)*x %s to %s",
+              SHS(t, &c->in), SHS(t, &c->out));
+        }
+    }
+}
+
+static void test_broadcast(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < countof_(ALL_TYPES); i++) {
+        char name[32];
+        snprintf(name, sizeof name, "broadcast_%s", tname(ALL_TYPES[i]));
+        check_case(name, build_broadcast, &ALL_TYPES[i], V_STD);
+    }
+}
+
+typedef struct rs_form {
+    shp in, out;
+    bool has_order;
+    int64_t order[4];
+} rs_form;
+
+static const rs_form RSS[] = {
+    {{2, {5, 17}}, {1, {85}}, false, {0}},
+    {{1, {85}}, {2, {5, 17}}, false, {0}},
+    {{3, {2, 3, 4}}, {2, {4, 6}}, false, {0}},
+    {{0, {0}}, {3, {1, 1, 1}}, false, {0}},
+    {{3, {1, 1, 1}}, {0, {0}}, false, {0}},
+    {{3, {3, 0, 2}}, {2, {0, 6}}, false, {0}},
+    {{1, {7}}, {1, {7}}, false, {0}},
+    {{1, {7}}, {1, {7}}, true, {0}},
+    {{2, {5, 17}}, {2, {5, 17}}, true, {0, 1}},
+    /* transposes */
+    {{2, {5, 17}}, {2, {17, 5}}, true, {1, 0}},
+    {{2, {33, 1}}, {2, {1, 33}}, true, {1, 0}},
+    {{3, {3, 4, 5}}, {3, {5, 3, 4}}, true, {2, 0, 1}},
+    {{3, {3, 4, 5}}, {3, {4, 5, 3}}, true, {1, 2, 0}},
+    {{3, {64, 65, 67}}, {3, {67, 64, 65}}, true, {2, 0, 1}},
+    {{3, {3, 0, 2}}, {3, {2, 3, 0}}, true, {2, 0, 1}},
+    /* an order and a new shape: the transposed elements laid out again (a copy) */
+    {{2, {5, 17}}, {1, {85}}, true, {1, 0}},
+    {{3, {3, 4, 5}}, {2, {5, 12}}, true, {2, 0, 1}},
+    {{3, {3, 4, 5}}, {2, {10, 6}}, true, {1, 2, 0}},
+    {{3, {3, 4, 5}}, {3, {2, 5, 6}}, true, {2, 1, 0}},
+};
+
+static void build_reshape(bctx *b, const void *arg)
+{
+    nest_type t = *(const nest_type *)arg;
+    nest_function *f = b->f;
+    bool num = t != NEST_BOOL;
+    int k = is_float_t(t) ? R_ARITH : R_EXACT;
+    for (size_t i = 0; i < countof_(RSS); i++) {
+        const rs_form *c = &RSS[i];
+        const int64_t *ord = c->has_order ? c->order : NULL;
+        nest_value x = PS(b, t, &c->in, G_GENERAL), y = PS(b, t, &c->out, G_GENERAL);
+        nest_value v = nest_reshape(f, x, ord, c->out.rank, c->out.d);
+        R(b, v, R_EXACT, "reshape %s to %s (%d)", SHS(t, &c->in), SHS(t, &c->out), (int)i);
+        R(b, num ? nest_add(f, v, y) : nest_equal(f, v, y), k, "reshape + y (%d)", (int)i);
+        if (num) {
+            /* a reshape of an expression, and a reshape of a reshape */
+            nest_value e = nest_subtract(f, x, nest_negative(f, x));
+            R(b, nest_reshape(f, e, ord, c->out.rank, c->out.d), k, "reshape of x - -x (%d)",
+              (int)i);
+        }
+        nest_value back = nest_reshape(f, v, NULL, c->in.rank, c->in.d);
+        R(b, back, R_EXACT, "reshape back to %s (%d)", SHS(t, &c->in), (int)i);
+    }
+    /* transpose, then a reshape that merges the transposed axes: must copy */
+    shp m = {2, {5, 17}}, c3 = {3, {3, 4, 5}};
+    nest_value x = PS(b, t, &m, G_GENERAL), z = PS(b, t, &c3, G_GENERAL);
+    nest_value tx = nest_reshape(f, x, SHAPE(1, 0), 2, SHAPE(17, 5));
+    R(b, nest_reshape(f, tx, NULL, 1, SHAPE(85)), R_EXACT, "reshape(transpose) to [85]");
+    R(b, nest_reshape(f, tx, NULL, 2, SHAPE(5, 17)), R_EXACT, "reshape(transpose) to [5,17]");
+    nest_value tz = nest_reshape(f, z, SHAPE(2, 0, 1), 3, SHAPE(5, 3, 4));
+    nest_value rz = nest_reshape(f, tz, NULL, 2, SHAPE(15, 4));
+    R(b, rz, R_EXACT, "reshape(order [2,0,1]) to [15,4]");
+    R(b, nest_reshape(f, rz, SHAPE(1, 0), 2, SHAPE(4, 15)), R_EXACT,
+      "transpose of reshape(order [2,0,1])");
+    if (num)
+        R(b, nest_add(f, nest_reshape(f, tz, NULL, 1, SHAPE(60)),
+                      nest_reshape(f, z, NULL, 1, SHAPE(60))),
+          k, "reshape(transposed) + reshape");
+}
+
+static void test_reshape(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < countof_(ALL_TYPES); i++) {
+        char name[32];
+        snprintf(name, sizeof name, "reshape_%s", tname(ALL_TYPES[i]));
+        check_case(name, build_reshape, &ALL_TYPES[i], V_STD);
+    }
+}
+
+typedef struct sl_form {
+    shp in;
+    int64_t lo[4], hi[4], st[4];
+    bool strided;
+} sl_form;
+
+static const sl_form SLS[] = {
+    {{0, {0}}, {0}, {0}, {0}, false},
+    {{1, {1}}, {0}, {1}, {1}, false},
+    {{3, {1, 1, 1}}, {0, 0, 0}, {1, 1, 1}, {1, 1, 1}, true},
+    {{1, {0}}, {0}, {0}, {1}, false},
+    {{3, {3, 0, 2}}, {1, 0, 0}, {3, 0, 2}, {1, 1, 2}, true},
+    {{1, {7}}, {3}, {3}, {1}, false},
+    {{1, {7}}, {7}, {7}, {1}, false},
+    {{1, {7}}, {0}, {7}, {10}, true},
+    {{1, {7}}, {1}, {6}, {1}, false},
+    {{1, {33}}, {3}, {30}, {4}, true},
+    {{2, {5, 17}}, {1, 2}, {5, 17}, {2, 3}, true},
+    {{2, {5, 17}}, {0, 16}, {5, 17}, {1, 1}, false},
+    {{2, {5, 17}}, {2, 0}, {3, 17}, {1, 1}, false},
+    {{1, {1000003}}, {1}, {1000003}, {2}, true},
+    {{1, {1000003}}, {17}, {999999}, {1}, false},
+    {{3, {64, 65, 67}}, {1, 0, 3}, {63, 65, 67}, {3, 1, 5}, true},
+    {{3, {64, 65, 67}}, {0, 1, 0}, {64, 64, 66}, {1, 1, 1}, false},
+};
+
+static void build_slice(bctx *b, const void *arg)
+{
+    nest_type t = *(const nest_type *)arg;
+    nest_function *f = b->f;
+    bool num = t != NEST_BOOL;
+    int k = is_float_t(t) ? R_ARITH : R_EXACT;
+    for (size_t i = 0; i < countof_(SLS); i++) {
+        const sl_form *c = &SLS[i];
+        const int64_t *st = c->strided ? c->st : NULL;
+        nest_value x = PS(b, t, &c->in, G_GENERAL);
+        nest_value v = nest_slice(f, x, c->lo, c->hi, st);
+        R(b, v, R_EXACT, "slice of %s (%d)", SHS(t, &c->in), (int)i);
+        if (num) {
+            nest_value e = nest_multiply(f, x, nest_add(f, x, x));
+            R(b, nest_slice(f, e, c->lo, c->hi, st), k, "slice of x*(x+x) (%d)", (int)i);
+            R(b, nest_add(f, v, v), k, "slice + slice (%d)", (int)i);
+        } else {
+            R(b, nest_equal(f, v, v), R_EXACT, "slice == slice (%d)", (int)i);
+        }
+    }
+    /* slices of views: of a transpose, of a slice, of a broadcast, of a concat */
+    shp m = {2, {5, 17}}, r = {1, {17}}, s7 = {1, {7}}, s4 = {1, {4}};
+    nest_value x = PS(b, t, &m, G_GENERAL), y = PS(b, t, &r, G_GENERAL);
+    nest_value p = PS(b, t, &s7, G_GENERAL), q = PS(b, t, &s4, G_GENERAL);
+    nest_value tx = nest_reshape(f, x, SHAPE(1, 0), 2, SHAPE(17, 5));
+    R(b, nest_slice(f, tx, SHAPE(3, 1), SHAPE(16, 5), SHAPE(4, 2)), R_EXACT, "slice of transpose");
+    nest_value s1 = nest_slice(f, x, SHAPE(1, 1), SHAPE(5, 16), SHAPE(1, 2));
+    R(b, nest_slice(f, s1, SHAPE(1, 2), SHAPE(4, 8), SHAPE(2, 3)), R_EXACT, "slice of slice");
+    nest_value by = nest_broadcast(f, y, 2, SHAPE(9, 17), 1, SHAPE(0));
+    R(b, nest_slice(f, by, SHAPE(2, 3), SHAPE(9, 17), SHAPE(3, 4)), R_EXACT, "slice of broadcast");
+    nest_value cc = nest_concat(f, 2, VALUES(p, q), 0);
+    R(b, nest_slice(f, cc, SHAPE(2), SHAPE(10), SHAPE(3)), R_EXACT, "slice of concat");
+    R(b, nest_slice(f, cc, SHAPE(6), SHAPE(11), NULL), R_EXACT, "slice of concat across");
+    R(b, nest_slice(f, cc, SHAPE(8), SHAPE(11), NULL), R_EXACT, "slice of concat's last part");
+}
+
+static void test_slice(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < countof_(ALL_TYPES); i++) {
+        char name[32];
+        snprintf(name, sizeof name, "slice_%s", tname(ALL_TYPES[i]));
+        check_case(name, build_slice, &ALL_TYPES[i], V_STD);
+    }
+}
+
+typedef struct cc_form {
+    int n;
+    shp part[3];
+    int axis;
+} cc_form;
+
+static const cc_form CCS[] = {
+    {2, {{1, {3}}, {1, {4}}}, 0},
+    {3, {{1, {3}}, {1, {0}}, {1, {4}}}, 0},
+    {2, {{1, {0}}, {1, {0}}}, 0},
+    {1, {{1, {7}}}, 0},
+    {2, {{1, {1}}, {1, {1}}}, 0},
+    {3, {{2, {2, 3}}, {2, {2, 5}}, {2, {2, 1}}}, 1},
+    {2, {{2, {2, 3}}, {2, {4, 3}}}, 0},
+    {3, {{3, {2, 3, 4}}, {3, {2, 1, 4}}, {3, {2, 0, 4}}}, 1},
+    {2, {{3, {2, 3, 4}}, {3, {2, 3, 5}}}, 2},
+    {2, {{3, {1, 1, 1}}, {3, {1, 1, 1}}}, 2},
+    {3, {{3, {3, 0, 2}}, {3, {3, 0, 2}}, {3, {1, 0, 2}}}, 0},
+    {2, {{3, {3, 0, 2}}, {3, {3, 0, 2}}}, 1},
+    {2, {{3, {3, 0, 2}}, {3, {3, 0, 5}}}, 2},
+    {2, {{3, {64, 65, 67}}, {3, {64, 65, 1}}}, 2},
+    {2, {{3, {64, 65, 67}}, {3, {1, 65, 67}}}, 0},
+    {2, {{1, {1000003}}, {1, {7}}}, 0},
+    {3, {{2, {5, 17}}, {2, {5, 16}}, {2, {5, 0}}}, 1},
+    {2, {{2, {5, 17}}, {2, {0, 17}}}, 0},
+};
+
+static void build_concat(bctx *b, const void *arg)
+{
+    nest_type t = *(const nest_type *)arg;
+    nest_function *f = b->f;
+    bool num = t != NEST_BOOL;
+    int k = is_float_t(t) ? R_ARITH : R_EXACT;
+    for (size_t i = 0; i < countof_(CCS); i++) {
+        const cc_form *c = &CCS[i];
+        nest_value parts[3], exprs[3];
+        for (int j = 0; j < c->n; j++) {
+            parts[j] = PS(b, t, &c->part[j], G_GENERAL);
+            exprs[j] = num ? (j % 2 ? nest_negative(f, parts[j]) : nest_add(f, parts[j], parts[j]))
+                           : nest_equal(f, parts[j], parts[j]);
+        }
+        nest_value v = nest_concat(f, c->n, parts, c->axis);
+        R(b, v, R_EXACT, "concat %d parts axis %d (%d)", c->n, c->axis, (int)i);
+        R(b, nest_concat(f, c->n, exprs, c->axis), k, "concat of expressions (%d)", (int)i);
+        if (num) {
+            /* a concat inside an expression, with a view of it */
+            R(b, nest_multiply(f, v, nest_add(f, v, v)), k, "v * (v + v), v a concat (%d)",
+              (int)i);
+        }
+    }
+    /* nested concats on the same and on another axis, a part used twice, parts that are views */
+    shp a = {2, {2, 3}}, bb = {2, {2, 2}}, cs = {2, {3, 5}}, tr = {2, {5, 2}};
+    nest_value x = PS(b, t, &a, G_GENERAL), y = PS(b, t, &bb, G_GENERAL);
+    nest_value z = PS(b, t, &cs, G_GENERAL), w = PS(b, t, &tr, G_GENERAL);
+    nest_value in = nest_concat(f, 2, VALUES(x, y), 1);                    /* [2,5] */
+    R(b, nest_concat(f, 3, VALUES(in, x, in), 1), R_EXACT, "concat(concat, x, concat) axis 1");
+    R(b, nest_concat(f, 2, VALUES(in, z), 0), R_EXACT, "concat(concat axis 1, z) axis 0");
+    R(b, nest_concat(f, 2, VALUES(x, x), 0), R_EXACT, "concat(x, x)");
+    nest_value wt = nest_reshape(f, w, SHAPE(1, 0), 2, SHAPE(2, 5));
+    nest_value zs = nest_slice(f, z, SHAPE(0, 0), SHAPE(3, 5), SHAPE(2, 1));
+    R(b, nest_concat(f, 3, VALUES(wt, zs, in), 0), R_EXACT, "concat(transpose, slice, concat)");
+    if (num)
+        R(b, nest_add(f, nest_concat(f, 2, VALUES(in, wt), 0), nest_concat(f, 2, VALUES(wt, in), 0)),
+          k, "concat + concat with other boundaries");
+}
+
+static void test_concat(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < countof_(ALL_TYPES); i++) {
+        char name[32];
+        snprintf(name, sizeof name, "concat_%s", tname(ALL_TYPES[i]));
+        check_case(name, build_concat, &ALL_TYPES[i], V_STD);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Reductions
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct red_form {
+    shp in;
+    int naxes;
+    int64_t axes[3];
+} red_form;
+
+static const red_form REDS[] = {
+    {{0, {0}}, 0, {0}},
+    {{1, {1}}, 1, {0}},
+    {{3, {1, 1, 1}}, 2, {0, 2}},
+    {{1, {0}}, 1, {0}},
+    {{3, {3, 0, 2}}, 1, {1}},
+    {{3, {3, 0, 2}}, 1, {0}},
+    {{3, {3, 0, 2}}, 2, {2, 0}},
+    {{3, {3, 0, 2}}, 0, {0}},
+    {{1, {7}}, 1, {0}},
+    {{1, {33}}, 1, {0}},
+    {{1, {33}}, 0, {0}},
+    {{2, {5, 17}}, 1, {0}},
+    {{2, {5, 17}}, 1, {1}},
+    {{2, {5, 17}}, 2, {0, 1}},
+    {{2, {5, 17}}, 0, {0}},
+    {{1, {1000003}}, 1, {0}},
+    {{3, {64, 65, 67}}, 1, {0}},
+    {{3, {64, 65, 67}}, 1, {1}},
+    {{3, {64, 65, 67}}, 1, {2}},
+    {{3, {64, 65, 67}}, 2, {0, 2}},
+    {{3, {64, 65, 67}}, 2, {1, 2}},
+    {{3, {64, 65, 67}}, 3, {0, 1, 2}},
+};
+
+static int64_t reduced_terms(const red_form *r)
+{
+    int64_t n = 1;
+    for (int i = 0; i < r->naxes; i++)
+        n *= r->in.d[r->axes[i]];
+    return n;
+}
+
+typedef struct red_arg {
+    nest_type t;
+    bool exact; /* small multiples of 1/4: float sums are exact */
+} red_arg;
+
+static void build_reduce(bctx *b, const void *arg)
+{
+    const red_arg *ra = arg;
+    nest_type t = ra->t;
+    nest_function *f = b->f;
+    bool fl = is_float_t(t);
+    for (size_t i = 0; i < countof_(REDS); i++) {
+        const red_form *c = &REDS[i];
+        int64_t n = reduced_terms(c);
+        nest_value xs = PS(b, t, &c->in, ra->exact ? G_EXACT : G_GENERAL);
+        nest_value r = nest_sum(f, M(b, xs), c->naxes, c->axes);
+        if (fl && !ra->exact)
+            RS(b, r, n, "sum of %s (%d)", SHS(t, &c->in), (int)i);
+        else
+            R(b, r, R_EXACT, "sum of %s (%d)", SHS(t, &c->in), (int)i);
+        if (ra->exact)
+            continue;
+        /* max and min see NaN and infinities (skipped / kept by x > acc ? x : acc) */
+        nest_value xm = PS(b, t, &c->in, G_EXTREME);
+        R(b, nest_max(f, xm, c->naxes, c->axes), R_EXACT, "max of %s (%d)", SHS(t, &c->in), (int)i);
+        R(b, nest_min(f, xm, c->naxes, c->axes), R_EXACT, "min of %s (%d)", SHS(t, &c->in), (int)i);
+    }
+}
+
+/* Reductions of expressions, reductions of reductions, reductions feeding element-wise ops. */
+static void build_reduce_expr(bctx *b, const void *arg)
+{
+    const red_arg *ra = arg;
+    nest_type t = ra->t;
+    nest_function *f = b->f;
+    bool fl = is_float_t(t);
+    shp m = {2, {5, 17}}, big = {3, {64, 65, 67}}, v = {1, {33}}, tr = {2, {17, 5}};
+    nest_value x = PS(b, t, &m, G_GENERAL), y = PS(b, t, &m, G_GENERAL);
+    nest_value z = PS(b, t, &big, G_GENERAL), w = PS(b, t, &v, G_GENERAL);
+    nest_value xt = PS(b, t, &tr, G_GENERAL), e = PS(b, t, &m, G_EXTREME);
+#define SUMR(v_, n_, ...)                                                                        \
+    do {                                                                                         \
+        if (fl)                                                                                  \
+            RS(b, (v_), (n_), __VA_ARGS__);                                                      \
+        else                                                                                     \
+            R(b, (v_), R_EXACT, __VA_ARGS__);                                                    \
+    } while (0)
+    /* the reduced value is an op whose C is a conditional or a difference */
+    SUMR(nest_sum(f, M(b, nest_maximum(f, x, y)), 1, SHAPE(1)), 17, "sum(maximum) axis 1");
+    SUMR(nest_sum(f, M(b, nest_minimum(f, x, y)), 2, SHAPE(0, 1)), 85, "sum(minimum) all");
+    SUMR(nest_sum(f, M(b, nest_subtract(f, x, y)), 1, SHAPE(0)), 5, "sum(subtract) axis 0");
+    SUMR(nest_sum(f, M(b, nest_select(f, nest_less(f, x, y), x, y)), 1, SHAPE(1)), 17,
+         "sum(select)");
+    SUMR(nest_sum(f, M(b, nest_multiply(f, x, y)), 1, SHAPE(1)), 17, "sum(multiply)");
+    R(b, nest_max(f, nest_select(f, nest_less(f, x, y), x, y), 1, SHAPE(1)), R_EXACT,
+      "max(select)");
+    R(b, nest_min(f, nest_maximum(f, e, y), 1, SHAPE(0)), R_EXACT, "min(maximum) with NaN");
+    R(b, nest_max(f, nest_subtract(f, x, y), 2, SHAPE(1, 0)), fl ? R_ARITH : R_EXACT,
+      "max(subtract)");
+    R(b, nest_max(f, nest_negative(f, e), 1, SHAPE(1)), R_EXACT, "max(negative) with NaN");
+    /* a reduction of a view */
+    nest_value xtt = nest_reshape(f, xt, SHAPE(1, 0), 2, SHAPE(5, 17));
+    SUMR(nest_sum(f, M(b, xtt), 1, SHAPE(1)), 17, "sum(transpose) axis 1");
+    R(b, nest_max(f, xtt, 1, SHAPE(0)), R_EXACT, "max(transpose) axis 0");
+    nest_value wb = nest_broadcast(f, w, 2, SHAPE(9, 33), 1, SHAPE(0));
+    SUMR(nest_sum(f, M(b, wb), 1, SHAPE(0)), 9, "sum(broadcast) over the new axis");
+    SUMR(nest_sum(f, M(b, nest_slice(f, z, SHAPE(1, 2, 3), SHAPE(64, 65, 67), SHAPE(2, 3, 4))), 2,
+                  SHAPE(0, 2)),
+         32 * 16, "sum(slice) axes 0,2");
+    /* reductions of reductions */
+    nest_value mz = nest_max(f, z, 1, SHAPE(2));
+    R(b, nest_min(f, mz, 1, SHAPE(0)), R_EXACT, "min(max axis 2) axis 0");
+    SUMR(nest_sum(f, M(b, nest_sum(f, M(b, z), 1, SHAPE(1))), 1, SHAPE(0)), 64 * 65,
+         "sum(sum axis 1) axis 0");
+    /* a reduction feeding element-wise ops: x - max(x) (softmax's first step) */
+    nest_value mx = nest_max(f, x, 1, SHAPE(1));
+    R(b, nest_subtract(f, x, nest_broadcast(f, mx, 2, SHAPE(5, 17), 1, SHAPE(1))),
+      fl ? R_ARITH : R_EXACT, "x - broadcast(max(x))");
+    if (fl) {
+        nest_value ex = nest_exp(f, nest_subtract(f, x, nest_broadcast(f, mx, 2, SHAPE(5, 17), 1,
+                                                                       SHAPE(1))));
+        RS(b, nest_sum(f, M(b, ex), 1, SHAPE(1)), 17, "sum(exp(x - max))");
+    }
+    /* the same input reduced three ways in one function */
+    SUMR(nest_sum(f, M(b, z), 1, SHAPE(2)), 67, "sum(z) axis 2");
+    R(b, nest_max(f, z, 1, SHAPE(2)), R_EXACT, "max(z) axis 2");
+    R(b, nest_min(f, z, 2, SHAPE(0, 1)), R_EXACT, "min(z) axes 0,1");
+#undef SUMR
+}
+
+static void test_reduce(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < countof_(NUM_TYPES); i++) {
+        char name[32];
+        red_arg ra = {NUM_TYPES[i], false};
+        snprintf(name, sizeof name, "reduce_%s", tname(NUM_TYPES[i]));
+        check_case(name, build_reduce, &ra, V_STD);
+        snprintf(name, sizeof name, "reduce_expr_%s", tname(NUM_TYPES[i]));
+        check_case(name, build_reduce_expr, &ra, V_STD);
+        if (is_float_t(NUM_TYPES[i])) {
+            ra.exact = true;
+            snprintf(name, sizeof name, "reduce_exact_%s", tname(NUM_TYPES[i]));
+            check_case(name, build_reduce, &ra, V_STD);
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The suite
+ * ------------------------------------------------------------------------------------------- */
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_binary),
+        cmocka_unit_test(test_unary),
+        cmocka_unit_test(test_compare_select),
+        cmocka_unit_test(test_convert),
+        cmocka_unit_test(test_chain),
+        cmocka_unit_test(test_constant),
+        cmocka_unit_test(test_no_params),
+        cmocka_unit_test(test_dot),
+        cmocka_unit_test(test_broadcast),
+        cmocka_unit_test(test_reshape),
+        cmocka_unit_test(test_slice),
+        cmocka_unit_test(test_concat),
+        cmocka_unit_test(test_reduce),
+    };
+    int rc = cmocka_run_group_tests(tests, group_setup, group_teardown);
+    if (g_verbose)
+        fprintf(stderr, "%d cases, %d compiled runs\n", g_cases, g_runs);
+    return rc;
+}
