@@ -1139,10 +1139,10 @@ static void emit_nest_comment(ctx *c)
 
 static bool nest_runs(const nest *ne)
 {
-    if (has_reduce(ne))
-        return true;
+    /* a fold over nothing still writes its initial values, unless its outputs are empty too */
+    bool folds = has_reduce(ne);
     for (int k = 0; k < ne->rank; k++)
-        if (ne->dims[k] == 0)
+        if (ne->dims[k] == 0 && !(folds && (ne->reduced & (1u << k))))
             return false;
     return true;
 }

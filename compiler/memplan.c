@@ -63,6 +63,8 @@ int pass_memplan(plan *p)
         if (l.first < 0)
             continue; /* never written: never read either (the plan reads only what it wrote) */
         l.size = (pb->count * (int64_t)nest_type_size((nest_type)pb->etype) + 63) & ~(int64_t)63;
+        if (l.size == 0) /* an empty temporary is still named by the code around it */
+            l.size = 64;
         lives[n++] = l;
     }
     qsort(lives, (size_t)n, sizeof *lives, by_size);
