@@ -118,6 +118,48 @@ demo: check-deps all
 	$(Q)echo "== bin/nestc --run samples/l2.nest (reference interpreter)"
 	$(Q)$(BINDIR)/nestc --run samples/l2.nest
 
+# The benchmark (bench/, docs/performance.md). The hand-fused C loops are built with the flags
+# nest's JIT uses (runtime/jit.c); Eigen with -O3 -march=native. Writes build/bench.md.
+BENCH_CC      ?= clang-14
+BENCH_CXX     ?= clang++-14
+BENCH_JITFLAGS := -O3 -march=native -mtune=generic -fPIC -fopenmp-simd -fopenmp -fno-math-errno \
+                  -fveclib=libmvec
+BENCH_BIN     := $(B)/bench/bench $(B)/bench/trivial_plain $(B)/bench/trivial_nest
+
+$(B)/bench/handfused.o: bench/handfused.c bench/handfused.h
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(BENCH_CC) -std=c11 $(BENCH_JITFLAGS) $(WARN) -c $< -o $@
+
+$(B)/bench/eigen.o: bench/eigen.cpp bench/eigen.h
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CXX     $<")
+	$(Q)$(BENCH_CXX) -std=c++17 -O3 -march=native -DNDEBUG -Wall -Wextra -Werror \
+	    -isystem /usr/include/eigen3 -c $< -o $@
+
+$(B)/bench/bench.o: bench/bench.c bench/handfused.h bench/eigen.h include/nest.h
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(NCFLAGS) -O2 -c $< -o $@
+
+$(B)/bench/bench: $(B)/bench/bench.o $(B)/bench/handfused.o $(B)/bench/eigen.o $(B)/lib/libnest.a
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(BENCH_CXX) -fopenmp -o $@ $^ -Wl,-rpath,$(LLVM)/lib -lmvec $(LDLIBS)
+
+$(B)/bench/trivial_plain: bench/trivial.c
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) -std=c11 -O2 $(WARN) -o $@ $<
+
+$(B)/bench/trivial_nest: bench/trivial.c $(B)/lib/libnest.so
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) -std=c11 -O2 $(WARN) -DWITH_NEST -Iinclude -o $@ $< -L$(B)/lib -lnest \
+	    -Wl,-rpath,$(abspath $(B)/lib)
+
+bench:
+	@tools/deps.sh bench
+	$(Q)$(MAKE) --no-print-directory all $(BENCH_BIN)
+	$(Q)$(B)/bench/bench -o $(B)/bench.md
+
 install: all
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin
 	install -m 644 include/nest.h $(DESTDIR)$(PREFIX)/include/

@@ -8,7 +8,7 @@ set -eu
 
 PKGS="make gcc g++ libcmocka-dev clang-14 llvm-14-dev libclang-14-dev libclang-cpp14-dev libomp-14-dev"
 if [ "${1:-}" = bench ]; then
-    PKGS="$PKGS python3 python3-numpy python3-numexpr libeigen3-dev libopenblas-dev"
+    PKGS="$PKGS python3 python3-numpy python3-numexpr libeigen3-dev libopenblas-dev hyperfine"
 fi
 
 missing=""
