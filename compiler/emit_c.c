@@ -1345,18 +1345,19 @@ static void param_list(ctx *c, buf *b, bool with_restrict, bool with_ws)
         buf_puts(b, "void");
 }
 
-/* "(const float *)args[0], ..., (float *)results[0]" */
-static void call_args(ctx *c, buf *b, const char *ws)
+/* "(const float *)args[0], ..., (float *)results[0]", with the arrays named args and res */
+static void call_args(ctx *c, buf *b, const char *ws, const char *args, const char *res)
 {
     const nest_function *f = c->f;
     bool any = false;
     for (int32_t i = 0; i < f->nparams; i++) {
-        buf_printf(b, "%s(const %s *)args[%d]", any ? ", " : "",
-                   ctype(f->nodes[f->params[i]].etype), i);
+        buf_printf(b, "%s(const %s *)%s[%d]", any ? ", " : "",
+                   ctype(f->nodes[f->params[i]].etype), args, i);
         any = true;
     }
     for (int32_t i = 0; i < f->nresults; i++) {
-        buf_printf(b, "%s(%s *)results[%d]", any ? ", " : "", ctype(f->nodes[f->results[i]].etype), i);
+        buf_printf(b, "%s(%s *)%s[%d]", any ? ", " : "", ctype(f->nodes[f->results[i]].etype), res,
+                   i);
         any = true;
     }
     if (ws)
@@ -1554,7 +1555,7 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
         line(&c, "    return %lld;", (long long)p->ws_size);
         line(&c, "}");
         line(&c, "%s", "");
-        call_args(&c, &ca, "(unsigned char *)workspace");
+        call_args(&c, &ca, "(unsigned char *)workspace", "args", "results");
         char *a = buf_finish(&ca);
         line(&c, "int %s_call_ws(void *const *args, void *const *results, void *workspace)", f->name);
         line(&c, "{");
@@ -1589,14 +1590,17 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
         line(&c, "}");
         line(&c, "%s", "");
     }
-    call_args(&c, &ca, NULL);
+    /* NAME_call calls NAME: its arrays must not hide a function named args or results */
+    const char *an = strcmp(f->name, "args") ? "args" : "nest_args";
+    const char *rn = strcmp(f->name, "results") ? "results" : "nest_results";
+    call_args(&c, &ca, NULL, an, rn);
     char *a = buf_finish(&ca);
-    line(&c, "int %s_call(void *const *args, void *const *results)", f->name);
+    line(&c, "int %s_call(void *const *%s, void *const *%s)", f->name, an, rn);
     line(&c, "{");
     if (f->nparams == 0)
-        line(&c, "    (void)args;");
+        line(&c, "    (void)%s;", an);
     if (f->nresults == 0)
-        line(&c, "    (void)results;");
+        line(&c, "    (void)%s;", rn);
     line(&c, "    return %s(%s);", f->name, a ? a : "");
     line(&c, "}");
     line(&c, "%s", "");
