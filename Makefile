@@ -31,20 +31,29 @@ NCFLAGS  := -std=c11 -D_GNU_SOURCE -fPIC $(WARN) -Iinclude -Icompiler -Iruntime 
 LDLIBS   := -lm -ldl -lpthread
 
 COMPILER_SRC := compiler/util.c compiler/ir.c compiler/api.c compiler/parse.c compiler/print.c \
-                compiler/interp.c
-RUNTIME_SRC  :=
+                compiler/interp.c compiler/layout.c compiler/fuse.c compiler/rows.c compiler/flatten.c compiler/tile.c \
+                compiler/memplan.c compiler/emit_c.c compiler/pipeline.c
+RUNTIME_SRC  := runtime/loader.c runtime/cache.c runtime/jit.c runtime/aot.c runtime/kernel.c
 NESTC_SRC    := compiler/nestc.c
-TEST_NAMES   := test_ir test_parse test_interp test_fuse test_diff
+TEST_NAMES   := test_ir test_parse test_interp test_runtime test_fuse test_diff
 
 LIB_OBJ   := $(patsubst %.c,$(B)/obj/%.o,$(COMPILER_SRC) $(RUNTIME_SRC))
 NESTC_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(NESTC_SRC))
 TESTS     := $(addprefix $(B)/tests/,$(TEST_NAMES))
 HEADERS   := include/nest.h compiler/internal.h compiler/ops.def $(wildcard runtime/*.h)
 
+# The JIT shim (runtime/jit.cpp, clang and LLVM) is a library of its own, loaded by libnest on
+# first use. It is never built with sanitizers: `make sanitize` (B=build/san) uses this one.
+JITLIB    := build/lib/libnest_jit.so
+JITFLAGS  := -isystem $(LLVM)/include $(shell $(LLVM)/bin/llvm-config --cxxflags 2>/dev/null) \
+             -std=c++17 -fPIC -O2 -fvisibility=hidden -fvisibility-inlines-hidden -Wall -Wextra \
+             -Iinclude -Iruntime -DNEST_LLVM_DIR='"$(LLVM)"'
+JITLIBS   := -L$(LLVM)/lib -lclang-cpp -lLLVM-14 -Wl,-rpath,$(LLVM)/lib -Wl,--no-undefined
+
 .PHONY: all test sanitize demo bench fuzz fuzz-parse deps install clean check-deps run-tests
 .DELETE_ON_ERROR:
 
-all: $(B)/lib/libnest.a $(B)/lib/libnest.so $(BINDIR)/nestc
+all: $(B)/lib/libnest.a $(B)/lib/libnest.so $(BINDIR)/nestc $(JITLIB)
 
 deps:
 	@tools/deps.sh
@@ -57,6 +66,14 @@ $(B)/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(NCFLAGS) $(CFLAGS) -c $< -o $@
+
+# The loader falls back to the shim where this build put it.
+$(B)/obj/runtime/loader.o: NCFLAGS += -DNEST_JIT_PATH="\"$(abspath $(JITLIB))\""
+
+$(JITLIB): runtime/jit.cpp runtime/rt.h include/nest.h
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CXX     $@")
+	$(Q)$(CXX) $(JITFLAGS) -shared -o $@ $< $(JITLIBS)
 
 $(B)/lib/libnest.a: $(LIB_OBJ)
 	@mkdir -p $(dir $@)
@@ -78,7 +95,9 @@ $(B)/tests/%: tests/%.c tests/testutil.h $(B)/lib/libnest.a $(HEADERS)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(NCFLAGS) $(CFLAGS) -Wno-missing-prototypes -Itests -o $@ $< $(B)/lib/libnest.a -lcmocka $(LDLIBS)
 
-run-tests: $(TESTS) $(BINDIR)/nestc
+$(TESTS): $(JITLIB)
+
+run-tests: $(TESTS) $(BINDIR)/nestc $(JITLIB)
 	@failed=0; for t in $(TESTS); do \
 	    echo "== $$t"; NESTC=$(BINDIR)/nestc $$t || failed=1; \
 	done; \
@@ -87,8 +106,12 @@ run-tests: $(TESTS) $(BINDIR)/nestc
 test: check-deps
 	$(Q)$(MAKE) --no-print-directory run-tests
 
+# LeakSanitizer's tracking of dynamic TLS (gcc 12's libsanitizer with this glibc) reads garbage
+# ranges for threads of a dlopened library that uses TLS (libomp's workers, in JIT'd OpenMP
+# code) and crashes at exit: leave dynamic TLS blocks to be scanned as the heap blocks they are.
 sanitize: check-deps
-	$(Q)$(MAKE) --no-print-directory B=build/san BINDIR=build/san/bin \
+	$(Q)ASAN_OPTIONS="$${ASAN_OPTIONS:+$$ASAN_OPTIONS:}intercept_tls_get_addr=0" \
+	    $(MAKE) --no-print-directory B=build/san BINDIR=build/san/bin \
 	    SANFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
 	    CFLAGS="-O1 -g" run-tests
 
@@ -112,11 +135,40 @@ fuzz-parse: $(B)/fuzz/fuzz_parse
 
 fuzz: fuzz-parse
 
-demo: check-deps all
-	$(Q)echo "== bin/nestc --emit=ir samples/l2.nest"
-	$(Q)$(BINDIR)/nestc --emit=ir samples/l2.nest
-	$(Q)echo "== bin/nestc --run samples/l2.nest (reference interpreter)"
+# The samples: l2 through the C API and the JIT, dense ahead of time through its header.
+$(B)/samples/l2: samples/l2.c $(B)/lib/libnest.a include/nest.h
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) -std=c11 -O2 -Wall -Wextra -Werror -Iinclude -o $@ $< $(B)/lib/libnest.a $(LDLIBS)
+
+$(B)/samples/dense.so $(B)/samples/dense.h: samples/dense.nest $(BINDIR)/nestc
+	@mkdir -p $(B)/samples
+	$(Q)$(BINDIR)/nestc $< -o $(B)/samples/dense.so
+
+$(B)/samples/dense_main: samples/dense_main.c $(B)/samples/dense.so $(B)/samples/dense.h
+	$(Q)$(CC) -std=c11 -O2 -Wall -Wextra -Werror -I$(B)/samples -o $@ $< $(B)/samples/dense.so \
+	    -Wl,-rpath,$(abspath $(B)/samples) -lm
+
+demo: check-deps
+	$(Q)$(MAKE) --no-print-directory all $(B)/samples/l2 $(B)/samples/dense_main
+	@echo "== samples/l2.nest, the squared L2 distance of x - y:"
+	@cat samples/l2.nest
+	@echo
+	@echo "== its generated C (bin/nestc --emit=c samples/l2.nest):"
+	$(Q)$(BINDIR)/nestc --emit=c samples/l2.nest
+	@echo "== the reference interpreter on it (bin/nestc --run samples/l2.nest):"
 	$(Q)$(BINDIR)/nestc --run samples/l2.nest
+	@echo "== compiled in process and run (bin/nestc --run --jit -v samples/l2.nest):"
+	$(Q)$(BINDIR)/nestc --run --jit -v samples/l2.nest
+	@echo
+	@echo "== samples/l2.c: the same graph built with the C API, compiled in process, called:"
+	$(Q)$(B)/samples/l2
+	@echo
+	@echo "== samples/dense.nest compiled ahead of time (bin/nestc samples/dense.nest -o dense.so)"
+	@echo "   and called from samples/dense_main.c through dense.h:"
+	$(Q)$(B)/samples/dense_main
+	@echo "== and from Python with ctypes (samples/dense.py):"
+	$(Q)if command -v python3 >/dev/null; then python3 samples/dense.py $(B)/samples/dense.so; \
+	    else echo "(python3 is not installed: skipped)"; fi
 
 # The benchmark (bench/, docs/performance.md). The hand-fused C loops are built with the flags
 # nest's JIT uses (runtime/jit.c); Eigen with -O3 -march=native. Writes build/bench.md.
@@ -166,6 +218,8 @@ install: all
 	install -m 644 $(B)/lib/libnest.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(B)/lib/libnest.so $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(BINDIR)/nestc $(DESTDIR)$(PREFIX)/bin/
+	install -d $(DESTDIR)$(PREFIX)/lib/nest
+	install -m 755 $(JITLIB) $(DESTDIR)$(PREFIX)/lib/nest/
 
 clean:
 	rm -rf build bin

@@ -34,8 +34,62 @@ enum {
     H_ADD, H_SUB, H_MUL, H_DIV, H_POW, H_NEG, H_ABS, /* x 2 integer types */
     H_INT_OPS = 7,
     H_CVT = 2 * H_INT_OPS, /* + 2 * to + from: i32/i64 from f32/f64 */
-    H_COUNT = H_CVT + 4,
+    H_TILE = H_CVT + 4,    /* + 3 * (f64) + (16, 32, 64 vector bytes): tiles of tile.c */
+    H_COUNT = H_TILE + 6,
 };
+
+static const char *ctype(int etype);
+
+/* The tile of tile.c for a type and a vector width (the same rule as tile.c's). */
+static void tile_dims(int etype, int vb, int *ti, int *tj)
+{
+    int lanes = vb / (int)nest_type_size((nest_type)etype);
+    *ti = vb >= 64 ? 4 : 6;
+    *tj = vb >= 64 ? 4 * lanes : 2 * lanes;
+}
+
+static int tile_helper(int etype, int vb)
+{
+    return H_TILE + 3 * (etype == NEST_F64) + (vb >= 64 ? 2 : vb >= 32 ? 1 : 0);
+}
+
+/* The micro-kernel of a tiled product, a function of its own so that every compiler keeps its
+ * accumulators in registers (inside an OpenMP-outlined loop some do not). */
+static void emit_tile_helper(buf *b, int h)
+{
+    int et = (h - H_TILE) / 3 ? NEST_F64 : NEST_F32, vb = 16 << ((h - H_TILE) % 3), ti, tj;
+    tile_dims(et, vb, &ti, &tj);
+    const char *t = ctype(et), *tn = nest_type_name((nest_type)et);
+    buf_printf(b,
+               "/* out[rows x %d] = sum over k < n of a[i * si + k * sk] * panel[k][0..%d), in k\n"
+               " * order, for rows <= %d: the block of a product of matrices, in registers */\n"
+               "static void nest_tile_%s_%dx%d(int rows, int64_t n, const %s *restrict a, int64_t si,\n"
+               "                             int64_t sk, const %s *restrict panel, %s *restrict out)\n"
+               "{\n"
+               "    %s acc[%d];\n"
+               "    for (int t = 0; t < %d; t++)\n"
+               "        acc[t] = 0;\n"
+               "    if (rows == %d) {\n"
+               "        for (int64_t k = 0; k < n; k++, panel += %d)\n"
+               "            for (int ii = 0; ii < %d; ii++) {\n"
+               "                const %s av = a[ii * si + k * sk];\n"
+               "                for (int jj = 0; jj < %d; jj++)\n"
+               "                    acc[ii * %d + jj] = acc[ii * %d + jj] + av * panel[jj];\n"
+               "            }\n"
+               "    } else {\n"
+               "        for (int64_t k = 0; k < n; k++, panel += %d)\n"
+               "            for (int ii = 0; ii < rows; ii++) {\n"
+               "                const %s av = a[ii * si + k * sk];\n"
+               "                for (int jj = 0; jj < %d; jj++)\n"
+               "                    acc[ii * %d + jj] = acc[ii * %d + jj] + av * panel[jj];\n"
+               "            }\n"
+               "    }\n"
+               "    for (int t = 0; t < %d; t++)\n"
+               "        out[t] = acc[t];\n"
+               "}\n\n",
+               tj, tj, ti, tn, ti, tj, t, t, t, t, ti * tj, ti * tj, ti, tj, ti, t, tj, tj, tj, tj,
+               t, tj, tj, tj, ti * tj);
+}
 
 static const char *ctype(int etype)
 {
@@ -47,6 +101,10 @@ static bool is_float(int etype) { return etype == NEST_F32 || etype == NEST_F64;
 
 static void emit_helper(buf *b, int h)
 {
+    if (h >= H_TILE) {
+        emit_tile_helper(b, h);
+        return;
+    }
     if (h >= H_CVT) {
         int to = (h - H_CVT) / 2 ? NEST_I64 : NEST_I32, from = (h - H_CVT) % 2 ? NEST_F64 : NEST_F32;
         const char *t = ctype(to), *f = ctype(from), *tn = nest_type_name((nest_type)to);
@@ -232,6 +290,8 @@ typedef struct ctx {
     const char **fold_dst;            /* per output: where a fold ends (chunks), else NULL */
     names *body_names;                /* the scope of the body being emitted */
     int from;                         /* the first loop level the nest emits (1 in row groups) */
+    const fx *tile_view;              /* a tiled product's own view, read from its tile */
+    const char *tile_text;
 } ctx;
 
 static void line(ctx *c, const char *fmt, ...) FORMAT(2, 3);
@@ -346,6 +406,10 @@ static void operand_text(body *bd, buf *b, const fx *e)
     valref *r = find_ref(bd, e);
     if (r && r->name) {
         buf_puts(b, r->name);
+        return;
+    }
+    if (e == c->tile_view) { /* a tiled product read where it is computed: its register */
+        buf_puts(b, c->tile_text);
         return;
     }
     switch (e->kind) {
@@ -576,16 +640,20 @@ static void store_text(ctx *c, buf *b, const nout *o)
 }
 
 /* The body at the innermost level: evaluate, then store or fold each output. */
-static void emit_body(ctx *c, fx *const *vals)
+static void emit_outputs(ctx *c, const nout *outs, fx *const *vals, int nouts);
+
+static void emit_body(ctx *c, fx *const *vals) { emit_outputs(c, c->ne->outs, vals, c->ne->nouts); }
+
+/* Evaluates vals and stores or folds each into its output. */
+static void emit_outputs(ctx *c, const nout *outs, fx *const *vals, int nouts)
 {
-    const nest *ne = c->ne;
     body bd = {.c = c};
     /* the body's locals live in a scope of their own: every copy of the body reuses names */
     names scope = {.outer = &c->local}, *saved = c->body_names;
     c->body_names = &scope;
-    emit_values(c, &bd, vals, ne->nouts);
-    for (int i = 0; i < ne->nouts && !bd.oom; i++) {
-        const nout *o = &ne->outs[i];
+    emit_values(c, &bd, vals, nouts);
+    for (int i = 0; i < nouts && !bd.oom; i++) {
+        const nout *o = &outs[i];
         char *v = value_text(&bd, vals[i]);
         buf dst = {0};
         if (o->reduce >= 0 && c->acc && c->acc[i]) {
@@ -608,7 +676,7 @@ static void emit_body(ctx *c, fx *const *vals)
                 free(v);
                 v = buf_finish(&t);
             }
-            char *s = v ? combine_text(c, o->reduce, ne->outs[i].value->etype, d, v) : NULL;
+            char *s = v ? combine_text(c, o->reduce, o->value->etype, d, v) : NULL;
             if (!v)
                 bd.oom = true;
             buf cm = {0};
@@ -1216,8 +1284,143 @@ static void emit_nest_loops(ctx *c, const nest *ne, int from, bool may_par)
     c->acc = NULL;
 }
 
+/* dst = value, the value's statements first. */
+static void emit_assign(ctx *c, const char *dst, fx *value)
+{
+    body bd = {.c = c};
+    names scope = {.outer = &c->local}, *saved = c->body_names;
+    c->body_names = &scope;
+    emit_values(c, &bd, &value, 1);
+    char *v = bd.oom ? NULL : value_text(&bd, value);
+    if (v)
+        line(c, "%s = %s;", dst, v);
+    else
+        c->b->failed = true;
+    free(v);
+    free(bd.v);
+    names_free(&scope);
+    c->body_names = saved;
+}
+
+/* A product of matrices tiled by tile.c: for each block of TJ columns, B's panel is packed;
+ * for each block of TI rows, the block of the product accumulates in registers over k; then
+ * the block leaves through the absorbed element-wise outputs (and the product's own store). */
+static void emit_tiled(ctx *c, int32_t k)
+{
+    const nest *ne = &c->p->nests[k];
+    const nout *prod = &ne->outs[0];
+    int et = prod->value->etype, ti = ne->tile_i, tj = ne->tile_j;
+    long long I = ne->dims[0], K = ne->dims[1], J = ne->dims[2];
+    const char *T = ctype(et);
+    c->ne = ne;
+    memset(&c->local, 0, sizeof c->local);
+    c->local.outer = &c->fn;
+    emit_nest_comment(c);
+    line(c, "/* in tiles of %d x %d held in registers over the %lld-long sum, the second factor", ti,
+         tj, K);
+    line(c, " * packed %d columns at a time */", tj);
+    line(c, "{");
+    c->indent++;
+    declare_temps(c, k, k, -1, false);
+    const char *panel = unique(&c->local, "panel");
+    line(c, "%s *restrict %s = (%s *)(ws + %lld);", T, panel, T,
+         (long long)c->p->bufs[ne->pack].offset);
+    const char *i0 = unique(&c->local, "i0"), *kv = unique(&c->local, "k"),
+               *j0 = unique(&c->local, "j0"), *ni = unique(&c->local, "ni"),
+               *nj = unique(&c->local, "nj"), *acc = unique(&c->local, "acc");
+    c->var[0] = i0;
+    c->var[1] = kv;
+    c->var[2] = j0;
+    line(c, "for (int64_t %s = 0; %s < %lld; %s += %d) {", j0, j0, J, j0, tj);
+    c->indent++;
+    line(c, "const int %s = %lld - %s < %d ? (int)(%lld - %s) : %d;", nj, J, j0, tj, J, j0, tj);
+    /* the panel: B's columns j0 .. j0 + nj, k-major, zero past the edge */
+    line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", kv, kv, K, kv);
+    c->indent++;
+    line(c, "for (int jj = 0; jj < %s; jj++) {", nj);
+    c->indent++;
+    char jexpr[64], dst[128];
+    snprintf(jexpr, sizeof jexpr, "%s + jj", j0);
+    c->expr[0] = "0";
+    c->expr[1] = kv;
+    c->expr[2] = jexpr;
+    snprintf(dst, sizeof dst, "%s[%s * %d + jj]", panel, kv, tj);
+    emit_assign(c, dst, ne->tile_b);
+    c->indent--;
+    line(c, "}");
+    line(c, "for (int jj = %s; jj < %d; jj++)", nj, tj);
+    line(c, "    %s = 0;", dst);
+    c->indent--;
+    line(c, "}");
+    if (c->p->opts->openmp && nest_work(ne) >= PAR_MIN && I > ti)
+        omp_parallel_for(c);
+    line(c, "for (int64_t %s = 0; %s < %lld; %s += %d) {", i0, i0, I, i0, ti);
+    c->indent++;
+    line(c, "const int %s = %lld - %s < %d ? (int)(%lld - %s) : %d;", ni, I, i0, ti, I, i0, ti);
+    line(c, "%s %s[%d];", T, acc, ti * tj);
+    char iexpr[64];
+    snprintf(iexpr, sizeof iexpr, "%s + ii", i0);
+    {
+        /* the first factor's rows start at a[off + i0 * si] and step k by sk */
+        const fx *a = ne->tile_a;
+        int h = tile_helper(et, ne->tile_vb);
+        *c->helpers |= 1ull << h;
+        buf t = {0};
+        buf_printf(&t, "%s + %lld", c->bufname[a->buf], (long long)a->off);
+        if (a->st[0])
+            buf_printf(&t, " + %s * %lld", i0, (long long)a->st[0]);
+        char *base = buf_finish(&t);
+        line(c, "nest_tile_%s_%dx%d(%s, %lld, %s, %lld, %lld, %s, %s);",
+             nest_type_name((nest_type)et), ti, tj, ni, K, base ? base : "0",
+             (long long)a->st[0], (long long)a->st[1], panel, acc);
+        free(base);
+    }
+    c->expr[0] = iexpr;
+    /* the block leaves: through the absorbed outputs, and into the product if it is kept */
+    line(c, "for (int ii = 0; ii < %s; ii++) {", ni);
+    c->indent++;
+    line(c, "for (int jj = 0; jj < %s; jj++) {", nj);
+    c->indent++;
+    c->expr[1] = "0";
+    c->expr[2] = jexpr;
+    char tile[96];
+    snprintf(tile, sizeof tile, "%s[ii * %d + jj]", acc, tj);
+    c->tile_view = fx_load(c->mp, prod->buf, prod->off, 3, prod->st, -1);
+    c->tile_text = tile;
+    if (ne->nouts > 1) {
+        fx *vals[ne->nouts];
+        for (int i = 1; i < ne->nouts; i++)
+            vals[i - 1] = ne->outs[i].value;
+        emit_outputs(c, ne->outs + 1, vals, ne->nouts - 1);
+    }
+    if (!prod->drop) {
+        buf t = {0};
+        store_text(c, &t, prod);
+        char *d = buf_finish(&t);
+        line(c, "%s = %s;", d ? d : "", tile);
+        free(d);
+    }
+    c->tile_view = NULL;
+    c->tile_text = NULL;
+    c->indent--;
+    line(c, "}");
+    c->indent--;
+    line(c, "}");
+    c->indent--;
+    line(c, "}");
+    c->indent--;
+    line(c, "}");
+    c->indent--;
+    line(c, "}");
+    names_free(&c->local);
+}
+
 static void emit_nest(ctx *c, int32_t k)
 {
+    if (c->p->nests[k].tile_i) {
+        emit_tiled(c, k);
+        return;
+    }
     const nest *ne = &c->p->nests[k];
     c->ne = ne;
     memset(&c->local, 0, sizeof c->local);
@@ -1524,6 +1727,8 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
         bool any = false;
         for (int32_t bi = 0; bi < p->nbufs; bi++)
             any |= p->bufs[bi].kind == BUF_TEMP && !p->bufs[bi].dead && used[bi];
+        for (int32_t k = 0; k < p->nnests; k++)
+            any |= !p->nests[k].dead && p->nests[k].pack >= 0;
         if (!any)
             line(&c, "(void)ws;");
     }

@@ -78,6 +78,7 @@ static nest *new_nest(plan *p, int rank, const int64_t *dims, uint32_t reduced)
     nest *n = &p->nests[p->nnests];
     memset(n, 0, sizeof *n);
     n->rank = rank;
+    n->pack = -1;
     n->dims = arena_memdup(p->a, dims, (size_t)rank * sizeof *dims + 1);
     n->reduced = reduced;
     if (!n->dims) {
@@ -101,7 +102,7 @@ static bool add_out(plan *p, nest *n, int32_t bufi, int64_t off, const int64_t *
     }
     if (n->nouts)
         memcpy(o, n->outs, (size_t)n->nouts * sizeof *o);
-    o[n->nouts++] = (nout){bufi, off, s, value, (int16_t)reduce, node};
+    o[n->nouts++] = (nout){bufi, off, s, value, (int16_t)reduce, node, false};
     n->outs = o;
     if (n->nnodes)
         memcpy(nodes, n->nodes, (size_t)n->nnodes * sizeof *nodes);
@@ -218,7 +219,10 @@ static bool lower_dot(lower *lw, int32_t node)
             p->status = NEST_ERR_LIMIT; /* broadcast of a concat cannot fail; this is a bug */
         return false;
     }
-    return reduce_into_home(lw, node, rank, dims, 1u << (rank - 1), prod, OP_SUM);
+    if (!reduce_into_home(lw, node, rank, dims, 1u << (rank - 1), prod, OP_SUM))
+        return false;
+    p->nests[p->nnests - 1].dot = free_a > 1 && free_b > 1;
+    return true;
 }
 
 /* Whether node is returned into a column-major array (its home then has that layout). */

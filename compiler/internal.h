@@ -314,6 +314,7 @@ typedef struct nout {
     fx *value;
     int16_t reduce;      /* OP_SUM, OP_MAX, OP_MIN, or -1 for a store */
     int32_t node;        /* the graph node computed */
+    bool drop;           /* tile.c: the fold feeds the nest's other outputs and is not stored */
 } nout;
 
 typedef struct nest {
@@ -325,6 +326,13 @@ typedef struct nest {
     int32_t *nodes;      /* the graph nodes computed here, in order (for comments) */
     int nnodes;
     bool dead;           /* merged into another nest */
+    bool dot;            /* fuse.c: a contraction with free axes on both sides (a product of
+                          * matrices); tile.c may tile it */
+    int tile_i, tile_j;  /* tile.c: the register tile of a [I, K, J] product, or 0 */
+    int tile_vb;         /* tile.c: the vector bytes the tile was sized for (16, 32, 64) */
+    fx *tile_a, *tile_b; /* tile.c: its factors: a load ignoring J, an expression ignoring I */
+    bool a_first;        /* tile.c: the product is tile_a * tile_b (else tile_b * tile_a) */
+    int32_t pack;        /* tile.c: the workspace buffer of its packed panel, or -1 */
     int32_t group;       /* rows.c: the first nest of its row group (its own index if alone) */
     bool rowed;          /* rows.c: in a group of several nests sharing the outer loop */
 } nest;
@@ -370,6 +378,8 @@ fx *fx_slice(plan *p, fx *e, const int64_t *lower, const int64_t *step);
 fx *fx_permute(plan *p, fx *e, int rank, const uint8_t *order);
 fx *fx_reshape(plan *p, fx *e, int in_rank, const int64_t *in_shape, int rank,
                const int64_t *shape);
+/* e with the load `from` replaced by `to` (any node over the same space). */
+fx *fx_substitute(plan *p, fx *e, fx *from, fx *to);
 /* e over an index space whose axis `axis` is shifted by delta: e'(i) = e(i + delta). */
 fx *fx_shift(plan *p, fx *e, int axis, int64_t delta);
 /* e with the axes of a nest merged or dropped: new axis k takes the strides of old axis
@@ -410,6 +420,14 @@ int pass_rows(plan *p);
  * axes whose strides agree for every access; drops axes of extent 1. The shared outer axis of a
  * row group stays where it is. */
 int pass_flatten(plan *p);
+
+/* ---------------------------------------------------------------------------------------------
+ * tile.c: register tiles for matrix products
+ * ------------------------------------------------------------------------------------------- */
+
+/* Tiles the [I, K, J] nests of contracting dots (the result block in registers, B packed into
+ * panels) and absorbs the element-wise nest that follows into the tile's store. */
+int pass_tile(plan *p);
 
 /* ---------------------------------------------------------------------------------------------
  * memplan.c: the workspace

@@ -208,6 +208,8 @@ struct xform {
     const int64_t *a, *b;     /* parameters of the transform */
     const uint8_t *order;
     const int *from;
+    const fx *old;            /* substitute: this node ... */
+    fx *new_;                 /* ... becomes this one */
     uint32_t mask;
     int axis;
     int64_t delta;
@@ -431,6 +433,22 @@ fx *fx_reshape(plan *p, fx *e, int in_rank, const int64_t *in_shape, int rank,
 {
     xform x = {.p = p, .load = rs_load, .concat = NULL, .in_rank = in_rank, .in_shape = in_shape,
                .out_rank = rank, .out_shape = shape};
+    return run(&x, e);
+}
+
+/* substitute: one node replaced by another */
+static fx *sub_load(xform *x, const fx *e) { return e == x->old ? x->new_ : (fx *)e; }
+
+static fx *sub_concat(xform *x, const fx *e, fx **parts)
+{
+    return fx_concat(x->p, e->rank, e->axis, e->nargs, parts, e->starts, e->node);
+}
+
+fx *fx_substitute(plan *p, fx *e, fx *from, fx *to)
+{
+    if (from->kind != FX_LOAD)
+        return NULL; /* only leaves are substituted */
+    xform x = {.p = p, .load = sub_load, .concat = sub_concat, .old = from, .new_ = to};
     return run(&x, e);
 }
 

@@ -47,6 +47,12 @@ int pass_memplan(plan *p)
             const nest *ne = &p->nests[k];
             if (ne->dead)
                 continue;
+            if (ne->pack == b) { /* a tiled product's panel lives during its nest */
+                if (l.first < 0)
+                    l.first = ne->group;
+                if (glast[ne->group] > l.last)
+                    l.last = glast[ne->group];
+            }
             for (int i = 0; i < ne->nouts; i++) {
                 bool reads = fx_reads(p, ne->outs[i].value, b);
                 if (p->status) {

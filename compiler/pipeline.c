@@ -4,6 +4,7 @@
  *   pass_fuse      what is stored, the loop nests and their expressions   (fuse.c, layout.c)
  *   pass_rows      nests that proceed row by row share their outer loop    (rows.c)
  *   pass_flatten   loop order and merged axes                             (flatten.c)
+ *   pass_tile      register tiles for products of matrices                (tile.c)
  *   pass_memplan   the workspace                                          (memplan.c)
  *   emit_function  C text                                                 (emit_c.c)
  */
@@ -19,6 +20,7 @@ static const struct {
     {"fuse", pass_fuse},
     {"rows", pass_rows},
     {"flatten", pass_flatten},
+    {"tile", pass_tile},
     {"memplan", pass_memplan},
 };
 

@@ -26,8 +26,8 @@ static void find_row_concat(fx *e, void *ctx)
  * boundaries (the emitter splits a nest's own loops, never a group's shared one). */
 static bool eligible(plan *p, const nest *n)
 {
-    if (n->dead || n->rank < 2 || (n->reduced & 1u) || n->dims[0] < 2)
-        return false;
+    if (n->dead || n->rank < 2 || (n->reduced & 1u) || n->dims[0] < 2 || n->dot)
+        return false; /* a product of matrices is tiled instead (tile.c) */
     bool split = false;
     for (int i = 0; i < n->nouts && !split; i++)
         if (!fx_walk(p, &n->outs[i].value, 1, find_row_concat, &split))

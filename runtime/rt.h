@@ -44,9 +44,18 @@ typedef struct rt_shim_api {
  * ------------------------------------------------------------------------------------------- */
 
 /* The shim's entry points, loading the library on the first call (thread-safe). Looks in
- * $NEST_JIT_LIB, beside libnest.so (or the program), in ../lib/nest of the program, and at the
- * path the build put it. NULL with *err (NEST_ERR_UNAVAILABLE) when it cannot be loaded. */
+ * $NEST_JIT_LIB (when set, only there), beside libnest.so (or the program, when libnest is
+ * linked statically) and in its nest/ subdirectory, in ../lib/nest of the program, and at the
+ * path the build put it. NULL with *err (NEST_ERR_UNAVAILABLE) when it cannot be loaded: the
+ * message names every path tried and why it failed. The library stays loaded. */
 const rt_shim_api *rt_shim(char **err);
+
+/* A malloc'd printf-formatted message for *err (NULL when out of memory), shared by the
+ * runtime's files. */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((format(printf, 1, 2)))
+#endif
+char *rt_strf(const char *fmt, ...);
 
 /* ---------------------------------------------------------------------------------------------
  * cache.c: the compile cache

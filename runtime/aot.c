@@ -1,0 +1,270 @@
+/* aot.c - C source to a shared object with the system C compiler, run as a child process
+ * (posix_spawnp with an argv array: no shell ever sees the source path or the flags). */
+#include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "nest.h"
+#include "rt.h"
+
+#define MAX_CC_WORDS 32
+#define MAX_OUTPUT (256 * 1024) /* of the compiler's messages kept; the rest is drained */
+
+/* A growing byte string; `failed` is sticky (no memory). */
+typedef struct text {
+    char *s;
+    size_t len, cap;
+    bool failed;
+} text;
+
+static void text_add(text *t, const char *s, size_t n)
+{
+    if (t->failed)
+        return;
+    if (t->len + n + 1 > t->cap) {
+        size_t cap = t->cap ? t->cap : 256;
+        while (cap < t->len + n + 1)
+            cap *= 2;
+        char *p = realloc(t->s, cap);
+        if (!p) {
+            t->failed = true;
+            return;
+        }
+        t->s = p;
+        t->cap = cap;
+    }
+    memcpy(t->s + t->len, s, n);
+    t->len += n;
+    t->s[t->len] = '\0';
+}
+
+static void text_str(text *t, const char *s)
+{
+    text_add(t, s, strlen(s));
+}
+
+/* The command line as a shell would need it (for the log and messages only). */
+static void add_command(text *t, char *const *argv)
+{
+    for (int i = 0; argv[i]; i++) {
+        const char *a = argv[i];
+        if (i)
+            text_add(t, " ", 1);
+        if (a[0] && strspn(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                              "0123456789-_=+./,:@%") == strlen(a)) {
+            text_str(t, a);
+            continue;
+        }
+        text_add(t, "'", 1);
+        for (; *a; a++) {
+            if (*a == '\'')
+                text_str(t, "'\\''");
+            else
+                text_add(t, a, 1);
+        }
+        text_add(t, "'", 1);
+    }
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static bool write_all(int fd, const char *s, size_t n)
+{
+    while (n > 0) {
+        ssize_t r = write(fd, s, n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return false;
+        s += r;
+        n -= (size_t)r;
+    }
+    return true;
+}
+
+/* Runs argv with stdin from /dev/null and stdout+stderr into *output. Returns 0 and the wait
+ * status, or an errno value when the program could not be started. */
+static int run(char *const *argv, text *output, int *status)
+{
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0)
+        return errno;
+    posix_spawn_file_actions_t fa;
+    int rc = posix_spawn_file_actions_init(&fa);
+    if (rc != 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return rc;
+    }
+    if ((rc = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0)) == 0 &&
+        (rc = posix_spawn_file_actions_adddup2(&fa, fds[1], 1)) == 0 &&
+        (rc = posix_spawn_file_actions_adddup2(&fa, fds[1], 2)) == 0) {
+        pid_t pid;
+        rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+        close(fds[1]);
+        fds[1] = -1;
+        if (rc == 0) {
+            char chunk[4096];
+            for (;;) {
+                ssize_t r = read(fds[0], chunk, sizeof chunk);
+                if (r < 0 && errno == EINTR)
+                    continue;
+                if (r <= 0)
+                    break;
+                if (output->len < MAX_OUTPUT)
+                    text_add(output, chunk, (size_t)r);
+            }
+            while (waitpid(pid, status, 0) < 0) {
+                if (errno != EINTR) {
+                    *status = -1; /* SIGCHLD ignored by the program: no status to be had */
+                    break;
+                }
+            }
+        }
+    }
+    posix_spawn_file_actions_destroy(&fa);
+    close(fds[0]);
+    if (fds[1] >= 0)
+        close(fds[1]);
+    return rc;
+}
+
+int rt_build_so(const char *src, size_t len, const char *so_path, const char *cc,
+                const rt_opts *o, char **log, char **err)
+{
+    if (log)
+        *log = NULL;
+    if (err)
+        *err = NULL;
+    char *e = NULL;
+    int st = NEST_OK;
+    if ((!src && len) || !o || !so_path || !*so_path) {
+        e = rt_strf("rt_build_so: no source, options or output path");
+        st = NEST_ERR_ARG;
+        goto out;
+    }
+    if (o->opt_level < 0 || o->opt_level > 3) {
+        e = rt_strf("optimization level %d is not 0..3", o->opt_level);
+        st = NEST_ERR_ARG;
+        goto out;
+    }
+
+    /* The compiler command, split on spaces ("ccache gcc"). */
+    char *words = rt_strf("%s", cc && *cc ? cc : "cc");
+    char olevel[8], march[80], tmp[4096];
+    char *argv[MAX_CC_WORDS + 16];
+    int argc = 0, fd = -1;
+    text output = {0}, cmd = {0};
+    tmp[0] = '\0';
+    if (!words) {
+        st = NEST_ERR_NOMEM;
+        goto out;
+    }
+    char *save = NULL;
+    for (char *w = strtok_r(words, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
+        if (argc == MAX_CC_WORDS) {
+            e = rt_strf("the compiler command \"%.200s\" has too many words", cc);
+            st = NEST_ERR_ARG;
+            goto cleanup;
+        }
+        argv[argc++] = w;
+    }
+    if (argc == 0) {
+        e = rt_strf("no C compiler given");
+        st = NEST_ERR_ARG;
+        goto cleanup;
+    }
+
+    /* The source, in a file of its own. */
+    const char *tmpdir = getenv("TMPDIR");
+    if (!tmpdir || tmpdir[0] != '/')
+        tmpdir = "/tmp";
+    int n = snprintf(tmp, sizeof tmp, "%s/nest-XXXXXX.c", tmpdir);
+    if (n < 0 || (size_t)n >= sizeof tmp || (fd = mkstemps(tmp, 2)) < 0) {
+        e = rt_strf("cannot create a temporary file in %s: %s", tmpdir, strerror(errno));
+        st = NEST_ERR_IO;
+        goto cleanup;
+    }
+    bool wrote = write_all(fd, src ? src : "", len);
+    if (close(fd) != 0)
+        wrote = false;
+    if (!wrote) {
+        e = rt_strf("cannot write %s: %s", tmp, strerror(errno));
+        st = NEST_ERR_IO;
+        goto cleanup;
+    }
+
+    snprintf(olevel, sizeof olevel, "-O%d", o->opt_level);
+    snprintf(march, sizeof march, "-march=%.60s", o->march ? o->march : "native");
+    argv[argc++] = "-std=c99";
+    argv[argc++] = "-shared";
+    argv[argc++] = "-fPIC";
+    argv[argc++] = olevel;
+    argv[argc++] = march;
+    argv[argc++] = "-fopenmp-simd";
+    if (o->openmp)
+        argv[argc++] = "-fopenmp";
+    argv[argc++] = "-o";
+    argv[argc++] = (char *)so_path;
+    argv[argc++] = tmp;
+    argv[argc++] = "-lm";
+    argv[argc] = NULL;
+
+    add_command(&cmd, argv);
+    double t0 = now_ms();
+    int status = 0;
+    int rc = run(argv, &output, &status);
+    double ms = now_ms() - t0;
+    if (cmd.failed || output.failed) {
+        st = NEST_ERR_NOMEM;
+        goto cleanup;
+    }
+    if (rc != 0) {
+        if (rc == ENOENT)
+            e = rt_strf("%s: not found (cannot run the C compiler: %s)", argv[0], strerror(rc));
+        else
+            e = rt_strf("%s: cannot run the C compiler: %s", argv[0], strerror(rc));
+        st = NEST_ERR_UNAVAILABLE;
+        goto cleanup;
+    }
+    if (log)
+        *log = rt_strf("%s\n(%.1f ms)%s%s", cmd.s, ms, output.len ? "\n" : "",
+                       output.len ? output.s : "");
+    if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        char how[64];
+        if (status != -1 && WIFSIGNALED(status))
+            snprintf(how, sizeof how, "was killed by signal %d", WTERMSIG(status));
+        else if (status != -1)
+            snprintf(how, sizeof how, "failed with exit status %d", WEXITSTATUS(status));
+        else
+            snprintf(how, sizeof how, "ended with an unknown status");
+        e = rt_strf("%s %s:\n%s", cmd.s, how, output.len ? output.s : "(no output)\n");
+        st = NEST_ERR_COMPILE;
+    }
+
+cleanup:
+    if (tmp[0] && fd >= 0)
+        unlink(tmp);
+    free(cmd.s);
+    free(output.s);
+    free(words);
+out:
+    if (st == NEST_ERR_NOMEM && !e)
+        e = rt_strf("out of memory");
+    if (err)
+        *err = e;
+    else
+        free(e);
+    return st;
+}
