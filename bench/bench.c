@@ -895,12 +895,15 @@ static const char *dense_source(void)
     return stat("samples/dense.nest", &st) == 0 ? "samples/dense.nest" : "samples/design.nest";
 }
 
+static int latency_openmp = 1; /* the openmp option of the compiles below */
+
 /* ms of one nest_compile; negative on failure. *hit gets whether it came from the cache. */
 static double compile_ms(nest_function *f, int cache, bool *hit)
 {
     nest_options o;
     nest_options_init(&o);
     o.cache = cache;
+    o.openmp = latency_openmp;
     double t0 = now_s();
     nest_kernel *k = nest_compile(f, &o);
     double ms = (now_s() - t0) * 1e3;
@@ -946,6 +949,10 @@ static int latency_main(void)
     printf("first_l2 %.2f\n", compile_ms(l2, 0, NULL)); /* loads the JIT library too */
     printf("cold_l2 %.2f\n", median_compile(l2, 0, quick ? 3 : 11, NULL));
     printf("cold_dense %.2f\n", median_compile(dense, 0, quick ? 3 : 7, NULL));
+    latency_openmp = 0;
+    printf("cold1_l2 %.2f\n", median_compile(l2, 0, quick ? 3 : 11, NULL));
+    printf("cold1_dense %.2f\n", median_compile(dense, 0, quick ? 3 : 7, NULL));
+    latency_openmp = 1;
     bool hit_l2, hit_dense;
     compile_ms(l2, 1, NULL); /* fills the cache */
     compile_ms(dense, 1, NULL);
@@ -960,7 +967,7 @@ static int latency_main(void)
 }
 
 typedef struct {
-    double first_l2, cold_l2, cold_dense, hit_l2, hit_dense;
+    double first_l2, cold_l2, cold_dense, cold1_l2, cold1_dense, hit_l2, hit_dense;
     bool hits_were_hits;
     double aot[2], clang[2], gcc[2]; /* l2, dense */
     char startup[4096];
@@ -1016,7 +1023,7 @@ static void measure_startup(void)
 
 static void measure_latency(const char *self)
 {
-    char cmd[512], text[1024] = "";
+    char cmd[512], text[2048] = "";
     snprintf(cmd, sizeof cmd, "%s%s --latency", self, quick ? " --quick" : "");
     FILE *p = popen(cmd, "r");
     if (p) {
@@ -1027,6 +1034,8 @@ static void measure_latency(const char *self)
     lat.first_l2 = latency_value(text, "first_l2");
     lat.cold_l2 = latency_value(text, "cold_l2");
     lat.cold_dense = latency_value(text, "cold_dense");
+    lat.cold1_l2 = latency_value(text, "cold1_l2");
+    lat.cold1_dense = latency_value(text, "cold1_dense");
     lat.hit_l2 = latency_value(text, "hit_l2");
     lat.hit_dense = latency_value(text, "hit_dense");
     lat.hits_were_hits = latency_value(text, "hits_were_hits") == 1;
@@ -1177,6 +1186,7 @@ static void print_latency(void)
     out("| JIT, first compile in a process (loads libnest_jit.so), cache off | %s | |\n",
         ms(lat.first_l2));
     out("| JIT cold (cache off, JIT loaded) | %s | %s |\n", ms(lat.cold_l2), ms(lat.cold_dense));
+    out("| JIT cold, openmp = 0 | %s | %s |\n", ms(lat.cold1_l2), ms(lat.cold1_dense));
     out("| JIT cache hit (JIT loaded)%s | %s | %s |\n",
         lat.hits_were_hits ? "" : " (NOT all hits)", ms(lat.hit_l2), ms(lat.hit_dense));
     out("| AOT: `nestc -o x.so` (cc, a process) | %s | %s |\n", ms(lat.aot[0]), ms(lat.aot[1]));
