@@ -461,6 +461,9 @@ void emit_header_decls(buf *b, const plan *p);
  * printed into *dump). Returns NEST_OK or an error recorded on f. */
 int pipeline_plan(plan *p, nest_function *f, arena *a, const nest_options *opts,
                   const char *dump_after, buf *dump);
+/* The passes, in order, as nestc --dump-after names them. */
+#define PIPELINE_PASSES "fuse, rows, flatten, tile, memplan"
+bool pipeline_has_pass(const char *name);
 /* Prints a plan (nests, their outputs and expressions) for --dump-after. */
 void plan_dump(buf *b, const plan *p);
 /* What the JIT needs besides the C of a function: its workspace and the graph nodes of its

@@ -22,7 +22,7 @@ static const char usage[] =
     "  --emit=FORM        print FORM to standard output: ir (the canonical text form),\n"
     "                     dot (Graphviz), c (the generated C), h (its header)\n"
     "  --no-fuse          store every op's result (no fusion), for comparison and bisection\n"
-    "  --dump-after=PASS  print the plan after a pass (fuse, rows, flatten, memplan)\n"
+    "  --dump-after=PASS  print the plan after a pass (" PIPELINE_PASSES ")\n"
     "  --run[=FUNC]       evaluate FUNC (default: every function) with the reference\n"
     "                     interpreter on generated inputs and print the results; parameter p's\n"
     "                     element i is ((7i + 3p) mod 11 - 5) / 8 (integers: without / 8;\n"
@@ -248,8 +248,8 @@ int main(int argc, char **argv)
             opts.fuse = 0;
         } else if (strncmp(a, "--dump-after=", 13) == 0) {
             dump = a + 13;
-            if (strcmp(dump, "fuse") && strcmp(dump, "rows") && strcmp(dump, "flatten") && strcmp(dump, "memplan"))
-                return fail_usage("unknown pass '%s' for --dump-after (fuse, rows, flatten or memplan)", dump);
+            if (!pipeline_has_pass(dump))
+                return fail_usage("unknown pass '%s' for --dump-after (" PIPELINE_PASSES ")", dump);
         } else if (strcmp(a, "--jit") == 0) {
             jit = true;
         } else if (strcmp(a, "--run") == 0) {

@@ -24,6 +24,14 @@ static const struct {
     {"memplan", pass_memplan},
 };
 
+bool pipeline_has_pass(const char *name)
+{
+    for (size_t i = 0; i < countof(passes); i++)
+        if (strcmp(passes[i].name, name) == 0)
+            return true;
+    return false;
+}
+
 /* ---- dumps ---- */
 
 static void dump_fx(buf *b, const plan *p, const fx *e)
@@ -245,10 +253,7 @@ char *pipeline_emit_jit(nest_function *f, const nest_options *opts, jit_info *in
 /* For nestc --dump-after: the plan of each function after the named pass. */
 char *pipeline_dump(nest_function *const *fns, int n, const nest_options *opts, const char *pass)
 {
-    bool known = false;
-    for (size_t i = 0; i < countof(passes); i++)
-        known |= strcmp(passes[i].name, pass) == 0;
-    if (!known)
+    if (!pipeline_has_pass(pass))
         return NULL;
     buf out = {0};
     for (int i = 0; i < n; i++) {
