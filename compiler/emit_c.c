@@ -492,6 +492,16 @@ static void op_text(body *bd, buf *b, const fx *e)
         goto out;
     }
     int at = e->args[e->nargs - 1]->etype; /* the operands' type (select: of its values) */
+    /* an integer compared with itself: compilers warn that the comparison is constant, so the
+     * C says the constant (floats compare: NaN is not equal to itself) */
+    if (e->nargs == 2 && !is_float(at) && strcmp(args[0], args[1]) == 0) {
+        switch (e->op) {
+        case OP_EQUAL: buf_puts(b, "1"); goto out;
+        case OP_LESS: case OP_GREATER: buf_puts(b, "0"); goto out;
+        case OP_MAXIMUM: case OP_MINIMUM: buf_puts(b, args[0]); goto out;
+        default: break;
+        }
+    }
     const ir_opinfo *info = &ir_ops[e->op];
     const char *tmpl = is_float(at) ? info->cfloat : info->cint;
     if (!is_float(at)) {
