@@ -682,6 +682,27 @@ static void concat_on_row_axis(void **state)
     check_values(f, 0);
 }
 
+/* Empty tensors: a fold whose outputs are empty writes nothing (and needs no workspace), a fold
+ * over an empty axis still writes its initial values. */
+static void empty_folds(void **state)
+{
+    nest_function *f = *state;
+    nest_value x = param(f, "x", NEST_F64, 3, SHAPE(3, 0, 5));
+    nest_value y = param(f, "y", NEST_F32, 2, SHAPE(4, 0));
+    /* min over axes 0 and 2 of [3,0,5]: a temporary of no elements, read by a broadcast */
+    nest_value m = nest_min(f, nest_exp(f, x), 2, SHAPE(0, 2));
+    nest_value b = nest_broadcast(f, nest_convert(f, m, NEST_F32), 2, SHAPE(0, 6), 1, SHAPE(1));
+    nest_value s = nest_sum(f, nest_exp(f, y), 1, SHAPE(1)); /* [4] of zeros */
+    nest_value mx = nest_max(f, y, 1, SHAPE(1));             /* [4] of -inf */
+    assert_value(f, mx);
+    ret(f, 3, (nest_value[]){b, s, mx});
+    char *src = emit_c(f, 1);
+    assert_null(strstr(src, "ws +"));
+    free(src);
+    check_values(f, 1);
+    check_values(f, 0);
+}
+
 /* sum over the middle axis of a 3-d tensor. */
 static void sum_middle_axis(void **state)
 {
@@ -981,6 +1002,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(concat_fuses_with_split_loops, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(concat_slice_transpose, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(concat_on_row_axis, fn_setup, fn_teardown),
+        cmocka_unit_test_setup_teardown(empty_folds, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(sum_middle_axis, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(row_softmax, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(no_fuse_one_nest_per_op, fn_setup, fn_teardown),
