@@ -28,6 +28,9 @@ static bool eligible(plan *p, const nest *n)
 {
     if (n->dead || n->rank < 2 || (n->reduced & 1u) || n->dims[0] < 2 || n->dot)
         return false; /* a product of matrices is tiled instead (tile.c) */
+    for (int k = 1; k < n->rank; k++)
+        if (n->dims[k] == 0)
+            return false; /* no iterations: nothing to share (and no temporaries to declare) */
     bool split = false;
     for (int i = 0; i < n->nouts && !split; i++)
         if (!fx_walk(p, &n->outs[i].value, 1, find_row_concat, &split))
