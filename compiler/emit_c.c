@@ -276,6 +276,9 @@ typedef struct ctx {
     namer nm;
     names fn;                 /* function scope: parameters, results, workspace */
     const char **bufname;     /* per buffer: its C name */
+    bool *refd;               /* per buffer: its name was written into the C */
+    bool *decl;               /* per temporary: declared in the open block, not yet cast */
+    bool ws_refd;             /* the workspace pointer was written into the C */
     int indent;
     /* the nest being emitted */
     const nest *ne;
@@ -415,6 +418,7 @@ static void operand_text(body *bd, buf *b, const fx *e)
     switch (e->kind) {
     case FX_LOAD:
         buf_printf(b, "%s[", c->bufname[e->buf]);
+        c->refd[e->buf] = true;
         index_expr(c, b, e->buf, e->off, e->st, e->rank);
         buf_putc(b, ']');
         return;
@@ -466,6 +470,17 @@ static void expand(ctx *c, buf *b, const char *tmpl, int etype, const char *cons
 static void op_text(body *bd, buf *b, const fx *e)
 {
     ctx *c = bd->c;
+    /* an integer compared with itself (operands are hash-consed: the same pointer): compilers
+     * warn that the comparison is constant, so the C says the constant (floats compare: NaN
+     * is not equal to itself) */
+    if (e->nargs == 2 && e->args[0] == e->args[1] && !is_float(e->args[0]->etype)) {
+        switch (e->op) {
+        case OP_EQUAL: buf_puts(b, "1"); return;
+        case OP_LESS: case OP_GREATER: buf_puts(b, "0"); return;
+        case OP_MAXIMUM: case OP_MINIMUM: operand_text(bd, b, e->args[0]); return;
+        default: break;
+        }
+    }
     char *args[3] = {NULL, NULL, NULL};
     for (int i = 0; i < e->nargs && i < 3; i++) {
         buf t = {0};
@@ -492,16 +507,6 @@ static void op_text(body *bd, buf *b, const fx *e)
         goto out;
     }
     int at = e->args[e->nargs - 1]->etype; /* the operands' type (select: of its values) */
-    /* an integer compared with itself: compilers warn that the comparison is constant, so the
-     * C says the constant (floats compare: NaN is not equal to itself) */
-    if (e->nargs == 2 && !is_float(at) && strcmp(args[0], args[1]) == 0) {
-        switch (e->op) {
-        case OP_EQUAL: buf_puts(b, "1"); goto out;
-        case OP_LESS: case OP_GREATER: buf_puts(b, "0"); goto out;
-        case OP_MAXIMUM: case OP_MINIMUM: buf_puts(b, args[0]); goto out;
-        default: break;
-        }
-    }
     const ir_opinfo *info = &ir_ops[e->op];
     const char *tmpl = is_float(at) ? info->cfloat : info->cint;
     if (!is_float(at)) {
@@ -645,6 +650,7 @@ static char *combine_text(ctx *c, int op, int etype, const char *acc, const char
 static void store_text(ctx *c, buf *b, const nout *o)
 {
     buf_printf(b, "%s[", c->bufname[o->buf]);
+    c->refd[o->buf] = true;
     index_expr(c, b, o->buf, o->off, o->st, c->ne->rank);
     buf_putc(b, ']');
 }
@@ -1251,11 +1257,25 @@ static void declare_temps(ctx *c, int32_t first, int32_t last, int32_t group, bo
             continue;
         const char *name = unique(&c->local, namer_name(&c->nm, pb->node));
         c->bufname[b] = name;
+        c->decl[b] = true;
+        c->refd[b] = false;
         if (rows)
             line(c, "%s %s[%lld];", ctype(pb->etype), name, (long long)pb->row);
         else
             line(c, "%s *restrict %s = (%s *)(ws + %lld);", ctype(pb->etype), name,
                  ctype(pb->etype), (long long)pb->offset);
+        c->ws_refd |= !rows;
+    }
+}
+
+/* Casts away the temporaries declared for the block being closed that its code never names
+ * (their only reads were in loops without iterations, or folded into constants). */
+static void cast_unused_temps(ctx *c)
+{
+    for (int32_t b = 0; b < c->p->nbufs; b++) {
+        if (c->decl[b] && !c->refd[b])
+            line(c, "(void)%s;", c->bufname[b]);
+        c->decl[b] = false;
     }
 }
 
@@ -1335,6 +1355,7 @@ static void emit_tiled(ctx *c, int32_t k)
     const char *panel = unique(&c->local, "panel");
     line(c, "%s *restrict %s = (%s *)(ws + %lld);", T, panel, T,
          (long long)c->p->bufs[ne->pack].offset);
+    c->ws_refd = true;
     const char *i0 = unique(&c->local, "i0"), *kv = unique(&c->local, "k"),
                *j0 = unique(&c->local, "j0"), *ni = unique(&c->local, "ni"),
                *nj = unique(&c->local, "nj"), *acc = unique(&c->local, "acc");
@@ -1377,6 +1398,7 @@ static void emit_tiled(ctx *c, int32_t k)
         *c->helpers |= 1ull << h;
         buf t = {0};
         buf_printf(&t, "%s + %lld", c->bufname[a->buf], (long long)a->off);
+        c->refd[a->buf] = true;
         if (a->st[0])
             buf_printf(&t, " + %s * %lld", i0, (long long)a->st[0]);
         char *base = buf_finish(&t);
@@ -1420,6 +1442,7 @@ static void emit_tiled(ctx *c, int32_t k)
     line(c, "}");
     c->indent--;
     line(c, "}");
+    cast_unused_temps(c);
     c->indent--;
     line(c, "}");
     names_free(&c->local);
@@ -1440,6 +1463,7 @@ static void emit_nest(ctx *c, int32_t k)
     c->indent++;
     declare_temps(c, k, k, -1, false);
     emit_nest_loops(c, ne, 0, true);
+    cast_unused_temps(c);
     c->indent--;
     line(c, "}");
     names_free(&c->local);
@@ -1497,6 +1521,7 @@ static void emit_group(ctx *c, int32_t lead)
         c->indent--;
         line(c, "}");
     }
+    cast_unused_temps(c);
     c->indent--;
     line(c, "}");
     c->indent--;
@@ -1660,9 +1685,13 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
     const nest_function *f = p->f;
     ctx c = {.b = b, .p = p, .mp = (plan *)p, .f = f, .mode = mode, .helpers = helpers};
     c.bufname = calloc((size_t)p->nbufs + 1, sizeof *c.bufname);
+    c.refd = calloc((size_t)p->nbufs + 1, sizeof *c.refd);
+    c.decl = calloc((size_t)p->nbufs + 1, sizeof *c.decl);
     bool *used = calloc((size_t)p->nbufs + 1, sizeof *used);
-    if (!c.bufname || !used || !namer_init(&c.nm, f)) {
+    if (!c.bufname || !c.refd || !c.decl || !used || !namer_init(&c.nm, f)) {
         free(c.bufname);
+        free(c.refd);
+        free(c.decl);
         free(used);
         namer_free(&c.nm);
         b->failed = true;
@@ -1758,6 +1787,23 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
         }
         emit_nest(&c, k);
     }
+    /* what the nests read only where a loop has no iterations never reached the C: cast away */
+    for (int32_t bi = 0; bi < p->nbufs; bi++) {
+        const pbuf *pb = &p->bufs[bi];
+        bool declared = pb->kind == BUF_PARAM || pb->kind == BUF_RESULT ||
+                        (pb->kind == BUF_CONST && mode == EMIT_JIT);
+        if (declared && used[bi] && !c.refd[bi])
+            line(&c, "(void)%s;", c.bufname[bi]);
+    }
+    if (ws && p->ws_size && !c.ws_refd && !c.b->failed) {
+        bool expected = false; /* else ws was cast at the top */
+        for (int32_t bi = 0; bi < p->nbufs; bi++)
+            expected |= p->bufs[bi].kind == BUF_TEMP && !p->bufs[bi].dead && used[bi];
+        for (int32_t k = 0; k < p->nnests; k++)
+            expected |= !p->nests[k].dead && p->nests[k].pack >= 0;
+        if (expected)
+            line(&c, "(void)ws;");
+    }
     line(&c, "return 0;");
     c.indent--;
     line(&c, "}");
@@ -1823,6 +1869,8 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
 out:
     free(abi);
     free(c.bufname);
+    free(c.refd);
+    free(c.decl);
     free(used);
     names_free(&c.fn);
     namer_free(&c.nm);
