@@ -213,8 +213,12 @@ int rt_build_so(const char *src, size_t len, const char *so_path, const char *cc
     argv[argc++] = olevel;
     argv[argc++] = march;
     argv[argc++] = "-fopenmp-simd";
-    if (o->openmp)
+    if (o->openmp) {
         argv[argc++] = "-fopenmp";
+        /* The OpenMP runtime's worker threads outlive a parallel region: if dlclose() unloaded
+         * the library, and with it libgomp, they would run unmapped code. */
+        argv[argc++] = "-Wl,-z,nodelete";
+    }
     argv[argc++] = "-o";
     argv[argc++] = (char *)so_path;
     argv[argc++] = tmp;

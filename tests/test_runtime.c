@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -736,6 +737,64 @@ static void aot_build(void **state)
     build_so(state, NULL, 1.0f);
 }
 
+/* A .so with a parallel region survives dlclose(): the OpenMP runtime's threads stay parked in
+ * it after the call returns, so neither it nor the runtime may be unmapped. */
+static const char *PAR_SRC = "void par(double *y, long n)\n"
+                             "{\n"
+                             "    #pragma omp parallel for\n"
+                             "    for (long i = 0; i < n; i++)\n"
+                             "        y[i] = 0.5 * (double)i;\n"
+                             "}\n";
+
+static void aot_openmp_dlclose(void **state)
+{
+    fixture *fx = *state;
+    const char *ccs[] = {"cc", "clang-14"};
+    for (int k = 0; k < 2; k++) {
+        char so[160];
+        snprintf(so, sizeof so, "%s/par%d.so", fx->root, k);
+        rt_opts o = O3;
+        o.openmp = true;
+        char *err = NULL;
+        int st = rt_build_so(PAR_SRC, strlen(PAR_SRC), so, ccs[k], &o, NULL, &err);
+        if (st == NEST_ERR_UNAVAILABLE && k > 0) { /* no clang-14 on this machine */
+            free(err);
+            continue;
+        }
+        if (st != NEST_OK)
+            print_error("rt_build_so: %s\n", err);
+        assert_int_equal(st, NEST_OK);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            enum { N = 1 << 16 };
+            static double y[N];
+            for (int round = 0; round < 3; round++) {
+                void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+                if (!h)
+                    _exit(2);
+                void (*par)(double *, long);
+                *(void **)&par = dlsym(h, "par");
+                if (!par)
+                    _exit(3);
+                par(y, N);
+                if (y[N - 1] != 0.5 * (N - 1))
+                    _exit(4);
+                dlclose(h);
+                struct timespec ts = {0, 30 * 1000 * 1000};
+                nanosleep(&ts, NULL);
+            }
+            _exit(0);
+        }
+        int status;
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        if (!WIFEXITED(status))
+            print_error("%s: the child was killed by signal %d\n", ccs[k], WTERMSIG(status));
+        assert_true(WIFEXITED(status));
+        assert_int_equal(WEXITSTATUS(status), 0);
+    }
+}
+
 static void aot_no_compiler(void **state)
 {
     fixture *fx = *state;
@@ -798,6 +857,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(cache_concurrent_writers, setup, teardown),
         cmocka_unit_test_setup_teardown(jit_openmp, setup, teardown),
         cmocka_unit_test_setup_teardown(aot_build, setup, teardown),
+        cmocka_unit_test_setup_teardown(aot_openmp_dlclose, setup, teardown),
         cmocka_unit_test_setup_teardown(aot_no_compiler, setup, teardown),
         cmocka_unit_test_setup_teardown(aot_compile_error, setup, teardown),
     };
