@@ -6,6 +6,8 @@
 #   make demo       compile and run the samples, show the generated C
 #   make bench      nest against numpy, numexpr, Eigen, OpenBLAS and hand-fused C
 #   make fuzz       the long randomized differential run (runs fuzz-parse first)
+#   make fuzz-random  random graphs, JIT against the interpreter: NEST_FUZZ_COUNT graphs
+#                   (default 20000) from seed NEST_FUZZ_SEED (default: the time)
 #   make fuzz-parse the text-form parser under libFuzzer for FUZZ_TIME seconds (default 60)
 #   make deps       install the Debian packages nest needs (as root) or print the command
 #   make install    PREFIX=/usr/local
@@ -35,7 +37,7 @@ COMPILER_SRC := compiler/util.c compiler/ir.c compiler/api.c compiler/parse.c co
                 compiler/memplan.c compiler/emit_c.c compiler/pipeline.c
 RUNTIME_SRC  := runtime/loader.c runtime/cache.c runtime/jit.c runtime/aot.c runtime/kernel.c
 NESTC_SRC    := compiler/nestc.c
-TEST_NAMES   := test_ir test_parse test_interp test_runtime test_fuse test_diff
+TEST_NAMES   := test_ir test_parse test_interp test_runtime test_fuse test_diff test_random
 
 LIB_OBJ   := $(patsubst %.c,$(B)/obj/%.o,$(COMPILER_SRC) $(RUNTIME_SRC))
 NESTC_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(NESTC_SRC))
@@ -50,7 +52,7 @@ JITFLAGS  := -isystem $(LLVM)/include $(shell $(LLVM)/bin/llvm-config --cxxflags
              -Iinclude -Iruntime -DNEST_LLVM_DIR='"$(LLVM)"'
 JITLIBS   := -L$(LLVM)/lib -lclang-cpp -lLLVM-14 -Wl,-rpath,$(LLVM)/lib -Wl,--no-undefined
 
-.PHONY: all test sanitize demo bench fuzz fuzz-parse deps install clean check-deps run-tests
+.PHONY: all test sanitize demo bench fuzz fuzz-parse fuzz-random deps install clean check-deps run-tests
 .DELETE_ON_ERROR:
 
 all: $(B)/lib/libnest.a $(B)/lib/libnest.so $(BINDIR)/nestc $(JITLIB)
@@ -133,7 +135,12 @@ fuzz-parse: $(B)/fuzz/fuzz_parse
 	$(B)/fuzz/fuzz_parse -max_total_time=$(FUZZ_TIME) -dict=tests/fuzz_parse.dict \
 	    -artifact_prefix=$(B)/fuzz/ $(B)/fuzz/corpus-parse tests/corpus/parse
 
-fuzz: fuzz-parse
+# Random graphs (tests/test_random.c) through the JIT against the reference interpreter; a
+# failing graph prints its seed and text form (NEST_FUZZ_SEED=<seed> NEST_FUZZ_COUNT=1 reruns it).
+fuzz-random: $(B)/tests/test_random $(JITLIB)
+	NEST_FUZZ_COUNT=$${NEST_FUZZ_COUNT:-20000} $(B)/tests/test_random
+
+fuzz: fuzz-parse fuzz-random
 
 # The samples: l2 through the C API and the JIT, dense ahead of time through its header.
 $(B)/samples/l2: samples/l2.c $(B)/lib/libnest.a include/nest.h
