@@ -244,15 +244,15 @@ static const char *num(double v)
     return s;
 }
 
-static const char *ratio(double a, double b)
+static const char *ratio(double v)
 {
     static char buf[16][24];
     static int k;
     char *s = buf[k++ % 16];
-    if (!(a > 0) || !(b > 0))
+    if (!(v > 0))
         snprintf(s, 24, "-");
     else
-        snprintf(s, 24, "%.2f", a / b);
+        snprintf(s, 24, "%.2f", v);
     return s;
 }
 
@@ -700,6 +700,8 @@ static void peer_stop(peer *p)
 
 typedef struct {
     double gbs[NSIZES][C_COUNT];   /* 0: not measured */
+    double t[NSIZES][C_COUNT][MAX_ROUNDS]; /* seconds per call in each round */
+    int rounds[NSIZES];
     double mem[NSIZES][C_COUNT];   /* extra bytes; negative: not measured */
     bool mismatch[NSIZES][C_COUNT];
 } results;
@@ -778,12 +780,10 @@ static void measure(peer *py, workload w, int si)
         }
         sleep_ms(PAUSE_MS);
     }
+    res[w].rounds[si] = rounds;
     for (int c = 0; c < C_COUNT; c++) {
-        if (!(t[c][0] > 0)) {
-            res[w].gbs[si][c] = 0;
-            continue;
-        }
-        res[w].gbs[si][c] = bc.s.bytes / median(t[c], rounds) / 1e9;
+        memcpy(res[w].t[si][c], t[c], sizeof t[c]);
+        res[w].gbs[si][c] = t[c][0] > 0 ? bc.s.bytes / median(t[c], rounds) / 1e9 : 0;
     }
     case_free(&bc);
     measured[w] = true;
@@ -1110,6 +1110,22 @@ static void print_machine(peer *py)
         load_average());
 }
 
+/* How many times faster contender a is than the faster (by median) of b and b2 (b2 may be
+ * C_COUNT: none): the median over the rounds of the ratio of their times in the same round, so
+ * that both sides of each ratio ran under the same load. NAN when either was not measured. */
+static double speedup(workload w, int si, contender a, contender b, contender b2)
+{
+    const results *r = &res[w];
+    if (b2 < C_COUNT && r->gbs[si][b2] > r->gbs[si][b])
+        b = b2;
+    if (!(r->gbs[si][a] > 0) || !(r->gbs[si][b] > 0))
+        return NAN;
+    double q[MAX_ROUNDS];
+    for (int i = 0; i < r->rounds[si]; i++)
+        q[i] = r->t[si][b][i] / r->t[si][a][i];
+    return median(q, r->rounds[si]);
+}
+
 static void print_workload(workload w)
 {
     out("### %s\n\n", wl_title[w]);
@@ -1127,17 +1143,17 @@ static void print_workload(workload w)
         out("\n");
     }
 
-    out("\nRatios (above 1: nest is faster):\n\n"
+    out("\nSpeed ratios, median of the per-round ratios (above 1: nest is faster):\n\n"
         "| n | nest 1t / C 1t | nest / best C | nest / Eigen | nest 1t / Eigen | "
         "nest / best numpy | nest / best numexpr |\n|---|---:|---:|---:|---:|---:|---:|\n");
-    for (int si = 0; si < NSIZES; si++) {
-        const double *g = res[w].gbs[si];
+    for (int si = 0; si < NSIZES; si++)
         out("| %s | %s | %s | %s | %s | %s | %s |\n", size_name(sizes[si]),
-            ratio(g[C_NEST1], g[C_HF1]), ratio(g[C_NEST], fmax(g[C_HF1], g[C_HF2])),
-            ratio(g[C_NEST], g[C_EIGEN]), ratio(g[C_NEST1], g[C_EIGEN]),
-            ratio(g[C_NEST], fmax(g[C_NUMPY], g[C_NUMPY_OUT])),
-            ratio(g[C_NEST], fmax(g[C_NE1], g[C_NE2])));
-    }
+            ratio(speedup(w, si, C_NEST1, C_HF1, C_COUNT)),
+            ratio(speedup(w, si, C_NEST, C_HF1, C_HF2)),
+            ratio(speedup(w, si, C_NEST, C_EIGEN, C_COUNT)),
+            ratio(speedup(w, si, C_NEST1, C_EIGEN, C_COUNT)),
+            ratio(speedup(w, si, C_NEST, C_NUMPY, C_NUMPY_OUT)),
+            ratio(speedup(w, si, C_NEST, C_NE1, C_NE2)));
 
     bool any = false;
     for (int si = 0; si < NSIZES; si++)
@@ -1209,16 +1225,16 @@ static void print_targets(bool with_mem, bool with_latency)
     out("## Targets\n\n| target | measured | |\n|---|---|---|\n");
     for (int w = 0; w < W_COUNT; w++)
         for (int si = 2; si < NSIZES && measured[w]; si++) {
-            const double *g = res[w].gbs[si];
-            double r1 = g[C_NEST1] / g[C_HF1], r = g[C_NEST] / fmax(g[C_HF1], g[C_HF2]);
+            double r1 = speedup((workload)w, si, C_NEST1, C_HF1, C_COUNT);
+            double r = speedup((workload)w, si, C_NEST, C_HF1, C_HF2);
             out("| %s %s: within 10%% of hand-fused C | nest 1t / C 1t %.2f, nest / best C "
                 "%.2f | %s |\n",
                 wl_name[w], size_name(sizes[si]), r1, r, verdict(r1 >= 0.9 && r >= 0.9));
         }
     for (int si = 0; si < NSIZES && measured[W_L2]; si++) {
-        const double *g = res[W_L2].gbs[si];
-        double np = g[C_NEST] / fmax(g[C_NUMPY], g[C_NUMPY_OUT]);
-        double nx = g[C_NEST] / fmax(g[C_NE1], g[C_NE2]), eg = g[C_NEST] / g[C_EIGEN];
+        double np = speedup(W_L2, si, C_NEST, C_NUMPY, C_NUMPY_OUT);
+        double nx = speedup(W_L2, si, C_NEST, C_NE1, C_NE2);
+        double eg = speedup(W_L2, si, C_NEST, C_EIGEN, C_COUNT);
         out("| l2 %s: >= 3x numpy, ahead of numexpr and Eigen | %.2fx numpy, %.2fx numexpr, "
             "%.2fx Eigen | %s |\n",
             size_name(sizes[si]), np, nx, eg, verdict(np >= 3 && nx > 1 && eg > 1));
@@ -1226,9 +1242,8 @@ static void print_targets(bool with_mem, bool with_latency)
     workload ws[2] = {W_CHAIN, W_BADD};
     for (int i = 0; i < 2; i++)
         for (int si = 0; si < NSIZES && measured[ws[i]]; si++) {
-            const double *g = res[ws[i]].gbs[si];
-            double np = g[C_NEST] / fmax(g[C_NUMPY], g[C_NUMPY_OUT]);
-            double nx = g[C_NEST] / fmax(g[C_NE1], g[C_NE2]);
+            double np = speedup(ws[i], si, C_NEST, C_NUMPY, C_NUMPY_OUT);
+            double nx = speedup(ws[i], si, C_NEST, C_NE1, C_NE2);
             out("| %s %s: >= 1.8x numpy, ahead of numexpr | %.2fx numpy, %.2fx numexpr | %s |\n",
                 wl_name[ws[i]], size_name(sizes[si]), np, nx, verdict(np >= 1.8 && nx > 1));
         }
