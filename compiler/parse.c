@@ -882,7 +882,7 @@ static void check_results(parser *ps, const ttype *rets, int nrets, const token 
 {
     nest_function *f = ps->f;
     if (f->nresults != nrets)
-        error_tok(ps, ret_tok, "the function declares %d result%s but returns %d", nrets,
+        error_at(ps, ret_tok->line, ret_tok->col, NEST_ERR_TYPE, "the function declares %d result%s but returns %d", nrets,
                   nrets == 1 ? "" : "s", f->nresults);
     for (int i = 0; i < nrets; i++) {
         const ir_node *n = &f->nodes[f->results[i]];
@@ -898,7 +898,7 @@ static void check_results(parser *ps, const ttype *rets, int nrets, const token 
                      i + 1, sa ? sa : "?", sb ? sb : "?");
             free(sa);
             free(sb);
-            error_tok(ps, ret_tok, "%s", msg);
+            error_at(ps, ret_tok->line, ret_tok->col, NEST_ERR_TYPE, "%s", msg);
         }
     }
 }
