@@ -8,10 +8,11 @@
 // remapped in memory, and EmitObjAction runs clang's own pipeline (the one `clang -c` runs) into
 // a memory stream. Diagnostics are printed into a string, never to stderr.
 //
-// Loading: one LLJIT for the process. Each loaded object gets its own JITDylib (so two kernels
-// may define the same symbol) whose link order ends in a JITDylib of process symbols; freeing
-// the code removes its JITDylib, which frees its memory. libomp and libmvec are opened the first
-// time an object needs one of their symbols.
+// Loading: one ORC execution session and object linking layer for the process (no LLJIT: it
+// would build a TargetMachine nobody uses, most of a millisecond). Each loaded object gets its
+// own JITDylib (so two kernels may define the same symbol) whose link order ends in a JITDylib
+// of process symbols; freeing the code removes its JITDylib, which frees its memory. libomp and
+// libmvec are opened the first time an object needs one of their symbols.
 
 #include <dlfcn.h>
 #include <stdlib.h>
@@ -36,7 +37,10 @@
 #include "clang/Frontend/TextDiagnosticPrinter.h"
 #include "clang/Lex/PreprocessorOptions.h"
 #include "llvm/ADT/StringMap.h"
-#include "llvm/ExecutionEngine/Orc/LLJIT.h"
+#include "llvm/ExecutionEngine/Orc/Core.h"
+#include "llvm/ExecutionEngine/Orc/ExecutorProcessControl.h"
+#include "llvm/ExecutionEngine/Orc/RTDyldObjectLinkingLayer.h"
+#include "llvm/ExecutionEngine/SectionMemoryManager.h"
 #include "llvm/Object/ObjectFile.h"
 #include "llvm/Support/Host.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -278,7 +282,8 @@ private:
 };
 
 struct Jit {
-    std::unique_ptr<orc::LLJIT> lljit;
+    std::unique_ptr<orc::ExecutionSession> es;
+    std::unique_ptr<orc::RTDyldObjectLinkingLayer> linker;
     orc::JITDylib *process = nullptr;
     std::string reported; // errors the session reports outside of a lookup's result
     unsigned long next_id = 0;
@@ -294,30 +299,24 @@ Jit *get_jit(std::string &msg)
 {
     if (the_jit)
         return the_jit;
-    init_llvm();
-    auto jtmb = orc::JITTargetMachineBuilder::detectHost();
-    if (!jtmb) {
-        msg = toString(jtmb.takeError());
-        return nullptr;
-    }
-    jtmb->setCodeGenOptLevel(CodeGenOpt::Aggressive);
-    auto lljit = orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(*jtmb)).create();
-    if (!lljit) {
-        msg = toString(lljit.takeError());
+    auto epc = orc::SelfExecutorProcessControl::Create();
+    if (!epc) {
+        msg = toString(epc.takeError());
         return nullptr;
     }
     std::unique_ptr<Jit> j(new Jit);
-    j->lljit = std::move(*lljit);
-    orc::ExecutionSession &es = j->lljit->getExecutionSession();
+    j->es = std::make_unique<orc::ExecutionSession>(std::move(*epc));
     Jit *jp = j.get();
     // The default reporter prints to stderr; keep the text for the failing load instead.
-    es.setErrorReporter([jp](Error e) {
+    j->es->setErrorReporter([jp](Error e) {
         std::string s = toString(std::move(e));
         if (!jp->reported.empty())
             jp->reported += "\n";
         jp->reported += s;
     });
-    j->process = &es.createBareJITDylib("nest.process");
+    j->linker = std::make_unique<orc::RTDyldObjectLinkingLayer>(
+        *j->es, [] { return std::make_unique<SectionMemoryManager>(); });
+    j->process = &j->es->createBareJITDylib("nest.process");
     j->process->addGenerator(std::make_unique<ProcessSymbols>());
     the_jit = j.release();
     return the_jit;
@@ -339,7 +338,7 @@ void free_code(rt_shim_code *c)
     {
         std::lock_guard<std::mutex> g(jit_mu);
         if (c->jd && the_jit)
-            consumeError(the_jit->lljit->getExecutionSession().removeJITDylib(*c->jd));
+            consumeError(the_jit->es->removeJITDylib(*c->jd));
     }
     delete c;
 }
@@ -390,7 +389,7 @@ int load(const void *obj, size_t len, rt_shim_code **out, char **err)
         set_err(err, "jit: cannot create the JIT: " + msg);
         return NEST_ERR_UNAVAILABLE;
     }
-    orc::ExecutionSession &es = j->lljit->getExecutionSession();
+    orc::ExecutionSession &es = *j->es;
     j->reported.clear();
     orc::JITDylib &jd = es.createBareJITDylib("nest.code." + std::to_string(++j->next_id));
     jd.addToLinkOrder(*j->process);
@@ -406,8 +405,8 @@ int load(const void *obj, size_t len, rt_shim_code **out, char **err)
         set_err(err, "jit: " + s);
         return NEST_ERR_COMPILE;
     };
-    if (Error e = j->lljit->addObjectFile(jd, MemoryBuffer::getMemBufferCopy(ref.getBuffer(),
-                                                                            "nest-object")))
+    if (Error e = j->linker->add(jd, MemoryBuffer::getMemBufferCopy(ref.getBuffer(),
+                                                                   "nest-object")))
         return fail(std::move(e));
     if (!names.empty()) {
         orc::SymbolLookupSet set;

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <math.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -347,6 +348,45 @@ static void jit_openmp(void **state)
     if (cpus > 1 && !getenv("OMP_NUM_THREADS"))
         assert_true(t > 1);
     rt_code_free(c);
+}
+
+/* Threads compile, load, call and free at the same time (each with its own source). */
+static void *jit_thread(void *arg)
+{
+    long id = (long)(intptr_t)arg;
+    for (int round = 0; round < 3; round++) {
+        char src[256], name[32];
+        snprintf(name, sizeof name, "tri%ld", id);
+        snprintf(src, sizeof src,
+                 "long %s(long n) { long s = 0; for (long i = 0; i < n; i++) s += %d * i; "
+                 "return s; }\n",
+                 name, round + 1);
+        rt_code *c = NULL;
+        if (rt_jit(src, strlen(src), &O3, &c, NULL, NULL) != NEST_OK)
+            return "rt_jit failed";
+        long (*tri)(long) = SYM(c, long (*)(long), name);
+        bool ok = tri && tri(100) == (round + 1) * 4950L;
+        rt_code_free(c);
+        if (!ok)
+            return "wrong result";
+    }
+    return NULL;
+}
+
+static void jit_threads(void **state)
+{
+    (void)state;
+    enum { T = 4 };
+    pthread_t th[T];
+    for (long i = 0; i < T; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, jit_thread, (void *)(intptr_t)i), 0);
+    for (int i = 0; i < T; i++) {
+        void *why;
+        assert_int_equal(pthread_join(th[i], &why), 0);
+        if (why)
+            print_error("thread %d: %s\n", i, (const char *)why);
+        assert_null(why);
+    }
 }
 
 /* ---- rt_jit: errors are returned, never printed ---- */
@@ -843,6 +883,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(jit_opt_levels, setup, teardown),
         cmocka_unit_test_setup_teardown(jit_simd_reduction, setup, teardown),
         cmocka_unit_test_setup_teardown(jit_expf, setup, teardown),
+        cmocka_unit_test_setup_teardown(jit_threads, setup, teardown),
         cmocka_unit_test_setup_teardown(jit_syntax_error, setup, teardown),
         cmocka_unit_test_setup_teardown(jit_unresolved_symbol, setup, teardown),
         cmocka_unit_test_setup_teardown(jit_bad_options, setup, teardown),
