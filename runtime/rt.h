@@ -24,18 +24,25 @@ typedef struct rt_shim_code rt_shim_code; /* code loaded into the process; freed
 
 typedef struct rt_shim_api {
     int (*abi)(void);
-    /* "cpu-name +feature,+feature,..." of the host, for cache keys; static storage. */
+    /* "triple cpu-name +feature,+feature,..." of the host, for cache keys; static storage. */
     const char *(*host)(void);
     /* Compiles C source (len bytes, named `name` in diagnostics) with the clang arguments
      * args[0..nargs) (e.g. "-O3", "-march=native") to an ELF object in memory: *obj is
-     * malloc'd (the caller frees it). On failure returns non-zero and *err holds clang's
-     * diagnostics (malloc'd). */
+     * malloc'd (the caller frees it). The shim adds only "-c -x c" and plain diagnostics.
+     * Returns a NEST_* status: on failure (NEST_ERR_COMPILE) *err holds clang's diagnostics,
+     * "name:line:col: error: ..." with the source line and a caret (malloc'd). Thread-safe:
+     * compiles run in parallel. */
     int (*compile)(const char *src, size_t len, const char *name, const char *const *args,
                    int nargs, void **obj, size_t *objlen, char **err);
-    /* Links an object into the process: undefined symbols resolve against the process (libm,
-     * libmvec) and libomp. */
+    /* Links a copy of an object into the process: undefined symbols resolve against the
+     * process (libm's expf, ...), libmvec (_ZGV* vector math) and libomp (__kmpc_*, omp_*,
+     * always LLVM's, never a libgomp the program may have), each library opened on first
+     * need. Every global symbol is resolved now: a missing one fails the load with
+     * NEST_ERR_COMPILE and the linker's message. Thread-safe (loads are serialized). */
     int (*load)(const void *obj, size_t len, rt_shim_code **out, char **err);
+    /* The address of a global function or variable the object defines, or NULL. No lock. */
     void *(*lookup)(rt_shim_code *c, const char *symbol);
+    /* Unloads the code (NULL is a no-op): every address it gave becomes invalid. */
     void (*free)(rt_shim_code *c);
 } rt_shim_api;
 
@@ -88,20 +95,35 @@ typedef struct rt_opts {
     bool cache;
 } rt_opts;
 
-/* Compiles src in process (or takes it from the cache) and loads it. *cache_hit tells which. */
+/* Compiles src in process (or takes it from the cache) and loads it. *cache_hit (cache_hit may
+ * be NULL) tells which. The clang arguments are -O<n> -march=<m> -mtune=generic -std=c99 -fPIC
+ * -fopenmp-simd [-fopenmp] -fno-math-errno -fveclib=libmvec; diagnostics name the source
+ * "nest.c". The cache key is the source, those arguments, the host's CPU and features and
+ * RT_SHIM_ABI; an entry that does not load is compiled again. Returns NEST_OK, NEST_ERR_ARG (no
+ * options, an opt_level outside 0..3, a march that is not a CPU-like name), NEST_ERR_UNAVAILABLE
+ * (no JIT library), NEST_ERR_COMPILE (clang's diagnostics or the linker's message) or
+ * NEST_ERR_NOMEM, with a malloc'd message in *err (err may be NULL). Thread-safe. */
 int rt_jit(const char *src, size_t len, const rt_opts *o, rt_code **out, bool *cache_hit,
            char **err);
+/* A global function or variable of the code, or NULL (also for c NULL). Valid until
+ * rt_code_free; code from several rt_jit calls may define the same names. */
 void *rt_code_symbol(rt_code *c, const char *name);
+/* Unloads the code; NULL is a no-op. */
 void rt_code_free(rt_code *c);
 
 /* ---------------------------------------------------------------------------------------------
  * aot.c: C source to a shared object with the system compiler
  * ------------------------------------------------------------------------------------------- */
 
-/* Writes src to a temporary file and runs `cc -shared -fPIC -O<n> -march=<m> ... -o so_path`
- * (argv, no shell) with cc split on spaces ("gcc", "clang-14", "ccache gcc"). With `log` not
- * NULL, *log receives the command line and its wall time (malloc'd). On failure *err holds the
- * compiler's output. */
+/* Writes src to a temporary file ($TMPDIR or /tmp, removed afterwards) and runs
+ * `cc -std=c99 -shared -fPIC -O<n> -march=<m> -fopenmp-simd [-fopenmp -Wl,-z,nodelete]
+ * -o so_path FILE.c -lm` (argv, no shell) with cc split on spaces ("gcc", "clang-14",
+ * "ccache gcc"; NULL or "" is "cc"). With openmp the .so is never unmapped by dlclose(): the
+ * OpenMP runtime's idle threads would be left in unmapped code. With `log` not NULL, *log
+ * receives the command line, its wall time ("(12.3 ms)") and any compiler output (malloc'd).
+ * Returns NEST_OK, NEST_ERR_ARG, NEST_ERR_IO (the temporary file), NEST_ERR_UNAVAILABLE (the
+ * compiler cannot be run: "gcc-99: not found ...") or NEST_ERR_COMPILE (it failed: *err holds
+ * the command, its exit status and its output). */
 int rt_build_so(const char *src, size_t len, const char *so_path, const char *cc,
                 const rt_opts *o, char **log, char **err);
 
