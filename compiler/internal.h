@@ -452,6 +452,10 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers);
 void emit_preamble(buf *b, uint64_t helpers);
 /* The declarations of one function's entry points, with shapes in comments. */
 void emit_header_decls(buf *b, const plan *p);
+/* Whether name is declared by the C library headers the generated C includes, predefined by C
+ * compilers, or a C++ keyword: parameters and values of that name are renamed in the C, and a
+ * function cannot have it. */
+bool emit_name_taken(const char *name);
 
 /* ---------------------------------------------------------------------------------------------
  * pipeline.c: the passes in order

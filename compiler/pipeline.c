@@ -139,6 +139,12 @@ static const char *const suffixes[] = {"", "_call", "_impl", "_workspace_size", 
 static int check_names(nest_function *const *fns, int n)
 {
     for (int i = 0; i < n; i++)
+        if (emit_name_taken(fns[i]->name))
+            return ir_error(fns[i], NEST_ERR_ARG,
+                            "function %s cannot be compiled: C library headers the generated C "
+                            "includes, the C compiler or C++ already use the name %s",
+                            fns[i]->name, fns[i]->name);
+    for (int i = 0; i < n; i++)
         for (int j = 0; j < n; j++) {
             if (i == j)
                 continue;
