@@ -34,7 +34,9 @@
  * limits, so sums and products wrap, divisions see 0 and -1, and INT_MIN / -1 occurs.
  *
  * The JIT's compile cache is pointed at a fresh directory for this process (XDG_CACHE_HOME), so
- * every compile here really compiles. Set NEST_DIFF_VERBOSE=1 to print each case's timing.
+ * every compile here really compiles. Set NEST_DIFF_VERBOSE=1 to print each case's timing,
+ * NEST_DIFF_TEST=pattern to run only the matching tests (test_aot*), NEST_DIFF_ONLY=text to run
+ * only the cases whose name contains text, NEST_DIFF_DUMP=case to print a case's text and C.
  */
 #include <dlfcn.h>
 #include <float.h>
@@ -260,8 +262,9 @@ typedef struct bctx {
     nest_layout lay;   /* layout of the parameters and results made through P and R */
     int np;
     uint8_t gen[MAXP];
-    int nr;
+    int nv;            /* values returned (a tuple is one) */
     nest_value res[MAXR];
+    int nr;            /* result arrays (a tuple's elements each): the metadata below */
     nest_layout rlay[MAXR];
     uint8_t kind[MAXR];
     int64_t nterms[MAXR];
@@ -324,12 +327,22 @@ static void Rv(bctx *b, nest_value v, int kind, int64_t nterms, const char *fmt,
         b->nr++; /* reported by the harness */
         return;
     }
-    b->res[b->nr] = v;
+    b->res[b->nv++] = v;
     b->rlay[b->nr] = b->lay;
     b->kind[b->nr] = (uint8_t)kind;
     b->nterms[b->nr] = nterms;
     vsnprintf(b->label[b->nr], LABEL, fmt, ap);
     b->nr++;
+}
+
+/* A parameter in a layout of its own. */
+static nest_value PL(bctx *b, nest_type t, int rank, const int64_t *shape, gen g, nest_layout lay)
+{
+    nest_layout saved = b->lay;
+    b->lay = lay;
+    nest_value v = P(b, t, rank, shape, g);
+    b->lay = saved;
+    return v;
 }
 
 /* A result of the case: the kind of op that made it sets the float tolerance. */
@@ -350,6 +363,24 @@ static void RS(bctx *b, nest_value v, int64_t nterms, const char *fmt, ...)
     va_start(ap, fmt);
     Rv(b, v, R_SUM, nterms, fmt, ap);
     va_end(ap);
+}
+
+/* A tuple result of n elements (no nested tuples): one array each, of the kinds given (a sum
+ * element of nterms[i] terms). */
+static void RT(bctx *b, nest_value v, int n, const uint8_t *kinds, const int64_t *nterms,
+               const char *label)
+{
+    if (b->nr + n > MAXR) {
+        b->nr += n;
+        return;
+    }
+    b->res[b->nv++] = v;
+    for (int i = 0; i < n; i++, b->nr++) {
+        b->rlay[b->nr] = b->lay;
+        b->kind[b->nr] = kinds[i];
+        b->nterms[b->nr] = nterms ? nterms[i] : 0;
+        snprintf(b->label[b->nr], LABEL, "%s element %d", label, i);
+    }
 }
 
 /* In the magnitude twin, |v| (floats); else v. Wrap every operand of sum and dot in it. */
@@ -379,7 +410,12 @@ static bctx *build(const char *name, build_fn fn, const void *arg, nest_layout l
     }
     int st = nest_errcode(b->f);
     if (st == NEST_OK)
-        st = nest_return(b->f, b->nr, b->res, b->rlay);
+        st = nest_return(b->f, b->nv, b->res, b->rlay);
+    if (st == NEST_OK && nest_result_count(b->f) != b->nr) {
+        print_error("%s: %d result arrays, the case's metadata says %d\n", name,
+                    nest_result_count(b->f), b->nr);
+        fail();
+    }
     if (st != NEST_OK) {
         print_error("%s: building failed: %s\n", name, nest_errmsg(b->f));
         nest_function_free(b->f);
@@ -577,6 +613,7 @@ enum {
     V_AOT_CLANG = 1 << 4, /* nest_build_so with clang-14 */
     V_COL = 1 << 5,       /* also build the case with column-major parameters and results */
     V_ALIAS = 1 << 6,     /* parameters of one type and shape get the same array */
+    V_NOROW = 1 << 7,     /* with V_COL: only the column-major build */
     V_STD = V_FUSE | V_NOFUSE,
 };
 
@@ -626,27 +663,11 @@ static void *fn_sym(void *h, const char *name)
     return dlsym(h, name);
 }
 
-/* Builds f into a .so with cc, loads it and calls NAME_call (or NAME_call_ws). */
-static bool run_aot(nest_function *f, const variant *v, arrays *args, arrays *got)
+/* Calls f's entry points in a loaded .so into got: NAME_call_ws with a workspace of
+ * NAME_workspace_size() bytes when f has one (then NAME_call too, which must give the same
+ * bytes), else NAME_call. Returns false after printing why. */
+static bool so_call(void *h, nest_function *f, const char *what, arrays *args, arrays *got)
 {
-    nest_options o;
-    nest_options_init(&o);
-    o.fuse = v->fuse;
-    o.openmp = v->openmp;
-    o.cc = v->cc;
-    char so[256];
-    snprintf(so, sizeof so, "%s/%s_%d.so", g_tmp, nest_function_name(f), ++g_seq);
-    int st = nest_build_so(&f, 1, so, NULL, &o, NULL);
-    if (st != NEST_OK) {
-        print_error("%s: %s: nest_build_so failed (%d): %s\n", nest_function_name(f), v->what,
-                    st, nest_errmsg(f));
-        return false;
-    }
-    void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        print_error("%s: %s: dlopen: %s\n", nest_function_name(f), v->what, dlerror());
-        return false;
-    }
     char sym[300];
     const char *name = nest_function_name(f);
     snprintf(sym, sizeof sym, "%s_workspace_size", name);
@@ -656,45 +677,90 @@ static bool run_aot(nest_function *f, const variant *v, arrays *args, arrays *go
     snprintf(sym, sizeof sym, "%s_call", name);
     void *c = fn_sym(h, sym);
     bool ok = c != NULL && (wsz != NULL) == (cws != NULL);
-    if (!ok)
+    if (!ok) {
         print_error("%s: %s: entry points missing (call %p, call_ws %p, workspace_size %p)\n",
-                    name, v->what, c, cws, wsz);
-    if (ok && cws) {
-        ws_size_fn size;
-        call_ws_fn call;
-        memcpy(&size, &wsz, sizeof size);
-        memcpy(&call, &cws, sizeof call);
-        size_t n = size();
-        void *ws = malloc(n + 1);
-        assert_non_null(ws);
-        int rc = call(args->p, got->p, ws);
-        free(ws);
-        if (rc != 0) {
-            print_error("%s: %s: %s_call_ws returned %d\n", name, v->what, name, rc);
-            ok = false;
-        }
-    } else if (ok) {
-        call_fn call;
-        memcpy(&call, &c, sizeof call);
-        int rc = call(args->p, got->p);
-        if (rc != 0) {
-            print_error("%s: %s: %s_call returned %d\n", name, v->what, name, rc);
-            ok = false;
-        }
+                    name, what, c, cws, wsz);
+        return false;
     }
-    /* not dlclose'd: a .so built with gcc -fopenmp takes libgomp down with it while the pool's
-     * threads still run there (see test_aot_dlclose) */
-    remove(so);
+    call_fn call;
+    memcpy(&call, &c, sizeof call);
+    if (!cws) {
+        int rc = call(args->p, got->p);
+        if (rc != 0)
+            print_error("%s: %s: %s_call returned %d\n", name, what, name, rc);
+        return rc == 0;
+    }
+    ws_size_fn size;
+    call_ws_fn call_ws;
+    memcpy(&size, &wsz, sizeof size);
+    memcpy(&call_ws, &cws, sizeof call_ws);
+    size_t n = size();
+    void *ws = malloc(n + 1);
+    assert_non_null(ws);
+    memset(ws, GUARD_BYTE, n + 1);
+    int rc = call_ws(args->p, got->p, ws);
+    free(ws);
+    if (rc != 0) {
+        print_error("%s: %s: %s_call_ws returned %d\n", name, what, name, rc);
+        return false;
+    }
+    /* NAME_call allocates the workspace itself and gives the same bytes */
+    arrays again;
+    arrays_alloc(&again, f, true);
+    rc = call(args->p, again.p);
+    for (int r = 0; ok && r < again.n; r++)
+        if (rc != 0 || memcmp(again.p[r], got->p[r], again.bytes[r]) != 0) {
+            print_error("%s: %s: %s_call (returned %d) and %s_call_ws differ in result %d\n",
+                        name, what, name, rc, name, r);
+            ok = false;
+        }
+    arrays_free(&again);
     return ok;
 }
 
+/* A unique path in the temporary directory. */
+static void temp_path(char *out, size_t cap, const char *stem, const char *ext)
+{
+    snprintf(out, cap, "%s/%s_%d%s", g_tmp, stem, ++g_seq, ext);
+}
+
+/* Builds fns into a .so with cc (and opts as in v) and loads it; NULL after printing why. The
+ * handle is never closed: a .so built with gcc -fopenmp takes libgomp down with it while the
+ * pool's threads still run there (see test_aot_dlclose). */
+static void *build_and_load(nest_function *const *fns, int n, const variant *v)
+{
+    nest_options o;
+    nest_options_init(&o);
+    o.fuse = v->fuse;
+    o.openmp = v->openmp;
+    o.cc = v->cc;
+    char so[256];
+    temp_path(so, sizeof so, nest_function_name(fns[0]), ".so");
+    int st = nest_build_so(fns, n, so, NULL, &o, NULL);
+    if (st != NEST_OK) {
+        print_error("%s: %s: nest_build_so failed (%d): %s\n", nest_function_name(fns[0]),
+                    v->what, st, nest_errmsg(fns[0]));
+        return NULL;
+    }
+    void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        print_error("%s: %s: dlopen: %s\n", nest_function_name(fns[0]), v->what, dlerror());
+    remove(so);
+    return h;
+}
+
+static bool run_aot(nest_function *f, const variant *v, arrays *args, arrays *got)
+{
+    void *h = build_and_load(&f, 1, v);
+    return h && so_call(h, f, v->what, args, got);
+}
+
 /* The parameters' arrays: filled from the case's generators; with alias, a parameter of the
- * same type and shape as an earlier one shares its array. Returns how many share. */
-static int make_inputs(const bctx *b, arrays *args, bool alias, unsigned char **owned)
+ * same type and shape as an earlier one shares its array. */
+static void make_inputs(const bctx *b, arrays *args, bool alias, unsigned char **owned)
 {
     const nest_function *f = b->f;
     uint64_t seed = hash_str(nest_function_name(f));
-    int shared = 0;
     for (int i = 0; i < args->n; i++) {
         owned[i] = args->p[i];
         fill(args->p[i], (nest_type)args->type[i], args->count[i], (gen)b->gen[i],
@@ -709,11 +775,106 @@ static int make_inputs(const bctx *b, arrays *args, bool alias, unsigned char **
                        (size_t)nest_value_rank(f, vi) * sizeof(int64_t)) != 0)
                 continue;
             args->p[i] = args->p[j];
-            shared++;
             break;
         }
     }
-    return shared;
+}
+
+/* A case built, with inputs, the oracle's results (and magnitudes), and arrays for the runs. */
+typedef struct prepared {
+    const char *name;
+    bctx *b, *m;
+    arrays args, want, got, mag;
+    unsigned char **owned; /* each parameter's own array (args.p may share them) */
+    unsigned char **copy;  /* the inputs as made, to check that no call writes them */
+    double ms;
+} prepared;
+
+static void prepare(prepared *pr, const char *name, build_fn fn, const void *arg, nest_layout lay,
+                    bool alias)
+{
+    double t0 = now_ms();
+    memset(pr, 0, sizeof *pr);
+    pr->name = name;
+    pr->b = build(name, fn, arg, lay, false);
+    bool need_mag = false;
+    for (int r = 0; r < pr->b->nr; r++)
+        need_mag |= pr->b->kind[r] == R_SUM;
+    pr->m = need_mag ? build(name, fn, arg, lay, true) : NULL;
+    if (pr->m && nest_result_count(pr->m->f) != nest_result_count(pr->b->f)) {
+        print_error("%s: the magnitude twin has other results\n", name);
+        fail();
+    }
+    arrays_alloc(&pr->args, pr->b->f, false);
+    arrays_alloc(&pr->want, pr->b->f, true);
+    arrays_alloc(&pr->got, pr->b->f, true);
+    pr->owned = calloc((size_t)pr->args.n + 1, sizeof *pr->owned);
+    pr->copy = calloc((size_t)pr->args.n + 1, sizeof *pr->copy);
+    assert_true(pr->owned && pr->copy);
+    make_inputs(pr->b, &pr->args, alias, pr->owned);
+    for (int i = 0; i < pr->args.n; i++) {
+        pr->copy[i] = malloc(pr->args.bytes[i] + 1);
+        assert_non_null(pr->copy[i]);
+        memcpy(pr->copy[i], pr->args.p[i], pr->args.bytes[i]);
+    }
+    if (nest_evaluate(pr->b->f, pr->args.p, pr->args.n, pr->want.p, pr->want.n) != NEST_OK) {
+        print_error("%s: nest_evaluate: %s\n", name, nest_errmsg(pr->b->f));
+        fail();
+    }
+    if (pr->m) {
+        arrays_alloc(&pr->mag, pr->m->f, true);
+        if (nest_evaluate(pr->m->f, pr->args.p, pr->args.n, pr->mag.p, pr->mag.n) != NEST_OK) {
+            print_error("%s: nest_evaluate (magnitudes): %s\n", name, nest_errmsg(pr->m->f));
+            fail();
+        }
+    }
+    const char *dump = getenv("NEST_DIFF_DUMP");
+    if (dump && strcmp(dump, name) == 0) {
+        /* NEST_DIFF_DUMP=case writes the case as text and its C (both fusion settings) */
+        nest_options o;
+        nest_options_init(&o);
+        nest_function *f = pr->b->f;
+        char *ir = nest_print(&f, 1), *c1 = nest_emit(&f, 1, NEST_EMIT_C, &o);
+        o.fuse = 0;
+        char *c0 = nest_emit(&f, 1, NEST_EMIT_C, &o);
+        fprintf(stderr, "%s\n/* ---- fuse=1 ---- */\n%s\n/* ---- fuse=0 ---- */\n%s\n",
+                ir ? ir : "", c1 ? c1 : "", c0 ? c0 : "");
+        nest_string_free(ir);
+        nest_string_free(c1);
+        nest_string_free(c0);
+    }
+    pr->ms = now_ms() - t0;
+}
+
+/* Compares the results of a run in pr->got with the oracle's and checks that the inputs are
+ * as made; returns the number of problems (each printed). */
+static int verify(prepared *pr, const char *how)
+{
+    int bad = compare_all(pr->b, &pr->got, &pr->want, pr->m ? &pr->mag : NULL, how);
+    for (int i = 0; i < pr->args.n; i++)
+        if (memcmp(pr->copy[i], pr->args.p[i], pr->args.bytes[i]) != 0) {
+            print_error("%s: %s: argument %d was written\n", pr->name, how, i);
+            bad++;
+            memcpy(pr->args.p[i], pr->copy[i], pr->args.bytes[i]);
+        }
+    return bad;
+}
+
+static void release(prepared *pr)
+{
+    for (int i = 0; i < pr->args.n; i++) {
+        free(pr->copy[i]);
+        pr->args.p[i] = pr->owned[i];
+    }
+    free(pr->copy);
+    free(pr->owned);
+    arrays_free(&pr->args);
+    arrays_free(&pr->want);
+    arrays_free(&pr->got);
+    arrays_free(&pr->mag);
+    bctx_free(pr->b);
+    bctx_free(pr->m);
+    memset(pr, 0, sizeof *pr);
 }
 
 static int g_cases, g_runs;
@@ -729,59 +890,11 @@ static void check_case(const char *name, build_fn fn, const void *arg, unsigned 
         nest_layout lay = pass ? NEST_COL_MAJOR : NEST_ROW_MAJOR;
         if (pass && !(flags & V_COL))
             break;
-        double t0 = now_ms();
-        bctx *b = build(name, fn, arg, lay, false);
-        bool need_mag = false;
-        for (int r = 0; r < b->nr; r++)
-            need_mag |= b->kind[r] == R_SUM;
-        bctx *m = need_mag ? build(name, fn, arg, lay, true) : NULL;
-        if (m && nest_result_count(m->f) != nest_result_count(b->f)) {
-            print_error("%s: the magnitude twin has other results\n", name);
-            fail();
-        }
-        arrays args, want, got, mag = {0};
-        arrays_alloc(&args, b->f, false);
-        arrays_alloc(&want, b->f, true);
-        arrays_alloc(&got, b->f, true);
-        unsigned char **owned = calloc((size_t)args.n + 1, sizeof *owned);
-        assert_non_null(owned);
-        make_inputs(b, &args, (flags & V_ALIAS) != 0, owned);
-        /* a copy of the inputs, to check that no call writes them */
-        unsigned char **copy = calloc((size_t)args.n + 1, sizeof *copy);
-        assert_non_null(copy);
-        for (int i = 0; i < args.n; i++) {
-            copy[i] = malloc(args.bytes[i] + 1);
-            assert_non_null(copy[i]);
-            memcpy(copy[i], args.p[i], args.bytes[i]);
-        }
-        int st = nest_evaluate(b->f, args.p, args.n, want.p, want.n);
-        if (st != NEST_OK) {
-            print_error("%s: nest_evaluate: %s\n", name, nest_errmsg(b->f));
-            fail();
-        }
-        if (m) {
-            arrays_alloc(&mag, m->f, true);
-            st = nest_evaluate(m->f, args.p, args.n, mag.p, mag.n);
-            if (st != NEST_OK) {
-                print_error("%s: nest_evaluate (magnitudes): %s\n", name, nest_errmsg(m->f));
-                fail();
-            }
-        }
-        const char *dump = getenv("NEST_DIFF_DUMP");
-        if (dump && strcmp(dump, name) == 0) {
-            /* NEST_DIFF_DUMP=case writes the case as text and its C (both fusion settings) */
-            nest_options o;
-            nest_options_init(&o);
-            char *ir = nest_print(&b->f, 1), *c1 = nest_emit(&b->f, 1, NEST_EMIT_C, &o);
-            o.fuse = 0;
-            char *c0 = nest_emit(&b->f, 1, NEST_EMIT_C, &o);
-            fprintf(stderr, "%s\n/* ---- fuse=1 ---- */\n%s\n/* ---- fuse=0 ---- */\n%s\n",
-                    ir ? ir : "", c1 ? c1 : "", c0 ? c0 : "");
-            nest_string_free(ir);
-            nest_string_free(c1);
-            nest_string_free(c0);
-        }
-        double t1 = now_ms(), tj = 0;
+        if (!pass && (flags & V_NOROW))
+            continue;
+        prepared pr;
+        prepare(&pr, name, fn, arg, lay, (flags & V_ALIAS) != 0);
+        double tj = 0;
         for (size_t vi = 0; vi < countof_(VARIANTS); vi++) {
             const variant *v = &VARIANTS[vi];
             if (!(flags & v->flag))
@@ -789,39 +902,19 @@ static void check_case(const char *name, build_fn fn, const void *arg, unsigned 
             char how[96];
             snprintf(how, sizeof how, "%s%s%s", v->what, pass ? ", column-major" : "",
                      flags & V_ALIAS ? ", aliased arguments" : "");
-            arrays_poison(&got);
+            arrays_poison(&pr.got);
             double t2 = now_ms();
-            bool ok = v->cc ? run_aot(b->f, v, &args, &got) : run_jit(b->f, v, &args, &got);
+            bool ok = v->cc ? run_aot(pr.b->f, v, &pr.args, &pr.got)
+                            : run_jit(pr.b->f, v, &pr.args, &pr.got);
             tj += now_ms() - t2;
             g_runs++;
-            if (!ok) {
-                bad++;
-                continue;
-            }
-            bad += compare_all(b, &got, &want, m ? &mag : NULL, how);
-            for (int i = 0; i < args.n; i++)
-                if (memcmp(copy[i], args.p[i], args.bytes[i]) != 0) {
-                    print_error("%s: %s: argument %d was written\n", name, how, i);
-                    bad++;
-                    memcpy(args.p[i], copy[i], args.bytes[i]);
-                }
+            bad += ok ? verify(&pr, how) : 1;
         }
         if (g_verbose)
             fprintf(stderr, "  %-24s %s %3d params %3d results: build+oracle %7.1f ms, runs %7.1f ms\n",
-                    name, pass ? "col" : "row", args.n, want.n, t1 - t0, tj);
+                    name, pass ? "col" : "row", pr.args.n, pr.want.n, pr.ms, tj);
         g_cases++;
-        for (int i = 0; i < args.n; i++) {
-            free(copy[i]);
-            args.p[i] = owned[i];
-        }
-        free(copy);
-        free(owned);
-        arrays_free(&args);
-        arrays_free(&want);
-        arrays_free(&got);
-        arrays_free(&mag);
-        bctx_free(b);
-        bctx_free(m);
+        release(&pr);
     }
     if (bad) {
         print_error("%s: %d mismatching results or failed runs\n", name, bad);
@@ -926,6 +1019,16 @@ static void build_compare(bctx *b, const void *arg)
         }
         R(b, nest_equal(b->f, x, y), R_EXACT, "equal %s", SHS(t, sh));
         R(b, nest_select(b->f, c, x, y), R_EXACT, "select %s", SHS(t, sh));
+        /* an operand against itself (NaN is not equal to itself; C compilers warn about
+         * integer self-comparisons) */
+        R(b, nest_equal(b->f, x, x), R_EXACT, "equal(x, x) %s", SHS(t, sh));
+        R(b, nest_select(b->f, c, x, x), R_EXACT, "select(c, x, x) %s", SHS(t, sh));
+        if (num) {
+            R(b, nest_less(b->f, x, x), R_EXACT, "less(x, x) %s", SHS(t, sh));
+            R(b, nest_greater(b->f, y, y), R_EXACT, "greater(y, y) %s", SHS(t, sh));
+            R(b, nest_maximum(b->f, x, x), R_EXACT, "maximum(x, x) %s", SHS(t, sh));
+            R(b, nest_minimum(b->f, y, y), R_EXACT, "minimum(y, y) %s", SHS(t, sh));
+        }
         R(b, nest_select(b->f, nest_equal(b->f, x, y), c, nest_equal(b->f, y, y)), R_EXACT,
           "select(equal) of bools %s", SHS(t, sh));
     }
@@ -1688,11 +1791,809 @@ static void test_reduce(void **state)
 }
 
 /* ---------------------------------------------------------------------------------------------
+ * Results: tuples, get, several results, values returned twice, parameters returned
+ * ------------------------------------------------------------------------------------------- */
+
+static void build_results(bctx *b, const void *arg)
+{
+    (void)arg;
+    nest_function *f = b->f;
+    shp m = {2, {5, 17}}, v = {1, {7}}, s0 = {0, {0}}, z = {3, {3, 0, 2}};
+    nest_value x = PS(b, NEST_F32, &m, G_GENERAL), y = PS(b, NEST_F32, &m, G_GENERAL);
+    nest_value k = PS(b, NEST_I32, &v, G_GENERAL), c = PS(b, NEST_BOOL, &v, G_BOOL);
+    nest_value sc = PS(b, NEST_F64, &s0, G_GENERAL), e = PS(b, NEST_I64, &z, G_GENERAL);
+    nest_value a = nest_add(f, x, y);
+    nest_value sm = nest_sum(f, M(b, x), 1, SHAPE(1));
+    nest_value t = nest_tuple(f, 2, VALUES(a, sm));
+    nest_value t2 = nest_tuple(f, 3, VALUES(t, k, nest_tuple(f, 0, NULL)));
+    R(b, nest_get(f, t, 0), R_ARITH, "get(t, 0)");
+    RS(b, nest_get(f, nest_get(f, t2, 0), 1), 17, "get(get(t2, 0), 1)");
+    R(b, nest_multiply(f, nest_get(f, t, 0), nest_get(f, t, 0)), R_ARITH, "get * get");
+    R(b, x, R_EXACT, "a parameter returned");
+    R(b, x, R_EXACT, "the same parameter again");
+    R(b, a, R_ARITH, "x + y");
+    R(b, a, R_ARITH, "x + y again");
+    R(b, k, R_EXACT, "an i32 parameter");
+    R(b, c, R_EXACT, "a bool parameter");
+    R(b, sc, R_EXACT, "a scalar parameter");
+    R(b, e, R_EXACT, "an empty parameter");
+    R(b, nest_negative(f, k), R_EXACT, "negative i32");
+    R(b, nest_select(f, c, k, nest_negative(f, k)), R_EXACT, "select i32");
+    R(b, nest_convert(f, sc, NEST_F32), R_EXACT, "convert of a scalar");
+    /* a tuple as a result: its elements become results of their own */
+    RT(b, t2, 3, (const uint8_t[]){R_ARITH, R_SUM, R_EXACT}, SHAPE(1, 17, 1), "tuple");
+    R(b, nest_abs(f, sc), R_EXACT, "after the tuple");
+}
+
+static void test_results(void **state)
+{
+    (void)state;
+    check_case("results", build_results, NULL, V_STD | V_COL | V_AOT);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Layouts: column-major parameters and results, and both mixed in one function
+ * ------------------------------------------------------------------------------------------- */
+
+static void build_mixed_layouts(bctx *b, const void *arg)
+{
+    nest_type t = *(const nest_type *)arg;
+    nest_function *f = b->f;
+    int k = is_float_t(t) ? R_ARITH : R_EXACT;
+    const nest_layout RM = NEST_ROW_MAJOR, CM = NEST_COL_MAJOR;
+    nest_value xr = PL(b, t, 2, SHAPE(5, 17), G_GENERAL, RM);
+    nest_value xc = PL(b, t, 2, SHAPE(5, 17), G_GENERAL, CM);
+    nest_value zr = PL(b, t, 3, SHAPE(64, 65, 67), G_GENERAL, RM);
+    nest_value zc = PL(b, t, 3, SHAPE(64, 65, 67), G_GENERAL, CM);
+    nest_value wc = PL(b, t, 2, SHAPE(17, 33), G_EXACT, CM);
+    nest_value vc = PL(b, t, 1, SHAPE(17), G_GENERAL, CM);
+    nest_value ec = PL(b, t, 3, SHAPE(3, 0, 2), G_GENERAL, CM);
+    nest_value s = nest_add(f, xr, xc);
+    b->lay = CM;
+    R(b, s, k, "row + col into col");
+    R(b, xr, R_EXACT, "a row-major parameter into col");
+    R(b, nest_add(f, zr, zc), k, "3-d row + col into col");
+    R(b, nest_reshape(f, zc, SHAPE(2, 0, 1), 3, SHAPE(67, 64, 65)), R_EXACT, "transpose into col");
+    nest_value dt = nest_dot(f, M(b, nest_convert(f, xc, t)), M(b, wc));
+    if (is_float_t(t))
+        RS(b, dt, 17, "dot of col-major operands into col");
+    else
+        R(b, dt, R_EXACT, "dot of col-major operands into col");
+    R(b, nest_concat(f, 2, VALUES(xr, xc), 1), R_EXACT, "concat of both into col");
+    R(b, nest_slice(f, zc, SHAPE(1, 2, 3), SHAPE(60, 65, 67), SHAPE(3, 4, 5)), R_EXACT,
+      "slice of col into col");
+    R(b, nest_max(f, zc, 1, SHAPE(1)), R_EXACT, "max of col over axis 1 into col");
+    R(b, ec, R_EXACT, "an empty col parameter into col");
+    R(b, nest_reshape(f, xc, NULL, 2, SHAPE(17, 5)), R_EXACT, "reshape of col into col");
+    b->lay = RM;
+    R(b, s, k, "row + col into row");
+    R(b, xc, R_EXACT, "a col-major parameter into row");
+    R(b, nest_broadcast(f, vc, 2, SHAPE(5, 17), 1, SHAPE(0)), R_EXACT, "broadcast of col into row");
+    R(b, nest_reshape(f, xc, NULL, 1, SHAPE(85)), R_EXACT, "reshape of col into row");
+    R(b, nest_reshape(f, zc, SHAPE(1, 2, 0), 2, SHAPE(65, 4288)), R_EXACT,
+      "transpose and reshape of col into row");
+    R(b, nest_min(f, zc, 2, SHAPE(0, 2)), R_EXACT, "min of col over axes 0,2 into row");
+}
+
+static void test_layouts(void **state)
+{
+    (void)state;
+    /* whole families with every parameter and result column-major */
+    nest_type t32 = NEST_F32, t64 = NEST_I64;
+    check_case("col_binary_f32", build_binary, &t32, V_COL | V_NOROW | V_STD);
+    check_case("col_chain_i64", build_chain, &t64, V_COL | V_NOROW | V_STD);
+    check_case("col_broadcast_f32", build_broadcast, &t32, V_COL | V_NOROW | V_STD);
+    check_case("col_reshape_i64", build_reshape, &t64, V_COL | V_NOROW | V_STD);
+    check_case("col_slice_f32", build_slice, &t32, V_COL | V_NOROW | V_STD);
+    check_case("col_concat_i64", build_concat, &t64, V_COL | V_NOROW | V_STD);
+    dot_arg da = {NEST_F32, G_GENERAL}, di = {NEST_I32, G_GENERAL};
+    check_case("col_dot_f32", build_dot, &da, V_COL | V_NOROW | V_STD);
+    check_case("col_dot_expr_i32", build_dot_expr, &di, V_COL | V_NOROW | V_STD);
+    red_arg ra = {NEST_F64, false}, ri = {NEST_I32, false};
+    check_case("col_reduce_f64", build_reduce, &ra, V_COL | V_NOROW | V_STD);
+    check_case("col_reduce_expr_i32", build_reduce_expr, &ri, V_COL | V_NOROW | V_STD);
+    check_case("col_constant_f64", build_constant, &ra.t, V_COL | V_NOROW | V_STD);
+    /* both layouts in one function */
+    for (size_t i = 0; i < countof_(NUM_TYPES); i++) {
+        char name[32];
+        snprintf(name, sizeof name, "mixed_layouts_%s", tname(NUM_TYPES[i]));
+        check_case(name, build_mixed_layouts, &NUM_TYPES[i], V_STD);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * OpenMP on and off, one array for several arguments
+ * ------------------------------------------------------------------------------------------- */
+
+static void test_openmp(void **state)
+{
+    (void)state;
+    nest_type f32 = NEST_F32, f64 = NEST_F64, i64 = NEST_I64;
+    red_arg ra = {NEST_F32, false}, re = {NEST_F64, true};
+    dot_arg da = {NEST_F32, G_GENERAL}, de = {NEST_F64, G_EXACT};
+    unsigned both = V_FUSE | V_NOOMP;
+    check_case("omp_binary_f32", build_binary, &f32, both);
+    check_case("omp_chain_f64", build_chain, &f64, both);
+    check_case("omp_reduce_f32", build_reduce, &ra, both);
+    check_case("omp_reduce_exact_f64", build_reduce, &re, both);
+    check_case("omp_reduce_expr_i64", build_reduce_expr, &(red_arg){NEST_I64, false}, both);
+    check_case("omp_dot_f32", build_dot, &da, both);
+    check_case("omp_dot_exact_f64", build_dot, &de, both);
+    check_case("omp_broadcast_i64", build_broadcast, &i64, both);
+}
+
+static void test_alias(void **state)
+{
+    (void)state;
+    nest_type f32 = NEST_F32, i32 = NEST_I32, f64 = NEST_F64;
+    red_arg ra = {NEST_F32, false};
+    dot_arg da = {NEST_F64, G_GENERAL};
+    check_case("alias_binary_f32", build_binary, &f32, V_STD | V_ALIAS);
+    check_case("alias_binary_i32", build_binary, &i32, V_STD | V_ALIAS);
+    check_case("alias_chain_f64", build_chain, &f64, V_STD | V_ALIAS);
+    check_case("alias_compare_f32", build_compare, &f32, V_STD | V_ALIAS);
+    check_case("alias_reduce_expr_f32", build_reduce_expr, &ra, V_STD | V_ALIAS);
+    check_case("alias_dot_f64", build_dot, &da, V_STD | V_ALIAS);
+    check_case("alias_results", build_results, NULL, V_STD | V_ALIAS | V_AOT);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Ahead of time: the default cc and clang-14, one function per .so
+ * ------------------------------------------------------------------------------------------- */
+
+static void test_aot(void **state)
+{
+    (void)state;
+    unsigned both = V_AOT | V_AOT_CLANG;
+    nest_type f32 = NEST_F32, f64 = NEST_F64, i32 = NEST_I32, i64 = NEST_I64, b8 = NEST_BOOL;
+    check_case("aot_binary_i64", build_binary, &i64, both);
+    check_case("aot_binary_f32", build_binary, &f32, both);
+    check_case("aot_unary_f64", build_unary, &f64, both);
+    check_case("aot_convert_f32", build_convert, &f32, both);
+    check_case("aot_convert_f64", build_convert, &f64, both);
+    check_case("aot_convert_i64", build_convert, &i64, both);
+    check_case("aot_compare_bool", build_compare, &b8, both);
+    check_case("aot_constant_f32", build_constant, &f32, V_AOT_CLANG);
+    check_case("aot_chain_i32", build_chain, &i32, both | V_NOFUSE);
+    dot_arg da = {NEST_F32, G_GENERAL}, di = {NEST_I32, G_GENERAL};
+    check_case("aot_dot_expr_f32", build_dot_expr, &da, both);
+    check_case("aot_dot_i32", build_dot, &di, both);
+    red_arg ra = {NEST_F64, false}, ri = {NEST_I64, false};
+    check_case("aot_reduce_expr_f64", build_reduce_expr, &ra, both);
+    check_case("aot_reduce_i64", build_reduce, &ri, both);
+    check_case("aot_concat_f32", build_concat, &f32, both);
+    check_case("aot_slice_i32", build_slice, &i32, both);
+    check_case("aot_reshape_f64", build_reshape, &f64, both);
+    check_case("aot_broadcast_bool", build_broadcast, &b8, both);
+    check_case("aot_mixed_layouts_f32", build_mixed_layouts, &f32, both);
+}
+
+/* Several functions in one .so (and one header), each called through its entry points. */
+static void test_aot_several(void **state)
+{
+    (void)state;
+    static const nest_type i32 = NEST_I32, b8 = NEST_BOOL;
+    static const red_arg ri = {NEST_I64, false};
+    static const dot_arg df = {NEST_F64, G_GENERAL};
+    struct {
+        const char *name;
+        build_fn fn;
+        const void *arg;
+    } set[] = {
+        {"several_results", build_results, NULL},
+        {"several_mixed_i32", build_mixed_layouts, &i32},
+        {"several_reduce_expr", build_reduce_expr, &ri},
+        {"several_constant", build_constant, &b8},
+        {"several_dot_expr", build_dot_expr, &df},
+    };
+    enum { N = (int)countof_(set) };
+    prepared pr[N];
+    nest_function *fns[N];
+    for (int i = 0; i < N; i++) {
+        prepare(&pr[i], set[i].name, set[i].fn, set[i].arg, NEST_ROW_MAJOR, false);
+        fns[i] = pr[i].b->f;
+    }
+    int bad = 0;
+    for (size_t vi = 0; vi < countof_(VARIANTS); vi++) {
+        const variant *v = &VARIANTS[vi];
+        if (!v->cc)
+            continue;
+        void *h = build_and_load(fns, N, v);
+        if (!h) {
+            bad++;
+            continue;
+        }
+        for (int i = 0; i < N; i++) {
+            arrays_poison(&pr[i].got);
+            g_runs++;
+            bad += so_call(h, fns[i], v->what, &pr[i].args, &pr[i].got) ? verify(&pr[i], v->what)
+                                                                        : 1;
+        }
+    }
+    for (int i = 0; i < N; i++)
+        release(&pr[i]);
+    assert_int_equal(bad, 0);
+}
+
+/* The typed entry points NAME(const float *x, ..., float *r), called through casts, for a
+ * function without and one with a workspace (whose NAME allocates it). */
+static void build_typed_plain(bctx *b, const void *arg)
+{
+    (void)arg;
+    shp v = {1, {1000}};
+    nest_value x = PS(b, NEST_F32, &v, G_GENERAL), y = PS(b, NEST_F32, &v, G_GENERAL);
+    R(b, nest_subtract(b->f, nest_multiply(b->f, x, y), x), R_ARITH, "x * y - x");
+}
+
+static void build_typed_ws(bctx *b, const void *arg)
+{
+    (void)arg;
+    nest_function *f = b->f;
+    shp xs = {2, {8, 40}}, ws = {2, {40, 24}}, bs = {1, {24}};
+    nest_value x = PS(b, NEST_F64, &xs, G_EXACT), w = PS(b, NEST_F64, &ws, G_EXACT);
+    nest_value bias = PS(b, NEST_F64, &bs, G_EXACT);
+    nest_value h = nest_dot(f, x, w);
+    nest_value z = nest_add(f, h, nest_broadcast(f, bias, 2, SHAPE(8, 24), 1, SHAPE(0)));
+    nest_value zero = nest_constant(f, NEST_F64, 0, NULL, (const double[]){0}, 1);
+    R(b, nest_maximum(f, z, nest_broadcast(f, zero, 2, SHAPE(8, 24), 2, SHAPE(0, 1))), R_EXACT,
+      "relu(x . w + b)");
+    R(b, nest_sum(f, h, 1, SHAPE(0)), R_EXACT, "sum of x . w");
+}
+
+typedef int (*typed3_fn)(const float *, const float *, float *);
+typedef int (*typed5_fn)(const double *, const double *, const double *, double *, double *);
+
+static void test_aot_typed(void **state)
+{
+    (void)state;
+    int bad = 0;
+    for (size_t vi = 0; vi < countof_(VARIANTS); vi++) {
+        const variant *v = &VARIANTS[vi];
+        if (!v->cc)
+            continue;
+        prepared pr;
+        prepare(&pr, "typed_plain", build_typed_plain, NULL, NEST_ROW_MAJOR, false);
+        void *h = build_and_load(&pr.b->f, 1, v);
+        void *sym = h ? fn_sym(h, "typed_plain") : NULL;
+        if (!sym) {
+            print_error("%s: typed_plain is missing\n", v->what);
+            bad++;
+        } else {
+            typed3_fn fn;
+            memcpy(&fn, &sym, sizeof fn);
+            arrays_poison(&pr.got);
+            int rc = fn(pr.args.p[0], pr.args.p[1], pr.got.p[0]);
+            bad += rc != 0 ? 1 : verify(&pr, v->what);
+            /* the workspace entry points exist only where there is a workspace */
+            bad += fn_sym(h, "typed_plain_call_ws") != NULL;
+            bad += fn_sym(h, "typed_plain_workspace_size") != NULL;
+        }
+        release(&pr);
+
+        prepare(&pr, "typed_ws", build_typed_ws, NULL, NEST_ROW_MAJOR, false);
+        h = build_and_load(&pr.b->f, 1, v);
+        sym = h ? fn_sym(h, "typed_ws") : NULL;
+        void *wsz = h ? fn_sym(h, "typed_ws_workspace_size") : NULL;
+        if (!sym || !wsz) {
+            print_error("%s: typed_ws or typed_ws_workspace_size is missing\n", v->what);
+            bad++;
+        } else {
+            typed5_fn fn;
+            ws_size_fn size;
+            memcpy(&fn, &sym, sizeof fn);
+            memcpy(&size, &wsz, sizeof size);
+            if (size() == 0) {
+                print_error("%s: typed_ws_workspace_size() is 0\n", v->what);
+                bad++;
+            }
+            arrays_poison(&pr.got);
+            int rc = fn(pr.args.p[0], pr.args.p[1], pr.args.p[2], pr.got.p[0], pr.got.p[1]);
+            bad += rc != 0 ? 1 : verify(&pr, v->what);
+            arrays_poison(&pr.got);
+            bad += so_call(h, pr.b->f, v->what, &pr.args, &pr.got) ? verify(&pr, v->what) : 1;
+        }
+        release(&pr);
+    }
+    assert_int_equal(bad, 0);
+}
+
+/* dlclose of a .so built with OpenMP, in a fresh process (this program run again): the process
+ * must go on living. With gcc's -fopenmp the .so brings libgomp, and dlclose unloads it while
+ * the worker threads of its pool still spin in it. */
+#define DLCLOSE_N 4194304
+
+static void build_dlclose(bctx *b, const void *arg)
+{
+    (void)arg;
+    shp v = {1, {DLCLOSE_N}};
+    nest_value x = PS(b, NEST_F32, &v, G_GENERAL), y = PS(b, NEST_F32, &v, G_GENERAL);
+    R(b, nest_add(b->f, x, y), R_ARITH, "x + y");
+}
+
+/* The child: loads the .so, calls it, closes it, lives on a little. Exit status 0 if it got
+ * there (a crash shows as a signal). */
+static int dlclose_child(const char *so)
+{
+    float *x = calloc(DLCLOSE_N, sizeof *x), *r = calloc(DLCLOSE_N, sizeof *r);
+    if (!x || !r)
+        return 3;
+    for (int round = 0; round < 3; round++) {
+        void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+        if (!h) {
+            fprintf(stderr, "dlopen: %s\n", dlerror());
+            return 2;
+        }
+        void *c = dlsym(h, "dlclose_case_call");
+        if (!c)
+            return 2;
+        call_fn call;
+        memcpy(&call, &c, sizeof call);
+        for (int k = 0; k < 4; k++)
+            if (call((void *[]){x, x}, (void *[]){r}) != 0)
+                return 4;
+        dlclose(h);
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    free(x);
+    free(r);
+    return 0;
+}
+
+static void test_aot_dlclose(void **state)
+{
+    (void)state;
+    if (getenv("NEST_DIFF_ONLY"))
+        return;
+    int failed = 0;
+    for (size_t vi = 0; vi < countof_(VARIANTS); vi++) {
+        const variant *v = &VARIANTS[vi];
+        if (!v->cc)
+            continue;
+        bctx *b = build("dlclose_case", build_dlclose, NULL, NEST_ROW_MAJOR, false);
+        nest_options o;
+        nest_options_init(&o);
+        o.cc = v->cc;
+        char so[256], cmd[600];
+        temp_path(so, sizeof so, "dlclose_case", ".so");
+        int st = nest_build_so(&b->f, 1, so, NULL, &o, NULL);
+        if (st != NEST_OK)
+            print_error("%s: nest_build_so: %s\n", v->what, nest_errmsg(b->f));
+        assert_int_equal(st, NEST_OK);
+        bctx_free(b);
+        snprintf(cmd, sizeof cmd, "NEST_DIFF_CHILD_DLCLOSE='%s' exec /proc/%d/exe", so,
+                 (int)getpid());
+        int rc = system(cmd);
+        /* the shell execs the child: its status is the child's */
+        if (rc != 0) {
+            failed++;
+            if (WIFSIGNALED(rc))
+                print_error("%s: a process that dlopen()s, calls and dlclose()s a nest .so built "
+                            "with OpenMP (cc %s) was killed by signal %d\n",
+                            v->what, v->cc, WTERMSIG(rc));
+            else
+                print_error("%s: the dlclose child (cc %s) exited with status %d\n", v->what,
+                            v->cc, WEXITSTATUS(rc));
+        }
+        remove(so);
+    }
+    assert_int_equal(failed, 0);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The generated C compiles without warnings; so does its header, as C and as C++
+ * ------------------------------------------------------------------------------------------- */
+
+/* Runs a shell command (built only from paths made here); on failure prints its output. */
+static bool run_cmd(const char *cmd)
+{
+    char log[300], full[2200];
+    temp_path(log, sizeof log, "cmd", ".log");
+    snprintf(full, sizeof full, "%s >%s 2>&1", cmd, log);
+    int rc = system(full);
+    if (rc != 0) {
+        print_error("`%s` failed (status %d):\n", cmd, rc);
+        FILE *in = fopen(log, "r");
+        char line[512];
+        for (int n = 0; in && n < 40 && fgets(line, sizeof line, in); n++)
+            print_error("  %s", line);
+        if (in)
+            fclose(in);
+    }
+    remove(log);
+    return rc == 0;
+}
+
+static bool write_file(const char *path, const char *text)
+{
+    FILE *out = fopen(path, "w");
+    bool ok = out && fputs(text, out) >= 0;
+    if (out && fclose(out) != 0)
+        ok = false;
+    return ok;
+}
+
+/* The broad set: one function per family and several element types. */
+static void build_emit_names(bctx *b, const void *arg);
+
+static int emit_set(bctx **out, int cap)
+{
+    static const nest_type f32 = NEST_F32, f64 = NEST_F64, i32 = NEST_I32, i64 = NEST_I64,
+                           b8 = NEST_BOOL;
+    static const dot_arg df = {NEST_F32, G_GENERAL}, di = {NEST_I64, G_GENERAL};
+    static const red_arg rf = {NEST_F64, false}, ri = {NEST_I32, false};
+    const struct {
+        const char *name;
+        build_fn fn;
+        const void *arg;
+    } set[] = {
+        {"e_binary_f32", build_binary, &f32},   {"e_binary_i64", build_binary, &i64},
+        {"e_unary_f64", build_unary, &f64},     {"e_unary_i32", build_unary, &i32},
+        {"e_compare_f32", build_compare, &f32}, {"e_compare_bool", build_compare, &b8},
+        {"e_convert_f32", build_convert, &f32}, {"e_convert_f64", build_convert, &f64},
+        {"e_convert_i32", build_convert, &i32}, {"e_convert_i64", build_convert, &i64},
+        {"e_convert_bool", build_convert, &b8}, {"e_chain_i32", build_chain, &i32},
+        {"e_chain_f32", build_chain, &f32},     {"e_constant_f32", build_constant, &f32},
+        {"e_constant_f64", build_constant, &f64}, {"e_constant_i64", build_constant, &i64},
+        {"e_constant_i32", build_constant, &i32}, {"e_constant_bool", build_constant, &b8},
+        {"e_dot_f32", build_dot, &df},          {"e_dot_i64", build_dot, &di},
+        {"e_dot_expr_f32", build_dot_expr, &df}, {"e_broadcast_bool", build_broadcast, &b8},
+        {"e_broadcast_f64", build_broadcast, &f64}, {"e_reshape_i32", build_reshape, &i32},
+        {"e_slice_f64", build_slice, &f64},     {"e_concat_f32", build_concat, &f32},
+        {"e_concat_bool", build_concat, &b8},   {"e_reduce_f64", build_reduce, &rf},
+        {"e_reduce_i32", build_reduce, &ri},    {"e_reduce_expr_f64", build_reduce_expr, &rf},
+        {"e_results", build_results, NULL},     {"e_mixed_i64", build_mixed_layouts, &i64},
+        {"e_no_params", build_no_params, NULL}, {"e_names", build_emit_names, NULL},
+    };
+    int n = 0;
+    for (size_t i = 0; i < countof_(set) && n < cap; i++)
+        out[n++] = build(set[i].name, set[i].fn, set[i].arg, NEST_ROW_MAJOR, false);
+    return n;
+}
+
+static void test_emit_warnings(void **state)
+{
+    (void)state;
+    if (getenv("NEST_DIFF_ONLY"))
+        return;
+    bctx *set[64];
+    nest_function *fns[64];
+    int n = emit_set(set, 64);
+    for (int i = 0; i < n; i++)
+        fns[i] = set[i]->f;
+    static const char *const warn = "-std=c99 -Wall -Wextra -pedantic -Werror";
+    bool ok = true;
+    for (int fuse = 1; fuse >= 0; fuse--) {
+        nest_options o;
+        nest_options_init(&o);
+        o.fuse = fuse;
+        char *c = nest_emit(fns, n, NEST_EMIT_C, &o), *h = nest_emit(fns, n, NEST_EMIT_H, &o);
+        if (!c || !h)
+            print_error("nest_emit: %s\n", nest_errmsg(fns[0]));
+        assert_true(c && h);
+        char cpath[256], hpath[256], cmd[1200];
+        temp_path(cpath, sizeof cpath, fuse ? "emit_fused" : "emit_unfused", ".c");
+        temp_path(hpath, sizeof hpath, fuse ? "emit_fused" : "emit_unfused", ".h");
+        assert_true(write_file(cpath, c) && write_file(hpath, h));
+        const char *ccs[] = {"gcc", "clang-14"};
+        for (size_t k = 0; k < countof_(ccs); k++) {
+            snprintf(cmd, sizeof cmd, "%s %s -c %s -o %s.o", ccs[k], warn, cpath, cpath);
+            ok &= run_cmd(cmd);
+            /* optimized and with OpenMP only for the fused code: it has the pragmas worth it */
+            if (fuse) {
+                snprintf(cmd, sizeof cmd, "%s %s -O3 -fopenmp -c %s -o %s.o", ccs[k], warn, cpath,
+                         cpath);
+                ok &= run_cmd(cmd);
+            }
+            snprintf(cmd, sizeof cmd, "%s %s -fsyntax-only -x c %s", ccs[k], warn, hpath);
+            ok &= run_cmd(cmd);
+        }
+        snprintf(cmd, sizeof cmd, "g++ -Wall -Wextra -pedantic -Werror -fsyntax-only -x c++ %s",
+                 hpath);
+        ok &= run_cmd(cmd);
+        /* the header in the compilers' default (GNU) modes, where linux and unix are macros */
+        snprintf(cmd, sizeof cmd, "gcc -Wall -Wextra -Werror -fsyntax-only -x c %s", hpath);
+        ok &= run_cmd(cmd);
+        snprintf(cmd, sizeof cmd, "clang-14 -std=gnu99 -Wall -Wextra -Werror -fsyntax-only -x c %s",
+                 hpath);
+        ok &= run_cmd(cmd);
+        /* the header declares what the C defines: both in one translation unit */
+        char both[256];
+        temp_path(both, sizeof both, "emit_both", ".c");
+        char *inc = malloc(strlen(hpath) + strlen(cpath) + 64);
+        assert_non_null(inc);
+        sprintf(inc, "#include \"%s\"\n#include \"%s\"\n", hpath, cpath);
+        assert_true(write_file(both, inc));
+        free(inc);
+        snprintf(cmd, sizeof cmd, "gcc %s -Wmissing-prototypes -fsyntax-only %s", warn, both);
+        ok &= run_cmd(cmd);
+        remove(both);
+        char obj[300];
+        snprintf(obj, sizeof obj, "%s.o", cpath);
+        remove(obj);
+        remove(cpath);
+        remove(hpath);
+        nest_string_free(c);
+        nest_string_free(h);
+    }
+    for (int i = 0; i < n; i++)
+        bctx_free(set[i]);
+    assert_true(ok);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Names: hostile ones are refused with a clear error; ones that collide with the emitter's own
+ * identifiers (or the C library's) give correct code or a clear error
+ * ------------------------------------------------------------------------------------------- */
+
+static void test_hostile_names(void **state)
+{
+    (void)state;
+    char longname[301];
+    memset(longname, 'a', 300);
+    longname[300] = '\0';
+    struct {
+        const char *name;
+        int code;
+        const char *part;
+    } bad[] = {
+        {"x;system(\"id\")", NEST_ERR_ARG, "not an identifier"},
+        {"int", NEST_ERR_ARG, "keyword"},
+        {"nest_x", NEST_ERR_ARG, "reserved"},
+        {longname, NEST_ERR_LIMIT, "300 characters"},
+        {"", NEST_ERR_ARG, "identifier"},
+        {"a b", NEST_ERR_ARG, "identifier"},
+        {"x*/", NEST_ERR_ARG, "identifier"},
+        {"__x", NEST_ERR_ARG, "reserved"},
+        {"_X", NEST_ERR_ARG, "reserved"},
+        {"_OPENMP", NEST_ERR_ARG, "reserved"},
+        {"restrict", NEST_ERR_ARG, "keyword"},
+        {"\xc3\xa9t\xc3\xa9", NEST_ERR_ARG, "identifier"},
+    };
+    for (size_t i = 0; i < countof_(bad); i++) {
+        /* as a function name: the error stays on the handle; every builder fails after it */
+        nest_function *f = nest_function_new(bad[i].name);
+        assert_non_null(f);
+        assert_error(f, bad[i].code, bad[i].part);
+        assert_int_equal(nest_parameter(f, "x", NEST_F32, 0, NULL, NEST_ROW_MAJOR), NEST_NONE);
+        assert_null(nest_compile(f, NULL));
+        assert_null(nest_emit(&f, 1, NEST_EMIT_C, NULL));
+        nest_function_free(f);
+        /* as a parameter name and as a value name */
+        f = nest_function_new("f");
+        assert_int_equal(nest_parameter(f, bad[i].name, NEST_F32, 0, NULL, NEST_ROW_MAJOR),
+                         NEST_NONE);
+        assert_error(f, bad[i].code, bad[i].part);
+        nest_clear_error(f);
+        nest_value x = nest_parameter(f, "x", NEST_F32, 0, NULL, NEST_ROW_MAJOR);
+        assert_value(f, x);
+        nest_value y = nest_negative(f, x);
+        assert_int_not_equal(nest_set_name(f, y, bad[i].name), NEST_OK);
+        assert_error(f, bad[i].code, bad[i].part);
+        nest_function_free(f);
+    }
+}
+
+/* Parameters and values named like the emitter's own identifiers, the C library's, and C++
+ * keywords (for the header): built, compiled by the JIT and AOT, compared with the oracle. */
+static const char *const COLLIDING[] = {
+    "ws", "i0", "i1", "i2", "u", "args", "results", "workspace", "rc", "acc", "result0",
+    "result1", "x_acc", "t", "f", "emit_names", "emit_names_call", "emit_names_impl",
+    "nest", "NAN", "INFINITY", "INT32_MIN", "INT64_MAX", "INT64_C", "NULL", "int32_t",
+    "int64_t", "uint8_t", "uint32_t", "uint64_t", "size_t", "malloc", "free", "memcpy", "expf",
+    "exp", "fabsf", "sqrt", "powf", "tanh", "logf", "class", "new", "this", "template",
+    "delete", "operator", "namespace", "private", "omp", "pragma", "main0",
+    "restrict_", "errno", "HUGE_VAL", "EXIT_FAILURE", "SIZE_MAX", "offsetof", "abs", "exit",
+    "linux", "unix", "and", "xor", "powl", "isnan",
+};
+
+static void build_emit_names(bctx *b, const void *arg)
+{
+    (void)arg;
+    nest_function *f = b->f;
+    int n = (int)countof_(COLLIDING);
+    nest_value prev = NEST_NONE;
+    shp v = {1, {40}}, m = {2, {3, 40}};
+    for (int i = 0; i < n; i++) {
+        nest_value x = nest_parameter(f, COLLIDING[i], i % 3 ? NEST_F32 : NEST_F64,
+                                      i % 4 == 3 ? m.rank : v.rank, i % 4 == 3 ? m.d : v.d,
+                                      NEST_ROW_MAJOR);
+        if (x >= 0 && b->np < MAXP)
+            b->gen[b->np++] = G_GENERAL;
+        nest_value y = i % 4 == 3 ? nest_sum(f, x, 1, SHAPE(0)) : x;
+        y = nest_convert(f, y, NEST_F32);
+        nest_value e = i % 2 ? nest_exp(f, nest_negative(f, nest_abs(f, y)))
+                             : nest_sqrt(f, nest_abs(f, y));
+        prev = prev == NEST_NONE ? e : nest_add(f, prev, e);
+        if (i % 5 == 0)
+            R(b, prev, R_TRANS, "through %s", COLLIDING[i]);
+    }
+    /* values named the same way (each name once: parameters and values share one scope), so a
+     * different spelling */
+    nest_value s = nest_sum(f, M(b, prev), 1, SHAPE(0));
+    char vn[64];
+    for (int i = 0; i < n; i++) {
+        snprintf(vn, sizeof vn, "v_%s", COLLIDING[i]);
+        nest_value w = nest_multiply(f, prev, nest_broadcast(f, s, 1, SHAPE(40), 1, SHAPE(0)));
+        if (nest_set_name(f, w, vn) != NEST_OK)
+            return; /* the error stays on f: the harness reports it */
+        if (i % 9 == 0)
+            RS(b, w, 40, "value %s", vn);
+    }
+    R(b, nest_convert(f, nest_max(f, prev, 1, SHAPE(0)), NEST_F64), R_TRANS, "max");
+}
+
+/* The same with values named exactly like the emitter's identifiers (no parameters of those
+ * names). */
+static void build_value_names(bctx *b, const void *arg)
+{
+    (void)arg;
+    nest_function *f = b->f;
+    shp v = {1, {300}}, m = {2, {30, 10}};
+    nest_value x = PS(b, NEST_F32, &v, G_GENERAL), y = PS(b, NEST_I32, &m, G_GENERAL);
+    nest_value prev = x, iprev = y;
+    for (size_t i = 0; i < countof_(COLLIDING); i++) {
+        nest_value w = i % 2 ? nest_add(f, prev, x) : nest_multiply(f, prev, nest_tanh(f, x));
+        nest_value iw = nest_add(f, iprev, nest_sum(f, nest_reshape(f, iprev, NULL, 2,
+                                                                   SHAPE(30, 10)), 0, NULL));
+        if (nest_set_name(f, i % 3 ? w : iw, COLLIDING[i]) != NEST_OK)
+            return;
+        prev = w;
+        iprev = iw;
+    }
+    R(b, prev, R_TRANS, "float chain");
+    R(b, iprev, R_EXACT, "integer chain");
+    R(b, nest_sum(f, iprev, 2, SHAPE(0, 1)), R_EXACT, "integer sum");
+}
+
+static void test_colliding_names(void **state)
+{
+    (void)state;
+    check_case("emit_names", build_emit_names, NULL, V_STD | V_AOT | V_AOT_CLANG);
+    check_case("value_names", build_value_names, NULL, V_STD | V_AOT);
+    /* function names that are the emitter's (or a parameter's) identifiers */
+    const char *fnames[] = {"ws", "u", "i0", "args", "results", "workspace", "rc", "acc",
+                            "result0", "x", "f_call_ws", "t"};
+    for (size_t i = 0; i < countof_(fnames); i++)
+        check_case(fnames[i], build_typed_ws, NULL, V_FUSE | V_AOT);
+}
+
+/* Functions named like what the C library headers of the generated C declare (or C++): a clear
+ * error from every path that makes C, not broken C. */
+static void test_library_function_names(void **state)
+{
+    (void)state;
+    const char *names[] = {"exp", "expf", "sqrtl", "malloc", "free", "memcpy", "abs", "NAN",
+                           "INFINITY", "NULL", "INT32_MIN", "int32_t", "size_t", "class",
+                           "new", "linux", "errno", "isnan"};
+    for (size_t i = 0; i < countof_(names); i++) {
+        nest_function *f = nest_function_new(names[i]);
+        nest_value x = nest_parameter(f, "x", NEST_F32, 1, SHAPE(3), NEST_ROW_MAJOR);
+        assert_ok(f, nest_return(f, 1, VALUES(nest_negative(f, x)), NULL));
+        assert_null(nest_compile(f, NULL));
+        assert_error(f, NEST_ERR_ARG, "cannot be compiled");
+        assert_non_null(strstr(nest_errmsg(f), names[i]));
+        nest_clear_error(f);
+        assert_null(nest_emit(&f, 1, NEST_EMIT_H, NULL));
+        assert_error(f, NEST_ERR_ARG, "cannot be compiled");
+        nest_clear_error(f);
+        char so[256];
+        temp_path(so, sizeof so, "libname", ".so");
+        assert_int_equal(nest_build_so(&f, 1, so, NULL, NULL, NULL), NEST_ERR_ARG);
+        assert_error(f, NEST_ERR_ARG, "cannot be compiled");
+        nest_function_free(f);
+    }
+}
+
+/* Two functions whose entry points collide in one C file: a clear error, not broken C. */
+static void test_colliding_functions(void **state)
+{
+    (void)state;
+    const char *pairs[][2] = {{"f", "f_call"}, {"g", "g_impl"}, {"h", "h_call_ws"},
+                              {"k", "k_workspace_size"}, {"m", "m"}};
+    for (size_t i = 0; i < countof_(pairs); i++) {
+        nest_function *fns[2];
+        for (int j = 0; j < 2; j++) {
+            fns[j] = nest_function_new(pairs[i][j]);
+            nest_value x = nest_parameter(fns[j], "x", NEST_F32, 1, SHAPE(3), NEST_ROW_MAJOR);
+            assert_ok(fns[j], nest_return(fns[j], 1, VALUES(nest_negative(fns[j], x)), NULL));
+        }
+        char *c = nest_emit(fns, 2, NEST_EMIT_C, NULL);
+        if (c) {
+            /* if the emitter accepts the pair, the C must compile */
+            char path[256], cmd[600];
+            temp_path(path, sizeof path, "pair", ".c");
+            assert_true(write_file(path, c));
+            snprintf(cmd, sizeof cmd, "gcc -std=c99 -Wall -Wextra -pedantic -Werror -c %s -o %s.o",
+                     path, path);
+            assert_true(run_cmd(cmd));
+            snprintf(cmd, sizeof cmd, "%s.o", path);
+            remove(cmd);
+            remove(path);
+            nest_string_free(c);
+        } else {
+            assert_true(nest_errcode(fns[0]) == NEST_ERR_ARG || nest_errcode(fns[1]) == NEST_ERR_ARG);
+            const char *msg = nest_errcode(fns[1]) ? nest_errmsg(fns[1]) : nest_errmsg(fns[0]);
+            assert_non_null(strstr(msg, pairs[i][1]));
+        }
+        /* one at a time, each is fine */
+        for (int j = 0; j < 2; j++) {
+            nest_clear_error(fns[j]);
+            nest_kernel *k = nest_compile(fns[j], NULL);
+            if (!k)
+                print_error("%s: %s\n", pairs[i][j], nest_errmsg(fns[j]));
+            assert_non_null(k);
+            nest_kernel_free(k);
+            nest_function_free(fns[j]);
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * nest_call's checks of its arguments
+ * ------------------------------------------------------------------------------------------- */
+
+static void test_call_errors(void **state)
+{
+    (void)state;
+    nest_function *f = nest_function_new("callee");
+    nest_value x = nest_parameter(f, "x", NEST_F32, 1, SHAPE(4), NEST_ROW_MAJOR);
+    nest_value y = nest_parameter(f, "y", NEST_F32, 1, SHAPE(4), NEST_ROW_MAJOR);
+    nest_value e = nest_parameter(f, "e", NEST_I32, 1, SHAPE(0), NEST_ROW_MAJOR);
+    assert_ok(f, nest_return(f, 3, VALUES(nest_add(f, x, y), nest_sum(f, x, 1, SHAPE(0)),
+                                          nest_negative(f, e)),
+                             NULL));
+    nest_kernel *k = nest_compile(f, NULL);
+    if (!k)
+        print_error("%s\n", nest_errmsg(f));
+    assert_non_null(k);
+    float a[4] = {1, 2, 3, 4}, b[4] = {10, 20, 30, 40}, r[4], s[1], keep[4];
+    int32_t ev[1], er[1];
+    memcpy(keep, a, sizeof a);
+    void *args[3] = {a, b, ev}, *res[3] = {r, s, er};
+#define CALL_FAILS(call, part)                                                                  \
+    do {                                                                                        \
+        assert_int_equal((call), NEST_ERR_CALL);                                                \
+        if (!strstr(nest_kernel_errmsg(k), (part)))                                             \
+            print_error("message \"%s\" lacks \"%s\"\n", nest_kernel_errmsg(k), (part));        \
+        assert_non_null(strstr(nest_kernel_errmsg(k), (part)));                                 \
+    } while (0)
+    CALL_FAILS(nest_call(k, args, 2, res, 3), "3 arguments");
+    CALL_FAILS(nest_call(k, args, 4, res, 3), "given 4");
+    CALL_FAILS(nest_call(k, args, 3, res, 2), "3 results");
+    CALL_FAILS(nest_call(k, args, 3, res, 0), "given 3 and 0");
+    CALL_FAILS(nest_call(k, NULL, 3, res, 3), "NULL");
+    CALL_FAILS(nest_call(k, args, 3, NULL, 3), "NULL");
+    CALL_FAILS(nest_call(k, (void *[]){a, NULL, ev}, 3, res, 3), "argument 2 is NULL");
+    CALL_FAILS(nest_call(k, args, 3, (void *[]){r, NULL, er}, 3), "result 2 is NULL");
+    CALL_FAILS(nest_call(k, args, 3, (void *[]){a, s, er}, 3), "result 1 is the array of argument 1");
+    CALL_FAILS(nest_call(k, args, 3, (void *[]){r, b, er}, 3), "result 2 is the array of argument 2");
+    CALL_FAILS(nest_call(k, args, 3, (void *[]){r, r, er}, 3), "results 1 and 2 are the same");
+#undef CALL_FAILS
+    /* nothing was written by the refused calls */
+    assert_memory_equal(a, keep, sizeof a);
+    /* empty arrays may be NULL, and may be the same */
+    assert_int_equal(nest_call(k, (void *[]){a, b, NULL}, 3, (void *[]){r, s, NULL}, 3), NEST_OK);
+    assert_int_equal(nest_call(k, (void *[]){a, b, ev}, 3, (void *[]){r, s, ev}, 3), NEST_OK);
+    /* hand-computed anchors */
+    assert_true(r[0] == 11 && r[1] == 22 && r[2] == 33 && r[3] == 44 && s[0] == 10);
+    /* one array for both arguments */
+    assert_int_equal(nest_call(k, (void *[]){b, b, ev}, 3, res, 3), NEST_OK);
+    assert_true(r[0] == 20 && r[3] == 80 && s[0] == 100);
+    assert_int_equal(nest_call(NULL, args, 3, res, 3), NEST_ERR_ARG);
+    nest_kernel_free(k);
+    nest_function_free(f);
+}
+
+/* ---------------------------------------------------------------------------------------------
  * The suite
  * ------------------------------------------------------------------------------------------- */
 
 int main(void)
 {
+    const char *child = getenv("NEST_DIFF_CHILD_DLCLOSE");
+    if (child)
+        return dlclose_child(child);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_binary),
         cmocka_unit_test(test_unary),
@@ -1707,7 +2608,24 @@ int main(void)
         cmocka_unit_test(test_slice),
         cmocka_unit_test(test_concat),
         cmocka_unit_test(test_reduce),
+        cmocka_unit_test(test_results),
+        cmocka_unit_test(test_layouts),
+        cmocka_unit_test(test_openmp),
+        cmocka_unit_test(test_alias),
+        cmocka_unit_test(test_aot),
+        cmocka_unit_test(test_aot_several),
+        cmocka_unit_test(test_aot_typed),
+        cmocka_unit_test(test_aot_dlclose),
+        cmocka_unit_test(test_emit_warnings),
+        cmocka_unit_test(test_hostile_names),
+        cmocka_unit_test(test_colliding_names),
+        cmocka_unit_test(test_colliding_functions),
+        cmocka_unit_test(test_library_function_names),
+        cmocka_unit_test(test_call_errors),
     };
+    const char *filter = getenv("NEST_DIFF_TEST"); /* a cmocka pattern: test_aot* */
+    if (filter)
+        cmocka_set_test_filter(filter);
     int rc = cmocka_run_group_tests(tests, group_setup, group_teardown);
     if (g_verbose)
         fprintf(stderr, "%d cases, %d compiled runs\n", g_cases, g_runs);
