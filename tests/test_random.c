@@ -104,7 +104,8 @@ typedef struct gen {
     int weight[C_COUNT];
     int64_t cap;       /* elements of a value at most */
     int maxdim;
-    bool large;        /* the large profile: long loops, OpenMP, folds in chunks */
+    bool large;        /* the large profile: long loops, tiles */
+    bool huge;         /* ... and beyond: OpenMP, folds in chunks */
     bool broken;       /* a builder refused an op: a bug of the generator or of the builder */
     char why[512];
     /* the results */
@@ -175,6 +176,10 @@ static int64_t rand_dim(gen *g)
 {
     if (chance(&g->r, 3))
         return 0;
+    if (g->huge && chance(&g->r, 50)) {
+        static const int64_t big[] = {64, 333, 1000, 1024, 4099};
+        return big[below(&g->r, countof(big))];
+    }
     if (g->large && chance(&g->r, 40)) {
         static const int64_t big[] = {16, 33, 64, 100, 128, 257};
         return big[below(&g->r, countof(big))];
@@ -1230,8 +1235,10 @@ static void generate(gen *g, uint64_t seed)
     snprintf(name, sizeof name, "r%llu", (unsigned long long)seed);
     g->f = nest_function_new(name);
     assert_non_null(g->f);
-    g->large = chance(&g->r, 4);
-    g->cap = g->large ? 40000 : 360;
+    int profile = below(&g->r, 200);
+    g->large = profile < 26;
+    g->huge = profile < 10;
+    g->cap = g->huge ? 1 << 21 : g->large ? 40000 : 360;
     g->maxdim = g->large ? 8 : 2 + below(&g->r, 6);
     static const int base[C_COUNT] = {
         [C_BINARY] = 24, [C_UNARY] = 12, [C_COMPARE] = 7, [C_CONVERT] = 5, [C_BROADCAST] = 8,
@@ -1261,7 +1268,7 @@ static void generate(gen *g, uint64_t seed)
         if (!new_param(g, chance(&g->r, 80) ? main_type : rand_type(g), rank, shape))
             return;
     }
-    int nops = g->large ? 2 + below(&g->r, 8) : 3 + below(&g->r, 28);
+    int nops = g->huge ? 2 + below(&g->r, 5) : g->large ? 2 + below(&g->r, 8) : 3 + below(&g->r, 28);
     for (int built = 0, tries = 0; built < nops && tries < 20 * nops && !g->broken; tries++) {
         int before = g->n, x = below(&g->r, total), c = 0;
         while (x >= g->weight[c])
