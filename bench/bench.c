@@ -725,10 +725,13 @@ static bool agree(double a, double b)
     return fabs(a - b) <= 1e-2 * fmax(fabs(a), fabs(b)) + 1e-6;
 }
 
-/* The local contenders in the order they run in a round: one-thread first, then the ones with
- * threads; the Python peers come after a pause. */
+/* The contenders of a round: the ones in this process, a pause, the Python peers, a pause. Each
+ * round rotates both lists by one, so that every contender takes every place in turn (the
+ * place in a round measurably changes the speed at small sizes). */
 static const contender local_order[] = {C_NEST1, C_HF1, C_EIGEN, C_NEST, C_HF2};
 static const contender python_order[] = {C_NUMPY, C_NUMPY_OUT, C_NE1, C_NE2};
+#define NLOCAL (sizeof local_order / sizeof *local_order)
+#define NPYTHON (sizeof python_order / sizeof *python_order)
 
 static void measure(peer *py, workload w, int si)
 {
@@ -769,13 +772,13 @@ static void measure(peer *py, workload w, int si)
     double t[C_COUNT][MAX_ROUNDS];
     int iters[C_COUNT] = {0};
     for (int r = 0; r < rounds; r++) {
-        for (size_t i = 0; i < sizeof local_order / sizeof *local_order; i++) {
-            contender c = local_order[i];
+        for (size_t i = 0; i < NLOCAL; i++) {
+            contender c = local_order[(i + (size_t)r) % NLOCAL];
             t[c][r] = c_active(c, n) ? time_local(&bc, c, &iters[c]) : -1;
         }
         sleep_ms(PAUSE_MS);
-        for (size_t i = 0; i < sizeof python_order / sizeof *python_order; i++) {
-            contender c = python_order[i];
+        for (size_t i = 0; i < NPYTHON; i++) {
+            contender c = python_order[(i + (size_t)r) % NPYTHON];
             t[c][r] = atof(peer_cmd(py, "time %s %g", c_id[c], BATCH_SECONDS));
         }
         sleep_ms(PAUSE_MS);
