@@ -614,6 +614,7 @@ enum {
     V_COL = 1 << 5,       /* also build the case with column-major parameters and results */
     V_ALIAS = 1 << 6,     /* parameters of one type and shape get the same array */
     V_NOROW = 1 << 7,     /* with V_COL: only the column-major build */
+    V_MARCH = 1 << 8,     /* JIT for another CPU than this one (x86-64-v2: narrower vectors) */
     V_STD = V_FUSE | V_NOFUSE,
 };
 
@@ -621,15 +622,17 @@ typedef struct variant {
     unsigned flag;
     const char *what;
     int fuse, openmp;
-    const char *cc; /* AOT when set */
+    const char *cc;    /* AOT when set */
+    const char *march; /* NULL: the default (native) */
 } variant;
 
 static const variant VARIANTS[] = {
-    {V_FUSE, "jit", 1, 1, NULL},
-    {V_NOFUSE, "jit fuse=0", 0, 1, NULL},
-    {V_NOOMP, "jit openmp=0", 1, 0, NULL},
-    {V_AOT, "aot cc", 1, 1, "cc"},
-    {V_AOT_CLANG, "aot clang-14", 1, 1, "clang-14"},
+    {V_FUSE, "jit", 1, 1, NULL, NULL},
+    {V_NOFUSE, "jit fuse=0", 0, 1, NULL, NULL},
+    {V_NOOMP, "jit openmp=0", 1, 0, NULL, NULL},
+    {V_MARCH, "jit march=x86-64-v2", 1, 1, NULL, "x86-64-v2"},
+    {V_AOT, "aot cc", 1, 1, "cc", NULL},
+    {V_AOT_CLANG, "aot clang-14", 1, 1, "clang-14", NULL},
 };
 
 /* Calls f compiled by the JIT into got; returns false (after printing why) on failure. */
@@ -639,6 +642,8 @@ static bool run_jit(nest_function *f, const variant *v, arrays *args, arrays *go
     nest_options_init(&o);
     o.fuse = v->fuse;
     o.openmp = v->openmp;
+    if (v->march)
+        o.march = v->march;
     nest_kernel *k = nest_compile(f, &o);
     if (!k) {
         print_error("%s: %s: nest_compile failed: %s\n", nest_function_name(f), v->what,
@@ -734,6 +739,8 @@ static void *build_and_load(nest_function *const *fns, int n, const variant *v)
     o.fuse = v->fuse;
     o.openmp = v->openmp;
     o.cc = v->cc;
+    if (v->march)
+        o.march = v->march;
     char so[256];
     temp_path(so, sizeof so, nest_function_name(fns[0]), ".so");
     int st = nest_build_so(fns, n, so, NULL, &o, NULL);
@@ -1347,6 +1354,85 @@ static void test_dot(void **state)
             snprintf(name, sizeof name, "dot_exact_%s", tname(NUM_TYPES[i]));
             check_case(name, build_dot, &da, V_FUSE);
         }
+    }
+}
+
+/* Products of matrices in the shapes and forms the register tiles take (f32 and f64 with at
+ * least 2 rows and 16 columns): edges of tiles and panels, an empty contraction, strided and
+ * transposed first factors, computed second factors, the element-wise nest absorbed into the
+ * tile's store (or not, when it reads the product elsewhere), a product that is also a result,
+ * chained products. */
+static void build_tile(bctx *b, const void *arg)
+{
+    const dot_arg *da = arg;
+    nest_type t = da->t;
+    nest_function *f = b->f;
+    bool fl = is_float_t(t), exact = da->g == G_EXACT;
+#define TR(v_, n_, ...)                                                                          \
+    do {                                                                                         \
+        if (fl && !exact)                                                                        \
+            RS(b, (v_), (n_), __VA_ARGS__);                                                      \
+        else                                                                                     \
+            R(b, (v_), R_EXACT, __VA_ARGS__);                                                    \
+    } while (0)
+    static const int64_t mkn[][3] = {
+        {2, 1, 16},   {5, 1, 130},  {7, 3, 16},    {3, 0, 20},   {13, 17, 33},
+        {6, 64, 64},  {9, 200, 129}, {4, 5, 17},   {25, 31, 97}, {130, 7, 19},
+    };
+    for (size_t i = 0; i < countof_(mkn); i++) {
+        int64_t m = mkn[i][0], k = mkn[i][1], n = mkn[i][2];
+        nest_value x = P(b, t, 2, SHAPE(m, k), da->g), y = P(b, t, 2, SHAPE(k, n), da->g);
+        TR(nest_dot(f, M(b, x), M(b, y)), k, "dot [%lld,%lld].[%lld,%lld]", (long long)m,
+           (long long)k, (long long)k, (long long)n);
+    }
+    /* a transposed and a strided first factor; a computed second factor (each product with
+     * its own columns: adjacent products over one space would merge and not be tiled) */
+    nest_value at = P(b, t, 2, SHAPE(40, 9), da->g), big = P(b, t, 2, SHAPE(30, 90), da->g);
+    nest_value w[6];
+    for (int i = 0; i < 6; i++)
+        w[i] = P(b, t, 2, SHAPE(40, 70 + i), da->g);
+    nest_value w2 = P(b, t, 2, SHAPE(40, 73), da->g);
+    nest_value a = nest_reshape(f, at, SHAPE(1, 0), 2, SHAPE(9, 40));
+    TR(nest_dot(f, M(b, a), M(b, w[1])), 40, "dot(transpose, w)");
+    nest_value as = nest_slice(f, big, SHAPE(1, 3), SHAPE(28, 83), SHAPE(3, 2)); /* [9,40] */
+    TR(nest_dot(f, M(b, as), M(b, w[2])), 40, "dot(strided slice, w)");
+    TR(nest_dot(f, M(b, a), M(b, nest_negative(f, w[3]))), 40, "dot(a, -w)");
+    TR(nest_dot(f, M(b, a), M(b, nest_add(f, w[3], w2))), 40, "dot(a, w + w2)");
+    /* absorbed consumers: bias and ReLU, a scale, a second output; and ones that read the
+     * product elsewhere */
+    nest_value bias = P(b, t, 1, SHAPE(70), da->g);
+    nest_value h = nest_dot(f, M(b, a), M(b, w[0]));
+    nest_value bb = nest_broadcast(f, bias, 2, SHAPE(9, 70), 1, SHAPE(0));
+    nest_value z = nest_add(f, h, b->mag ? nest_abs(f, bb) : bb);
+    TR(nest_maximum(f, z, nest_subtract(f, z, z)), 41, "relu(dot + bias)");
+    TR(z, 41, "dot + bias, also a result");
+    nest_value g = nest_dot(f, M(b, as), M(b, w[4]));
+    TR(nest_multiply(f, nest_add(f, g, g), g), 40 * 40 * 3, "(g + g) * g");
+    nest_value h2 = nest_dot(f, M(b, as), M(b, w[5]));
+    nest_value h2t = nest_reshape(f, h2, SHAPE(1, 0), 2, SHAPE(75, 9));
+    TR(nest_add(f, h2, nest_reshape(f, h2t, SHAPE(1, 0), 2, SHAPE(9, 75))), 80,
+       "h2 + transpose(transpose(h2))");
+    TR(nest_slice(f, h2, SHAPE(1, 2), SHAPE(9, 75), SHAPE(2, 3)), 40, "slice of a product");
+    TR(h2t, 40, "transpose of a product");
+    /* chained products: the second's first factor is the first's result */
+    nest_value c = P(b, t, 2, SHAPE(70, 24), da->g);
+    TR(nest_dot(f, M(b, h), M(b, c)), 70 * 40, "dot(dot(a, w), c)");
+#undef TR
+}
+
+static void test_tile(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < 2; i++) {
+        char name[32];
+        dot_arg da = {NUM_TYPES[i], G_GENERAL};
+        snprintf(name, sizeof name, "tile_%s", tname(NUM_TYPES[i]));
+        check_case(name, build_tile, &da, i == 0 ? V_STD | V_NOOMP | V_MARCH | V_AOT : V_STD);
+        snprintf(name, sizeof name, "tile_col_%s", tname(NUM_TYPES[i]));
+        check_case(name, build_tile, &da, V_COL | V_NOROW | V_FUSE);
+        da.g = G_EXACT;
+        snprintf(name, sizeof name, "tile_exact_%s", tname(NUM_TYPES[i]));
+        check_case(name, build_tile, &da, V_FUSE | V_MARCH);
     }
 }
 
@@ -2530,6 +2616,89 @@ static void test_colliding_functions(void **state)
 }
 
 /* ---------------------------------------------------------------------------------------------
+ * Anchors: compiled results against values worked out by hand (not by the interpreter)
+ * ------------------------------------------------------------------------------------------- */
+
+/* Compiles f (fused and not) and calls it on args; each result must equal want[r] bytewise
+ * (floats: equal, or both NaN). */
+static void anchor(nest_function *f, void *const *args, const void *const *want)
+{
+    int nr = nest_result_count(f);
+    for (int fuse = 1; fuse >= 0; fuse--) {
+        nest_options o;
+        nest_options_init(&o);
+        o.fuse = fuse;
+        arrays got;
+        arrays_alloc(&got, f, true);
+        nest_kernel *k = nest_compile(f, &o);
+        if (!k)
+            print_error("%s: %s\n", nest_function_name(f), nest_errmsg(f));
+        assert_non_null(k);
+        assert_int_equal(nest_call(k, args, nest_param_count(f), got.p, nr), NEST_OK);
+        for (int r = 0; r < nr; r++)
+            tu_assert_close((nest_type)got.type[r], got.p[r], want[r], got.count[r], 0, 0,
+                            __FILE__, __LINE__);
+        nest_kernel_free(k);
+        arrays_free(&got);
+    }
+}
+
+static void test_anchors(void **state)
+{
+    (void)state;
+    /* integers: wrapping, x / 0 = 0, INT_MIN / -1, power with negative exponents */
+    nest_function *f = nest_function_new("anchor_int");
+    nest_value a = nest_parameter(f, "a", NEST_I32, 1, SHAPE(6), NEST_ROW_MAJOR);
+    nest_value b = nest_parameter(f, "b", NEST_I32, 1, SHAPE(6), NEST_ROW_MAJOR);
+    assert_ok(f, nest_return(f, 5,
+                             VALUES(nest_add(f, a, b), nest_multiply(f, a, b), nest_divide(f, a, b),
+                                    nest_power(f, a, b), nest_sum(f, a, 1, SHAPE(0))),
+                             NULL));
+    int32_t av[6] = {INT32_MAX, INT32_MIN, 7, -7, 2, -1}, bv[6] = {1, -1, 0, 2, -2, -3};
+    anchor(f, (void *[]){av, bv},
+           (const void *[]){(int32_t[]){INT32_MIN, INT32_MAX, 7, -5, 0, -4},
+                            (int32_t[]){INT32_MAX, INT32_MIN, 0, -14, -4, 3},
+                            (int32_t[]){INT32_MAX, INT32_MIN, 0, -3, -1, 0},
+                            (int32_t[]){INT32_MAX, 0, 1, 49, 0, -1},
+                            (int32_t[]){0}});
+    nest_function_free(f);
+
+    /* conversions: truncation, saturation, NaN to 0, to bool */
+    f = nest_function_new("anchor_convert");
+    nest_value x = nest_parameter(f, "x", NEST_F64, 1, SHAPE(7), NEST_ROW_MAJOR);
+    assert_ok(f, nest_return(f, 3,
+                             VALUES(nest_convert(f, x, NEST_I32), nest_convert(f, x, NEST_I64),
+                                    nest_convert(f, x, NEST_BOOL)),
+                             NULL));
+    double xv[7] = {-1.9, 2.9, NAN, 3e9, -3e9, 1e300, -0.0};
+    anchor(f, (void *[]){xv},
+           (const void *[]){(int32_t[]){-1, 2, 0, INT32_MAX, INT32_MIN, INT32_MAX, 0},
+                            (int64_t[]){-1, 2, 0, 3000000000, -3000000000, INT64_MAX, 0},
+                            (uint8_t[]){1, 1, 1, 1, 1, 1, 0}});
+    nest_function_free(f);
+
+    /* a product of matrices, a transpose, a broadcast, max and min over NaN */
+    f = nest_function_new("anchor_struct");
+    nest_value m = nest_parameter(f, "m", NEST_F32, 2, SHAPE(2, 3), NEST_ROW_MAJOR);
+    nest_value n = nest_parameter(f, "n", NEST_F32, 2, SHAPE(3, 2), NEST_ROW_MAJOR);
+    nest_value v = nest_parameter(f, "v", NEST_F32, 1, SHAPE(4), NEST_ROW_MAJOR);
+    assert_ok(f, nest_return(f, 6,
+                             VALUES(nest_dot(f, m, n), nest_reshape(f, m, SHAPE(1, 0), 2, SHAPE(3, 2)),
+                                    nest_add(f, m, nest_broadcast(f, nest_slice(f, v, SHAPE(0),
+                                                                                SHAPE(3), NULL),
+                                                                  2, SHAPE(2, 3), 1, SHAPE(0))),
+                                    nest_max(f, v, 1, SHAPE(0)), nest_min(f, v, 1, SHAPE(0)),
+                                    nest_concat(f, 2, VALUES(v, nest_negative(f, v)), 0)),
+                             NULL));
+    float mv[6] = {1, 2, 3, 4, 5, 6}, nv[6] = {7, 8, 9, 10, 11, 12}, vv[4] = {NAN, -2, 5, NAN};
+    anchor(f, (void *[]){mv, nv, vv},
+           (const void *[]){(float[]){58, 64, 139, 154}, (float[]){1, 4, 2, 5, 3, 6},
+                            (float[]){NAN, 0, 8, NAN, 3, 11}, (float[]){5}, (float[]){-2},
+                            (float[]){NAN, -2, 5, NAN, NAN, 2, -5, NAN}});
+    nest_function_free(f);
+}
+
+/* ---------------------------------------------------------------------------------------------
  * nest_call's checks of its arguments
  * ------------------------------------------------------------------------------------------- */
 
@@ -2603,6 +2772,7 @@ int main(void)
         cmocka_unit_test(test_constant),
         cmocka_unit_test(test_no_params),
         cmocka_unit_test(test_dot),
+        cmocka_unit_test(test_tile),
         cmocka_unit_test(test_broadcast),
         cmocka_unit_test(test_reshape),
         cmocka_unit_test(test_slice),
@@ -2621,6 +2791,7 @@ int main(void)
         cmocka_unit_test(test_colliding_names),
         cmocka_unit_test(test_colliding_functions),
         cmocka_unit_test(test_library_function_names),
+        cmocka_unit_test(test_anchors),
         cmocka_unit_test(test_call_errors),
     };
     const char *filter = getenv("NEST_DIFF_TEST"); /* a cmocka pattern: test_aot* */
