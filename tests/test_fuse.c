@@ -748,6 +748,40 @@ static void row_softmax(void **state)
     check_values_in(f, 0, -20, 20, 1e-5);
 }
 
+/* Nests that proceed row by row share their outer loop only when each reads rows already
+ * computed: a row reduction broadcast along the other axis (column j needs row j's maximum)
+ * and a transposed read of a stored value keep loops of their own. */
+static void rows_respect_dependences(void **state)
+{
+    nest_function *f = *state;
+    nest_value x = param(f, "x", NEST_F32, 2, SHAPE(6, 6));
+    nest_value m = nest_max(f, x, 1, SHAPE(1));
+    nest_value a = nest_subtract(f, x, nest_broadcast(f, m, 2, SHAPE(6, 6), 1, SHAPE(0)));
+    nest_value y = nest_exp(f, x);
+    nest_value t = nest_add(f, nest_reshape(f, y, SHAPE(1, 0), 2, SHAPE(6, 6)), a);
+    nest_value s = nest_sum(f, nest_multiply(f, t, t), 1, SHAPE(1));
+    nest_value u = nest_divide(f, t, nest_broadcast(f, nest_add(f, s, s), 2, SHAPE(6, 6), 1,
+                                                     SHAPE(0)));
+    assert_value(f, u);
+    ret(f, 3, (nest_value[]){y, t, u});
+    planned *pl = plan_all(f, 1);
+    /* the nest that reads m by columns is not in the group of the nest that computes m */
+    for (int k = 0; k < live_nests(&pl->p); k++) {
+        const nest *ne = live_nest(&pl->p, k);
+        for (int i = 0; i < ne->nouts; i++)
+            if (ne->outs[i].node == m)
+                for (int j = k + 1; j < live_nests(&pl->p); j++) {
+                    const nest *rd = live_nest(&pl->p, j);
+                    for (int o = 0; o < rd->nouts; o++)
+                        if (fx_reads(&pl->p, rd->outs[o].value, ne->outs[i].buf))
+                            assert_true(!rd->rowed || rd->group != ne->group);
+                }
+    }
+    plan_release(pl);
+    check_values(f, 1);
+    check_values(f, 0);
+}
+
 /* Without fusion every op is a nest of its own (views stay views), with the same values. */
 static void no_fuse_one_nest_per_op(void **state)
 {
@@ -1005,6 +1039,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(empty_folds, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(sum_middle_axis, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(row_softmax, fn_setup, fn_teardown),
+        cmocka_unit_test_setup_teardown(rows_respect_dependences, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(no_fuse_one_nest_per_op, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(memplan_shares_by_liveness, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(memplan_no_fuse_chain, fn_setup, fn_teardown),

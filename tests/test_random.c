@@ -957,6 +957,44 @@ static bool step_slice(gen *g)
                 a->in, "slice") != NULL;
 }
 
+/* A concat along axis of the values at idx. */
+static val *concat_of(gen *g, const int *idx, int nparts, int axis)
+{
+    nest_value parts[3];
+    info r = g->vals[idx[0]].in;
+    for (int i = 0; i < nparts; i++) {
+        val *p = &g->vals[idx[i]];
+        p->uses++;
+        parts[i] = p->v;
+        r.lo = fmin(r.lo, p->in.lo);
+        r.hi = fmax(r.hi, p->in.hi);
+        r.err = fmax(r.err, p->in.err);
+        r.q = r.q < p->in.q ? r.q : p->in.q;
+    }
+    return push(g, nest_concat(g->f, nparts, parts, axis), r, "concat");
+}
+
+/* A part of a concat: now and then a concat itself along the same axis, whose boundaries the
+ * outer one shifts when it selects its parts. */
+static val *part_of(gen *g, nest_type t, int rank, const int64_t *shape, int axis)
+{
+    if (shape[axis] >= 2 && chance(&g->r, 30)) {
+        int64_t s1[MAXRANK], s2[MAXRANK];
+        memcpy(s1, shape, sizeof s1);
+        memcpy(s2, shape, sizeof s2);
+        s1[axis] = 1 + below(&g->r, (int)shape[axis] - 1);
+        s2[axis] = shape[axis] - s1[axis];
+        val *x = obtain(g, t, rank, s1, false);
+        int idx[2] = {x ? (int)(x - g->vals) : -1, -1};
+        val *y = x ? obtain(g, t, rank, s2, false) : NULL;
+        if (!y)
+            return NULL;
+        idx[1] = (int)(y - g->vals);
+        return concat_of(g, idx, 2, axis);
+    }
+    return obtain(g, t, rank, shape, false);
+}
+
 static bool step_concat(gen *g)
 {
     val *a = pick(g, has_axes);
@@ -972,7 +1010,7 @@ static bool step_concat(gen *g)
         int64_t vol = volume(g->vals[idx[0]].rank, shape);
         if (vol > g->cap / 3)
             shape[axis] = 1;
-        val *p = obtain(g, g->vals[idx[0]].t, g->vals[idx[0]].rank, shape, false);
+        val *p = part_of(g, g->vals[idx[0]].t, g->vals[idx[0]].rank, shape, axis);
         if (!p)
             return false;
         idx[i] = (int)(p - g->vals);
@@ -981,18 +1019,7 @@ static bool step_concat(gen *g)
     int pos = below(&g->r, nparts), t = idx[0];
     idx[0] = idx[pos];
     idx[pos] = t;
-    nest_value parts[3];
-    info r = g->vals[idx[0]].in;
-    for (int i = 0; i < nparts; i++) {
-        val *p = &g->vals[idx[i]];
-        p->uses++;
-        parts[i] = p->v;
-        r.lo = fmin(r.lo, p->in.lo);
-        r.hi = fmax(r.hi, p->in.hi);
-        r.err = fmax(r.err, p->in.err);
-        r.q = r.q < p->in.q ? r.q : p->in.q;
-    }
-    return push(g, nest_concat(g->f, nparts, parts, axis), r, "concat") != NULL;
+    return concat_of(g, idx, nparts, axis) != NULL;
 }
 
 static bool step_reduce(gen *g)
@@ -1170,6 +1197,26 @@ static val *reduce_back(gen *g, val *a, opk op, uint32_t mask)
         return NULL;
     red->uses++;
     a = &g->vals[ia];
+    /* mostly back along the reduced axes; sometimes along others of the same extents, so that
+     * a row reads what other rows computed (a transposed use of a row reduction) */
+    if (chance(&g->r, 30)) {
+        uint32_t masks[16];
+        int nm = 0;
+        for (uint32_t m = 0; m < (1u << a->rank); m++) {
+            if (__builtin_popcount(m) != na)
+                continue;
+            bool fits = true;
+            for (int k = 0, j = 0; k < a->rank && fits; k++)
+                if (!(m & (1u << k)))
+                    fits = a->shape[k] == red->shape[j++];
+            if (fits)
+                masks[nm++] = m;
+        }
+        uint32_t m = masks[below(&g->r, nm)];
+        for (int k = 0, j = 0; k < a->rank; k++)
+            if (m & (1u << k))
+                axes[j++] = k;
+    }
     return push(g, nest_broadcast(g->f, red->v, a->rank, a->shape, na, axes), r,
                 "a broadcast back");
 }
@@ -1177,6 +1224,10 @@ static val *reduce_back(gen *g, val *a, opk op, uint32_t mask)
 static bool step_rows(gen *g)
 {
     val *a = pick(g, has_axes);
+    if (a && chance(&g->r, 30)) { /* equal extents, so reductions can come back transposed */
+        int64_t d = 2 + below(&g->r, g->maxdim), shape[MAXRANK] = {d, d, d, d};
+        a = obtain(g, a->t, 2 + below(&g->r, 2), shape, false);
+    }
     if (!a || !isnum(a->t) || a->count == 0)
         return false;
     int ia = (int)(a - g->vals);
