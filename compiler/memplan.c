@@ -1,7 +1,9 @@
 /*
  * memplan.c - the workspace. Each temporary lives from the first nest that writes it to the
- * last that reads it; temporaries whose lives do not overlap share bytes. Placement is greedy:
- * largest first, each at the lowest 64-byte-aligned offset free for its whole life.
+ * last that reads it; temporaries of one element type whose lives do not overlap share bytes.
+ * (Not of two types: C compilers' type-based alias analysis lets them move a load of a double
+ * below a store of an int32_t to the same bytes, which then reads the int.) Placement is
+ * greedy: largest first, each at the lowest 64-byte-aligned offset free for its whole life.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -83,7 +85,8 @@ int pass_memplan(plan *p)
             moved = false;
             for (int j = 0; j < i; j++) {
                 const life *o = &lives[j];
-                if (o->last < lives[i].first || lives[i].last < o->first)
+                if ((o->last < lives[i].first || lives[i].last < o->first) &&
+                    p->bufs[o->buf].etype == p->bufs[lives[i].buf].etype)
                     continue;
                 int64_t ooff = p->bufs[o->buf].offset;
                 if (off < ooff + o->size && ooff < off + lives[i].size) {

@@ -942,6 +942,56 @@ static void memplan_overlapping_lives(void **state)
     check_values(f, 0);
 }
 
+/* Temporaries of different element types never share workspace bytes, even when their lives
+ * do not overlap: compilers' type-based alias analysis may move a load of the first type below
+ * a store of the second to the same address (clang did: a copy of a double temporary read the
+ * int32 product that reused its bytes). */
+static void memplan_types_do_not_share(void **state)
+{
+    nest_function *f = *state;
+    nest_value x = param(f, "x", NEST_F64, 2, SHAPE(8, 16));
+    nest_value p = param(f, "p", NEST_I32, 2, SHAPE(9, 16));
+    nest_value a = nest_sum(f, x, 1, SHAPE(0)); /* f64[16], a temporary */
+    nest_value r1 = nest_multiply(f, a, a);
+    nest_value d = nest_sum(f, p, 1, SHAPE(0)); /* i32[16], a temporary after a's life */
+    nest_value r2 = nest_multiply(f, d, d);
+    assert_value(f, r2);
+    ret(f, 2, (nest_value[]){r1, r2});
+    planned *pl = plan_all(f, 1);
+    assert_int_equal(live_temps(&pl->p), 2);
+    check_workspace(&pl->p);
+    const pbuf *t[2];
+    int n = 0;
+    for (int32_t b = 0; b < pl->p.nbufs; b++)
+        if (pl->p.bufs[b].kind == BUF_TEMP && !pl->p.bufs[b].dead)
+            t[n++] = &pl->p.bufs[b];
+    assert_int_not_equal(t[0]->etype, t[1]->etype);
+    int64_t s0 = t[0]->count * (int64_t)nest_type_size((nest_type)t[0]->etype);
+    int64_t s1 = t[1]->count * (int64_t)nest_type_size((nest_type)t[1]->etype);
+    assert_true(t[0]->offset + s0 <= t[1]->offset || t[1]->offset + s1 <= t[0]->offset);
+    plan_release(pl);
+    check_values(f, 1);
+}
+
+/* The graph in which the random tester found it: with fusion, the copy of a returned value
+ * into its second result array read the product's integers. */
+static void memplan_types_regression(void **state)
+{
+    nest_function *f = *state;
+    nest_value p2 = nest_parameter(f, "p2", NEST_F64, 4, SHAPE(1, 6, 128, 7), NEST_COL_MAJOR);
+    nest_value p3 = nest_parameter(f, "p3", NEST_I32, 2, SHAPE(31, 22), NEST_COL_MAJOR);
+    nest_value p4 = param(f, "p4", NEST_I32, 2, SHAPE(22, 109));
+    nest_value p5 = param(f, "p5", NEST_I32, 1, SHAPE(109));
+    nest_value m = nest_min(f, nest_subtract(f, p2, p2), 1, SHAPE(1));
+    nest_value r = nest_reshape(f, m, NULL, 2, SHAPE(1, 896));
+    nest_value d = nest_add(f, nest_dot(f, p3, p4), nest_broadcast(f, p5, 2, SHAPE(31, 109), 1,
+                                                                    SHAPE(0)));
+    assert_value(f, d);
+    ret(f, 3, (nest_value[]){d, r, r});
+    check_values_in(f, 1, -20, 20, 0);
+    check_values_in(f, 0, -20, 20, 0);
+}
+
 /* ---- nestc ---- */
 
 static const char *nestc(void)
@@ -1044,6 +1094,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(memplan_shares_by_liveness, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(memplan_no_fuse_chain, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(memplan_overlapping_lives, fn_setup, fn_teardown),
+        cmocka_unit_test_setup_teardown(memplan_types_do_not_share, fn_setup, fn_teardown),
+        cmocka_unit_test_setup_teardown(memplan_types_regression, fn_setup, fn_teardown),
         cmocka_unit_test(nestc_dumps),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
