@@ -25,7 +25,8 @@
  * any change to the generator changes what a seed builds). `make fuzz` runs NEST_FUZZ_COUNT
  * graphs from seed NEST_FUZZ_SEED (default: the time), printing progress. A failing graph prints
  * its seed and its text form; NEST_FUZZ_SEED=<seed> NEST_FUZZ_COUNT=1 build/tests/test_random
- * reproduces it (NEST_FUZZ_PRINT=1 prints every graph). A crash in that mode names the seed and
+ * reproduces it (NEST_FUZZ_PRINT=1 prints every graph; NEST_FUZZ_FILE=graph.nest runs a text
+ * graph, say a reduced one, against the interpreter). A crash in that mode names the seed and
  * prints the graph; under cmocka (make test), rerun the failing range that way.
  */
 #include <ftw.h>
@@ -1551,6 +1552,11 @@ out:
     return ok;
 }
 
+typedef struct buf_t {
+    char *data;
+    size_t len;
+} buf_t;
+
 /* ---- the cache directory ---- */
 
 static char cache_root[64];
@@ -1821,13 +1827,42 @@ static int fuzz(const char *count_s)
     return st.failures ? 1 : 0;
 }
 
+/* NEST_FUZZ_FILE=graph.nest: a text graph (what a failure printed, edited) run the way the
+ * regressions are. */
+static int run_file(const char *path)
+{
+    FILE *fp = fopen(path, "rb");
+    if (!fp) {
+        perror(path);
+        return 2;
+    }
+    buf_t text = {0};
+    char chunk[4096];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, fp)) > 0) {
+        char *p = realloc(text.data, text.len + n + 1);
+        assert_non_null(p);
+        text.data = p;
+        memcpy(text.data + text.len, chunk, n);
+        text.len += n;
+        text.data[text.len] = 0;
+    }
+    fclose(fp);
+    bool ok = text.data && run_text(text.data);
+    printf("%s: %s\n", path, ok ? "the JIT agrees with the interpreter" : "MISMATCH");
+    free(text.data);
+    return ok ? 0 : 1;
+}
+
 int main(void)
 {
     cache_setup();
     install_crash_handlers();
     int rc;
-    const char *count = getenv("NEST_FUZZ_COUNT");
-    if (count && *count) {
+    const char *count = getenv("NEST_FUZZ_COUNT"), *file = getenv("NEST_FUZZ_FILE");
+    if (file && *file) {
+        rc = run_file(file);
+    } else if (count && *count) {
         rc = fuzz(count);
     } else {
         const struct CMUnitTest tests[] = {
