@@ -163,7 +163,7 @@ int rt_build_so(const char *src, size_t len, const char *so_path, const char *cc
     /* The compiler command, split on spaces ("ccache gcc"). */
     char *words = rt_strf("%s", cc && *cc ? cc : "cc");
     char olevel[8], march[80], tmp[4096];
-    char *argv[MAX_CC_WORDS + 16];
+    char *argv[MAX_CC_WORDS + 20];
     int argc = 0, fd = -1;
     text output = {0}, cmd = {0};
     tmp[0] = '\0';
@@ -180,6 +180,7 @@ int rt_build_so(const char *src, size_t len, const char *so_path, const char *cc
         }
         argv[argc++] = w;
     }
+    int ncc = argc;
     if (argc == 0) {
         e = rt_strf("no C compiler given");
         st = NEST_ERR_ARG;
@@ -218,6 +219,15 @@ int rt_build_so(const char *src, size_t len, const char *so_path, const char *cc
         /* The OpenMP runtime's worker threads outlive a parallel region: if dlclose() unloaded
          * the library, and with it libgomp, they would run unmapped code. */
         argv[argc++] = "-Wl,-z,nodelete";
+    }
+    /* clang 14's loop vectorizer miscompiles some interleaved accesses (see jit.c) */
+    for (int i = 0; i < ncc; i++) {
+        const char *base = strrchr(argv[i], '/') ? strrchr(argv[i], '/') + 1 : argv[i];
+        if (strncmp(base, "clang", 5) == 0) {
+            argv[argc++] = "-mllvm";
+            argv[argc++] = "-enable-interleaved-mem-accesses=0";
+            break;
+        }
     }
     argv[argc++] = "-o";
     argv[argc++] = (char *)so_path;

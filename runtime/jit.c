@@ -12,7 +12,7 @@ struct rt_code {
     rt_shim_code *code;
 };
 
-#define MAX_ARGS 16
+#define MAX_ARGS 24
 
 /* -march's value goes into an argument of its own, but keep it to what CPU names look like so
  * that a mistake reads as "bad -march", not as a strange clang error. */
@@ -49,6 +49,11 @@ static int make_args(const rt_opts *o, char *olevel, char *march, const char **a
      * sinf vectorize against glibc's vector math library (libmvec). */
     args[n++] = "-fno-math-errno";
     args[n++] = "-fveclib=libmvec";
+    /* LLVM 14's loop vectorizer can move a load of an interleave group above a store to the
+     * same address in the same iteration (llvm/llvm-project#63602): the emitter's row loops
+     * (a reduction stored, then read back) gave wrong values. */
+    args[n++] = "-mllvm";
+    args[n++] = "-enable-interleaved-mem-accesses=0";
     return n;
 }
 

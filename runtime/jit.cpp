@@ -22,6 +22,8 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <set>
+#include <shared_mutex>
 #include <string>
 #include <vector>
 
@@ -37,6 +39,7 @@
 #include "clang/Frontend/TextDiagnosticPrinter.h"
 #include "clang/Lex/PreprocessorOptions.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/CommandLine.h"
 #include "llvm/ExecutionEngine/Orc/Core.h"
 #include "llvm/ExecutionEngine/Orc/ExecutorProcessControl.h"
 #include "llvm/ExecutionEngine/Orc/RTDyldObjectLinkingLayer.h"
@@ -116,6 +119,38 @@ const char *host()
 // compile(): C source to an ELF object in memory
 // ---------------------------------------------------------------------------------------------
 
+// -mllvm options are LLVM's process-wide settings: clang's cc1 applies them when it starts, a
+// CompilerInstance ignores them. Each distinct one is applied once, while no compile runs
+// (compiles hold the lock shared); one that LLVM rejects fails the compile.
+std::shared_mutex llvm_opts_mu;
+std::set<std::string> llvm_opts_applied;
+
+bool apply_llvm_args(const std::vector<std::string> &args, std::string &msg)
+{
+    {
+        std::shared_lock<std::shared_mutex> g(llvm_opts_mu);
+        bool all = true;
+        for (auto &a : args)
+            all = all && llvm_opts_applied.count(a);
+        if (all)
+            return true;
+    }
+    std::unique_lock<std::shared_mutex> g(llvm_opts_mu);
+    std::vector<const char *> argv = {"nest-jit"};
+    for (auto &a : args)
+        if (!llvm_opts_applied.count(a))
+            argv.push_back(a.c_str());
+    if (argv.size() == 1)
+        return true;
+    raw_string_ostream os(msg);
+    bool ok = cl::ParseCommandLineOptions(static_cast<int>(argv.size()), argv.data(), "", &os);
+    os.flush();
+    if (ok)
+        for (size_t i = 1; i < argv.size(); i++)
+            llvm_opts_applied.insert(argv[i]);
+    return ok;
+}
+
 int compile(const char *src, size_t len, const char *name, const char *const *args, int nargs,
             void **obj, size_t *objlen, char **err)
 {
@@ -174,6 +209,12 @@ int compile(const char *src, size_t len, const char *name, const char *const *ar
     inv->getFrontendOpts().DisableFree = false;
     inv->getCodeGenOpts().DisableFree = false;
     inv->getDiagnosticOpts().ShowColors = false;
+    std::string optmsg;
+    if (!apply_llvm_args(inv->getFrontendOpts().LLVMArgs, optmsg)) {
+        set_err(err, "clang: -mllvm: " + optmsg);
+        return NEST_ERR_COMPILE;
+    }
+    std::shared_lock<std::shared_mutex> opts_stay(llvm_opts_mu);
     // The source in memory. We keep ownership: clang would free it only when it got as far as
     // making a source manager, and leak it when failing earlier (an unknown -march).
     std::unique_ptr<MemoryBuffer> source = MemoryBuffer::getMemBuffer(StringRef(src, len), name,

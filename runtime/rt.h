@@ -118,8 +118,10 @@ void rt_code_free(rt_code *c);
 /* Writes src to a temporary file ($TMPDIR or /tmp, removed afterwards) and runs
  * `cc -std=c99 -shared -fPIC -O<n> -march=<m> -fopenmp-simd [-fopenmp -Wl,-z,nodelete]
  * -o so_path FILE.c -lm` (argv, no shell) with cc split on spaces ("gcc", "clang-14",
- * "ccache gcc"; NULL or "" is "cc"). With openmp the .so is never unmapped by dlclose(): the
- * OpenMP runtime's idle threads would be left in unmapped code. With `log` not NULL, *log
+ * "ccache gcc"; NULL or "" is "cc"). A clang also gets -mllvm
+ * -enable-interleaved-mem-accesses=0, as the JIT does. With openmp the .so is never unmapped
+ * by dlclose(): the OpenMP runtime's idle threads would be left in unmapped code. With `log`
+ * not NULL, *log
  * receives the command line, its wall time ("(12.3 ms)") and any compiler output (malloc'd).
  * Returns NEST_OK, NEST_ERR_ARG, NEST_ERR_IO (the temporary file), NEST_ERR_UNAVAILABLE (the
  * compiler cannot be run: "gcc-99: not found ...") or NEST_ERR_COMPILE (it failed: *err holds

@@ -302,6 +302,63 @@ static void jit_expf(void **state)
     rt_code_free(c);
 }
 
+/* A row loop that stores a reduction and reads it back: LLVM 14's loop vectorizer hoisted a
+ * load of an interleave group above the store to the same address (llvm/llvm-project#63602)
+ * and computed m[3] = 3 instead of 4, unless the runtime turns interleaved accesses off. */
+static const char *ROWS =
+    "#include <math.h>\n"
+    "#include <stdint.h>\n"
+    "int rows(const int64_t *restrict x, int64_t *restrict m, float *restrict r)\n"
+    "{\n"
+    "    for (int64_t i0 = 0; i0 < 4; i0++) {\n"
+    "        for (int64_t i2 = 0; i2 < 3; i2++)\n"
+    "            m[i0 * 3 + i2] = INT64_MIN;\n"
+    "        for (int64_t i1 = 0; i1 < 2; i1++)\n"
+    "            for (int64_t i2 = 0; i2 < 3; i2++)\n"
+    "                m[i0 * 3 + i2] = x[i0 * 6 + i1 * 3 + i2] > m[i0 * 3 + i2]\n"
+    "                                     ? x[i0 * 6 + i1 * 3 + i2] : m[i0 * 3 + i2];\n"
+    "        float acc = 0.0f;\n"
+    "        for (int64_t i1 = 0; i1 < 3; i1++) {\n"
+    "            float v = (float)m[i0 * 3 + i1];\n"
+    "            acc += expf(logf(v > 0.5f ? v : 0.5f));\n"
+    "        }\n"
+    "        r[i0] = acc;\n"
+    "    }\n"
+    "    return 0;\n"
+    "}\n";
+
+static void jit_rows_store_then_load(void **state)
+{
+    (void)state;
+    const char *marchs[] = {"native", "x86-64-v3"};
+    for (int k = 0; k < 2; k++) {
+        rt_opts o = O3;
+        o.march = marchs[k];
+        rt_code *c = jit(ROWS, &o, NULL);
+        int (*rows)(const int64_t *, int64_t *, float *) =
+            SYM(c, int (*)(const int64_t *, int64_t *, float *), "rows");
+        assert_non_null(rows);
+        int64_t x[24], m[12];
+        float r[4];
+        for (int i = 0; i < 24; i++)
+            x[i] = (7 * i) % 11 - 5;
+        assert_int_equal(rows(x, m, r), 0);
+        for (int i0 = 0; i0 < 4; i0++) {
+            double want_r = 0;
+            for (int i2 = 0; i2 < 3; i2++) {
+                int64_t a = x[i0 * 6 + i2], b = x[i0 * 6 + 3 + i2], want = a > b ? a : b;
+                if (m[i0 * 3 + i2] != want)
+                    print_error("%s: m[%d] = %lld, want %lld\n", marchs[k], i0 * 3 + i2,
+                                (long long)m[i0 * 3 + i2], (long long)want);
+                assert_int_equal(m[i0 * 3 + i2], want);
+                want_r += want > 0 ? (double)want : 0.5;
+            }
+            assert_true(fabs(r[i0] - want_r) < 1e-5 * want_r);
+        }
+        rt_code_free(c);
+    }
+}
+
 /* OpenMP: the loop runs on a team of libomp threads. */
 static const char *PARALLEL = "#include <omp.h>\n"
                               "long tri(long *y, long n)\n"
@@ -883,6 +940,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(jit_opt_levels, setup, teardown),
         cmocka_unit_test_setup_teardown(jit_simd_reduction, setup, teardown),
         cmocka_unit_test_setup_teardown(jit_expf, setup, teardown),
+        cmocka_unit_test_setup_teardown(jit_rows_store_then_load, setup, teardown),
         cmocka_unit_test_setup_teardown(jit_threads, setup, teardown),
         cmocka_unit_test_setup_teardown(jit_syntax_error, setup, teardown),
         cmocka_unit_test_setup_teardown(jit_unresolved_symbol, setup, teardown),
