@@ -26,7 +26,8 @@
  * graphs from seed NEST_FUZZ_SEED (default: the time), printing progress. A failing graph prints
  * its seed and its text form; NEST_FUZZ_SEED=<seed> NEST_FUZZ_COUNT=1 build/tests/test_random
  * reproduces it (NEST_FUZZ_PRINT=1 prints every graph; NEST_FUZZ_FILE=graph.nest runs a text
- * graph, say a reduced one, against the interpreter). A crash in that mode names the seed and
+ * graph, say a reduced one, against the interpreter; NEST_FUZZ_NOFUSE=1 runs every graph with
+ * fusion off as well, not every fourth). A crash in that mode names the seed and
  * prints the graph; under cmocka (make test), rerun the failing range that way.
  */
 #include <ftw.h>
@@ -1506,7 +1507,7 @@ static bool run_seed(uint64_t seed, stats *st)
         ok = false;
     }
     for (int fuse = 1; ok && fuse >= 0; fuse--) {
-        if (fuse == 0 && seed % 4 != 0)
+        if (fuse == 0 && seed % 4 != 0 && !getenv("NEST_FUZZ_NOFUSE"))
             break;
         nest_options o;
         nest_options_init(&o);
