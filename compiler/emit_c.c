@@ -294,6 +294,11 @@ typedef struct ctx {
     names *body_names;                /* the scope of the body being emitted */
     int from;                         /* the first loop level the nest emits (1 in row groups) */
     const fx *tile_view;              /* a tiled product's own view, read from its tile */
+    struct hoisted {
+        const fx *e;
+        const char *name;
+    } *hoist;                         /* loads read once before the loops that do not move them */
+    int nhoist, caphoist;
     const char *tile_text;
 } ctx;
 
@@ -415,6 +420,11 @@ static void operand_text(body *bd, buf *b, const fx *e)
         buf_puts(b, c->tile_text);
         return;
     }
+    for (int i = c->nhoist - 1; i >= 0; i--)
+        if (c->hoist[i].e == e) {
+            buf_puts(b, c->hoist[i].name);
+            return;
+        }
     switch (e->kind) {
     case FX_LOAD:
         buf_printf(b, "%s[", c->bufname[e->buf]);
@@ -840,11 +850,78 @@ static void omp_parallel_for(ctx *c)
 
 /* The loop of level lvl over [lo, hi), bounds as C text, n its trip count when the bounds are
  * constants (else -1). The innermost folded axis runs `accs` lanes at a time, then the rest. */
+typedef struct hoist_scan {
+    ctx *c;
+    int lvl;
+} hoist_scan;
+
+static bool nest_writes(const nest *ne, int32_t b)
+{
+    for (int i = 0; i < ne->nouts; i++)
+        if (ne->outs[i].buf == b)
+            return true;
+    return false;
+}
+
+static void hoist_one(fx *e, void *ctx_)
+{
+    hoist_scan *hs = ctx_;
+    ctx *c = hs->c;
+    if (e->kind != FX_LOAD || e == c->tile_view || nest_writes(c->ne, e->buf) || c->b->failed)
+        return;
+    for (int k = hs->lvl; k < c->ne->rank; k++)
+        if (e->st[k] != 0)
+            return;
+    for (int i = 0; i < c->nhoist; i++)
+        if (c->hoist[i].e == e)
+            return;
+    if (c->nhoist == c->caphoist) {
+        int cap = c->caphoist ? c->caphoist * 2 : 16;
+        struct hoisted *h = realloc(c->hoist, (size_t)cap * sizeof *h);
+        if (!h) {
+            c->b->failed = true;
+            return;
+        }
+        c->hoist = h;
+        c->caphoist = cap;
+    }
+    buf t = {0};
+    body bd = {.c = c};
+    operand_text(&bd, &t, e);
+    char *text = buf_finish(&t);
+    const char *base = e->node >= 0 ? namer_name(&c->nm, e->node) : "v";
+    char nb[IR_MAX_NAME + 8];
+    snprintf(nb, sizeof nb, "%s_%s", base, base[0] == '_' ? "v" : "value");
+    const char *name = unique(&c->local, nb);
+    line(c, "const %s %s = %s;", ctype(e->etype), name, text ? text : "0");
+    free(text);
+    c->hoist[c->nhoist++] = (struct hoisted){e, name};
+}
+
+/* Reads once, before the loop of level lvl, every load that no loop from lvl inward moves and
+ * that the nest does not write. Compilers take restrict on block-scope pointers as a hint at
+ * most, so such a load inside a loop that stores through another workspace pointer would be
+ * reloaded at every step, and keep the loop scalar. Only when every loop runs at least once:
+ * a hoisted load must not read what the loops would not. Returns the previous table size. */
+static int hoist_loads(ctx *c, int lvl, int64_t n, fx *const *vals)
+{
+    int saved = c->nhoist;
+    if (n == 0)
+        return saved;
+    for (int k = lvl + 1; k < c->ne->rank; k++)
+        if (c->ne->dims[k] == 0)
+            return saved;
+    hoist_scan hs = {c, lvl};
+    fx_walk(c->mp, vals, c->ne->nouts, hoist_one, &hs);
+    return saved;
+}
+
 static void emit_loop(ctx *c, int lvl, const char *lo, const char *hi, int64_t n, fx **sel)
 {
     const nest *ne = c->ne;
     const char *v = c->var[lvl];
     bool fold_inner = c->acc && lvl == ne->rank - 1 && c->accs > 1;
+    int hoisted = hoist_loads(c, lvl, n, sel);
     if (!fold_inner) {
         if (c->par_outer && lvl == 0)
             omp_parallel_for(c);
@@ -853,6 +930,7 @@ static void emit_loop(ctx *c, int lvl, const char *lo, const char *hi, int64_t n
         emit_level(c, lvl + 1, sel);
         c->indent--;
         line(c, "}");
+        c->nhoist = hoisted;
         return;
     }
     int w = c->accs;
@@ -891,6 +969,7 @@ static void emit_loop(ctx *c, int lvl, const char *lo, const char *hi, int64_t n
         c->indent--;
         line(c, "}");
     }
+    c->nhoist = hoisted;
 }
 
 /* The first reduced axis of the nest, or its rank. */
@@ -1971,6 +2050,7 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
     free(a);
 out:
     free(abi);
+    free(c.hoist);
     free(c.bufname);
     free(c.refd);
     free(c.decl);
