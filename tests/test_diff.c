@@ -28,7 +28,19 @@
  *                comparison is exact.
  *     ulp(w) here is eps * |w| plus a few of the smallest subnormals, eps the type's epsilon.
  *
- * Inputs (gen_*) are reproducible from the case name: floats mix moderate values of both signs
+ * What runs
+ *   - Builders (build_*) put one op family over many shapes and one element type into one
+ *     function with many results (a JIT compile costs tens of milliseconds; batching keeps the
+ *     coverage and the run time). Shapes: rank 0, size-1 dims, zero-size dims, sizes that are
+ *     no multiple of a vector width, one large 1-d and one large 3-d case.
+ *   - check_case runs a case under variants (V_*): the JIT with fusion on and off, OpenMP off,
+ *     for another CPU (other tile sizes), AOT with cc and clang-14, every parameter and result
+ *     column-major, one array for all parameters of one type and shape.
+ *   - Separate tests: several functions in one .so, the typed entry points, dlclose of an
+ *     OpenMP .so, the generated C and header compiled with -Werror by gcc, clang and g++,
+ *     hostile and colliding names, nest_call's checks, hand-computed anchors.
+ *
+ * Inputs (fill) are reproducible from the case name: floats mix moderate values of both signs
  * and varied magnitude with 0, -0 and, where the op is defined there, infinities, NaN, the
  * largest finite values and subnormals; integers mix small values with values near the type's
  * limits, so sums and products wrap, divisions see 0 and -1, and INT_MIN / -1 occurs.
@@ -1876,6 +1888,69 @@ static void test_reduce(void **state)
     }
 }
 
+/* Row-wise normalizations, the patterns whose nests share one loop over the rows (rows.c):
+ * softmax and layer norm along the last axis, softmax along the first (not grouped), on shapes
+ * with one, few and many rows and columns. In the magnitude twin each result is a bound of its
+ * own: softmax's relative error follows its sum's; layer norm's absolute error follows the
+ * mean's, |x| over the standard deviation. */
+static void build_rows(bctx *b, const void *arg)
+{
+    nest_type t = *(const nest_type *)arg;
+    nest_function *f = b->f;
+    static const int64_t shapes[][2] = {{2, 3}, {5, 17}, {64, 1000}, {300, 7}, {1, 33}, {33, 1},
+                                        {4, 0}, {2, 4096}};
+    double epsv = 1e-3;
+    for (size_t i = 0; i < countof_(shapes); i++) {
+        int64_t r = shapes[i][0], c = shapes[i][1];
+        nest_value x = P(b, t, 2, shapes[i], G_GENERAL);
+        const int64_t *rc = shapes[i];
+        /* softmax over the last axis */
+        nest_value mx = nest_max(f, x, 1, SHAPE(1));
+        nest_value e = nest_exp(f, nest_subtract(f, x, nest_broadcast(f, mx, 2, rc, 1, SHAPE(1))));
+        nest_value sm = nest_sum(f, e, 1, SHAPE(1));
+        nest_value y = nest_divide(f, e, nest_broadcast(f, sm, 2, rc, 1, SHAPE(1)));
+        RS(b, y, c + 4, "softmax of [%lld,%lld]", (long long)r, (long long)c);
+        /* softmax over the first axis */
+        nest_value mx0 = nest_max(f, x, 1, SHAPE(0));
+        nest_value e0 = nest_exp(f, nest_subtract(f, x, nest_broadcast(f, mx0, 2, rc, 1, SHAPE(0))));
+        nest_value y0 = nest_divide(f, e0, nest_broadcast(f, nest_sum(f, e0, 1, SHAPE(0)), 2, rc,
+                                                          1, SHAPE(0)));
+        RS(b, y0, r + 4, "softmax over axis 0 of [%lld,%lld]", (long long)r, (long long)c);
+        /* layer norm over the last axis */
+        nest_value cn = nest_constant(f, t, 0, NULL,
+                                      t == NEST_F32 ? (const void *)&(float){(float)c}
+                                                    : (const void *)&(double){(double)c}, 1);
+        nest_value ep = nest_constant(f, t, 0, NULL,
+                                      t == NEST_F32 ? (const void *)&(float){(float)epsv}
+                                                    : (const void *)&epsv, 1);
+        nest_value cb = nest_broadcast(f, cn, 1, SHAPE(r), 1, SHAPE(0));
+        nest_value mean = nest_divide(f, nest_sum(f, x, 1, SHAPE(1)), cb);
+        nest_value d = nest_subtract(f, x, nest_broadcast(f, mean, 2, rc, 1, SHAPE(1)));
+        nest_value var = nest_divide(f, nest_sum(f, nest_multiply(f, d, d), 1, SHAPE(1)), cb);
+        nest_value sd = nest_sqrt(f, nest_add(f, var, nest_broadcast(f, ep, 1, SHAPE(r), 1,
+                                                                     SHAPE(0))));
+        nest_value ln = nest_divide(f, d, nest_broadcast(f, sd, 2, rc, 1, SHAPE(1)));
+        if (b->mag) {
+            /* (mean of |x| + |d|) / sd, the scale of ln's error */
+            nest_value ma = nest_divide(f, nest_sum(f, nest_abs(f, x), 1, SHAPE(1)), cb);
+            ln = nest_divide(f, nest_add(f, nest_broadcast(f, ma, 2, rc, 1, SHAPE(1)),
+                                         nest_abs(f, d)),
+                             nest_broadcast(f, sd, 2, rc, 1, SHAPE(1)));
+        }
+        RS(b, ln, c + 4, "layer norm of [%lld,%lld]", (long long)r, (long long)c);
+        R(b, mx, R_EXACT, "row max of [%lld,%lld]", (long long)r, (long long)c);
+    }
+}
+
+static void test_rows(void **state)
+{
+    (void)state;
+    nest_type f32 = NEST_F32, f64 = NEST_F64;
+    check_case("rows_f32", build_rows, &f32, V_STD | V_NOOMP | V_MARCH);
+    check_case("rows_f64", build_rows, &f64, V_STD);
+    check_case("rows_col_f32", build_rows, &f32, V_COL | V_NOROW | V_FUSE);
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Results: tuples, get, several results, values returned twice, parameters returned
  * ------------------------------------------------------------------------------------------- */
@@ -2778,6 +2853,7 @@ int main(void)
         cmocka_unit_test(test_slice),
         cmocka_unit_test(test_concat),
         cmocka_unit_test(test_reduce),
+        cmocka_unit_test(test_rows),
         cmocka_unit_test(test_results),
         cmocka_unit_test(test_layouts),
         cmocka_unit_test(test_openmp),
