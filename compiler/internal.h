@@ -448,8 +448,9 @@ typedef enum emit_mode {
 /* Appends the C of one planned function (its entry points) to b. `helpers` accumulates the
  * static helper functions the code needs (bits of emit_helper). */
 void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers);
-/* The preamble: includes and the helpers in the mask. */
-void emit_preamble(buf *b, uint64_t helpers);
+/* The preamble: includes (for the JIT, the few declarations the code needs) and the helpers in
+ * the mask. */
+void emit_preamble(buf *b, uint64_t helpers, emit_mode mode);
 /* The declarations of one function's entry points, with shapes in comments. */
 void emit_header_decls(buf *b, const plan *p);
 /* Whether name is declared by the C library headers the generated C includes, predefined by C
