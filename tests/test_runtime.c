@@ -176,6 +176,63 @@ static void shim_loads(void **state)
     assert_ptr_equal(rt_shim(NULL), api); /* loaded once */
 }
 
+/* The loader in a fresh process (it loads once per process): this program again, with
+ * NEST_TEST_LOADER_CHILD set, runs loader_child and reports through its exit status. */
+static int loader_child(void)
+{
+    char *err = NULL;
+    const rt_shim_api *api = rt_shim(&err);
+    const char *want = getenv("NEST_TEST_LOADER_WANT"); /* "ok" or a part of the message */
+    int rc;
+    if (strcmp(want, "ok") == 0)
+        rc = api && !err && api->abi() == RT_SHIM_ABI ? 0 : 1;
+    else
+        rc = !api && err && strstr(err, want) && strstr(err, getenv("NEST_JIT_LIB")) ? 0 : 1;
+    if (rc)
+        fprintf(stderr, "loader child: %s\n", err ? err : "(no message)");
+    free(err);
+    return rc;
+}
+
+static int run_loader_child(const char *lib, const char *want)
+{
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("NEST_TEST_LOADER_CHILD", "1", 1);
+        setenv("NEST_TEST_LOADER_WANT", want, 1);
+        setenv("NEST_JIT_LIB", lib, 1);
+        execl("/proc/self/exe", "test_runtime", (char *)NULL);
+        _exit(127);
+    }
+    int status;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+        return -1;
+    return WEXITSTATUS(status);
+}
+
+static void loader_env(void **state)
+{
+    (void)state;
+    /* where this process found the shim: any of its functions names the file */
+    const rt_shim_api *api = rt_shim(NULL);
+    assert_non_null(api);
+    void *fn;
+    memcpy(&fn, &api->abi, sizeof fn);
+    Dl_info info;
+    assert_true(dladdr(fn, &info) && info.dli_fname);
+    char *shim = strdup(info.dli_fname);
+    assert_int_equal(run_loader_child(shim, "ok"), 0);
+    /* NEST_JIT_LIB is the only place looked at when set */
+    assert_int_equal(run_loader_child("/nonexistent/libnest_jit.so", "not found"), 0);
+    /* a library that is not the shim */
+    void *m = dlsym(RTLD_DEFAULT, "cos");
+    assert_true(m && dladdr(m, &info) && info.dli_fname);
+    assert_int_equal(run_loader_child(info.dli_fname, "no nest_jit_shim entry point"), 0);
+    free(shim);
+}
+
 /* ---- rt_jit: compiled code computes the right values ---- */
 
 static const char *ADD1 = "int add1(const float *x, float *y, long n)\n"
@@ -934,8 +991,11 @@ static void aot_compile_error(void **state)
 
 int main(void)
 {
+    if (getenv("NEST_TEST_LOADER_CHILD"))
+        return loader_child();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(shim_loads, setup, teardown),
+        cmocka_unit_test_setup_teardown(loader_env, setup, teardown),
         cmocka_unit_test_setup_teardown(jit_add1, setup, teardown),
         cmocka_unit_test_setup_teardown(jit_opt_levels, setup, teardown),
         cmocka_unit_test_setup_teardown(jit_simd_reduction, setup, teardown),
