@@ -591,6 +591,8 @@ static int64_t compare_one(const bctx *b, int r, const void *got, const void *wa
     return bad;
 }
 
+static int64_t g_results, g_elements; /* compared, for the summary */
+
 /* Compares every result and checks the guards; returns the number of bad results. */
 static int compare_all(const bctx *b, const arrays *got, const arrays *want, const arrays *mag,
                        const char *how)
@@ -609,6 +611,8 @@ static int compare_all(const bctx *b, const arrays *got, const arrays *want, con
         }
         if (compare_one(b, r, got->p[r], want->p[r], mag ? mag->p[r] : NULL, how))
             bad++;
+        g_results++;
+        g_elements += got->count[r];
     }
     return bad;
 }
@@ -2875,6 +2879,7 @@ int main(void)
         cmocka_set_test_filter(filter);
     int rc = cmocka_run_group_tests(tests, group_setup, group_teardown);
     if (g_verbose)
-        fprintf(stderr, "%d cases, %d compiled runs\n", g_cases, g_runs);
+        fprintf(stderr, "%d cases, %d compiled runs, %lld result arrays (%lld elements) compared\n",
+                g_cases, g_runs, (long long)g_results, (long long)g_elements);
     return rc;
 }
