@@ -1774,6 +1774,8 @@ static void seeds_1_to_100(void **state) { (void)state; run_range(1, 100); }
 static void seeds_101_to_200(void **state) { (void)state; run_range(101, 100); }
 static void seeds_201_to_300(void **state) { (void)state; run_range(201, 100); }
 static void seeds_301_to_400(void **state) { (void)state; run_range(301, 100); }
+static void seeds_401_to_500(void **state) { (void)state; run_range(401, 100); }
+static void seeds_501_to_600(void **state) { (void)state; run_range(501, 100); }
 
 /* The generator itself: every seed builds a valid graph of the size asked for. */
 static void generator_builds(void **state)
@@ -1873,6 +1875,8 @@ int main(void)
             cmocka_unit_test(seeds_101_to_200),
             cmocka_unit_test(seeds_201_to_300),
             cmocka_unit_test(seeds_301_to_400),
+            cmocka_unit_test(seeds_401_to_500),
+            cmocka_unit_test(seeds_501_to_600),
         };
         rc = cmocka_run_group_tests(tests, NULL, NULL);
     }
