@@ -77,6 +77,12 @@ static bool factors(plan *p, fx *v, fx **a, fx **b)
     return false;
 }
 
+static void find_concat(fx *e, void *ctx)
+{
+    if (e->kind == FX_CONCAT)
+        *(bool *)ctx = true;
+}
+
 /* The element-wise nest right after n, if it reads n's product only where n writes it and its
  * space is n's [I, J]: its outputs, lifted into n's [I, K, J] space, join n. */
 static bool absorb(plan *p, int32_t k)
@@ -113,6 +119,12 @@ static bool absorb(plan *p, int32_t k)
         int64_t *st3 = arena_array(p->a, 3, sizeof *st3);
         if (!v3 || !st3)
             return p->status == NEST_OK; /* not expressible: leave it */
+        /* the tile's store runs whole blocks: it cannot split at a concat's boundaries */
+        bool cat = false;
+        if (!fx_walk(p, &v3, 1, find_concat, &cat))
+            return false;
+        if (cat)
+            return true;
         st3[0] = st2[0];
         st3[1] = 0;
         st3[2] = st2[1];

@@ -682,6 +682,29 @@ static void concat_on_row_axis(void **state)
     check_values(f, 0);
 }
 
+/* A tiled product of matrices absorbs the element-wise nest after it into the tile's store,
+ * which runs whole blocks: an epilogue that reads a concat (split loops) keeps its own nest. */
+static void tile_epilogue_with_concat(void **state)
+{
+    nest_function *f = *state;
+    nest_value x = param(f, "x", NEST_F32, 2, SHAPE(8, 4));
+    nest_value w = param(f, "w", NEST_F32, 2, SHAPE(4, 32));
+    nest_value a = param(f, "a", NEST_F32, 2, SHAPE(8, 10));
+    nest_value b = param(f, "b", NEST_F32, 2, SHAPE(8, 22));
+    nest_value h = nest_dot(f, x, w);
+    nest_value r = nest_add(f, h, nest_concat(f, 2, (nest_value[]){a, b}, 1));
+    /* the product and no rows: a concat with an empty part has the product's shape */
+    nest_value e = nest_constant(f, NEST_F32, 2, SHAPE(0, 32), (const float[]){-0.5f}, 1);
+    nest_value q = nest_concat(f, 2, (nest_value[]){nest_dot(f, x, w), e}, 0);
+    assert_value(f, q);
+    ret(f, 2, (nest_value[]){r, q});
+    char *src = emit_c(f, 1);
+    assert_null(strstr(src, "/* ? */"));
+    free(src);
+    check_values(f, 1);
+    check_values(f, 0);
+}
+
 /* Empty tensors: a fold whose outputs are empty writes nothing (and needs no workspace), a fold
  * over an empty axis still writes its initial values. */
 static void empty_folds(void **state)
@@ -1086,6 +1109,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(concat_fuses_with_split_loops, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(concat_slice_transpose, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(concat_on_row_axis, fn_setup, fn_teardown),
+        cmocka_unit_test_setup_teardown(tile_epilogue_with_concat, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(empty_folds, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(sum_middle_axis, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(row_softmax, fn_setup, fn_teardown),
