@@ -458,7 +458,9 @@ static void operand_text(body *bd, buf *b, const fx *e)
         literal(b, e->etype, e);
         return;
     default:
-        buf_puts(b, "/* ? */0"); /* never: ops are named before their users */
+        /* never: ops are named before their users and concats split their loops; if it
+         * happens, an undeclared name fails the compile rather than compute a wrong value */
+        buf_puts(b, "nest_internal_error_unsplit_value");
         return;
     }
 }
