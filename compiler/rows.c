@@ -26,7 +26,8 @@ static void find_row_concat(fx *e, void *ctx)
  * boundaries (the emitter splits a nest's own loops, never a group's shared one). */
 static bool eligible(plan *p, const nest *n)
 {
-    if (n->dead || n->rank < 2 || (n->reduced & 1u) || n->dims[0] < 2 || n->dot)
+    /* rank 1 too: a per-row scalar step (a mean, 1/sqrt of a variance) joins its row */
+    if (n->dead || n->rank < 1 || (n->reduced & 1u) || n->dims[0] < 2 || n->dot)
         return false; /* a product of matrices is tiled instead (tile.c) */
     for (int k = 1; k < n->rank; k++)
         if (n->dims[k] == 0)
@@ -154,9 +155,12 @@ static void contract(plan *p)
 int pass_rows(plan *p)
 {
     int32_t first = -1;
+    for (int32_t k = 0; k < p->nnests; k++)
+        p->nests[k].group = k;
+    if (!p->opts->fuse)
+        return NEST_OK; /* --no-fuse: every op in a nest of its own, no loop shared */
     for (int32_t k = 0; k < p->nnests; k++) {
         nest *n = &p->nests[k];
-        n->group = k;
         if (n->dead)
             continue;
         if (first >= 0 && can_join(p, first, k)) {

@@ -771,6 +771,38 @@ static void row_softmax(void **state)
     check_values_in(f, 0, -20, 20, 1e-5);
 }
 
+/* A layer norm over rows: the row sums and the per-row scalar steps between them (the mean,
+ * 1/sqrt of the variance) share one loop over the rows, and every temporary is row-local. */
+static void row_layer_norm(void **state)
+{
+    nest_function *f = *state;
+    int64_t m = 19, n = 64;
+    nest_value x = param(f, "x", NEST_F32, 2, SHAPE(m, n));
+    nest_value cn = nest_broadcast(f, nest_constant(f, NEST_F32, 0, NULL, &(float){64}, 1), 1,
+                                   SHAPE(m), 1, SHAPE(0));
+    nest_value mean = nest_divide(f, nest_sum(f, x, 1, SHAPE(1)), cn);
+    nest_value d = nest_subtract(f, x, nest_broadcast(f, mean, 2, SHAPE(m, n), 1, SHAPE(1)));
+    nest_value var = nest_divide(f, nest_sum(f, nest_multiply(f, d, d), 1, SHAPE(1)), cn);
+    nest_value one = nest_broadcast(f, nest_constant(f, NEST_F32, 0, NULL, &(float){1}, 1), 1,
+                                    SHAPE(m), 1, SHAPE(0));
+    nest_value inv = nest_divide(f, one, nest_sqrt(f, var));
+    nest_value r = nest_multiply(f, d, nest_broadcast(f, inv, 2, SHAPE(m, n), 1, SHAPE(1)));
+    assert_value(f, r);
+    ret(f, 1, &r);
+
+    planned *pl = plan_all(f, 1);
+    assert_true(live_nests(&pl->p) >= 3);
+    for (int k = 0; k < live_nests(&pl->p); k++) {
+        const nest *ne = live_nest(&pl->p, k);
+        assert_true(ne->rowed);
+        assert_int_equal(ne->group, live_nest(&pl->p, 0)->group);
+    }
+    assert_int_equal(pl->p.ws_size, 0);
+    plan_release(pl);
+    check_values_in(f, 1, -4, 4, 1e-4);
+    check_values_in(f, 0, -4, 4, 1e-4);
+}
+
 /* Nests that proceed row by row share their outer loop only when each reads rows already
  * computed: a row reduction broadcast along the other axis (column j needs row j's maximum)
  * and a transposed read of a stored value keep loops of their own. */
@@ -1113,6 +1145,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(empty_folds, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(sum_middle_axis, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(row_softmax, fn_setup, fn_teardown),
+        cmocka_unit_test_setup_teardown(row_layer_norm, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(rows_respect_dependences, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(no_fuse_one_nest_per_op, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(memplan_shares_by_liveness, fn_setup, fn_teardown),
