@@ -15,6 +15,7 @@
 // libmvec are opened the first time an object needs one of their symbols.
 
 #include <dlfcn.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,6 +41,9 @@
 #include "clang/Lex/PreprocessorOptions.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/CrashRecoveryContext.h"
+#include "llvm/Support/ErrorHandling.h"
+#include "llvm/Support/Process.h"
 #include "llvm/ExecutionEngine/Orc/Core.h"
 #include "llvm/ExecutionEngine/Orc/ExecutorProcessControl.h"
 #include "llvm/ExecutionEngine/Orc/RTDyldObjectLinkingLayer.h"
@@ -89,6 +93,36 @@ void init_llvm()
         InitializeNativeTarget();
         InitializeNativeTargetAsmPrinter();
         InitializeNativeTargetAsmParser();
+    });
+}
+
+// LLVM's fatal errors (a backend that cannot select an instruction for some input) end the
+// process by default: the program that called nest_compile would die. As in clang's own driver,
+// a fatal error inside a compile instead leaves through sys::Process::Exit, which a
+// CrashRecoveryContext around the compile turns into a return; the compile fails with LLVM's
+// message, and what it had allocated is leaked. Enabling recovery installs LLVM's signal
+// handlers; the program's own are put back at once, so real crashes stay the program's
+// business: only fatal errors, which LLVM reports deliberately, are recovered.
+thread_local std::string fatal_reason;
+
+void on_fatal_error(void *, const char *reason, bool)
+{
+    fatal_reason = reason ? reason : "fatal error";
+    sys::Process::Exit(1); // returns to the CrashRecoveryContext of the running compile
+}
+
+void init_recovery()
+{
+    static std::once_flag once;
+    std::call_once(once, [] {
+        static const int sigs[] = {SIGABRT, SIGBUS, SIGFPE, SIGILL, SIGSEGV, SIGTRAP};
+        struct sigaction saved[sizeof sigs / sizeof sigs[0]];
+        for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+            sigaction(sigs[i], nullptr, &saved[i]);
+        CrashRecoveryContext::Enable();
+        for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+            sigaction(sigs[i], &saved[i], nullptr);
+        install_fatal_error_handler(on_fatal_error, nullptr);
     });
 }
 
@@ -159,6 +193,7 @@ int compile(const char *src, size_t len, const char *name, const char *const *ar
     if (err)
         *err = nullptr;
     init_llvm();
+    init_recovery();
     if (!name || !*name)
         name = "nest.c";
 
@@ -222,22 +257,31 @@ int compile(const char *src, size_t len, const char *name, const char *const *ar
     inv->getPreprocessorOpts().RetainRemappedFileBuffers = true;
     inv->getPreprocessorOpts().addRemappedFile(name, source.get());
 
-    clang::CompilerInstance ci;
-    ci.setInvocation(inv);
-    ci.createDiagnostics(new clang::TextDiagnosticPrinter(diag_os, &ci.getDiagnosticOpts()),
-                         /*ShouldOwnClient=*/true);
+    // The compiler instance lives on the heap: after a fatal error it is left as it is (see
+    // init_recovery), since its state is whatever LLVM had reached.
+    auto *ci = new clang::CompilerInstance();
+    ci->setInvocation(inv);
+    ci->createDiagnostics(new clang::TextDiagnosticPrinter(diag_os, &ci->getDiagnosticOpts()),
+                          /*ShouldOwnClient=*/true);
     // "N errors generated." goes to the verbose stream: drop it, the diagnostics say it all.
-    ci.setVerboseOutputStream(std::make_unique<raw_null_ostream>());
+    ci->setVerboseOutputStream(std::make_unique<raw_null_ostream>());
 
     SmallVector<char, 0> objbuf;
-    ci.setOutputStream(std::make_unique<raw_svector_ostream>(objbuf));
-    bool ok;
-    {
-        clang::EmitObjAction act;
-        ok = ci.ExecuteAction(act);
+    ci->setOutputStream(std::make_unique<raw_svector_ostream>(objbuf));
+    bool ok = false;
+    CrashRecoveryContext crc;
+    if (!crc.RunSafely([&] {
+            clang::EmitObjAction act;
+            ok = ci->ExecuteAction(act);
+        })) {
+        diag_os.flush();
+        set_err(err, "clang: internal error: " + fatal_reason +
+                         (diag_text.empty() ? "" : "\n" + diag_text));
+        return NEST_ERR_COMPILE;
     }
+    std::unique_ptr<clang::CompilerInstance> ci_owner(ci);
     diag_os.flush();
-    if (!ok || ci.getDiagnostics().hasErrorOccurred() || objbuf.empty()) {
+    if (!ok || ci->getDiagnostics().hasErrorOccurred() || objbuf.empty()) {
         set_err(err, diag_text.empty() ? "clang: compilation failed" : diag_text);
         return NEST_ERR_COMPILE;
     }
