@@ -404,8 +404,10 @@ static void index_expr(ctx *c, buf *b, int32_t bufi, int64_t off, const int64_t 
             buf_printf(b, compound ? "(%s) * %lld" : "%s * %lld", v, (long long)st[k]);
         any = true;
     }
-    if (off || !any)
-        buf_printf(b, any ? " + %lld" : "%lld", (long long)off);
+    if (!any)
+        buf_printf(b, "%lld", (long long)off);
+    else if (off)
+        buf_printf(b, off < 0 ? " - %lld" : " + %lld", (long long)(off < 0 ? -off : off));
 }
 
 typedef struct valref {
