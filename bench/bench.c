@@ -52,7 +52,7 @@ extern char **environ;
 #define WORKDIR "build/bench"
 
 #define MAX_ROUNDS 15
-#define BATCH_SECONDS 0.01 /* each timed batch of calls lasts at least this long */
+#define BATCH_SECONDS 0.03 /* each timed batch lasts at least this long: at 16M, >= 8 calls */
 #define PAUSE_MS 250        /* between processes: spinning OpenMP (200 ms) and BLAS threads sleep */
 
 static bool quick;
@@ -768,7 +768,7 @@ static void measure(peer *py, workload w, int si)
         }
     }
 
-    int rounds = quick ? 3 : n >= (1 << 24) ? 7 : 15;
+    int rounds = quick ? 3 : n >= (1 << 24) ? 9 : 15;
     double t[C_COUNT][MAX_ROUNDS];
     int iters[C_COUNT] = {0};
     for (int r = 0; r < rounds; r++) {
