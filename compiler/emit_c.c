@@ -324,7 +324,7 @@ typedef struct ctx {
         const fx *e;
         const char *name;
     } *hoist;                         /* loads read once before the loops that do not move them */
-    int nhoist, caphoist;
+    size_t nhoist, caphoist;
     const char *tile_text;
 } ctx;
 
@@ -448,7 +448,7 @@ static void operand_text(body *bd, buf *b, const fx *e)
         buf_puts(b, c->tile_text);
         return;
     }
-    for (int i = c->nhoist - 1; i >= 0; i--)
+    for (size_t i = c->nhoist; i-- > 0;)
         if (c->hoist[i].e == e) {
             buf_puts(b, c->hoist[i].name);
             return;
@@ -582,16 +582,12 @@ static void node_comment(ctx *c, buf *b, int32_t node)
 static void count_uses(fx *e, void *ctx_)
 {
     body *bd = ctx_;
-    if (bd->n == bd->cap) {
-        size_t cap = bd->cap ? bd->cap * 2 : 32;
-        valref *v = realloc(bd->v, cap * sizeof *v);
-        if (!v) {
-            bd->oom = true;
-            return;
-        }
-        bd->v = v;
-        bd->cap = cap;
+    valref *v = grow_array(bd->v, &bd->cap, bd->n, sizeof *v);
+    if (!v) {
+        bd->oom = true;
+        return;
     }
+    bd->v = v;
     bd->v[bd->n++] = (valref){e, NULL, 0};
     for (int i = 0; i < e->nargs; i++) {
         valref *r = find_ref(bd, e->args[i]);
@@ -765,7 +761,7 @@ typedef struct bounds {
     int axis;
     int64_t lo, hi;
     int64_t *v;
-    int n, cap;
+    size_t n, cap;
     bool oom;
 } bounds;
 
@@ -773,19 +769,15 @@ static void add_bound(bounds *bs, int64_t x)
 {
     if (x <= bs->lo || x >= bs->hi)
         return;
-    for (int i = 0; i < bs->n; i++)
+    for (size_t i = 0; i < bs->n; i++)
         if (bs->v[i] == x)
             return;
-    if (bs->n == bs->cap) {
-        int cap = bs->cap ? bs->cap * 2 : 8;
-        int64_t *v = realloc(bs->v, (size_t)cap * sizeof *v);
-        if (!v) {
-            bs->oom = true;
-            return;
-        }
-        bs->v = v;
-        bs->cap = cap;
+    int64_t *v = grow_array(bs->v, &bs->cap, bs->n, sizeof *v);
+    if (!v) {
+        bs->oom = true;
+        return;
     }
+    bs->v = v;
     bs->v[bs->n++] = x;
 }
 
@@ -853,7 +845,7 @@ static void emit_range(ctx *c, int lvl, int64_t lo, int64_t hi, fx **vals)
     if (bs.n > 0) {
         qsort(bs.v, (size_t)bs.n, sizeof *bs.v, cmp_i64);
         int64_t a = lo;
-        for (int i = 0; i <= bs.n; i++) {
+        for (size_t i = 0; i <= bs.n; i++) {
             int64_t z = i < bs.n ? bs.v[i] : hi;
             if (z > a)
                 emit_range(c, lvl, a, z, sel);
@@ -902,19 +894,15 @@ static void hoist_one(fx *e, void *ctx_)
     for (int k = hs->lvl; k < c->ne->rank; k++)
         if (e->st[k] != 0)
             return;
-    for (int i = 0; i < c->nhoist; i++)
+    for (size_t i = 0; i < c->nhoist; i++)
         if (c->hoist[i].e == e)
             return;
-    if (c->nhoist == c->caphoist) {
-        int cap = c->caphoist ? c->caphoist * 2 : 16;
-        struct hoisted *h = realloc(c->hoist, (size_t)cap * sizeof *h);
-        if (!h) {
-            c->b->failed = true;
-            return;
-        }
-        c->hoist = h;
-        c->caphoist = cap;
+    struct hoisted *h = grow_array(c->hoist, &c->caphoist, c->nhoist, sizeof *h);
+    if (!h) {
+        c->b->failed = true;
+        return;
     }
+    c->hoist = h;
     buf t = {0};
     body bd = {.c = c};
     operand_text(&bd, &t, e);
@@ -933,9 +921,9 @@ static void hoist_one(fx *e, void *ctx_)
  * most, so such a load inside a loop that stores through another workspace pointer would be
  * reloaded at every step, and keep the loop scalar. Only when every loop runs at least once:
  * a hoisted load must not read what the loops would not. Returns the previous table size. */
-static int hoist_loads(ctx *c, int lvl, int64_t n, fx *const *vals)
+static size_t hoist_loads(ctx *c, int lvl, int64_t n, fx *const *vals)
 {
-    int saved = c->nhoist;
+    size_t saved = c->nhoist;
     if (n == 0)
         return saved;
     for (int k = lvl + 1; k < c->ne->rank; k++)
@@ -951,7 +939,7 @@ static void emit_loop(ctx *c, int lvl, const char *lo, const char *hi, int64_t n
     const nest *ne = c->ne;
     const char *v = c->var[lvl];
     bool fold_inner = c->acc && lvl == ne->rank - 1 && c->accs > 1;
-    int hoisted = hoist_loads(c, lvl, n, sel);
+    size_t hoisted = hoist_loads(c, lvl, n, sel);
     if (!fold_inner) {
         if (c->par_outer && lvl == 0)
             omp_parallel_for(c);
@@ -1259,7 +1247,7 @@ static void emit_level(ctx *c, int lvl, fx **vals)
 /* Every graph node a nest computes, in graph order, for its comment. */
 typedef struct nodeset {
     int32_t *v;
-    int n, cap;
+    size_t n, cap;
     bool oom;
 } nodeset;
 
@@ -1267,19 +1255,15 @@ static void add_node(nodeset *s, int32_t node)
 {
     if (node < 0)
         return;
-    for (int i = 0; i < s->n; i++)
+    for (size_t i = 0; i < s->n; i++)
         if (s->v[i] == node)
             return;
-    if (s->n == s->cap) {
-        int cap = s->cap ? s->cap * 2 : 16;
-        int32_t *v = realloc(s->v, (size_t)cap * sizeof *v);
-        if (!v) {
-            s->oom = true;
-            return;
-        }
-        s->v = v;
-        s->cap = cap;
+    int32_t *v = grow_array(s->v, &s->cap, s->n, sizeof *v);
+    if (!v) {
+        s->oom = true;
+        return;
     }
+    s->v = v;
     s->v[s->n++] = node;
 }
 
@@ -1304,7 +1288,7 @@ static void emit_nest_comment(ctx *c)
     for (int i = 0; i < ne->nnodes; i++)
         add_node(&s, ne->nodes[i]);
     qsort(s.v, (size_t)s.n, sizeof *s.v, cmp_i32);
-    for (int i = 0; i < s.n; i++) {
+    for (size_t i = 0; i < s.n; i++) {
         buf t = {0};
         print_node(&t, &c->nm, s.v[i], 4);
         buf_puts(&t, ": ");

@@ -25,16 +25,12 @@ static void add_strides(scan *s, const int64_t *st, int w)
 {
     for (int k = 0; k < s->rank; k++)
         s->weight[k] += w * (st[k] < 0 ? -st[k] : st[k]);
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? s->cap * 2 : 32;
-        const int64_t **q = realloc(s->st, cap * sizeof *q);
-        if (!q) {
-            s->oom = true;
-            return;
-        }
-        s->st = q;
-        s->cap = cap;
+    const int64_t **q = grow_array(s->st, &s->cap, s->n, sizeof *q);
+    if (!q) {
+        s->oom = true;
+        return;
     }
+    s->st = q;
     s->st[s->n++] = st;
 }
 

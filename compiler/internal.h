@@ -52,6 +52,11 @@ void buf_write(buf *b, const char *s, size_t n);
 char *buf_finish(buf *b);
 void buf_reset(buf *b);
 
+/* Room for one more element in a malloc'd array of *cap elements of `size` bytes holding n:
+ * returns the array (moved, *cap doubled) or NULL when out of memory (then the old one stands).
+ * Used as  T *p = grow_array(v, &cap, n, sizeof *p); if (!p) fail; v = p; v[n++] = x;  */
+void *grow_array(void *items, size_t *cap, size_t n, size_t size);
+
 /* Integer arithmetic that reports overflow instead of wrapping. */
 bool mul_overflows(int64_t a, int64_t b, int64_t *out);
 bool add_overflows(int64_t a, int64_t b, int64_t *out);

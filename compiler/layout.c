@@ -577,26 +577,19 @@ bool fx_walk(plan *p, fx *const *roots, int nroots, void (*fn)(fx *e, void *ctx)
             if (*slot)
                 continue;
             *slot = e;
-            if (n == cap) {
-                fx **q = realloc(seen, 2 * cap * sizeof *q);
-                if (!q) {
+            fx **q = grow_array(seen, &cap, n, sizeof *q);
+            if (!q) {
+                ok = false;
+                break;
+            }
+            seen = q;
+            seen[n++] = e;
+            for (int i = 0; i < e->nargs; i++) {
+                if (!(q = grow_array(stack, &scap, sp, sizeof *q))) {
                     ok = false;
                     break;
                 }
-                seen = q;
-                cap *= 2;
-            }
-            seen[n++] = e;
-            for (int i = 0; i < e->nargs; i++) {
-                if (sp == scap) {
-                    fx **q = realloc(stack, 2 * scap * sizeof *q);
-                    if (!q) {
-                        ok = false;
-                        break;
-                    }
-                    stack = q;
-                    scap *= 2;
-                }
+                stack = q;
                 stack[sp++] = e->args[i];
             }
         }

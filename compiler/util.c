@@ -153,6 +153,19 @@ void buf_reset(buf *b)
     b->failed = false;
 }
 
+void *grow_array(void *items, size_t *cap, size_t n, size_t size)
+{
+    if (n < *cap)
+        return items;
+    size_t c = *cap ? *cap * 2 : 16;
+    if (c > SIZE_MAX / size)
+        return NULL;
+    void *p = realloc(items, c * size);
+    if (p)
+        *cap = c;
+    return p;
+}
+
 bool mul_overflows(int64_t a, int64_t b, int64_t *out)
 {
     return __builtin_mul_overflow(a, b, out);
