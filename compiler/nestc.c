@@ -215,6 +215,18 @@ static int run_function(nest_function *f, const nest_options *opts, bool jit)
     return status == NEST_OK ? 0 : EXIT_INPUT;
 }
 
+/* Prints text made from the functions and frees it; NULL means it failed: says why. */
+static bool put_text(char *text, nest_function *const *fns, int n)
+{
+    if (!text) {
+        fprintf(stderr, "nestc: %s\n", n ? nest_errmsg(fns[0]) : "out of memory");
+        return false;
+    }
+    fputs(text, stdout);
+    free(text);
+    return true;
+}
+
 int main(int argc, char **argv)
 {
     const char *file = NULL, *emit = NULL, *out = NULL, *run = NULL, *dump = NULL;
@@ -295,27 +307,17 @@ int main(int argc, char **argv)
     }
     nest_function **fns = m->fns;
     int n = m->nfns;
-    if (dump) {
-        char *s = pipeline_dump(fns, n, &opts, dump);
-        if (!s) {
-            fprintf(stderr, "nestc: %s\n", n ? nest_errmsg(fns[0]) : "out of memory");
-            rc = EXIT_INPUT;
-            goto done;
-        }
-        fputs(s, stdout);
-        free(s);
+    if (dump && !put_text(pipeline_dump(fns, n, &opts, dump), fns, n)) {
+        rc = EXIT_INPUT;
+        goto done;
     }
-    if (emit) {
-        char *s = strcmp(emit, "ir") == 0    ? nest_print(fns, n)
-                  : strcmp(emit, "dot") == 0 ? pipeline_dot(fns, n, &opts)
-                  : nest_emit(fns, n, strcmp(emit, "c") == 0 ? NEST_EMIT_C : NEST_EMIT_H, &opts);
-        if (!s) {
-            fprintf(stderr, "nestc: %s\n", n ? nest_errmsg(fns[0]) : "out of memory");
-            rc = EXIT_INPUT;
-            goto done;
-        }
-        fputs(s, stdout);
-        free(s);
+    if (emit && !put_text(strcmp(emit, "ir") == 0    ? nest_print(fns, n)
+                          : strcmp(emit, "dot") == 0 ? pipeline_dot(fns, n, &opts)
+                          : nest_emit(fns, n, strcmp(emit, "c") == 0 ? NEST_EMIT_C : NEST_EMIT_H,
+                                      &opts),
+                          fns, n)) {
+        rc = EXIT_INPUT;
+        goto done;
     }
     if (out) {
         /* OUT.so and OUT.h: the header replaces a .so suffix, or is appended */
