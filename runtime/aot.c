@@ -79,20 +79,6 @@ static double now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-static bool write_all(int fd, const char *s, size_t n)
-{
-    while (n > 0) {
-        ssize_t r = write(fd, s, n);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return false;
-        s += r;
-        n -= (size_t)r;
-    }
-    return true;
-}
-
 /* Runs argv with stdin from /dev/null and stdout+stderr into *output. Returns 0 and the wait
  * status, or an errno value when the program could not be started. */
 static int run(char *const *argv, text *output, int *status)
@@ -197,7 +183,7 @@ int rt_build_so(const char *src, size_t len, const char *so_path, const char *cc
         st = NEST_ERR_IO;
         goto cleanup;
     }
-    bool wrote = write_all(fd, src ? src : "", len);
+    bool wrote = rt_write_all(fd, src ? src : "", len);
     if (close(fd) != 0)
         wrote = false;
     if (!wrote) {

@@ -117,7 +117,7 @@ static bool read_all(int fd, void *p, size_t n)
     return true;
 }
 
-static bool write_all(int fd, const void *p, size_t n)
+bool rt_write_all(int fd, const void *p, size_t n)
 {
     const unsigned char *s = p;
     while (n > 0) {
@@ -260,8 +260,8 @@ void rt_cache_put(const char *dir, const void *key, size_t keylen, const void *o
     put64(hd + 24, objlen);
     put64(hd + 32, h);
     put64(hd + 40, hash64(obj, objlen, OBJ_SEED));
-    bool ok = write_all(fd, hd, HEADER) && write_all(fd, key, keylen) &&
-              write_all(fd, obj, objlen);
+    bool ok = rt_write_all(fd, hd, HEADER) && rt_write_all(fd, key, keylen) &&
+              rt_write_all(fd, obj, objlen);
     if (close(fd) != 0)
         ok = false;
     if (!ok || rename(tmp, path) != 0)

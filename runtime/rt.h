@@ -77,6 +77,9 @@ char *rt_cache_dir(void);
  * removed so that it is rebuilt). */
 void *rt_cache_get(const char *dir, const void *key, size_t keylen, size_t *objlen);
 
+/* Writes all n bytes to fd (retrying short writes and EINTR); false on an error. */
+bool rt_write_all(int fd, const void *p, size_t n);
+
 /* Stores an entry atomically (a temporary file renamed into place), creating the directory if
  * needed. Failure (read-only or missing directory) is silent: the cache is an optimization. */
 void rt_cache_put(const char *dir, const void *key, size_t keylen, const void *obj,
