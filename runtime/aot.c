@@ -206,12 +206,15 @@ int rt_build_so(const char *src, size_t len, const char *so_path, const char *cc
          * the library, and with it libgomp, they would run unmapped code. */
         argv[argc++] = "-Wl,-z,nodelete";
     }
-    /* clang 14's loop vectorizer miscompiles some interleaved accesses (see jit.c) */
+    /* clang 14's loop vectorizer miscompiles some interleaved accesses, and its full unroller
+     * can take seconds on small strided loops (see jit.c) */
     for (int i = 0; i < ncc; i++) {
         const char *base = strrchr(argv[i], '/') ? strrchr(argv[i], '/') + 1 : argv[i];
         if (strncmp(base, "clang", 5) == 0) {
             argv[argc++] = "-mllvm";
             argv[argc++] = "-enable-interleaved-mem-accesses=0";
+            argv[argc++] = "-mllvm";
+            argv[argc++] = "-unroll-threshold=100";
             break;
         }
     }
