@@ -183,7 +183,8 @@ BENCH_CC      ?= clang-14
 BENCH_CXX     ?= clang++-14
 BENCH_JITFLAGS := -O3 -march=native -mtune=generic -fPIC -fopenmp-simd -fopenmp -fno-math-errno \
                   -fveclib=libmvec
-BENCH_BIN     := $(B)/bench/bench $(B)/bench/trivial_plain $(B)/bench/trivial_nest
+BENCH_BIN     := $(B)/bench/bench $(B)/bench/trivial_plain $(B)/bench/trivial_nest \
+                 $(B)/bench/crosscheck
 
 $(B)/bench/handfused.o: bench/handfused.c bench/handfused.h
 	@mkdir -p $(dir $@)
@@ -205,6 +206,11 @@ $(B)/bench/bench: $(B)/bench/bench.o $(B)/bench/handfused.o $(B)/bench/eigen.o $
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(BENCH_CXX) -fopenmp -o $@ $^ -Wl,-rpath,$(LLVM)/lib -lmvec $(LDLIBS)
 
+$(B)/bench/crosscheck: bench/crosscheck.c bench/handfused.h $(B)/bench/handfused.o $(B)/lib/libnest.a
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(NCFLAGS) -O2 -Ibench -o $@ $< $(B)/bench/handfused.o $(B)/lib/libnest.a \
+	    -L$(LLVM)/lib -lomp -Wl,-rpath,$(LLVM)/lib -lmvec $(LDLIBS)
+
 $(B)/bench/trivial_plain: bench/trivial.c
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) -std=c11 -O2 $(WARN) -o $@ $<
@@ -218,6 +224,8 @@ bench:
 	@tools/deps.sh bench
 	$(Q)$(MAKE) --no-print-directory all $(BENCH_BIN)
 	$(Q)$(B)/bench/bench -o $(B)/bench.md
+	$(Q){ echo; echo '## Cross-check: two threads at 16M, best of 10 calls in turn'; echo; \
+	    echo '```'; $(B)/bench/crosscheck; echo '```'; } | tee -a $(B)/bench.md
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin
