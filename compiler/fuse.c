@@ -63,18 +63,12 @@ static int64_t cost(plan *p, fx *e)
 
 static nest *new_nest(plan *p, int rank, const int64_t *dims, uint32_t reduced)
 {
-    if (p->nnests == p->capnests) {
-        int32_t cap = p->capnests ? p->capnests * 2 : 16;
-        nest *n = arena_array(p->a, (size_t)cap, sizeof *n);
-        if (!n) {
-            p->status = NEST_ERR_NOMEM;
-            return NULL;
-        }
-        if (p->nnests)
-            memcpy(n, p->nests, (size_t)p->nnests * sizeof *n);
-        p->nests = n;
-        p->capnests = cap;
+    nest *grown = arena_grow(p->a, p->nests, (size_t)p->nnests, &p->capnests, sizeof *grown);
+    if (!grown) {
+        p->status = NEST_ERR_NOMEM;
+        return NULL;
     }
+    p->nests = grown;
     nest *n = &p->nests[p->nnests];
     memset(n, 0, sizeof *n);
     n->rank = rank;

@@ -34,6 +34,9 @@ void *arena_alloc(arena *a, size_t size);
 void *arena_array(arena *a, size_t count, size_t size); /* NULL also on overflow */
 char *arena_strdup(arena *a, const char *s);
 void *arena_memdup(arena *a, const void *p, size_t size);
+/* Room for one more element in an arena array of *cap elements holding n, as grow_array: the
+ * array, or a copy in a new block twice the size; NULL when out of memory. */
+void *arena_grow(arena *a, void *items, size_t n, size_t *cap, size_t size);
 void arena_free(arena *a);
 
 /* A growing string with a sticky failure flag, checked once at buf_finish. */
@@ -150,7 +153,8 @@ struct nest_function {
     ir_node *nodes; /* malloc'd, grows; nodes refer to each other by index */
     int32_t nnodes, capnodes;
     int32_t *params; /* node index of each parameter, in order (arena, grows with nodes) */
-    int32_t nparams, capparams;
+    int32_t nparams;
+    size_t capparams;
     int32_t *results; /* flattened result tensors: node indices */
     uint8_t *result_layout;
     int32_t nresults;
@@ -347,9 +351,11 @@ typedef struct plan {
     arena *a;            /* everything of the plan; freed by the caller */
     const nest_options *opts;
     pbuf *bufs;
-    int32_t nbufs, capbufs;
+    int32_t nbufs;
+    size_t capbufs;
     nest *nests;
-    int32_t nnests, capnests;
+    int32_t nnests;
+    size_t capnests;
     int64_t ws_size;     /* bytes of workspace (memplan.c) */
     int32_t nconsts;     /* BUF_CONST buffers */
     /* hash-consing of fx */

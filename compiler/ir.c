@@ -583,16 +583,11 @@ int32_t ir_build(nest_function *f, ir_op op, int nin, const int32_t *in, const i
         if (ir_find_name(f, at->name) >= 0) /* parameters and named values share one scope */
             return ir_error(f, NEST_ERR_ARG, "parameter name '%s' is used twice", at->name),
                    NEST_NONE;
-        if (f->nparams == f->capparams) {
-            int32_t cap = f->capparams ? f->capparams * 2 : 8;
-            int32_t *p = arena_array(&f->arena, (size_t)cap, sizeof *p);
-            if (!p)
-                return ir_error(f, NEST_ERR_NOMEM, "out of memory"), NEST_NONE;
-            if (f->nparams)
-                memcpy(p, f->params, (size_t)f->nparams * sizeof *p);
-            f->params = p;
-            f->capparams = cap;
-        }
+        int32_t *p = arena_grow(&f->arena, f->params, (size_t)f->nparams, &f->capparams,
+                                sizeof *p);
+        if (!p)
+            return ir_error(f, NEST_ERR_NOMEM, "out of memory"), NEST_NONE;
+        f->params = p;
     }
 
     ir_node *n = append_node(f);

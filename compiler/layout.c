@@ -34,18 +34,12 @@ void layout_strides(int rank, const int64_t *shape, int layout, int64_t *st)
 
 int32_t plan_buffer(plan *p, pbuf_kind kind, int32_t index, int32_t node, int etype, int64_t count)
 {
-    if (p->nbufs == p->capbufs) {
-        int32_t cap = p->capbufs ? p->capbufs * 2 : 16;
-        pbuf *b = arena_array(p->a, (size_t)cap, sizeof *b);
-        if (!b) {
-            p->status = NEST_ERR_NOMEM;
-            return -1;
-        }
-        if (p->nbufs)
-            memcpy(b, p->bufs, (size_t)p->nbufs * sizeof *b);
-        p->bufs = b;
-        p->capbufs = cap;
+    pbuf *grown = arena_grow(p->a, p->bufs, (size_t)p->nbufs, &p->capbufs, sizeof *grown);
+    if (!grown) {
+        p->status = NEST_ERR_NOMEM;
+        return -1;
     }
+    p->bufs = grown;
     pbuf *b = &p->bufs[p->nbufs];
     memset(b, 0, sizeof *b);
     b->kind = kind;

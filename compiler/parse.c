@@ -98,15 +98,9 @@ static _Noreturn void oom(parser *ps)
 /* Grows an array in the scratch arena to hold n + 1 elements of `size` bytes. */
 static void *grow(parser *ps, void *p, size_t n, size_t *cap, size_t size)
 {
-    if (n < *cap)
-        return p;
-    size_t c = *cap ? *cap * 2 : 8;
-    void *q = arena_array(&ps->scratch, c, size);
+    void *q = arena_grow(&ps->scratch, p, n, cap, size);
     if (!q)
         oom(ps);
-    if (n)
-        memcpy(q, p, n * size);
-    *cap = c;
     return q;
 }
 

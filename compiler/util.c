@@ -58,6 +58,20 @@ void *arena_memdup(arena *a, const void *p, size_t size)
     return q;
 }
 
+void *arena_grow(arena *a, void *items, size_t n, size_t *cap, size_t size)
+{
+    if (n < *cap)
+        return items;
+    size_t c = *cap ? *cap * 2 : 16;
+    void *p = arena_array(a, c, size);
+    if (!p)
+        return NULL;
+    if (n)
+        memcpy(p, items, n * size);
+    *cap = c;
+    return p;
+}
+
 char *arena_strdup(arena *a, const char *s)
 {
     return arena_memdup(a, s, strlen(s) + 1);
