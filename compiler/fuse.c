@@ -405,9 +405,19 @@ static bool finish_results(lower *lw)
 
 /* ---- merging adjacent nests ---- */
 
-/* Replaces loads of `from`'s stored outputs (through the very view they were written with) by
- * the values written. */
-static fx *forward_loads(plan *p, const nest *from, fx *e);
+/* e with every load of `from`'s stores, through the very view they were written with, replaced
+ * by the value stored. Expressions are hash-consed, so each such view is one load node. */
+static fx *forward_loads(plan *p, const nest *from, fx *e)
+{
+    for (int j = 0; j < from->nouts && e; j++) {
+        const nout *o = &from->outs[j];
+        if (o->reduce >= 0)
+            continue;
+        fx *view = fx_load(p, o->buf, o->off, from->rank, o->st, -1);
+        e = view ? fx_substitute(p, e, view, o->value) : NULL;
+    }
+    return e;
+}
 
 
 /* Whether every output of n, a nest that folds nothing, is a store that writes a different
@@ -506,76 +516,6 @@ static void drop_dead_stores(plan *p)
             }
         }
     }
-}
-
-/* ---- the helpers of merging, over expressions ---- */
-
-typedef struct fwd {
-    plan *p;
-    const nest *from;
-    fx **map; /* per fx id reachable: rewritten node (dense by position in the walk order) */
-    fx **done_keys;
-    size_t n, cap;
-    fx *root;
-} fwd;
-
-static fx *fwd_lookup(fwd *w, fx *e)
-{
-    for (size_t i = 0; i < w->n; i++)
-        if (w->done_keys[i] == e)
-            return w->map[i];
-    return NULL;
-}
-
-static void fwd_visit(fx *e, void *ctx)
-{
-    fwd *w = ctx;
-    if (w->p->status)
-        return;
-    fx *r = e;
-    if (e->kind == FX_LOAD) {
-        for (int j = 0; j < w->from->nouts; j++) {
-            const nout *o = &w->from->outs[j];
-            if (o->reduce < 0 && o->buf == e->buf && o->off == e->off && e->rank == w->from->rank &&
-                memcmp(o->st, e->st, (size_t)e->rank * sizeof *e->st) == 0)
-                r = o->value;
-        }
-    } else if (e->nargs) {
-        fx *args[e->nargs];
-        bool changed = false;
-        for (int i = 0; i < e->nargs; i++) {
-            args[i] = fwd_lookup(w, e->args[i]);
-            changed |= args[i] != e->args[i];
-        }
-        if (changed)
-            r = e->kind == FX_OP ? fx_op(w->p, (ir_op)e->op, e->etype, e->nargs, args, e->node)
-                                 : fx_concat(w->p, e->rank, e->axis, e->nargs, args, e->starts, e->node);
-    }
-    if (w->n == w->cap) {
-        size_t cap = w->cap ? w->cap * 2 : 64;
-        fx **k = realloc(w->done_keys, cap * sizeof *k), **m = k ? realloc(w->map, cap * sizeof *m) : NULL;
-        if (k)
-            w->done_keys = k;
-        if (!k || !m) {
-            w->p->status = NEST_ERR_NOMEM;
-            return;
-        }
-        w->map = m;
-        w->cap = cap;
-    }
-    w->done_keys[w->n] = e;
-    w->map[w->n++] = r;
-    w->root = r;
-}
-
-static fx *forward_loads(plan *p, const nest *from, fx *e)
-{
-    fwd w = {.p = p, .from = from};
-    fx_walk(p, &e, 1, fwd_visit, &w);
-    fx *r = p->status ? NULL : w.root;
-    free(w.map);
-    free(w.done_keys);
-    return r;
 }
 
 /* ---- the pass ---- */
