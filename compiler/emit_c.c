@@ -357,12 +357,7 @@ static void literal(buf *b, int etype, const fx *e)
                 buf_putc(b, ')');
         } else {
             char s[48];
-            for (int prec = 1; prec <= 17; prec++) {
-                snprintf(s, sizeof s, "%.*g", prec, v);
-                double back = strtod(s, NULL);
-                if (etype == NEST_F32 ? (float)back == (float)v : back == v)
-                    break;
-            }
+            format_float(s, sizeof s, etype, v);
             bool point = strpbrk(s, ".en") != NULL;
             if (v < 0 || signbit(v))
                 buf_printf(b, "(%s%s%s)", s, point ? "" : ".0", etype == NEST_F32 ? "f" : "");

@@ -257,6 +257,8 @@ void print_node(buf *b, const namer *nm, int32_t node, int64_t maxvals);
  * the groups are drawn as dashed clusters. */
 void print_dot_function(buf *b, const nest_function *f, int k, const int32_t *cluster,
                         int nclusters, char *const *labels);
+/* The shortest %g text of a finite v that reads back as the same value of etype (f32 or f64). */
+void format_float(char *s, size_t n, int etype, double v);
 /* Formats one element of a constant so that it parses back to the same value. */
 void print_scalar(buf *b, int etype, const void *data, int64_t i);
 

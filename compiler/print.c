@@ -62,6 +62,16 @@ const char *namer_name(const namer *nm, int32_t i)
 
 /* ---- scalars and lists ---- */
 
+void format_float(char *s, size_t n, int etype, double v)
+{
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(s, n, "%.*g", prec, v);
+        double back = strtod(s, NULL);
+        if (etype == NEST_F32 ? (float)back == (float)v : back == v)
+            return;
+    }
+}
+
 void print_scalar(buf *b, int etype, const void *data, int64_t i)
 {
     switch (etype) {
@@ -76,14 +86,8 @@ void print_scalar(buf *b, int etype, const void *data, int64_t i)
             buf_puts(b, v < 0 ? "-inf" : "inf");
             return;
         }
-        /* the shortest text that reads back as the same value */
         char s[40];
-        for (int prec = 1; prec <= 17; prec++) {
-            snprintf(s, sizeof s, "%.*g", prec, v);
-            double back = strtod(s, NULL);
-            if (etype == NEST_F32 ? (float)back == (float)v : back == v)
-                break;
-        }
+        format_float(s, sizeof s, etype, v);
         buf_puts(b, s);
         return;
     }
