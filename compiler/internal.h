@@ -60,6 +60,9 @@ void buf_reset(buf *b);
  * Used as  T *p = grow_array(v, &cap, n, sizeof *p); if (!p) fail; v = p; v[n++] = x;  */
 void *grow_array(void *items, size_t *cap, size_t n, size_t size);
 
+/* Milliseconds on the monotonic clock. */
+double clock_ms(void);
+
 /* Integer arithmetic that reports overflow instead of wrapping. */
 bool mul_overflows(int64_t a, int64_t b, int64_t *out);
 bool add_overflows(int64_t a, int64_t b, int64_t *out);

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "internal.h"
 
@@ -178,6 +179,13 @@ void *grow_array(void *items, size_t *cap, size_t n, size_t size)
     if (p)
         *cap = c;
     return p;
+}
+
+double clock_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
 }
 
 bool mul_overflows(int64_t a, int64_t b, int64_t *out)

@@ -7,81 +7,40 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "nest.h"
+#include "internal.h"
 #include "rt.h"
 
 #define MAX_CC_WORDS 32
 #define MAX_OUTPUT (256 * 1024) /* of the compiler's messages kept; the rest is drained */
 
-/* A growing byte string; `failed` is sticky (no memory). */
-typedef struct text {
-    char *s;
-    size_t len, cap;
-    bool failed;
-} text;
-
-static void text_add(text *t, const char *s, size_t n)
-{
-    if (t->failed)
-        return;
-    if (t->len + n + 1 > t->cap) {
-        size_t cap = t->cap ? t->cap : 256;
-        while (cap < t->len + n + 1)
-            cap *= 2;
-        char *p = realloc(t->s, cap);
-        if (!p) {
-            t->failed = true;
-            return;
-        }
-        t->s = p;
-        t->cap = cap;
-    }
-    memcpy(t->s + t->len, s, n);
-    t->len += n;
-    t->s[t->len] = '\0';
-}
-
-static void text_str(text *t, const char *s)
-{
-    text_add(t, s, strlen(s));
-}
-
 /* The command line as a shell would need it (for the log and messages only). */
-static void add_command(text *t, char *const *argv)
+static void add_command(buf *t, char *const *argv)
 {
     for (int i = 0; argv[i]; i++) {
         const char *a = argv[i];
         if (i)
-            text_add(t, " ", 1);
+            buf_putc(t, ' ');
         if (a[0] && strspn(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
                               "0123456789-_=+./,:@%") == strlen(a)) {
-            text_str(t, a);
+            buf_puts(t, a);
             continue;
         }
-        text_add(t, "'", 1);
+        buf_putc(t, '\'');
         for (; *a; a++) {
             if (*a == '\'')
-                text_str(t, "'\\''");
+                buf_puts(t, "'\\''");
             else
-                text_add(t, a, 1);
+                buf_putc(t, *a);
         }
-        text_add(t, "'", 1);
+        buf_putc(t, '\'');
     }
-}
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
 /* Runs argv with stdin from /dev/null and stdout+stderr into *output. Returns 0 and the wait
  * status, or an errno value when the program could not be started. */
-static int run(char *const *argv, text *output, int *status)
+static int run(char *const *argv, buf *output, int *status)
 {
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0)
@@ -109,7 +68,7 @@ static int run(char *const *argv, text *output, int *status)
                 if (r <= 0)
                     break;
                 if (output->len < MAX_OUTPUT)
-                    text_add(output, chunk, (size_t)r);
+                    buf_write(output, chunk, (size_t)r);
             }
             while (waitpid(pid, status, 0) < 0) {
                 if (errno != EINTR) {
@@ -151,7 +110,7 @@ int rt_build_so(const char *src, size_t len, const char *so_path, const char *cc
     char olevel[8], march[80], tmp[4096];
     char *argv[MAX_CC_WORDS + 20];
     int argc = 0, fd = -1;
-    text output = {0}, cmd = {0};
+    buf output = {0}, cmd = {0};
     tmp[0] = '\0';
     if (!words) {
         st = NEST_ERR_NOMEM;
@@ -225,10 +184,10 @@ int rt_build_so(const char *src, size_t len, const char *so_path, const char *cc
     argv[argc] = NULL;
 
     add_command(&cmd, argv);
-    double t0 = now_ms();
+    double t0 = clock_ms();
     int status = 0;
     int rc = run(argv, &output, &status);
-    double ms = now_ms() - t0;
+    double ms = clock_ms() - t0;
     if (cmd.failed || output.failed) {
         st = NEST_ERR_NOMEM;
         goto cleanup;
@@ -242,8 +201,8 @@ int rt_build_so(const char *src, size_t len, const char *so_path, const char *cc
         goto cleanup;
     }
     if (log)
-        *log = rt_strf("%s\n(%.1f ms)%s%s", cmd.s, ms, output.len ? "\n" : "",
-                       output.len ? output.s : "");
+        *log = rt_strf("%s\n(%.1f ms)%s%s", cmd.data, ms, output.len ? "\n" : "",
+                       output.len ? output.data : "");
     if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         char how[64];
         if (status != -1 && WIFSIGNALED(status))
@@ -252,15 +211,15 @@ int rt_build_so(const char *src, size_t len, const char *so_path, const char *cc
             snprintf(how, sizeof how, "failed with exit status %d", WEXITSTATUS(status));
         else
             snprintf(how, sizeof how, "ended with an unknown status");
-        e = rt_strf("%s %s:\n%s", cmd.s, how, output.len ? output.s : "(no output)\n");
+        e = rt_strf("%s %s:\n%s", cmd.data, how, output.len ? output.data : "(no output)\n");
         st = NEST_ERR_COMPILE;
     }
 
 cleanup:
     if (tmp[0] && fd >= 0)
         unlink(tmp);
-    free(cmd.s);
-    free(output.s);
+    buf_reset(&cmd);
+    buf_reset(&output);
     free(words);
 out:
     if (st == NEST_ERR_NOMEM && !e)

@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "internal.h"
 #include "rt.h"
@@ -25,13 +24,6 @@ struct nest_kernel {
     double compile_ms;
     char *errmsg;
 };
-
-static double now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
 
 static rt_opts runtime_opts(const nest_options *o)
 {
@@ -58,7 +50,7 @@ nest_kernel *nest_compile(nest_function *f, const nest_options *opts)
 {
     if (!f)
         return NULL;
-    double t0 = now_ms();
+    double t0 = clock_ms();
     nest_options defaults;
     if (!opts) {
         nest_options_init(&defaults);
@@ -131,7 +123,7 @@ nest_kernel *nest_compile(nest_function *f, const nest_options *opts)
     free(info.const_nodes);
     free(src);
     free(err);
-    k->compile_ms = now_ms() - t0;
+    k->compile_ms = clock_ms() - t0;
     return k;
 
 nomem:
