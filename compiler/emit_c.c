@@ -44,14 +44,6 @@ enum {
 
 static const char *ctype(int etype);
 
-/* The tile of tile.c for a type and a vector width (the same rule as tile.c's). */
-static void tile_dims(int etype, int vb, int *ti, int *tj)
-{
-    int lanes = vb / (int)nest_type_size((nest_type)etype);
-    *ti = vb >= 64 ? 4 : 6;
-    *tj = vb >= 64 ? 4 * lanes : 2 * lanes;
-}
-
 static int tile_helper(int etype, int vb)
 {
     return H_TILE + 3 * (etype == NEST_F64) + (vb >= 64 ? 2 : vb >= 32 ? 1 : 0);
@@ -62,7 +54,7 @@ static int tile_helper(int etype, int vb)
 static void emit_tile_helper(buf *b, int h)
 {
     int et = (h - H_TILE) / 3 ? NEST_F64 : NEST_F32, vb = 16 << ((h - H_TILE) % 3), ti, tj;
-    tile_dims(et, vb, &ti, &tj);
+    tile_shape(et, vb, &ti, &tj);
     const char *t = ctype(et), *tn = nest_type_name((nest_type)et);
     buf_printf(b,
                "/* out[rows x %d] = sum over k < n of a[i * si + k * sk] * panel[k][0..%d), in k\n"
@@ -483,7 +475,7 @@ static int int_helper(int op, int etype)
 }
 
 /* Expands a template of ops.def with operand texts. */
-static void expand(ctx *c, buf *b, const char *tmpl, int etype, const char *const *args)
+static void expand(buf *b, const char *tmpl, int etype, const char *const *args)
 {
     for (const char *t = tmpl; *t; t++) {
         if (*t != '$') {
@@ -498,7 +490,6 @@ static void expand(ctx *c, buf *b, const char *tmpl, int etype, const char *cons
         else if (*t == 'F')
             buf_puts(b, etype == NEST_F32 ? "f" : "");
     }
-    (void)c;
 }
 
 /* The C expression computing op node e from its operands. */
@@ -549,7 +540,7 @@ static void op_text(body *bd, buf *b, const fx *e)
         if (h >= 0 && strstr(tmpl, "nest_"))
             *c->helpers |= 1ull << h;
     }
-    expand(c, b, tmpl, at, (const char *const *)args);
+    expand(b, tmpl, at, (const char *const *)args);
 out:
     for (int i = 0; i < 3; i++)
         free(args[i]);
@@ -672,7 +663,7 @@ static char *combine_text(ctx *c, int op, int etype, const char *acc, const char
     }
     const char *args[2] = {acc, value};
     buf t = {0};
-    expand(c, &t, tmpl, etype, args);
+    expand(&t, tmpl, etype, args);
     return buf_finish(&t);
 }
 
@@ -994,14 +985,6 @@ static int first_reduced(const nest *ne)
     return ne->rank;
 }
 
-static bool has_reduce(const nest *ne)
-{
-    for (int i = 0; i < ne->nouts; i++)
-        if (ne->outs[i].reduce >= 0)
-            return true;
-    return false;
-}
-
 /* Whether every axis from the first reduced one on is reduced: the outputs then fold into
  * accumulators (case A); otherwise they fold in memory (case B). */
 static bool folds_in_registers(const nest *ne)
@@ -1218,7 +1201,7 @@ static void emit_level(ctx *c, int lvl, fx **vals)
         emit_chunks(c, vals);
         return;
     }
-    bool reduce = has_reduce(ne);
+    bool reduce = nest_folds(ne);
     /* the fold's accumulators need a block, unless the nest's own block is right there */
     bool block = reduce && lvl == first_reduced(ne) && lvl > c->from;
     if (block) {
@@ -1316,7 +1299,7 @@ static void emit_nest_comment(ctx *c)
 static bool nest_runs(const nest *ne)
 {
     /* a fold over nothing still writes its initial values, unless its outputs are empty too */
-    bool folds = has_reduce(ne);
+    bool folds = nest_folds(ne);
     for (int k = 0; k < ne->rank; k++)
         if (ne->dims[k] == 0 && !(folds && (ne->reduced & (1u << k))))
             return false;
@@ -1389,7 +1372,7 @@ static void emit_nest_loops(ctx *c, const nest *ne, int from, bool may_par)
         c->var[k] = c->expr[k] = unique(&c->local, v);
     }
     const char *accs[ne->nouts > 0 ? ne->nouts : 1];
-    c->acc = has_reduce(ne) && folds_in_registers(ne) ? accs : NULL;
+    c->acc = nest_folds(ne) && folds_in_registers(ne) ? accs : NULL;
     c->accs = 1;
     fx *vals[ne->nouts > 0 ? ne->nouts : 1];
     for (int i = 0; i < ne->nouts; i++)
@@ -1398,7 +1381,7 @@ static void emit_nest_loops(ctx *c, const nest *ne, int from, bool may_par)
      * a whole-array fold */
     bool par = may_par && c->p->opts->openmp && nest_work(ne) >= PAR_MIN && ne->rank > 0;
     c->par_outer = par && !(ne->reduced & 1u) && ne->dims[0] >= 2;
-    c->par_chunks = par && has_reduce(ne) && (ne->reduced & 1u) && folds_in_registers(ne) &&
+    c->par_chunks = par && nest_folds(ne) && (ne->reduced & 1u) && folds_in_registers(ne) &&
                     ne->dims[0] >= 2 * PAR_CHUNK && !concat_on(vals, ne->nouts, 0);
     c->from = from;
     emit_level(c, from, vals);

@@ -435,14 +435,6 @@ static bool stores_vary(const nest *n, uint32_t mask)
     return true;
 }
 
-static bool has_reduce_out(const nest *n)
-{
-    for (int i = 0; i < n->nouts; i++)
-        if (n->outs[i].reduce >= 0)
-            return true;
-    return false;
-}
-
 /* Whether nest b may join nest a (a just before b). Both run over the same dims; stores may
  * join a reduction when they write a distinct element at every step of its folded axes. b reads
  * a's stores only where a writes them (the values are forwarded), and never a's reductions,
@@ -456,7 +448,7 @@ static bool can_merge(plan *p, const nest *a, const nest *b)
         !(b->reduced == 0 && stores_vary(b, a->reduced)))
         return false;
     for (int i = 0; i < b->nouts; i++) {
-        fx *v = has_reduce_out(a) ? b->outs[i].value : forward_loads(p, a, b->outs[i].value);
+        fx *v = nest_folds(a) ? b->outs[i].value : forward_loads(p, a, b->outs[i].value);
         if (!v)
             return false;
         for (int j = 0; j < a->nouts; j++)
@@ -475,7 +467,7 @@ static void merge_adjacent(plan *p)
             nest *a = &p->nests[last];
             for (int i = 0; i < b->nouts; i++) {
                 nout *o = &b->outs[i];
-                fx *v = has_reduce_out(a) ? o->value : forward_loads(p, a, o->value);
+                fx *v = nest_folds(a) ? o->value : forward_loads(p, a, o->value);
                 if (!v || !add_out(p, a, o->buf, o->off, o->st, v, o->reduce, o->node))
                     return;
             }

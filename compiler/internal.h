@@ -351,6 +351,15 @@ typedef struct nest {
     bool rowed;          /* rows.c: in a group of several nests sharing the outer loop */
 } nest;
 
+/* Whether any output of n folds (the nest is a reduction, its values ready only at its end). */
+static inline bool nest_folds(const nest *n)
+{
+    for (int i = 0; i < n->nouts; i++)
+        if (n->outs[i].reduce >= 0)
+            return true;
+    return false;
+}
+
 typedef struct plan {
     nest_function *f;
     arena *a;            /* everything of the plan; freed by the caller */
@@ -404,8 +413,6 @@ fx *fx_regroup(plan *p, fx *e, int rank, const int *from);
 /* e with every FX_CONCAT on `axis` with a part covering [lo, hi) replaced by that part (shifted);
  * a concat with a boundary inside [lo, hi) stays, for the caller to split further. */
 fx *fx_select(plan *p, fx *e, int axis, int64_t lo, int64_t hi);
-/* The number of op nodes in e, counting shared ones once; stops counting at `cap`. */
-int64_t fx_cost(const fx *e, int64_t cap);
 /* Whether e loads from buffer buf. */
 bool fx_reads(plan *p, fx *e, int32_t buf);
 /* Calls fn on every node of the expressions (each once), args before users. */
@@ -444,6 +451,8 @@ int pass_flatten(plan *p);
 /* Tiles the [I, K, J] nests of contracting dots (the result block in registers, B packed into
  * panels) and absorbs the element-wise nest that follows into the tile's store. */
 int pass_tile(plan *p);
+/* The register tile (rows ti, columns tj) for an element type and a vector width in bytes. */
+void tile_shape(int etype, int vector_bytes, int *ti, int *tj);
 
 /* ---------------------------------------------------------------------------------------------
  * memplan.c: the workspace

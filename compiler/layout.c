@@ -611,22 +611,6 @@ bool fx_walk(plan *p, fx *const *roots, int nroots, void (*fn)(fx *e, void *ctx)
     return ok;
 }
 
-static void count_op(fx *e, void *ctx)
-{
-    if (e->kind == FX_OP || e->kind == FX_CONCAT)
-        ++*(int64_t *)ctx;
-}
-
-int64_t fx_cost(const fx *e, int64_t cap)
-{
-    /* the walk needs a plan only for its memo's error flag */
-    plan scratch = {0};
-    int64_t n = 0;
-    fx *root = (fx *)e;
-    fx_walk(&scratch, &root, 1, count_op, &n);
-    return n < cap ? n : cap;
-}
-
 typedef struct find_buf {
     int32_t buf;
     bool found;

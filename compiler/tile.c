@@ -168,6 +168,14 @@ static bool absorb(plan *p, int32_t k)
     return true;
 }
 
+void tile_shape(int etype, int vector_bytes, int *ti, int *tj)
+{
+    /* 16 vector accumulators with 512-bit vectors, 12 with narrower ones */
+    int lanes = vector_bytes / (int)nest_type_size((nest_type)etype);
+    *ti = vector_bytes >= 64 ? 4 : 6;
+    *tj = vector_bytes >= 64 ? 4 * lanes : 2 * lanes;
+}
+
 static bool tile_nest(plan *p, int32_t k, int vbytes)
 {
     nest *n = &p->nests[k];
@@ -183,11 +191,8 @@ static bool tile_nest(plan *p, int32_t k, int vbytes)
     n->tile_a = a;
     n->tile_b = b;
     n->a_first = o->value->args[0] == a;
-    int lanes = vbytes / (int)nest_type_size((nest_type)et);
-    /* 16 vector accumulators with 512-bit vectors, 12 with narrower ones */
-    n->tile_i = vbytes >= 64 ? 4 : 6;
-    n->tile_j = vbytes >= 64 ? 4 * lanes : 2 * lanes;
     n->tile_vb = vbytes >= 64 ? 64 : vbytes >= 32 ? 32 : 16;
+    tile_shape(et, n->tile_vb, &n->tile_i, &n->tile_j);
     n->pack = plan_buffer(p, BUF_TEMP, -1, o->node, et, n->dims[1] * n->tile_j);
     if (n->pack < 0)
         return false;
