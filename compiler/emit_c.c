@@ -1174,26 +1174,6 @@ static void emit_chunks(ctx *c, fx **vals)
     }
 }
 
-static bool concat_on(fx *const *vals, int n, int axis)
-{
-    for (int i = 0; i < n; i++) {
-        fx *stack[256];
-        int sp = 0;
-        stack[sp++] = vals[i];
-        while (sp > 0) {
-            fx *e = stack[--sp];
-            if (e->kind == FX_CONCAT && e->axis == axis)
-                return true;
-            for (int j = 0; j < e->nargs; j++) {
-                if (sp == (int)countof(stack))
-                    return true; /* too deep to tell: say yes, the safe answer */
-                stack[sp++] = e->args[j];
-            }
-        }
-    }
-    return false;
-}
-
 static void emit_level(ctx *c, int lvl, fx **vals)
 {
     const nest *ne = c->ne;
@@ -1382,7 +1362,7 @@ static void emit_nest_loops(ctx *c, const nest *ne, int from, bool may_par)
     bool par = may_par && c->p->opts->openmp && nest_work(ne) >= PAR_MIN && ne->rank > 0;
     c->par_outer = par && !(ne->reduced & 1u) && ne->dims[0] >= 2;
     c->par_chunks = par && nest_folds(ne) && (ne->reduced & 1u) && folds_in_registers(ne) &&
-                    ne->dims[0] >= 2 * PAR_CHUNK && !concat_on(vals, ne->nouts, 0);
+                    ne->dims[0] >= 2 * PAR_CHUNK && !fx_has_concat(c->mp, vals, ne->nouts, 0);
     c->from = from;
     emit_level(c, from, vals);
     c->par_outer = c->par_chunks = false;

@@ -413,6 +413,9 @@ fx *fx_regroup(plan *p, fx *e, int rank, const int *from);
 /* e with every FX_CONCAT on `axis` with a part covering [lo, hi) replaced by that part (shifted);
  * a concat with a boundary inside [lo, hi) stays, for the caller to split further. */
 fx *fx_select(plan *p, fx *e, int axis, int64_t lo, int64_t hi);
+/* Whether the expressions hold a concat along `axis` (also when the walk runs out of memory:
+ * the cautious answer). */
+bool fx_has_concat(plan *p, fx *const *roots, int nroots, int axis);
 /* Whether e loads from buffer buf. */
 bool fx_reads(plan *p, fx *e, int32_t buf);
 /* Calls fn on every node of the expressions (each once), args before users. */

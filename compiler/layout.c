@@ -629,3 +629,21 @@ bool fx_reads(plan *p, fx *e, int32_t bufi)
     fx_walk(p, &e, 1, find_load, &fb);
     return fb.found;
 }
+
+typedef struct find_concat {
+    int axis;
+    bool found;
+} find_concat;
+
+static void find_concat_on(fx *e, void *ctx)
+{
+    find_concat *fc = ctx;
+    if (e->kind == FX_CONCAT && e->axis == fc->axis)
+        fc->found = true;
+}
+
+bool fx_has_concat(plan *p, fx *const *roots, int nroots, int axis)
+{
+    find_concat fc = {axis, false};
+    return !fx_walk(p, roots, nroots, find_concat_on, &fc) || fc.found;
+}

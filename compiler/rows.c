@@ -16,12 +16,6 @@
 /* Rows of at most this many bytes shrink into local arrays. */
 #define ROW_MAX_BYTES (64 * 1024)
 
-static void find_row_concat(fx *e, void *ctx)
-{
-    if (e->kind == FX_CONCAT && e->axis == 0)
-        *(bool *)ctx = true;
-}
-
 /* A nest may share its outer loop unless it folds that axis or splits it at concat
  * boundaries (the emitter splits a nest's own loops, never a group's shared one). */
 static bool eligible(plan *p, const nest *n)
@@ -32,11 +26,10 @@ static bool eligible(plan *p, const nest *n)
     for (int k = 1; k < n->rank; k++)
         if (n->dims[k] == 0)
             return false; /* no iterations: nothing to share (and no temporaries to declare) */
-    bool split = false;
-    for (int i = 0; i < n->nouts && !split; i++)
-        if (!fx_walk(p, &n->outs[i].value, 1, find_row_concat, &split))
-            return false;
-    return !split;
+    fx *vals[n->nouts > 0 ? n->nouts : 1];
+    for (int i = 0; i < n->nouts; i++)
+        vals[i] = n->outs[i].value;
+    return !fx_has_concat(p, vals, n->nouts, 0);
 }
 
 /* The number of elements a store writes in one row (axes 1.. with a nonzero stride), if they
