@@ -404,7 +404,8 @@ static void index_expr(ctx *c, buf *b, int32_t bufi, int64_t off, const int64_t 
 typedef struct valref {
     const fx *e;
     const char *name; /* a local holding it, or NULL when it is inlined */
-    int uses;
+    int uses;         /* operand of this many ops of the body */
+    int outputs;      /* value of this many outputs */
 } valref;
 
 typedef struct body {
@@ -574,7 +575,7 @@ static void count_uses(fx *e, void *ctx_)
         return;
     }
     bd->v = v;
-    bd->v[bd->n++] = (valref){e, NULL, 0};
+    bd->v[bd->n++] = (valref){e, NULL, 0, 0};
     for (int i = 0; i < e->nargs; i++) {
         valref *r = find_ref(bd, e->args[i]);
         if (r)
@@ -592,17 +593,13 @@ static void emit_values(ctx *c, body *bd, fx *const *roots, int n)
     for (int i = 0; i < n; i++) {
         valref *r = find_ref(bd, roots[i]);
         if (r)
-            r->uses += 0x10000; /* a root: inlined into its output when used once */
+            r->outputs++;
     }
     for (size_t i = 0; i < bd->n; i++) {
         valref *r = &bd->v[i];
         const fx *e = r->e;
-        if (e->kind != FX_OP)
-            continue;
-        bool root_only = r->uses == 0x10000 + 0 || (r->uses & 0xffff) == 0;
-        if (r->uses >= 0x10000 && (r->uses & 0xffff) == 0 && r->uses < 0x20000)
+        if (e->kind != FX_OP || (r->uses == 0 && r->outputs == 1))
             continue; /* used once, as an output: inlined there */
-        (void)root_only;
         const char *base = e->node >= 0 ? namer_name(&c->nm, e->node) : "t";
         const char *name = unique(c->body_names, base);
         buf t = {0};
