@@ -1822,18 +1822,6 @@ static void emit_constants(ctx *c)
     }
 }
 
-typedef struct refs {
-    bool *used;
-} refs;
-
-static void mark_used(fx *e, void *ctx_)
-{
-    refs *r = ctx_;
-    if (e->kind == FX_LOAD)
-        r->used[e->buf] = true;
-}
-
-
 void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
 {
     const nest_function *f = p->f;
@@ -1841,12 +1829,10 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
     c.bufname = calloc((size_t)p->nbufs + 1, sizeof *c.bufname);
     c.refd = calloc((size_t)p->nbufs + 1, sizeof *c.refd);
     c.decl = calloc((size_t)p->nbufs + 1, sizeof *c.decl);
-    bool *used = calloc((size_t)p->nbufs + 1, sizeof *used);
-    if (!c.bufname || !c.refd || !c.decl || !used || !namer_init(&c.nm, f)) {
+    if (!c.bufname || !c.refd || !c.decl || !namer_init(&c.nm, f)) {
         free(c.bufname);
         free(c.refd);
         free(c.decl);
-        free(used);
         namer_free(&c.nm);
         b->failed = true;
         return;
@@ -1869,18 +1855,6 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
     }
     emit_constants(&c);
 
-    /* which buffers the code touches, for (void) casts of the rest */
-    refs r = {used};
-    for (int32_t k = 0; k < p->nnests; k++) {
-        const nest *ne = &p->nests[k];
-        if (ne->dead || !nest_runs(ne))
-            continue;
-        for (int i = 0; i < ne->nouts; i++) {
-            used[ne->outs[i].buf] = true;
-            fx_walk(c.mp, &ne->outs[i].value, 1, mark_used, &r);
-        }
-    }
-
     bool ws = p->ws_size > 0;
     /* the typed entry: parameters and results by name (with the workspace: the impl) */
     const char **save = c.bufname;
@@ -1899,30 +1873,12 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
     c.indent++;
     for (int32_t bi = 0; bi < p->nbufs; bi++) {
         const pbuf *pb = &p->bufs[bi];
-        if ((pb->kind == BUF_PARAM || pb->kind == BUF_RESULT) && !used[bi])
-            line(&c, "(void)%s;", c.bufname[bi]);
-        if (pb->kind == BUF_CONST && mode == EMIT_JIT && used[bi]) {
+        if (pb->kind == BUF_CONST && mode == EMIT_JIT) {
             const char *name = unique(&c.fn, namer_name(&c.nm, pb->node));
             line(&c, "const %s *restrict %s = (const %s *)nest_consts_%s[%d];", ctype(pb->etype),
                  name, ctype(pb->etype), f->name, pb->index);
             c.bufname[bi] = name;
         }
-    }
-    for (int32_t i = 0; i < f->nresults; i++) {
-        bool written = false;
-        for (int32_t bi = 0; bi < p->nbufs; bi++)
-            written |= p->bufs[bi].kind == BUF_RESULT && p->bufs[bi].index == i;
-        if (!written)
-            line(&c, "(void)%s;", abi[f->nparams + i]);
-    }
-    if (ws && p->ws_size && !c.b->failed) {
-        bool any = false;
-        for (int32_t bi = 0; bi < p->nbufs; bi++)
-            any |= p->bufs[bi].kind == BUF_TEMP && !p->bufs[bi].dead && used[bi];
-        for (int32_t k = 0; k < p->nnests; k++)
-            any |= !p->nests[k].dead && p->nests[k].pack >= 0;
-        if (!any)
-            line(&c, "(void)ws;");
     }
     for (int32_t k = 0; k < p->nnests; k++) {
         const nest *ne = &p->nests[k];
@@ -1940,25 +1896,16 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
         }
         emit_nest(&c, k);
     }
-    /* what the nests read only where a loop has no iterations never reached the C: cast away
-     * (with AOT, a constant is a static array of the file, there whether read or not) */
+    /* the names the body never wrote (unread parameters, loops without iterations, results
+     * of nothing) are cast away, so that compilers see them used */
     for (int32_t bi = 0; bi < p->nbufs; bi++) {
         const pbuf *pb = &p->bufs[bi];
-        bool declared = pb->kind == BUF_PARAM || pb->kind == BUF_RESULT ||
-                        (pb->kind == BUF_CONST && mode == EMIT_JIT);
-        bool aot_const = pb->kind == BUF_CONST && mode == EMIT_AOT;
-        if (((declared && used[bi]) || aot_const) && !c.refd[bi])
+        if ((pb->kind == BUF_PARAM || pb->kind == BUF_RESULT || pb->kind == BUF_CONST) &&
+            !c.refd[bi] && c.bufname[bi])
             line(&c, "(void)%s;", c.bufname[bi]);
     }
-    if (ws && p->ws_size && !c.ws_refd && !c.b->failed) {
-        bool expected = false; /* else ws was cast at the top */
-        for (int32_t bi = 0; bi < p->nbufs; bi++)
-            expected |= p->bufs[bi].kind == BUF_TEMP && !p->bufs[bi].dead && used[bi];
-        for (int32_t k = 0; k < p->nnests; k++)
-            expected |= !p->nests[k].dead && p->nests[k].pack >= 0;
-        if (expected)
-            line(&c, "(void)ws;");
-    }
+    if (ws && !c.ws_refd)
+        line(&c, "(void)ws;");
     line(&c, "return 0;");
     c.indent--;
     line(&c, "}");
@@ -2027,7 +1974,6 @@ out:
     free(c.bufname);
     free(c.refd);
     free(c.decl);
-    free(used);
     names_free(&c.fn);
     namer_free(&c.nm);
 }
