@@ -55,31 +55,18 @@ static uint64_t hash64(const void *p, size_t n, uint64_t h)
 #define KEY_SEED 0xcbf29ce484222325ull
 #define OBJ_SEED 0x84222325cbf29ce4ull
 
-static void put64(unsigned char *p, uint64_t v)
+/* Header fields are little-endian, `bytes` wide, whatever the host. */
+static void put_le(unsigned char *p, uint64_t v, int bytes)
 {
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < bytes; i++)
         p[i] = (unsigned char)(v >> (8 * i));
 }
 
-static uint64_t get64(const unsigned char *p)
+static uint64_t get_le(const unsigned char *p, int bytes)
 {
     uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < bytes; i++)
         v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
-static void put32(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t get32(const unsigned char *p)
-{
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++)
-        v |= (uint32_t)p[i] << (8 * i);
     return v;
 }
 
@@ -156,13 +143,13 @@ void *rt_cache_get(const char *dir, const void *key, size_t keylen, size_t *objl
         goto miss;
     }
     if ((uint64_t)st.st_size < HEADER || !read_all(fd, hd, HEADER) ||
-        memcmp(hd, MAGIC, 8) != 0 || get32(hd + 8) != VERSION || get32(hd + 12) != HEADER)
+        memcmp(hd, MAGIC, 8) != 0 || get_le(hd + 8, 4) != VERSION || get_le(hd + 12, 4) != HEADER)
         goto miss;
-    uint64_t klen = get64(hd + 16), olen = get64(hd + 24);
+    uint64_t klen = get_le(hd + 16, 8), olen = get_le(hd + 24, 8);
     uint64_t body = (uint64_t)st.st_size - HEADER;
     if (klen > body || olen != body - klen || olen == 0 || (size_t)body != body)
         goto miss; /* truncated, or trailing bytes */
-    if (klen != keylen || get64(hd + 32) != h) {
+    if (klen != keylen || get_le(hd + 32, 8) != h) {
         corrupt = false; /* another key with the same hash: a miss, not damage */
         goto miss;
     }
@@ -177,7 +164,7 @@ void *rt_cache_get(const char *dir, const void *key, size_t keylen, size_t *objl
         corrupt = false;
         goto miss;
     }
-    if (hash64(data + klen, (size_t)olen, OBJ_SEED) != get64(hd + 40))
+    if (hash64(data + klen, (size_t)olen, OBJ_SEED) != get_le(hd + 40, 8))
         goto miss;
     close(fd);
     free(path);
@@ -254,12 +241,12 @@ void rt_cache_put(const char *dir, const void *key, size_t keylen, const void *o
 
     unsigned char hd[HEADER];
     memcpy(hd, MAGIC, 8);
-    put32(hd + 8, VERSION);
-    put32(hd + 12, HEADER);
-    put64(hd + 16, keylen);
-    put64(hd + 24, objlen);
-    put64(hd + 32, h);
-    put64(hd + 40, hash64(obj, objlen, OBJ_SEED));
+    put_le(hd + 8, VERSION, 4);
+    put_le(hd + 12, HEADER, 4);
+    put_le(hd + 16, keylen, 8);
+    put_le(hd + 24, objlen, 8);
+    put_le(hd + 32, h, 8);
+    put_le(hd + 40, hash64(obj, objlen, OBJ_SEED), 8);
     bool ok = rt_write_all(fd, hd, HEADER) && rt_write_all(fd, key, keylen) &&
               rt_write_all(fd, obj, objlen);
     if (close(fd) != 0)
