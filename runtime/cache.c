@@ -143,7 +143,8 @@ void *rt_cache_get(const char *dir, const void *key, size_t keylen, size_t *objl
         goto miss;
     }
     if ((uint64_t)st.st_size < HEADER || !read_all(fd, hd, HEADER) ||
-        memcmp(hd, MAGIC, 8) != 0 || get_le(hd + 8, 4) != VERSION || get_le(hd + 12, 4) != HEADER)
+        memcmp(hd, MAGIC, 8) != 0 || get_le(hd + 8, 4) != VERSION ||
+        get_le(hd + 12, 4) != HEADER)
         goto miss;
     uint64_t klen = get_le(hd + 16, 8), olen = get_le(hd + 24, 8);
     uint64_t body = (uint64_t)st.st_size - HEADER;
