@@ -29,20 +29,29 @@ endif
 
 WARN     := -Wall -Wextra -Werror -pedantic -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS   ?= -O2 -g
-NCFLAGS  := -std=c11 -D_GNU_SOURCE -fPIC $(WARN) -Iinclude -Icompiler -Iruntime $(SANFLAGS)
+NCFLAGS  := -std=c11 -D_GNU_SOURCE -fPIC $(WARN) -Iinclude -Icommon -Icompiler -Iruntime $(SANFLAGS)
 LDLIBS   := -lm -ldl -lpthread
 
-COMPILER_SRC := compiler/util.c compiler/ir.c compiler/api.c compiler/parse.c compiler/print.c \
-                compiler/interp.c compiler/layout.c compiler/fuse.c compiler/rows.c compiler/flatten.c compiler/tile.c \
-                compiler/memplan.c compiler/emit_c.c compiler/pipeline.c
-RUNTIME_SRC  := runtime/loader.c runtime/cache.c runtime/jit.c runtime/aot.c runtime/kernel.c
-NESTC_SRC    := compiler/nestc.c
+# The source, by stage: common/ below everything; the compiler turns graphs into C text (graph/,
+# front/, passes/, emit/); the runtime turns C text into code; the driver joins the two.
+COMMON_SRC   := common/util.c
+COMPILER_SRC := compiler/graph/types.c compiler/graph/ir.c compiler/graph/print.c \
+                compiler/graph/interp.c \
+                compiler/front/api.c compiler/front/parse.c \
+                compiler/passes/layout.c compiler/passes/fuse.c compiler/passes/rows.c \
+                compiler/passes/flatten.c compiler/passes/tile.c compiler/passes/memplan.c \
+                compiler/emit/emit_text.c compiler/emit/emit_loops.c compiler/emit/emit_c.c \
+                compiler/pipeline.c
+RUNTIME_SRC  := runtime/loader.c runtime/cache.c runtime/jit.c runtime/aot.c
+DRIVER_SRC   := driver/driver.c
+NESTC_SRC    := driver/nestc.c
 TEST_NAMES   := test_ir test_parse test_interp test_runtime test_fuse test_diff test_random
 
-LIB_OBJ   := $(patsubst %.c,$(B)/obj/%.o,$(COMPILER_SRC) $(RUNTIME_SRC))
+LIB_OBJ   := $(patsubst %.c,$(B)/obj/%.o,$(COMMON_SRC) $(COMPILER_SRC) $(RUNTIME_SRC) $(DRIVER_SRC))
 NESTC_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(NESTC_SRC))
 TESTS     := $(addprefix $(B)/tests/,$(TEST_NAMES))
-HEADERS   := include/nest.h compiler/internal.h compiler/ops.def $(wildcard runtime/*.h)
+HEADERS   := include/nest.h common/util.h compiler/internal.h compiler/ops.def compiler/emit/emit.h \
+             $(wildcard runtime/*.h)
 
 # The JIT shim (runtime/jit.cpp, clang and LLVM) is a library of its own, loaded by libnest on
 # first use. It is never built with sanitizers: `make sanitize` (B=build/san) uses this one.
@@ -123,12 +132,12 @@ sanitize: check-deps
 FUZZ_CC    ?= clang
 FUZZ_TIME  ?= 60
 FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
-              -fno-sanitize-recover=all $(WARN) -Iinclude -Icompiler
+              -fno-sanitize-recover=all $(WARN) -Iinclude -Icommon -Icompiler
 
-$(B)/fuzz/fuzz_parse: tests/fuzz_parse.c $(COMPILER_SRC) $(HEADERS)
+$(B)/fuzz/fuzz_parse: tests/fuzz_parse.c $(COMMON_SRC) $(COMPILER_SRC) $(HEADERS)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  FUZZCC  $@")
-	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ tests/fuzz_parse.c $(COMPILER_SRC) -lm
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ tests/fuzz_parse.c $(COMMON_SRC) $(COMPILER_SRC) -lm
 
 fuzz-parse: $(B)/fuzz/fuzz_parse
 	@mkdir -p $(B)/fuzz/corpus-parse

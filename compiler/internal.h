@@ -1,5 +1,9 @@
 /*
- * internal.h - the map of nest's compiler: one section per .c file, in pipeline order.
+ * internal.h - the map of nest's compiler: one section per .c file, in pipeline order. The
+ * folders are the stages: graph/ (types, the IR, printing, the reference interpreter), front/
+ * (the builders of nest.h and the text form), passes/ (graph to plan), emit/ (plan to C text),
+ * and pipeline.c, which runs them. Below it is common/util.h; above it driver/, which joins the
+ * compiler's C text to the runtime (runtime/rt.h), which knows no graph.
  */
 #ifndef NEST_INTERNAL_H
 #define NEST_INTERNAL_H
@@ -10,62 +14,13 @@
 #include <stdint.h>
 
 #include "nest.h"
-
-#if defined(__GNUC__) || defined(__clang__)
-#define FORMAT(a, b) __attribute__((format(printf, a, b)))
-#else
-#define FORMAT(a, b)
-#endif
-
-#define countof(a) (sizeof(a) / sizeof((a)[0]))
+#include "util.h"
 
 /* ---------------------------------------------------------------------------------------------
- * util.c: arenas, the string builder, shape helpers
+ * graph/types.c: element types, status texts, identifiers (below the IR: every file may use them)
  * ------------------------------------------------------------------------------------------- */
 
-/* A bump allocator: passes allocate from their function's arena and never free; one call
- * releases everything. Allocations are zeroed and 16-byte aligned; NULL when out of memory. */
-typedef struct arena_chunk arena_chunk;
-typedef struct arena {
-    arena_chunk *head;
-} arena;
-
-void *arena_alloc(arena *a, size_t size);
-void *arena_array(arena *a, size_t count, size_t size); /* NULL also on overflow */
-char *arena_strdup(arena *a, const char *s);
-void *arena_memdup(arena *a, const void *p, size_t size);
-/* Room for one more element in an arena array of *cap elements holding n, as grow_array: the
- * array, or a copy in a new block twice the size; NULL when out of memory. */
-void *arena_grow(arena *a, void *items, size_t n, size_t *cap, size_t size);
-void arena_free(arena *a);
-
-/* A growing string with a sticky failure flag, checked once at buf_finish. */
-typedef struct buf {
-    char *data;
-    size_t len, cap;
-    bool failed;
-} buf;
-
-void buf_printf(buf *b, const char *fmt, ...) FORMAT(2, 3);
-void buf_vprintf(buf *b, const char *fmt, va_list ap);
-void buf_puts(buf *b, const char *s);
-void buf_putc(buf *b, char c);
-void buf_write(buf *b, const char *s, size_t n);
-/* The string (owned by the caller, free()) or NULL if any append failed; b is reset. */
-char *buf_finish(buf *b);
-void buf_reset(buf *b);
-
-/* Room for one more element in a malloc'd array of *cap elements of `size` bytes holding n:
- * returns the array (moved, *cap doubled) or NULL when out of memory (then the old one stands).
- * Used as  T *p = grow_array(v, &cap, n, sizeof *p); if (!p) fail; v = p; v[n++] = x;  */
-void *grow_array(void *items, size_t *cap, size_t n, size_t size);
-
-/* Milliseconds on the monotonic clock. */
-double clock_ms(void);
-
-/* Integer arithmetic that reports overflow instead of wrapping. */
-bool mul_overflows(int64_t a, int64_t b, int64_t *out);
-bool add_overflows(int64_t a, int64_t b, int64_t *out);
+/* nest_type_name, nest_type_size and nest_status_str of nest.h live here too. */
 
 /* The largest tensor nest accepts: its size in bytes stays below 2^62 (every index fits). */
 #define IR_MAX_BYTES ((int64_t)1 << 62)
@@ -77,7 +32,7 @@ bool is_c_keyword(const char *s);
 #define IR_MAX_NAME 255
 
 /* ---------------------------------------------------------------------------------------------
- * ir.c: the graph, its op table, type inference
+ * graph/ir.c: the graph, its op table, type inference
  * ------------------------------------------------------------------------------------------- */
 
 typedef enum ir_op {
@@ -221,7 +176,7 @@ int ir_check_name(nest_function *f, const char *what, const char *name);
 bool ir_verify(const nest_function *f);
 
 /* ---------------------------------------------------------------------------------------------
- * parse.c: the text form
+ * front/parse.c: the text form
  * ------------------------------------------------------------------------------------------- */
 
 struct nest_module {
@@ -236,7 +191,7 @@ struct nest_module {
 #define PARSE_MAX_DEPTH 1000
 
 /* ---------------------------------------------------------------------------------------------
- * print.c: canonical text and Graphviz
+ * graph/print.c: canonical text and Graphviz
  * ------------------------------------------------------------------------------------------- */
 
 /* The name each node prints as: its own, or a generated "_<index>" that no user name takes. */
@@ -266,7 +221,7 @@ void format_float(char *s, size_t n, int etype, double v);
 void print_scalar(buf *b, int etype, const void *data, int64_t i);
 
 /* ---------------------------------------------------------------------------------------------
- * interp.c: the reference interpreter
+ * graph/interp.c: the reference interpreter
  * ------------------------------------------------------------------------------------------- */
 
 /* Evaluates f into the result arrays (see nest_evaluate). */
@@ -379,7 +334,7 @@ typedef struct plan {
 } plan;
 
 /* ---------------------------------------------------------------------------------------------
- * layout.c: tensor descriptions: buffers, strides, element expressions and their views
+ * passes/layout.c: tensor descriptions: buffers, strides, element expressions and their views
  * ------------------------------------------------------------------------------------------- */
 
 /* Adds a buffer; -1 when out of memory (recorded in p->status). */
@@ -422,7 +377,7 @@ bool fx_reads(plan *p, fx *e, int32_t buf);
 bool fx_walk(plan *p, fx *const *roots, int nroots, void (*fn)(fx *e, void *ctx), void *ctx);
 
 /* ---------------------------------------------------------------------------------------------
- * fuse.c: which values are stored, and the nests that compute them
+ * passes/fuse.c: which values are stored, and the nests that compute them
  * ------------------------------------------------------------------------------------------- */
 
 /* Lowers p->f into buffers and nests: element-wise chains, views and the reductions that
@@ -431,7 +386,7 @@ bool fx_walk(plan *p, fx *const *roots, int nroots, void (*fn)(fx *e, void *ctx)
 int pass_fuse(plan *p);
 
 /* ---------------------------------------------------------------------------------------------
- * rows.c: outer-loop fusion
+ * passes/rows.c: outer-loop fusion
  * ------------------------------------------------------------------------------------------- */
 
 /* Groups consecutive nests that proceed row by row under one outer loop, and shrinks the
@@ -439,7 +394,7 @@ int pass_fuse(plan *p);
 int pass_rows(plan *p);
 
 /* ---------------------------------------------------------------------------------------------
- * flatten.c: loop order and flattening
+ * passes/flatten.c: loop order and flattening
  * ------------------------------------------------------------------------------------------- */
 
 /* Orders each nest's axes (the axis with the smallest strides innermost) and merges adjacent
@@ -448,7 +403,7 @@ int pass_rows(plan *p);
 int pass_flatten(plan *p);
 
 /* ---------------------------------------------------------------------------------------------
- * tile.c: register tiles for matrix products
+ * passes/tile.c: register tiles for matrix products
  * ------------------------------------------------------------------------------------------- */
 
 /* Tiles the [I, K, J] nests of contracting dots (the result block in registers, B packed into
@@ -458,14 +413,15 @@ int pass_tile(plan *p);
 void tile_shape(int etype, int vector_bytes, int *ti, int *tj);
 
 /* ---------------------------------------------------------------------------------------------
- * memplan.c: the workspace
+ * passes/memplan.c: the workspace
  * ------------------------------------------------------------------------------------------- */
 
 /* Places the live temporaries in one workspace by liveness; sets p->ws_size. */
 int pass_memplan(plan *p);
 
 /* ---------------------------------------------------------------------------------------------
- * emit_c.c: C text
+ * emit/: C text (emit_c.c the functions, emit_loops.c the loop nests, emit_text.c the
+ * expressions and names; emit/emit.h is what they share)
  * ------------------------------------------------------------------------------------------- */
 
 typedef enum emit_mode {

@@ -6,7 +6,7 @@
  *   pass_flatten   loop order and merged axes                             (flatten.c)
  *   pass_tile      register tiles for products of matrices                (tile.c)
  *   pass_memplan   the workspace                                          (memplan.c)
- *   emit_function  C text                                                 (emit_c.c)
+ *   emit_function  C text                                                 (emit/)
  */
 #include <stdlib.h>
 #include <string.h>
@@ -242,7 +242,7 @@ char *nest_emit(nest_function *const *fns, int n, nest_emit_kind kind, const nes
     return buf_finish(&out);
 }
 
-/* For the JIT (runtime/kernel.c): the C of one function with constants passed as data. */
+/* For the JIT (driver/driver.c): the C of one function with constants passed as data. */
 char *pipeline_emit_jit(nest_function *f, const nest_options *opts, jit_info *info)
 {
     buf out = {0};

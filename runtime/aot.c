@@ -9,7 +9,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "nest.h"
+#include "util.h"
 #include "rt.h"
 
 #define MAX_CC_WORDS 32

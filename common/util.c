@@ -1,10 +1,10 @@
-/* util.c - arenas, the string builder, overflow-checked arithmetic, names. */
+/* util.c - arenas, the string builder, growing arrays, the clock, overflow-checked arithmetic. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "internal.h"
+#include "util.h"
 
 struct arena_chunk {
     arena_chunk *next;
@@ -196,33 +196,4 @@ bool mul_overflows(int64_t a, int64_t b, int64_t *out)
 bool add_overflows(int64_t a, int64_t b, int64_t *out)
 {
     return __builtin_add_overflow(a, b, out);
-}
-
-static bool is_alpha(int c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
-static bool is_digit(int c) { return c >= '0' && c <= '9'; }
-
-bool is_identifier(const char *s, size_t len)
-{
-    if (len == 0 || !is_alpha((unsigned char)s[0]))
-        return false;
-    for (size_t i = 1; i < len; i++)
-        if (!is_alpha((unsigned char)s[i]) && !is_digit((unsigned char)s[i]))
-            return false;
-    return true;
-}
-
-bool is_c_keyword(const char *s)
-{
-    static const char *const words[] = {
-        "auto", "break", "case", "char", "const", "continue", "default", "do", "double",
-        "else", "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long",
-        "register", "restrict", "return", "short", "signed", "sizeof", "static", "struct",
-        "switch", "typedef", "union", "unsigned", "void", "volatile", "while", "_Bool",
-        "_Complex", "_Imaginary", "_Alignas", "_Alignof", "_Atomic", "_Generic", "_Noreturn",
-        "_Static_assert", "_Thread_local", "main", "asm", "typeof", "bool", "true", "false",
-    };
-    for (size_t i = 0; i < countof(words); i++)
-        if (strcmp(s, words[i]) == 0)
-            return true;
-    return false;
 }

@@ -4,30 +4,6 @@
 
 #include "internal.h"
 
-const char *nest_status_str(int status)
-{
-    static const char *const text[] = {
-#define NEST_STATUS_TEXT(name, msg) msg,
-        NEST_STATUS_MAP(NEST_STATUS_TEXT)
-#undef NEST_STATUS_TEXT
-    };
-    if (status < 0 || status >= NEST_STATUS_COUNT)
-        return "unknown status";
-    return text[status];
-}
-
-const char *nest_type_name(nest_type t)
-{
-    static const char *const names[] = {"f32", "f64", "i32", "i64", "bool"};
-    return (unsigned)t < countof(names) ? names[t] : "?";
-}
-
-size_t nest_type_size(nest_type t)
-{
-    static const size_t sizes[] = {4, 8, 4, 8, 1};
-    return (unsigned)t < countof(sizes) ? sizes[t] : 0;
-}
-
 void nest_string_free(char *s) { free(s); }
 
 /* ---- functions ---- */

@@ -1,5 +1,6 @@
 /*
- * kernel.c - the public compile-and-call API of nest.h: nest_compile (in process, through the
+ * driver.c - the public compile-and-call API of nest.h, joining the compiler (graph to C text) to
+ * the runtime (C text to code): nest_compile (in process, through the
  * cache), nest_call, and nest_build_so (ahead of time with the system compiler).
  */
 #include <stdio.h>

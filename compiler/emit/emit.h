@@ -1,0 +1,131 @@
+/*
+ * emit.h - what the files of the C emitter share (private to compiler/emit/): the function's
+ * context, scopes of names, the body of values being emitted, and the helpers each file uses.
+ *
+ *   emit_text.c   helpers of the generated code, names, expressions, reductions' texts
+ *   emit_loops.c  loop nests: levels, folds, parallel chunks, tiled products, row groups
+ *   emit_c.c      functions: entry points, constants, the header's declarations
+ */
+#ifndef NEST_EMIT_H
+#define NEST_EMIT_H
+
+#include "internal.h"
+
+/* Partial accumulators of a float reduction, in bytes: four AVX-512 vectors (eight AVX2
+ * ones) of independent sums hide the latency of the adds. Folds of less than ACC_SMALL_DATA
+ * bytes use half as many: combining the lanes at the end then costs as much as the loop
+ * (measured here: 1024 floats fold in 38 ns with 32 lanes, 57 ns with 64; from 4096 on, 64 lanes
+ * are faster). */
+#define ACC_BYTES 256
+#define ACC_SMALL_DATA (16 * 1024)
+/* Loops of at least this many iterations run on several cores (with -fopenmp). */
+#define PAR_MIN ((int64_t)1 << 18)
+/* A whole-array reduction runs in chunks of at least this many elements, at most PAR_CHUNKS of
+ * them, each folded alone and then combined in order: the result does not depend on the
+ * number of threads. */
+#define PAR_CHUNK ((int64_t)1 << 16)
+#define PAR_CHUNKS 64
+
+/* Helpers of the generated code: bits of the mask emit_preamble takes. */
+enum {
+    H_ADD, H_SUB, H_MUL, H_DIV, H_POW, H_NEG, H_ABS, /* x 2 integer types */
+    H_INT_OPS = 7,
+    H_CVT = 2 * H_INT_OPS, /* + 2 * to + from: i32/i64 from f32/f64 */
+    H_TILE = H_CVT + 4,    /* + 3 * (f64) + (16, 32, 64 vector bytes): tiles of tile.c */
+    H_COUNT = H_TILE + 6,
+};
+
+/* A set of identifiers in use, for making names unique. */
+typedef struct names {
+    char **v;
+    size_t n, cap;
+    struct names *outer; /* the enclosing scope's names */
+    bool oom;
+} names;
+
+typedef struct ctx {
+    buf *b;
+    const plan *p;
+    plan *mp;                 /* the same plan, for transforms during emission */
+    const nest_function *f;
+    emit_mode mode;
+    uint64_t *helpers;
+    namer nm;
+    names fn;                 /* function scope: parameters, results, workspace */
+    const char **bufname;     /* per buffer: its C name */
+    bool *refd;               /* per buffer: its name was written into the C */
+    bool *decl;               /* per temporary: declared in the open block, not yet cast */
+    bool ws_refd;             /* the workspace pointer was written into the C */
+    int indent;
+    /* the nest being emitted */
+    const nest *ne;
+    names local;
+    const char *var[NEST_MAX_RANK];   /* loop variable per axis */
+    const char *expr[NEST_MAX_RANK];  /* its value in index expressions ("i1" or "i1 + u") */
+    const char **acc;                 /* per output: accumulator array (case A) */
+    int accs;                         /* partial accumulators in use (1 or lanes) */
+    bool unrolled;                    /* inside the lane-wide loop: `u` picks the accumulator */
+    bool par_outer;                   /* the outermost loop runs on several cores */
+    bool par_chunks;                  /* the outermost (folded) axis runs in parallel chunks */
+    const char **fold_dst;            /* per output: where a fold ends (chunks), else NULL */
+    names *body_names;                /* the scope of the body being emitted */
+    int from;                         /* the first loop level the nest emits (1 in row groups) */
+    const fx *tile_view;              /* a tiled product's own view, read from its tile */
+    struct hoisted {
+        const fx *e;
+        const char *name;
+    } *hoist;                         /* loads read once before the loops that do not move them */
+    size_t nhoist, caphoist;
+    const char *tile_text;
+} ctx;
+
+typedef struct valref {
+    const fx *e;
+    const char *name; /* a local holding it, or NULL when it is inlined */
+    int uses;         /* operand of this many ops of the body */
+    int outputs;      /* value of this many outputs */
+} valref;
+
+typedef struct body {
+    ctx *c;
+    valref *v;
+    size_t n, cap;
+    bool oom;
+} body;
+
+/* emit_text.c */
+const char *em_ctype(int etype);
+bool em_is_float(int etype);
+int em_tile_helper(int etype, int vb);
+const char *em_names_add(names *ns, const char *s);
+/* base, or base_1, base_2, ... : the first that no scope uses; recorded in ns. */
+const char *em_unique(names *ns, const char *base);
+void em_names_free(names *ns);
+/* One line of C at the context's indentation. */
+void em_line(ctx *c, const char *fmt, ...) FORMAT(2, 3);
+void em_literal(buf *b, int etype, const fx *e);
+/* The index of element (vars) of a strided view: off + sum(var_k * st_k). */
+void em_index(ctx *c, buf *b, int32_t bufi, int64_t off, const int64_t *st, int rank);
+/* Appends the C text of operand e: a local's name, a load or a literal. */
+void em_operand(body *bd, buf *b, const fx *e);
+/* Appends a trailing comment naming the graph node of e. */
+void em_node_comment(ctx *c, buf *b, int32_t node);
+/* Emits the statements computing the values at the current indexes; afterwards em_value_text
+ * gives each root's value. */
+void em_values(ctx *c, body *bd, fx *const *roots, int n);
+char *em_value_text(body *bd, const fx *e);
+void em_init_text(buf *b, int op, int etype);
+/* "acc op= value" as the template of the reduction. */
+char *em_combine(ctx *c, int op, int etype, const char *acc, const char *value);
+
+/* emit_loops.c */
+/* Evaluates vals and stores or folds each into its output. */
+void em_outputs(ctx *c, const nout *outs, fx *const *vals, int nouts);
+void em_nest_comment(ctx *c);
+/* Whether a nest has iterations to run (a fold over nothing still writes its initial values). */
+bool em_nest_runs(const nest *ne);
+void em_nest(ctx *c, int32_t k);
+/* A row group: one loop over the rows, each member nest's inner loops inside it. */
+void em_group(ctx *c, int32_t lead);
+
+#endif /* NEST_EMIT_H */

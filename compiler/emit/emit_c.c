@@ -1,0 +1,450 @@
+/*
+ * emit_c.c - C99 text of a planned function.
+ *
+ * Each nest becomes a block that opens with a comment naming the graph nodes it computes. The
+ * loop nest runs the iteration space with constant bounds; its body evaluates the element
+ * expressions once each (named after their graph nodes) and stores or folds them into the
+ * outputs. Float reductions whose innermost axis folds keep several partial accumulators, so
+ * that compilers vectorize them under strict IEEE rules and the sum is at least as accurate as
+ * a sequential one. Concatenations split the loops at their boundaries. Integer arithmetic goes
+ * through small helpers that wrap instead of overflowing. Everything the graph names reaches the
+ * C only as a checked identifier, made unique against the emitter's own names.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "emit.h"
+
+/* ---- functions ---- */
+
+/* Names the emitter uses at function scope. */
+static const char *const reserved[] = {"ws", "args", "results", "workspace", "rc", "u"};
+
+/* Identifiers that the headers the C includes (<math.h>, <stddef.h>, <stdint.h>, <stdlib.h>,
+ * <string.h>) declare as macros, types or functions, that C compilers predefine in GNU modes
+ * (the header is included by programs built in any mode), and C++'s keywords (the header is
+ * also C++). A parameter or value of such a name gets another name in the C; a function of
+ * such a name is refused (emit_name_taken). */
+static const char *const c_library[] = {
+    /* macros */
+    "NAN", "INFINITY", "HUGE_VAL", "HUGE_VALF", "HUGE_VALL", "FP_INFINITE", "FP_NAN",
+    "FP_NORMAL", "FP_SUBNORMAL", "FP_ZERO", "FP_FAST_FMA", "FP_FAST_FMAF", "FP_FAST_FMAL",
+    "FP_ILOGB0", "FP_ILOGBNAN", "MATH_ERRNO", "MATH_ERREXCEPT", "math_errhandling", "NULL",
+    "EXIT_FAILURE", "EXIT_SUCCESS", "RAND_MAX", "MB_CUR_MAX", "errno", "INT8_MIN", "INT8_MAX",
+    "UINT8_MAX", "INT16_MIN", "INT16_MAX", "UINT16_MAX", "INT32_MIN", "INT32_MAX", "UINT32_MAX",
+    "INT64_MIN", "INT64_MAX", "UINT64_MAX", "INT_LEAST8_MIN", "INT_LEAST8_MAX",
+    "UINT_LEAST8_MAX", "INT_LEAST16_MIN", "INT_LEAST16_MAX", "UINT_LEAST16_MAX",
+    "INT_LEAST32_MIN", "INT_LEAST32_MAX", "UINT_LEAST32_MAX", "INT_LEAST64_MIN",
+    "INT_LEAST64_MAX", "UINT_LEAST64_MAX", "INT_FAST8_MIN", "INT_FAST8_MAX", "UINT_FAST8_MAX",
+    "INT_FAST16_MIN", "INT_FAST16_MAX", "UINT_FAST16_MAX", "INT_FAST32_MIN", "INT_FAST32_MAX",
+    "UINT_FAST32_MAX", "INT_FAST64_MIN", "INT_FAST64_MAX", "UINT_FAST64_MAX", "INTPTR_MIN",
+    "INTPTR_MAX", "UINTPTR_MAX", "INTMAX_MIN", "INTMAX_MAX", "UINTMAX_MAX", "PTRDIFF_MIN",
+    "PTRDIFF_MAX", "SIG_ATOMIC_MIN", "SIG_ATOMIC_MAX", "SIZE_MAX", "WCHAR_MIN", "WCHAR_MAX",
+    "WINT_MIN", "WINT_MAX", "linux", "unix", "i386",
+    /* function-like macros: harmless as names, but not as functions */
+    "INT8_C", "INT16_C", "INT32_C", "INT64_C", "UINT8_C", "UINT16_C", "UINT32_C", "UINT64_C",
+    "INTMAX_C", "UINTMAX_C", "offsetof", "fpclassify", "isfinite", "isinf", "isnan", "isnormal",
+    "signbit", "isgreater", "isgreaterequal", "isless", "islessequal", "islessgreater",
+    "isunordered",
+    /* types */
+    "int8_t", "int16_t", "int32_t", "int64_t", "uint8_t", "uint16_t", "uint32_t", "uint64_t",
+    "int_least8_t", "int_least16_t", "int_least32_t", "int_least64_t", "uint_least8_t",
+    "uint_least16_t", "uint_least32_t", "uint_least64_t", "int_fast8_t", "int_fast16_t",
+    "int_fast32_t", "int_fast64_t", "uint_fast8_t", "uint_fast16_t", "uint_fast32_t",
+    "uint_fast64_t", "intptr_t", "uintptr_t", "intmax_t", "uintmax_t", "size_t", "ptrdiff_t",
+    "wchar_t", "max_align_t", "div_t", "ldiv_t", "lldiv_t", "float_t", "double_t",
+    /* <stdlib.h>, <string.h> */
+    "atof", "atoi", "atol", "atoll", "strtod", "strtof", "strtold", "strtol", "strtoll",
+    "strtoul", "strtoull", "rand", "srand", "calloc", "free", "malloc", "realloc",
+    "aligned_alloc", "abort", "atexit", "at_quick_exit", "exit", "quick_exit", "_Exit",
+    "getenv", "system", "bsearch", "qsort", "abs", "labs", "llabs", "div", "ldiv", "lldiv",
+    "mblen", "mbtowc", "wctomb", "mbstowcs", "wcstombs", "memcpy", "memmove", "strcpy",
+    "strncpy", "strcat", "strncat", "memcmp", "strcmp", "strcoll", "strncmp", "strxfrm",
+    "memchr", "strchr", "strcspn", "strpbrk", "strrchr", "strspn", "strstr", "strtok",
+    "memset", "strerror", "strlen",
+    /* C++ keywords that C does not have */
+    "alignas", "alignof", "and", "and_eq", "bitand", "bitor", "catch", "char8_t", "char16_t",
+    "char32_t", "class", "compl", "concept", "consteval", "constexpr", "constinit",
+    "const_cast", "co_await", "co_return", "co_yield", "decltype", "delete", "dynamic_cast",
+    "explicit", "export", "friend", "mutable", "namespace", "new", "noexcept", "not", "not_eq",
+    "nullptr", "operator", "or", "or_eq", "private", "protected", "public", "reinterpret_cast",
+    "requires", "static_assert", "static_cast", "template", "this", "thread_local", "throw",
+    "try", "typeid", "typename", "using", "virtual", "xor", "xor_eq",
+};
+
+/* The functions of <math.h>, each also with the suffixes f and l (expf, expl). */
+static const char *const c_math[] = {
+    "acos", "asin", "atan", "atan2", "cos", "sin", "tan", "acosh", "asinh", "atanh", "cosh",
+    "sinh", "tanh", "exp", "exp2", "expm1", "frexp", "ilogb", "ldexp", "log", "log10", "log1p",
+    "log2", "logb", "modf", "scalbn", "scalbln", "cbrt", "fabs", "hypot", "pow", "sqrt", "erf",
+    "erfc", "lgamma", "tgamma", "ceil", "floor", "nearbyint", "rint", "lrint", "llrint",
+    "round", "lround", "llround", "trunc", "fmod", "remainder", "remquo", "copysign", "nan",
+    "nextafter", "nexttoward", "fdim", "fmax", "fmin", "fma",
+};
+
+/* Whether a math function's name, with the suffix sfx ("", "f" or "l"), is name. */
+static bool is_math(const char *name, const char *fn, const char *sfx)
+{
+    size_t n = strlen(fn);
+    return strncmp(name, fn, n) == 0 && strcmp(name + n, sfx) == 0;
+}
+
+bool emit_name_taken(const char *name)
+{
+    for (size_t i = 0; i < countof(c_library); i++)
+        if (strcmp(name, c_library[i]) == 0)
+            return true;
+    for (size_t i = 0; i < countof(c_math); i++)
+        if (is_math(name, c_math[i], "") || is_math(name, c_math[i], "f") ||
+            is_math(name, c_math[i], "l"))
+            return true;
+    return false;
+}
+
+/* Records the names a function's C cannot give to its parameters and values: the emitter's,
+ * the C library's, and the function's own entry points, which its wrappers call. */
+static void reserve_names(ctx *c)
+{
+    for (size_t i = 0; i < countof(reserved); i++)
+        em_names_add(&c->fn, reserved[i]);
+    for (size_t i = 0; i < countof(c_library); i++)
+        em_names_add(&c->fn, c_library[i]);
+    char nm[IR_MAX_NAME + 32];
+    for (size_t i = 0; i < countof(c_math); i++)
+        for (int k = 0; k < 3; k++) {
+            snprintf(nm, sizeof nm, "%s%s", c_math[i], k == 0 ? "" : k == 1 ? "f" : "l");
+            em_names_add(&c->fn, nm);
+        }
+    static const char *const entry[] = {"_call", "_impl", "_workspace_size", "_call_ws"};
+    for (size_t i = 0; i < countof(entry); i++) {
+        snprintf(nm, sizeof nm, "%s%s", c->f->name, entry[i]);
+        em_names_add(&c->fn, nm);
+    }
+}
+
+/* The C names of the parameters and then the results, in ABI order, recorded in c->fn: the
+ * graph's names, and for results that are parameters or unnamed, result<i>. */
+static const char **abi_names(ctx *c)
+{
+    const nest_function *f = c->f;
+    const char **abi = calloc((size_t)(f->nparams + f->nresults) + 1, sizeof *abi);
+    if (!abi)
+        return NULL;
+    for (int32_t i = 0; i < f->nparams; i++)
+        abi[i] = em_unique(&c->fn, f->nodes[f->params[i]].name);
+    for (int32_t i = 0; i < f->nresults; i++) {
+        const ir_node *n = &f->nodes[f->results[i]];
+        const char *base = n->op == OP_PARAMETER ? "_" : namer_name(&c->nm, f->results[i]);
+        char nm[IR_MAX_NAME + 16];
+        if (base[0] == '_')
+            snprintf(nm, sizeof nm, "result%d", i);
+        else
+            snprintf(nm, sizeof nm, "%s", base);
+        abi[f->nparams + i] = em_unique(&c->fn, nm);
+    }
+    return abi;
+}
+
+/* The declaration of the typed entry point's parameters: "const float *restrict x, ...". */
+static void param_list(ctx *c, buf *b, bool with_restrict, bool with_ws)
+{
+    const nest_function *f = c->f;
+    const char *r = with_restrict ? "restrict " : "";
+    bool any = false;
+    for (int32_t i = 0; i < f->nparams; i++) {
+        const ir_node *n = &f->nodes[f->params[i]];
+        buf_printf(b, "%sconst %s *%s%s", any ? ", " : "", em_ctype(n->etype), r, c->bufname[i]);
+        any = true;
+    }
+    for (int32_t i = 0; i < f->nresults; i++) {
+        const ir_node *n = &f->nodes[f->results[i]];
+        buf_printf(b, "%s%s *%s%s", any ? ", " : "", em_ctype(n->etype), r,
+                   c->bufname[f->nparams + i]);
+        any = true;
+    }
+    if (with_ws) {
+        buf_printf(b, "%sunsigned char *%sws", any ? ", " : "", r);
+        any = true;
+    }
+    if (!any)
+        buf_puts(b, "void");
+}
+
+/* "(const float *)args[0], ..., (float *)results[0]", with the arrays named args and res */
+static void call_args(ctx *c, buf *b, const char *ws, const char *args, const char *res)
+{
+    const nest_function *f = c->f;
+    bool any = false;
+    for (int32_t i = 0; i < f->nparams; i++) {
+        buf_printf(b, "%s(const %s *)%s[%d]", any ? ", " : "",
+                   em_ctype(f->nodes[f->params[i]].etype), args, i);
+        any = true;
+    }
+    for (int32_t i = 0; i < f->nresults; i++) {
+        buf_printf(b, "%s(%s *)%s[%d]", any ? ", " : "", em_ctype(f->nodes[f->results[i]].etype), res,
+                   i);
+        any = true;
+    }
+    if (ws)
+        buf_printf(b, "%s%s", any ? ", " : "", ws);
+}
+
+static void signature_comment(ctx *c)
+{
+    const nest_function *f = c->f;
+    buf t = {0};
+    buf_printf(&t, "/* %s(", f->name);
+    for (int32_t i = 0; i < f->nparams; i++) {
+        const ir_node *n = &f->nodes[f->params[i]];
+        buf_printf(&t, "%s%s: ", i ? ", " : "", n->name);
+        ir_format_type(&t, f, f->params[i]);
+        if (n->a.param.layout == NEST_COL_MAJOR)
+            buf_puts(&t, " col");
+    }
+    buf_puts(&t, ") -> ");
+    if (f->nresults != 1)
+        buf_putc(&t, '(');
+    for (int32_t i = 0; i < f->nresults; i++) {
+        if (i)
+            buf_puts(&t, ", ");
+        ir_format_type(&t, f, f->results[i]);
+        if (f->result_layout[i] == NEST_COL_MAJOR)
+            buf_puts(&t, " col");
+    }
+    if (f->nresults != 1)
+        buf_putc(&t, ')');
+    buf_puts(&t, " */");
+    char *s = buf_finish(&t);
+    em_line(c, "%s", s ? s : "");
+    free(s);
+}
+
+static void emit_constants(ctx *c)
+{
+    const plan *p = c->p;
+    for (int32_t b = 0; b < p->nbufs; b++) {
+        const pbuf *pb = &p->bufs[b];
+        if (pb->kind != BUF_CONST)
+            continue;
+        const ir_node *n = &c->f->nodes[pb->node];
+        char nm[IR_MAX_NAME + 64];
+        snprintf(nm, sizeof nm, "nest_const_%s_%d", c->f->name, pb->index);
+        c->bufname[b] = em_unique(&c->fn, nm);
+        if (c->mode == EMIT_JIT)
+            continue;
+        buf_printf(c->b, "static const %s %s[%lld] = {", em_ctype(pb->etype), c->bufname[b],
+                   (long long)(pb->count > 0 ? pb->count : 1));
+        for (int64_t i = 0; i < pb->count; i++) {
+            buf_puts(c->b, i % 8 ? ", " : (i ? ",\n    " : "\n    "));
+            fx e = {.etype = pb->etype};
+            switch (pb->etype) {
+            case NEST_F32: e.imm.f = ((const float *)n->a.constant.data)[i]; break;
+            case NEST_F64: e.imm.f = ((const double *)n->a.constant.data)[i]; break;
+            case NEST_I32: e.imm.i = ((const int32_t *)n->a.constant.data)[i]; break;
+            case NEST_I64: e.imm.i = ((const int64_t *)n->a.constant.data)[i]; break;
+            default: e.imm.i = ((const uint8_t *)n->a.constant.data)[i]; break;
+            }
+            em_literal(c->b, pb->etype, &e);
+        }
+        buf_puts(c->b, pb->count > 0 ? "\n};\n" : "0};\n");
+    }
+    if (c->mode == EMIT_JIT && p->nconsts > 0) {
+        char nm[IR_MAX_NAME + 32];
+        snprintf(nm, sizeof nm, "nest_consts_%s", c->f->name);
+        buf_printf(c->b, "const void *%s[%d];\n", nm, p->nconsts);
+    }
+}
+
+void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
+{
+    const nest_function *f = p->f;
+    ctx c = {.b = b, .p = p, .mp = (plan *)p, .f = f, .mode = mode, .helpers = helpers};
+    c.bufname = calloc((size_t)p->nbufs + 1, sizeof *c.bufname);
+    c.refd = calloc((size_t)p->nbufs + 1, sizeof *c.refd);
+    c.decl = calloc((size_t)p->nbufs + 1, sizeof *c.decl);
+    if (!c.bufname || !c.refd || !c.decl || !namer_init(&c.nm, f)) {
+        free(c.bufname);
+        free(c.refd);
+        free(c.decl);
+        namer_free(&c.nm);
+        b->failed = true;
+        return;
+    }
+    /* the emitter's own names first, then the graph's */
+    reserve_names(&c);
+    /* buffers of parameters and results: their C names, in ABI order (bufname is indexed by
+     * plan buffer; param i and result i are looked up below) */
+    const char **abi = abi_names(&c);
+    if (!abi) {
+        b->failed = true;
+        goto out;
+    }
+    for (int32_t bi = 0; bi < p->nbufs; bi++) {
+        const pbuf *pb = &p->bufs[bi];
+        if (pb->kind == BUF_PARAM)
+            c.bufname[bi] = abi[pb->index];
+        else if (pb->kind == BUF_RESULT)
+            c.bufname[bi] = abi[f->nparams + pb->index];
+    }
+    emit_constants(&c);
+
+    bool ws = p->ws_size > 0;
+    /* the typed entry: parameters and results by name (with the workspace: the impl) */
+    const char **save = c.bufname;
+    c.bufname = abi;
+    buf sig = {0};
+    param_list(&c, &sig, true, ws);
+    char *sigs = buf_finish(&sig);
+    c.bufname = save;
+    signature_comment(&c);
+    if (ws)
+        em_line(&c, "static int %s_impl(%s)", f->name, sigs ? sigs : "");
+    else
+        em_line(&c, "int %s(%s)", f->name, sigs ? sigs : "");
+    free(sigs);
+    em_line(&c, "{");
+    c.indent++;
+    for (int32_t bi = 0; bi < p->nbufs; bi++) {
+        const pbuf *pb = &p->bufs[bi];
+        if (pb->kind == BUF_CONST && mode == EMIT_JIT) {
+            const char *name = em_unique(&c.fn, namer_name(&c.nm, pb->node));
+            em_line(&c, "const %s *restrict %s = (const %s *)nest_consts_%s[%d];", em_ctype(pb->etype),
+                 name, em_ctype(pb->etype), f->name, pb->index);
+            c.bufname[bi] = name;
+        }
+    }
+    for (int32_t k = 0; k < p->nnests; k++) {
+        const nest *ne = &p->nests[k];
+        if (ne->dead || (ne->rowed && ne->group != k))
+            continue;
+        if (ne->rowed) {
+            em_group(&c, k);
+            continue;
+        }
+        if (!em_nest_runs(ne)) {
+            c.ne = ne;
+            em_nest_comment(&c);
+            em_line(&c, "/* (no elements) */");
+            continue;
+        }
+        em_nest(&c, k);
+    }
+    /* the names the body never wrote (unread parameters, loops without iterations, results
+     * of nothing) are cast away, so that compilers see them used */
+    for (int32_t bi = 0; bi < p->nbufs; bi++) {
+        const pbuf *pb = &p->bufs[bi];
+        if ((pb->kind == BUF_PARAM || pb->kind == BUF_RESULT || pb->kind == BUF_CONST) &&
+            !c.refd[bi] && c.bufname[bi])
+            em_line(&c, "(void)%s;", c.bufname[bi]);
+    }
+    if (ws && !c.ws_refd)
+        em_line(&c, "(void)ws;");
+    em_line(&c, "return 0;");
+    c.indent--;
+    em_line(&c, "}");
+    em_line(&c, "%s", "");
+
+    buf ca = {0};
+    if (ws) {
+        em_line(&c, "size_t %s_workspace_size(void)", f->name);
+        em_line(&c, "{");
+        em_line(&c, "    return %lld;", (long long)p->ws_size);
+        em_line(&c, "}");
+        em_line(&c, "%s", "");
+        call_args(&c, &ca, "(unsigned char *)workspace", "args", "results");
+        char *a = buf_finish(&ca);
+        em_line(&c, "int %s_call_ws(void *const *args, void *const *results, void *workspace)", f->name);
+        em_line(&c, "{");
+        if (f->nparams == 0)
+            em_line(&c, "    (void)args;");
+        if (f->nresults == 0)
+            em_line(&c, "    (void)results;");
+        em_line(&c, "    return %s_impl(%s);", f->name, a ? a : "");
+        em_line(&c, "}");
+        em_line(&c, "%s", "");
+        free(a);
+        buf pl = {0};
+        c.bufname = abi;
+        param_list(&c, &pl, true, false);
+        c.bufname = save;
+        char *ps = buf_finish(&pl);
+        em_line(&c, "int %s(%s)", f->name, ps ? ps : "");
+        free(ps);
+        em_line(&c, "{");
+        em_line(&c, "    unsigned char *ws = malloc(%lld);", (long long)p->ws_size);
+        em_line(&c, "    int rc;");
+        em_line(&c, "    if (!ws)");
+        em_line(&c, "        return 1;");
+        buf cl = {0};
+        for (int32_t i = 0; i < f->nparams + f->nresults; i++)
+            buf_printf(&cl, "%s, ", abi[i]);
+        char *cls = buf_finish(&cl);
+        em_line(&c, "    rc = %s_impl(%sws);", f->name, cls ? cls : "");
+        free(cls);
+        em_line(&c, "    free(ws);");
+        em_line(&c, "    return rc;");
+        em_line(&c, "}");
+        em_line(&c, "%s", "");
+    }
+    /* NAME_call calls NAME: its arrays must not hide a function named args or results */
+    const char *an = strcmp(f->name, "args") ? "args" : "nest_args";
+    const char *rn = strcmp(f->name, "results") ? "results" : "nest_results";
+    call_args(&c, &ca, NULL, an, rn);
+    char *a = buf_finish(&ca);
+    em_line(&c, "int %s_call(void *const *%s, void *const *%s)", f->name, an, rn);
+    em_line(&c, "{");
+    if (f->nparams == 0)
+        em_line(&c, "    (void)%s;", an);
+    if (f->nresults == 0)
+        em_line(&c, "    (void)%s;", rn);
+    em_line(&c, "    return %s(%s);", f->name, a ? a : "");
+    em_line(&c, "}");
+    em_line(&c, "%s", "");
+    free(a);
+out:
+    free(abi);
+    free(c.hoist);
+    free(c.bufname);
+    free(c.refd);
+    free(c.decl);
+    em_names_free(&c.fn);
+    namer_free(&c.nm);
+}
+
+void emit_header_decls(buf *b, const plan *p)
+{
+    const nest_function *f = p->f;
+    ctx c = {.b = b, .p = p, .f = f};
+    reserve_names(&c);
+    if (!namer_init(&c.nm, f)) {
+        namer_free(&c.nm);
+        b->failed = true;
+        return;
+    }
+    const char **names_ = abi_names(&c);
+    if (!names_) {
+        namer_free(&c.nm);
+        em_names_free(&c.fn);
+        b->failed = true;
+        return;
+    }
+    c.bufname = names_;
+    signature_comment(&c);
+    buf pl = {0};
+    param_list(&c, &pl, false, false);
+    char *ps = buf_finish(&pl);
+    em_line(&c, "int %s(%s);", f->name, ps ? ps : "");
+    free(ps);
+    em_line(&c, "int %s_call(void *const *args, void *const *results);", f->name);
+    if (p->ws_size > 0) {
+        em_line(&c, "size_t %s_workspace_size(void); /* %lld bytes */", f->name, (long long)p->ws_size);
+        em_line(&c, "int %s_call_ws(void *const *args, void *const *results, void *workspace);",
+             f->name);
+    }
+    em_line(&c, "%s", "");
+    free(names_);
+    em_names_free(&c.fn);
+    namer_free(&c.nm);
+}

@@ -1,0 +1,929 @@
+/*
+ * emit_loops.c - loop nests in C: one block per nest opening with a comment naming the graph
+ * nodes it computes; loops with constant bounds split at concat boundaries; folds into partial
+ * accumulators or in parallel chunks; tiled products of matrices; row groups under one loop.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "emit.h"
+
+/* ---- nests ---- */
+
+static void store_text(ctx *c, buf *b, const nout *o)
+{
+    buf_printf(b, "%s[", c->bufname[o->buf]);
+    c->refd[o->buf] = true;
+    em_index(c, b, o->buf, o->off, o->st, c->ne->rank);
+    buf_putc(b, ']');
+}
+
+/* The body at the innermost level: evaluate, then store or fold each output. */
+void em_outputs(ctx *c, const nout *outs, fx *const *vals, int nouts);
+
+static void emit_body(ctx *c, fx *const *vals) { em_outputs(c, c->ne->outs, vals, c->ne->nouts); }
+
+/* Evaluates vals and stores or folds each into its output. */
+void em_outputs(ctx *c, const nout *outs, fx *const *vals, int nouts)
+{
+    body bd = {.c = c};
+    /* the body's locals live in a scope of their own: every copy of the body reuses names */
+    names scope = {.outer = &c->local}, *saved = c->body_names;
+    c->body_names = &scope;
+    em_values(c, &bd, vals, nouts);
+    for (int i = 0; i < nouts && !bd.oom; i++) {
+        const nout *o = &outs[i];
+        char *v = em_value_text(&bd, vals[i]);
+        buf dst = {0};
+        if (o->reduce >= 0 && c->acc && c->acc[i]) {
+            if (c->accs > 1)
+                buf_printf(&dst, "%s[%s]", c->acc[i], c->unrolled ? "u" : "0");
+            else
+                buf_puts(&dst, c->acc[i]);
+        } else {
+            store_text(c, &dst, o);
+        }
+        char *d = buf_finish(&dst);
+        if (!v || !d) {
+            bd.oom = true;
+        } else if (o->reduce >= 0) {
+            /* an op inlined into the fold is one operand of its template: acc + (a - b), not
+             * acc + a - b, and never acc + a > b ? a : b */
+            if (vals[i]->kind == FX_OP && !is_identifier(v, strlen(v))) {
+                buf t = {0};
+                buf_printf(&t, "(%s)", v);
+                free(v);
+                v = buf_finish(&t);
+            }
+            char *s = v ? em_combine(c, o->reduce, o->value->etype, d, v) : NULL;
+            if (!v)
+                bd.oom = true;
+            buf cm = {0};
+            em_node_comment(c, &cm, o->node);
+            char *cs = buf_finish(&cm);
+            if (s)
+                em_line(c, "%s = %s;%s", d, s, cs ? cs : "");
+            free(s);
+            free(cs);
+        } else {
+            buf cm = {0};
+            em_node_comment(c, &cm, vals[i]->kind == FX_OP ? -1 : o->node);
+            char *cs = buf_finish(&cm);
+            em_line(c, "%s = %s;%s", d, v, cs ? cs : "");
+            free(cs);
+        }
+        free(v);
+        free(d);
+    }
+    free(bd.v);
+    if (bd.oom || scope.oom)
+        c->b->failed = true;
+    em_names_free(&scope);
+    c->body_names = saved;
+}
+
+/* The boundaries of concats on axis k that lie strictly inside (lo, hi), not counting concats
+ * nested in another concat's part on the same axis (they surface when the outer resolves). */
+typedef struct bounds {
+    int axis;
+    int64_t lo, hi;
+    int64_t *v;
+    size_t n, cap;
+    bool oom;
+} bounds;
+
+static void add_bound(bounds *bs, int64_t x)
+{
+    if (x <= bs->lo || x >= bs->hi)
+        return;
+    for (size_t i = 0; i < bs->n; i++)
+        if (bs->v[i] == x)
+            return;
+    int64_t *v = grow_array(bs->v, &bs->cap, bs->n, sizeof *v);
+    if (!v) {
+        bs->oom = true;
+        return;
+    }
+    bs->v = v;
+    bs->v[bs->n++] = x;
+}
+
+static void collect_bounds(fx *e, void *ctx_)
+{
+    bounds *bs = ctx_;
+    if (e->kind == FX_CONCAT && e->axis == bs->axis)
+        for (int j = 0; j <= e->nargs; j++)
+            add_bound(bs, e->starts[j]);
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static void emit_level(ctx *c, int lvl, fx **vals);
+static void emit_loop(ctx *c, int lvl, const char *lo, const char *hi, int64_t n, fx **sel);
+
+/* Loop level lvl over [lo, hi), split at concat boundaries. Concats nested in a part are only
+ * seen once their outer concat resolves, so every segment is checked again. */
+static void emit_range(ctx *c, int lvl, int64_t lo, int64_t hi, fx **vals)
+{
+    const nest *ne = c->ne;
+    bounds bs = {.axis = lvl, .lo = lo, .hi = hi};
+    /* only concats not inside another concat on this axis: resolve the outer ones first by
+     * selecting [lo, hi), which keeps the straddling ones */
+    fx *sel[ne->nouts];
+    for (int i = 0; i < ne->nouts; i++) {
+        sel[i] = fx_select(c->mp, vals[i], lvl, lo, hi);
+        if (!sel[i]) {
+            c->b->failed = true;
+            return;
+        }
+    }
+    /* boundaries of the concats that remain at the top: those straddle [lo, hi) */
+    for (int i = 0; i < ne->nouts; i++) {
+        fx *e = sel[i];
+        /* only top-level concats on this axis: walk, but do not enter parts of such concats */
+        fx *stack[64];
+        int sp = 0;
+        stack[sp++] = e;
+        while (sp > 0) {
+            fx *x = stack[--sp];
+            if (x->kind == FX_CONCAT && x->axis == lvl) {
+                collect_bounds(x, &bs);
+                continue;
+            }
+            for (int j = 0; j < x->nargs; j++) {
+                if (sp == (int)countof(stack)) {
+                    /* too deep to track: fall back to every boundary (correct, finer) */
+                    fx_walk(c->mp, &x->args[j], 1, collect_bounds, &bs);
+                    continue;
+                }
+                stack[sp++] = x->args[j];
+            }
+        }
+    }
+    if (bs.oom) {
+        free(bs.v);
+        c->b->failed = true;
+        return;
+    }
+    if (bs.n > 0) {
+        qsort(bs.v, (size_t)bs.n, sizeof *bs.v, cmp_i64);
+        int64_t a = lo;
+        for (size_t i = 0; i <= bs.n; i++) {
+            int64_t z = i < bs.n ? bs.v[i] : hi;
+            if (z > a)
+                emit_range(c, lvl, a, z, sel);
+            a = z;
+        }
+        free(bs.v);
+        return;
+    }
+    free(bs.v);
+    if (lo >= hi)
+        return;
+    char l[32], h[32];
+    snprintf(l, sizeof l, "%lld", (long long)lo);
+    snprintf(h, sizeof h, "%lld", (long long)hi);
+    emit_loop(c, lvl, l, h, hi - lo, sel);
+}
+
+static void omp_parallel_for(ctx *c)
+{
+    em_line(c, "#ifdef _OPENMP");
+    em_line(c, "#pragma omp parallel for schedule(static)");
+    em_line(c, "#endif");
+}
+
+/* The loop of level lvl over [lo, hi), bounds as C text, n its trip count when the bounds are
+ * constants (else -1). The innermost folded axis runs `accs` lanes at a time, then the rest. */
+typedef struct hoist_scan {
+    ctx *c;
+    int lvl;
+} hoist_scan;
+
+static bool nest_writes(const nest *ne, int32_t b)
+{
+    for (int i = 0; i < ne->nouts; i++)
+        if (ne->outs[i].buf == b)
+            return true;
+    return false;
+}
+
+static void hoist_one(fx *e, void *ctx_)
+{
+    hoist_scan *hs = ctx_;
+    ctx *c = hs->c;
+    if (e->kind != FX_LOAD || e == c->tile_view || nest_writes(c->ne, e->buf) || c->b->failed)
+        return;
+    for (int k = hs->lvl; k < c->ne->rank; k++)
+        if (e->st[k] != 0)
+            return;
+    for (size_t i = 0; i < c->nhoist; i++)
+        if (c->hoist[i].e == e)
+            return;
+    struct hoisted *h = grow_array(c->hoist, &c->caphoist, c->nhoist, sizeof *h);
+    if (!h) {
+        c->b->failed = true;
+        return;
+    }
+    c->hoist = h;
+    buf t = {0};
+    body bd = {.c = c};
+    em_operand(&bd, &t, e);
+    char *text = buf_finish(&t);
+    const char *base = e->node >= 0 ? namer_name(&c->nm, e->node) : "v";
+    char nb[IR_MAX_NAME + 8];
+    snprintf(nb, sizeof nb, "%s_%s", base, base[0] == '_' ? "v" : "value");
+    const char *name = em_unique(&c->local, nb);
+    em_line(c, "const %s %s = %s;", em_ctype(e->etype), name, text ? text : "0");
+    free(text);
+    c->hoist[c->nhoist++] = (struct hoisted){e, name};
+}
+
+/* Reads once, before the loop of level lvl, every load that no loop from lvl inward moves and
+ * that the nest does not write. Compilers take restrict on block-scope pointers as a hint at
+ * most, so such a load inside a loop that stores through another workspace pointer would be
+ * reloaded at every step, and keep the loop scalar. Only when every loop runs at least once:
+ * a hoisted load must not read what the loops would not. Returns the previous table size. */
+static size_t hoist_loads(ctx *c, int lvl, int64_t n, fx *const *vals)
+{
+    size_t saved = c->nhoist;
+    if (n == 0)
+        return saved;
+    for (int k = lvl + 1; k < c->ne->rank; k++)
+        if (c->ne->dims[k] == 0)
+            return saved;
+    hoist_scan hs = {c, lvl};
+    fx_walk(c->mp, vals, c->ne->nouts, hoist_one, &hs);
+    return saved;
+}
+
+static void emit_loop(ctx *c, int lvl, const char *lo, const char *hi, int64_t n, fx **sel)
+{
+    const nest *ne = c->ne;
+    const char *v = c->var[lvl];
+    bool fold_inner = c->acc && lvl == ne->rank - 1 && c->accs > 1;
+    size_t hoisted = hoist_loads(c, lvl, n, sel);
+    if (!fold_inner) {
+        if (c->par_outer && lvl == 0)
+            omp_parallel_for(c);
+        em_line(c, "for (int64_t %s = %s; %s < %s; %s++) {", v, lo, v, hi, v);
+        c->indent++;
+        emit_level(c, lvl + 1, sel);
+        c->indent--;
+        em_line(c, "}");
+        c->nhoist = hoisted;
+        return;
+    }
+    int w = c->accs;
+    char mid[96];
+    bool has_main = true, has_rest = true;
+    if (n >= 0) {
+        long long lo_v = atoll(lo);
+        snprintf(mid, sizeof mid, "%lld", lo_v + n / w * w);
+        has_main = n >= w;
+        has_rest = n % w != 0;
+    } else {
+        snprintf(mid, sizeof mid, "%s_lanes", v);
+        em_line(c, "const int64_t %s = %s + (%s - %s) / %d * %d;", mid, lo, hi, lo, w, w);
+    }
+    if (has_main) {
+        em_line(c, "for (int64_t %s = %s; %s < %s; %s += %d) {", v, lo, v, mid, v, w);
+        c->indent++;
+        em_line(c, "for (int u = 0; u < %d; u++) {", w);
+        c->indent++;
+        char e[64];
+        snprintf(e, sizeof e, "%s + u", v);
+        c->expr[lvl] = e;
+        c->unrolled = true;
+        emit_body(c, sel);
+        c->unrolled = false;
+        c->expr[lvl] = v;
+        c->indent--;
+        em_line(c, "}");
+        c->indent--;
+        em_line(c, "}");
+    }
+    if (has_rest) {
+        em_line(c, "for (int64_t %s = %s; %s < %s; %s++) {", v, mid, v, hi, v);
+        c->indent++;
+        emit_body(c, sel);
+        c->indent--;
+        em_line(c, "}");
+    }
+    c->nhoist = hoisted;
+}
+
+/* The first reduced axis of the nest, or its rank. */
+static int first_reduced(const nest *ne)
+{
+    for (int k = 0; k < ne->rank; k++)
+        if (ne->reduced & (1u << k))
+            return k;
+    return ne->rank;
+}
+
+/* Whether every axis from the first reduced one on is reduced: the outputs then fold into
+ * accumulators (case A); otherwise they fold in memory (case B). */
+static bool folds_in_registers(const nest *ne)
+{
+    for (int k = first_reduced(ne); k < ne->rank; k++)
+        if (!(ne->reduced & (1u << k)))
+            return false;
+    return true;
+}
+
+static void emit_fold_start(ctx *c, int lvl)
+{
+    const nest *ne = c->ne;
+    if (folds_in_registers(ne)) {
+        /* partial accumulators when a float reduction folds its innermost axis */
+        int innermost = ne->rank - 1, lanes = ACC_BYTES;
+        bool wide = innermost >= lvl && (ne->reduced & (1u << innermost));
+        /* a chunk of a parallel fold is at least PAR_CHUNK long */
+        int64_t extent = c->par_chunks && innermost == 0 ? PAR_CHUNK : ne->dims[innermost];
+        for (int i = 0; i < ne->nouts; i++) {
+            int et = ne->outs[i].value->etype;
+            if (ne->outs[i].reduce < 0)
+                continue;
+            wide &= em_is_float(et);
+            int size = (int)nest_type_size((nest_type)et);
+            int bytes = extent * size < ACC_SMALL_DATA ? ACC_BYTES / 2 : ACC_BYTES;
+            if (bytes / size < lanes)
+                lanes = bytes / size;
+        }
+        wide &= ne->dims[innermost] >= 2 * lanes;
+        c->accs = wide ? lanes : 1;
+        for (int i = 0; i < ne->nouts; i++) {
+            const nout *o = &ne->outs[i];
+            c->acc[i] = NULL;
+            if (o->reduce < 0)
+                continue;
+            const char *base = o->node >= 0 ? namer_name(&c->nm, o->node) : "acc";
+            char nb[IR_MAX_NAME + 8];
+            snprintf(nb, sizeof nb, "%s_acc", base);
+            c->acc[i] = em_unique(&c->local, nb);
+            buf t = {0};
+            em_init_text(&t, o->reduce, o->value->etype);
+            char *init = buf_finish(&t);
+            if (!init) {
+                c->b->failed = true;
+                return;
+            }
+            if (c->accs > 1) {
+                em_line(c, "%s %s[%d];", em_ctype(o->value->etype), c->acc[i], c->accs);
+                em_line(c, "for (int u = 0; u < %d; u++)", c->accs);
+                em_line(c, "    %s[u] = %s;", c->acc[i], init);
+            } else {
+                em_line(c, "%s %s = %s;", em_ctype(o->value->etype), c->acc[i], init);
+            }
+            free(init);
+        }
+        return;
+    }
+    /* case B: the outputs start at the identity over the kept axes from lvl inward */
+    for (int i = 0; i < ne->nouts; i++) {
+        if (ne->outs[i].reduce < 0)
+            continue;
+        int opened = 0;
+        for (int k = lvl; k < ne->rank; k++) {
+            if (ne->reduced & (1u << k))
+                continue;
+            em_line(c, "for (int64_t %s = 0; %s < %lld; %s++)", c->var[k], c->var[k],
+                 (long long)ne->dims[k], c->var[k]);
+            c->indent++;
+            opened++;
+        }
+        buf t = {0};
+        store_text(c, &t, &ne->outs[i]);
+        buf_puts(&t, " = ");
+        em_init_text(&t, ne->outs[i].reduce, ne->outs[i].value->etype);
+        char *s = buf_finish(&t);
+        em_line(c, "%s;", s ? s : "");
+        free(s);
+        c->indent -= opened;
+    }
+}
+
+static void emit_fold_end(ctx *c)
+{
+    const nest *ne = c->ne;
+    if (!folds_in_registers(ne))
+        return;
+    for (int i = 0; i < ne->nouts; i++) {
+        const nout *o = &ne->outs[i];
+        const char *a = c->acc[i];
+        int et = o->value->etype;
+        if (o->reduce < 0)
+            continue;
+        /* pairwise: lane u takes lane u + w for halving widths */
+        for (int w = c->accs / 2; w >= 1; w /= 2) {
+            char l[IR_MAX_NAME + 64], r[IR_MAX_NAME + 64];
+            snprintf(l, sizeof l, w > 1 ? "%s[u]" : "%s[0]", a);
+            snprintf(r, sizeof r, w > 1 ? "%s[u + %d]" : "%s[%d]", a, w);
+            char *s = em_combine(c, o->reduce, et, l, r);
+            if (s && w > 1)
+                em_line(c, "for (int u = 0; u < %d; u++) %s = %s;", w, l, s);
+            else if (s)
+                em_line(c, "%s = %s;", l, s);
+            free(s);
+        }
+        buf t = {0};
+        if (c->fold_dst)
+            buf_puts(&t, c->fold_dst[i]);
+        else
+            store_text(c, &t, o);
+        char *d = buf_finish(&t);
+        buf cm = {0};
+        em_node_comment(c, &cm, c->fold_dst ? -1 : o->node);
+        char *cs = buf_finish(&cm);
+        if (d)
+            em_line(c, "%s = %s%s;%s", d, a, c->accs > 1 ? "[0]" : "", cs ? cs : "");
+        free(d);
+        free(cs);
+    }
+}
+
+/* A whole-array fold in parallel chunks: each chunk folds into its partial result, then the
+ * partial results combine in chunk order. */
+static void emit_chunks(ctx *c, fx **vals)
+{
+    const nest *ne = c->ne;
+    int64_t n = ne->dims[0], nch = n / PAR_CHUNK;
+    if (nch > PAR_CHUNKS)
+        nch = PAR_CHUNKS;
+    if (nch < 2)
+        nch = 2;
+    int64_t len = (n + nch - 1) / nch;
+    len = (len + ACC_BYTES - 1) / ACC_BYTES * ACC_BYTES; /* whole lanes in every chunk */
+    nch = (n + len - 1) / len;
+    const char *part[ne->nouts], *dst[ne->nouts];
+    char *dsts[ne->nouts];
+    const char *ch = em_unique(&c->local, "chunk"), *lo = em_unique(&c->local, "lo"),
+               *hi = em_unique(&c->local, "hi");
+    for (int i = 0; i < ne->nouts; i++) {
+        const nout *o = &ne->outs[i];
+        part[i] = dst[i] = NULL;
+        dsts[i] = NULL;
+        if (o->reduce < 0)
+            continue;
+        char nb[IR_MAX_NAME + 8];
+        snprintf(nb, sizeof nb, "%s_part", o->node >= 0 ? namer_name(&c->nm, o->node) : "acc");
+        part[i] = em_unique(&c->local, nb);
+        em_line(c, "%s %s[%lld];", em_ctype(o->value->etype), part[i], (long long)nch);
+        buf t = {0};
+        buf_printf(&t, "%s[%s]", part[i], ch);
+        dsts[i] = buf_finish(&t);
+        dst[i] = dsts[i] ? dsts[i] : "?";
+    }
+    omp_parallel_for(c);
+    em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", ch, ch, (long long)nch, ch);
+    c->indent++;
+    em_line(c, "const int64_t %s = %s * %lld, %s = %s + %lld < %lld ? %s + %lld : %lld;", lo, ch,
+         (long long)len, hi, lo, (long long)len, (long long)n, lo, (long long)len, (long long)n);
+    c->fold_dst = dst;
+    emit_fold_start(c, 0);
+    emit_loop(c, 0, lo, hi, -1, vals);
+    emit_fold_end(c);
+    c->fold_dst = NULL;
+    c->indent--;
+    em_line(c, "}");
+    for (int i = 0; i < ne->nouts; i++) {
+        const nout *o = &ne->outs[i];
+        if (o->reduce < 0)
+            continue;
+        char l[IR_MAX_NAME + 64], r[IR_MAX_NAME + 64];
+        snprintf(l, sizeof l, "%s[0]", part[i]);
+        snprintf(r, sizeof r, "%s[%s]", part[i], ch);
+        char *comb = em_combine(c, o->reduce, o->value->etype, l, r);
+        em_line(c, "for (int64_t %s = 1; %s < %lld; %s++)", ch, ch, (long long)nch, ch);
+        em_line(c, "    %s = %s;", l, comb ? comb : "");
+        free(comb);
+        buf t = {0};
+        store_text(c, &t, o);
+        char *d = buf_finish(&t);
+        buf cm = {0};
+        em_node_comment(c, &cm, o->node);
+        char *cs = buf_finish(&cm);
+        em_line(c, "%s = %s;%s", d ? d : "", l, cs ? cs : "");
+        free(d);
+        free(cs);
+        free(dsts[i]);
+    }
+}
+
+static void emit_level(ctx *c, int lvl, fx **vals)
+{
+    const nest *ne = c->ne;
+    if (lvl == 0 && c->par_chunks) {
+        emit_chunks(c, vals);
+        return;
+    }
+    bool reduce = nest_folds(ne);
+    /* the fold's accumulators need a block, unless the nest's own block is right there */
+    bool block = reduce && lvl == first_reduced(ne) && lvl > c->from;
+    if (block) {
+        em_line(c, "{");
+        c->indent++;
+    }
+    if (reduce && lvl == first_reduced(ne))
+        emit_fold_start(c, lvl);
+    if (lvl == ne->rank)
+        emit_body(c, vals);
+    else
+        emit_range(c, lvl, 0, ne->dims[lvl], vals);
+    if (reduce && lvl == first_reduced(ne))
+        emit_fold_end(c);
+    if (block) {
+        c->indent--;
+        em_line(c, "}");
+    }
+}
+
+/* Every graph node a nest computes, in graph order, for its comment. */
+typedef struct nodeset {
+    int32_t *v;
+    size_t n, cap;
+    bool oom;
+} nodeset;
+
+static void add_node(nodeset *s, int32_t node)
+{
+    if (node < 0)
+        return;
+    for (size_t i = 0; i < s->n; i++)
+        if (s->v[i] == node)
+            return;
+    int32_t *v = grow_array(s->v, &s->cap, s->n, sizeof *v);
+    if (!v) {
+        s->oom = true;
+        return;
+    }
+    s->v = v;
+    s->v[s->n++] = node;
+}
+
+static void collect_node(fx *e, void *ctx_)
+{
+    if (e->kind == FX_OP || e->kind == FX_CONCAT)
+        add_node(ctx_, e->node);
+}
+
+static int cmp_i32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+void em_nest_comment(ctx *c)
+{
+    const nest *ne = c->ne;
+    nodeset s = {0};
+    for (int i = 0; i < ne->nouts; i++)
+        fx_walk(c->mp, &ne->outs[i].value, 1, collect_node, &s);
+    for (int i = 0; i < ne->nnodes; i++)
+        add_node(&s, ne->nodes[i]);
+    qsort(s.v, (size_t)s.n, sizeof *s.v, cmp_i32);
+    for (size_t i = 0; i < s.n; i++) {
+        buf t = {0};
+        print_node(&t, &c->nm, s.v[i], 4);
+        buf_puts(&t, ": ");
+        ir_format_type(&t, c->f, s.v[i]);
+        char *x = buf_finish(&t);
+        if (x) {
+            if (strlen(x) > 110)
+                strcpy(x + 106, "...");
+            for (char *q = x; (q = strstr(q, "*/")); q++)
+                q[1] = '|';
+        }
+        em_line(c, "%s %s", i == 0 ? "/*" : " *", x ? x : "");
+        free(x);
+    }
+    buf t = {0};
+    buf_printf(&t, " * loops over [");
+    for (int k = 0; k < ne->rank; k++)
+        buf_printf(&t, "%s%lld%s", k ? "," : "", (long long)ne->dims[k],
+                   (ne->reduced & (1u << k)) ? "r" : "");
+    buf_puts(&t, "]");
+    if (ne->reduced)
+        buf_puts(&t, " (r: folded)");
+    buf_puts(&t, " */");
+    char *x = buf_finish(&t);
+    em_line(c, "%s", x ? x : " */");
+    free(x);
+    free(s.v);
+}
+
+bool em_nest_runs(const nest *ne)
+{
+    /* a fold over nothing still writes its initial values, unless its outputs are empty too */
+    bool folds = nest_folds(ne);
+    for (int k = 0; k < ne->rank; k++)
+        if (ne->dims[k] == 0 && !(folds && (ne->reduced & (1u << k))))
+            return false;
+    return true;
+}
+
+/* Whether nest ne touches buffer b. */
+static bool nest_uses(ctx *c, const nest *ne, int32_t b)
+{
+    for (int i = 0; i < ne->nouts; i++)
+        if (ne->outs[i].buf == b || fx_reads(c->mp, ne->outs[i].value, b))
+            return true;
+    return false;
+}
+
+/* Declares the temporaries that nests [first, last] of a group (or one nest) touch: pointers
+ * into the workspace, or with `rows`, the local row arrays of contracted ones. */
+static void declare_temps(ctx *c, int32_t first, int32_t last, int32_t group, bool rows)
+{
+    for (int32_t b = 0; b < c->p->nbufs; b++) {
+        const pbuf *pb = &c->p->bufs[b];
+        if (pb->kind != BUF_TEMP || pb->dead || (pb->row != 0) != rows)
+            continue;
+        bool used = false;
+        for (int32_t k = first; k <= last && !used; k++) {
+            const nest *ne = &c->p->nests[k];
+            used = !ne->dead && (ne->group == group || group < 0) && nest_uses(c, ne, b);
+        }
+        if (!used)
+            continue;
+        const char *name = em_unique(&c->local, namer_name(&c->nm, pb->node));
+        c->bufname[b] = name;
+        c->decl[b] = true;
+        c->refd[b] = false;
+        if (rows)
+            em_line(c, "%s %s[%lld];", em_ctype(pb->etype), name, (long long)pb->row);
+        else
+            em_line(c, "%s *restrict %s = (%s *)(ws + %lld);", em_ctype(pb->etype), name,
+                 em_ctype(pb->etype), (long long)pb->offset);
+        c->ws_refd |= !rows;
+    }
+}
+
+/* Casts away the temporaries declared for the block being closed that its code never names
+ * (their only reads were in loops without iterations, or folded into constants). */
+static void cast_unused_temps(ctx *c)
+{
+    for (int32_t b = 0; b < c->p->nbufs; b++) {
+        if (c->decl[b] && !c->refd[b])
+            em_line(c, "(void)%s;", c->bufname[b]);
+        c->decl[b] = false;
+    }
+}
+
+static int64_t nest_work(const nest *ne)
+{
+    int64_t work = 1;
+    for (int k = 0; k < ne->rank; k++)
+        work = work > INT64_MAX / (ne->dims[k] + 1) ? INT64_MAX : work * ne->dims[k];
+    return work;
+}
+
+/* The loops of one nest from level `from` (0, or 1 inside a row group whose loop is var[0]). */
+static void emit_nest_loops(ctx *c, const nest *ne, int from, bool may_par)
+{
+    c->ne = ne;
+    for (int k = from; k < ne->rank; k++) {
+        char v[16];
+        snprintf(v, sizeof v, "i%d", k);
+        c->var[k] = c->expr[k] = em_unique(&c->local, v);
+    }
+    const char *accs[ne->nouts > 0 ? ne->nouts : 1];
+    c->acc = nest_folds(ne) && folds_in_registers(ne) ? accs : NULL;
+    c->accs = 1;
+    fx *vals[ne->nouts > 0 ? ne->nouts : 1];
+    for (int i = 0; i < ne->nouts; i++)
+        vals[i] = ne->outs[i].value;
+    /* several cores for big nests: over the outermost loop when it is kept, else in chunks of
+     * a whole-array fold */
+    bool par = may_par && c->p->opts->openmp && nest_work(ne) >= PAR_MIN && ne->rank > 0;
+    c->par_outer = par && !(ne->reduced & 1u) && ne->dims[0] >= 2;
+    c->par_chunks = par && nest_folds(ne) && (ne->reduced & 1u) && folds_in_registers(ne) &&
+                    ne->dims[0] >= 2 * PAR_CHUNK && !fx_has_concat(c->mp, vals, ne->nouts, 0);
+    c->from = from;
+    emit_level(c, from, vals);
+    c->par_outer = c->par_chunks = false;
+    c->acc = NULL;
+}
+
+/* dst = value, the value's statements first. */
+static void emit_assign(ctx *c, const char *dst, fx *value)
+{
+    body bd = {.c = c};
+    names scope = {.outer = &c->local}, *saved = c->body_names;
+    c->body_names = &scope;
+    em_values(c, &bd, &value, 1);
+    char *v = bd.oom ? NULL : em_value_text(&bd, value);
+    if (v)
+        em_line(c, "%s = %s;", dst, v);
+    else
+        c->b->failed = true;
+    free(v);
+    free(bd.v);
+    em_names_free(&scope);
+    c->body_names = saved;
+}
+
+/* A product of matrices tiled by tile.c: for each block of TJ columns, B's panel is packed;
+ * for each block of TI rows, the block of the product accumulates in registers over k; then
+ * the block leaves through the absorbed element-wise outputs (and the product's own store). */
+static void emit_tiled(ctx *c, int32_t k)
+{
+    const nest *ne = &c->p->nests[k];
+    const nout *prod = &ne->outs[0];
+    int et = prod->value->etype, ti = ne->tile_i, tj = ne->tile_j;
+    long long I = ne->dims[0], K = ne->dims[1], J = ne->dims[2];
+    const char *T = em_ctype(et);
+    c->ne = ne;
+    memset(&c->local, 0, sizeof c->local);
+    c->local.outer = &c->fn;
+    em_nest_comment(c);
+    em_line(c, "/* in tiles of %d x %d held in registers over the %lld-long sum, the second factor", ti,
+         tj, K);
+    em_line(c, " * packed %d columns at a time */", tj);
+    em_line(c, "{");
+    c->indent++;
+    declare_temps(c, k, k, -1, false);
+    const char *panel = em_unique(&c->local, "panel");
+    em_line(c, "%s *restrict %s = (%s *)(ws + %lld);", T, panel, T,
+         (long long)c->p->bufs[ne->pack].offset);
+    c->ws_refd = true;
+    const char *i0 = em_unique(&c->local, "i0"), *kv = em_unique(&c->local, "k"),
+               *j0 = em_unique(&c->local, "j0"), *ni = em_unique(&c->local, "ni"),
+               *nj = em_unique(&c->local, "nj"), *acc = em_unique(&c->local, "acc");
+    c->var[0] = i0;
+    c->var[1] = kv;
+    c->var[2] = j0;
+    em_line(c, "for (int64_t %s = 0; %s < %lld; %s += %d) {", j0, j0, J, j0, tj);
+    c->indent++;
+    em_line(c, "const int %s = %lld - %s < %d ? (int)(%lld - %s) : %d;", nj, J, j0, tj, J, j0, tj);
+    /* the panel: B's columns j0 .. j0 + nj, k-major, zero past the edge */
+    em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", kv, kv, K, kv);
+    c->indent++;
+    em_line(c, "for (int jj = 0; jj < %s; jj++) {", nj);
+    c->indent++;
+    char jexpr[64], dst[128];
+    snprintf(jexpr, sizeof jexpr, "%s + jj", j0);
+    c->expr[0] = "0";
+    c->expr[1] = kv;
+    c->expr[2] = jexpr;
+    snprintf(dst, sizeof dst, "%s[%s * %d + jj]", panel, kv, tj);
+    emit_assign(c, dst, ne->tile_b);
+    c->indent--;
+    em_line(c, "}");
+    em_line(c, "for (int jj = %s; jj < %d; jj++)", nj, tj);
+    em_line(c, "    %s = 0;", dst);
+    c->indent--;
+    em_line(c, "}");
+    if (c->p->opts->openmp && nest_work(ne) >= PAR_MIN && I > ti)
+        omp_parallel_for(c);
+    em_line(c, "for (int64_t %s = 0; %s < %lld; %s += %d) {", i0, i0, I, i0, ti);
+    c->indent++;
+    em_line(c, "const int %s = %lld - %s < %d ? (int)(%lld - %s) : %d;", ni, I, i0, ti, I, i0, ti);
+    em_line(c, "%s %s[%d];", T, acc, ti * tj);
+    char iexpr[64];
+    snprintf(iexpr, sizeof iexpr, "%s + ii", i0);
+    {
+        /* the first factor's rows start at a[off + i0 * si] and step k by sk */
+        const fx *a = ne->tile_a;
+        int h = em_tile_helper(et, ne->tile_vb);
+        *c->helpers |= 1ull << h;
+        buf t = {0};
+        buf_printf(&t, "%s + %lld", c->bufname[a->buf], (long long)a->off);
+        c->refd[a->buf] = true;
+        if (a->st[0])
+            buf_printf(&t, " + %s * %lld", i0, (long long)a->st[0]);
+        char *base = buf_finish(&t);
+        em_line(c, "nest_tile_%s_%dx%d(%s, %lld, %s, %lld, %lld, %s, %s);",
+             nest_type_name((nest_type)et), ti, tj, ni, K, base ? base : "0",
+             (long long)a->st[0], (long long)a->st[1], panel, acc);
+        free(base);
+    }
+    c->expr[0] = iexpr;
+    /* the block leaves: through the absorbed outputs, and into the product if it is kept */
+    em_line(c, "for (int ii = 0; ii < %s; ii++) {", ni);
+    c->indent++;
+    em_line(c, "for (int jj = 0; jj < %s; jj++) {", nj);
+    c->indent++;
+    c->expr[1] = "0";
+    c->expr[2] = jexpr;
+    char tile[96];
+    snprintf(tile, sizeof tile, "%s[ii * %d + jj]", acc, tj);
+    c->tile_view = fx_load(c->mp, prod->buf, prod->off, 3, prod->st, -1);
+    c->tile_text = tile;
+    if (ne->nouts > 1) {
+        fx *vals[ne->nouts];
+        for (int i = 1; i < ne->nouts; i++)
+            vals[i - 1] = ne->outs[i].value;
+        em_outputs(c, ne->outs + 1, vals, ne->nouts - 1);
+    }
+    if (!prod->drop) {
+        buf t = {0};
+        store_text(c, &t, prod);
+        char *d = buf_finish(&t);
+        em_line(c, "%s = %s;", d ? d : "", tile);
+        free(d);
+    }
+    c->tile_view = NULL;
+    c->tile_text = NULL;
+    c->indent--;
+    em_line(c, "}");
+    c->indent--;
+    em_line(c, "}");
+    c->indent--;
+    em_line(c, "}");
+    c->indent--;
+    em_line(c, "}");
+    cast_unused_temps(c);
+    c->indent--;
+    em_line(c, "}");
+    em_names_free(&c->local);
+}
+
+void em_nest(ctx *c, int32_t k)
+{
+    if (c->p->nests[k].tile_i) {
+        emit_tiled(c, k);
+        return;
+    }
+    const nest *ne = &c->p->nests[k];
+    c->ne = ne;
+    memset(&c->local, 0, sizeof c->local);
+    c->local.outer = &c->fn;
+    em_nest_comment(c);
+    em_line(c, "{");
+    c->indent++;
+    declare_temps(c, k, k, -1, false);
+    emit_nest_loops(c, ne, 0, true);
+    cast_unused_temps(c);
+    c->indent--;
+    em_line(c, "}");
+    em_names_free(&c->local);
+}
+
+/* A row group: one loop over the rows, each member nest's inner loops inside it. */
+void em_group(ctx *c, int32_t lead)
+{
+    const plan *p = c->p;
+    int32_t last = lead;
+    int64_t work = 0;
+    for (int32_t k = lead; k < p->nnests; k++) {
+        const nest *ne = &p->nests[k];
+        if (ne->dead)
+            continue;
+        if (ne->group != lead)
+            break;
+        last = k;
+        int64_t w = nest_work(ne);
+        work = work > INT64_MAX - w ? INT64_MAX : work + w;
+    }
+    const nest *head = &p->nests[lead];
+    names group = {.outer = &c->fn};
+    memset(&c->local, 0, sizeof c->local);
+    c->local.outer = &c->fn;
+    em_line(c, "/* %d nests proceed row by row over %lld rows: */", 0 + (int)(last - lead + 1),
+         (long long)head->dims[0]);
+    em_line(c, "{");
+    c->indent++;
+    const char *row = em_unique(&c->local, "i0");
+    declare_temps(c, lead, last, lead, false);
+    if (c->p->opts->openmp && work >= PAR_MIN)
+        omp_parallel_for(c);
+    em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", row, row, (long long)head->dims[0], row);
+    c->indent++;
+    declare_temps(c, lead, last, lead, true);
+    group = c->local; /* the group's names: the members' scopes chain to it */
+    for (int32_t k = lead; k <= last; k++) {
+        const nest *ne = &p->nests[k];
+        if (ne->dead || ne->group != lead)
+            continue;
+        c->ne = ne;
+        em_nest_comment(c);
+        if (!em_nest_runs(ne)) {
+            em_line(c, "/* (no elements) */");
+            continue;
+        }
+        em_line(c, "{");
+        c->indent++;
+        memset(&c->local, 0, sizeof c->local);
+        c->local.outer = &group;
+        c->var[0] = c->expr[0] = row;
+        emit_nest_loops(c, ne, 1, false);
+        em_names_free(&c->local);
+        c->indent--;
+        em_line(c, "}");
+    }
+    cast_unused_temps(c);
+    c->indent--;
+    em_line(c, "}");
+    c->indent--;
+    em_line(c, "}");
+    em_names_free(&group);
+    memset(&c->local, 0, sizeof c->local);
+}

@@ -1,0 +1,573 @@
+/*
+ * emit_text.c - the texts the C emitter is made of: the helpers of the generated code and its
+ * preamble, scopes of names, literals, index expressions, element expressions and the
+ * statements of a body's values, and the texts of reductions.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "emit.h"
+
+
+int em_tile_helper(int etype, int vb)
+{
+    return H_TILE + 3 * (etype == NEST_F64) + (vb >= 64 ? 2 : vb >= 32 ? 1 : 0);
+}
+
+/* The micro-kernel of a tiled product, a function of its own so that every compiler keeps its
+ * accumulators in registers (inside an OpenMP-outlined loop some do not). */
+static void emit_tile_helper(buf *b, int h)
+{
+    int et = (h - H_TILE) / 3 ? NEST_F64 : NEST_F32, vb = 16 << ((h - H_TILE) % 3), ti, tj;
+    tile_shape(et, vb, &ti, &tj);
+    const char *t = em_ctype(et), *tn = nest_type_name((nest_type)et);
+    buf_printf(b,
+               "/* out[rows x %d] = sum over k < n of a[i * si + k * sk] * panel[k][0..%d), in k\n"
+               " * order, for rows <= %d: the block of a product of matrices, in registers */\n"
+               "static void nest_tile_%s_%dx%d(int rows, int64_t n, const %s *restrict a, int64_t si,\n"
+               "                             int64_t sk, const %s *restrict panel, %s *restrict out)\n"
+               "{\n"
+               "    %s acc[%d];\n"
+               "    for (int t = 0; t < %d; t++)\n"
+               "        acc[t] = 0;\n"
+               "    if (rows == %d) {\n"
+               "        for (int64_t k = 0; k < n; k++, panel += %d)\n"
+               "            for (int ii = 0; ii < %d; ii++) {\n"
+               "                const %s av = a[ii * si + k * sk];\n"
+               "                for (int jj = 0; jj < %d; jj++)\n"
+               "                    acc[ii * %d + jj] = acc[ii * %d + jj] + av * panel[jj];\n"
+               "            }\n"
+               "    } else {\n"
+               "        for (int64_t k = 0; k < n; k++, panel += %d)\n"
+               "            for (int ii = 0; ii < rows; ii++) {\n"
+               "                const %s av = a[ii * si + k * sk];\n"
+               "                for (int jj = 0; jj < %d; jj++)\n"
+               "                    acc[ii * %d + jj] = acc[ii * %d + jj] + av * panel[jj];\n"
+               "            }\n"
+               "    }\n"
+               "    for (int t = 0; t < %d; t++)\n"
+               "        out[t] = acc[t];\n"
+               "}\n\n",
+               tj, tj, ti, tn, ti, tj, t, t, t, t, ti * tj, ti * tj, ti, tj, ti, t, tj, tj, tj, tj,
+               t, tj, tj, tj, ti * tj);
+}
+
+const char *em_ctype(int etype)
+{
+    static const char *const tnames[] = {"float", "double", "int32_t", "int64_t", "uint8_t"};
+    return tnames[etype];
+}
+
+bool em_is_float(int etype) { return etype == NEST_F32 || etype == NEST_F64; }
+
+static void emit_helper(buf *b, int h)
+{
+    if (h >= H_TILE) {
+        emit_tile_helper(b, h);
+        return;
+    }
+    if (h >= H_CVT) {
+        int to = (h - H_CVT) / 2 ? NEST_I64 : NEST_I32, from = (h - H_CVT) % 2 ? NEST_F64 : NEST_F32;
+        const char *t = em_ctype(to), *f = em_ctype(from), *tn = nest_type_name((nest_type)to);
+        const char *lim = to == NEST_I32 ? "2147483648.0" : "9223372036854775808.0";
+        const char *sfx = from == NEST_F32 ? "f" : "";
+        buf_printf(b,
+                   "/* %s to %s: truncates toward zero, saturates, NaN gives 0 */\n"
+                   "static %s nest_cvt_%s_%s(%s x)\n{\n"
+                   "    if (x != x)\n        return 0;\n"
+                   "    if (x <= -%s%s)\n        return %s_MIN;\n"
+                   "    if (x >= %s%s)\n        return %s_MAX;\n"
+                   "    return (%s)x;\n}\n\n",
+                   nest_type_name((nest_type)from), tn, t, tn, nest_type_name((nest_type)from), f,
+                   lim, sfx, to == NEST_I32 ? "INT32" : "INT64", lim, sfx,
+                   to == NEST_I32 ? "INT32" : "INT64", t);
+        return;
+    }
+    int et = h / H_INT_OPS ? NEST_I64 : NEST_I32;
+    const char *t = em_ctype(et), *tn = nest_type_name((nest_type)et);
+    const char *u = et == NEST_I32 ? "uint32_t" : "uint64_t";
+    const char *mn = et == NEST_I32 ? "INT32_MIN" : "INT64_MIN";
+    switch (h % H_INT_OPS) {
+    case H_ADD:
+    case H_SUB:
+    case H_MUL: {
+        static const char *const fns[] = {"add", "sub", "mul"}, *const ops[] = {"+", "-", "*"};
+        int k = h % H_INT_OPS;
+        buf_printf(b, "static %s nest_%s_%s(%s a, %s b) { return (%s)((%s)a %s (%s)b); }\n", t,
+                   fns[k], tn, t, t, t, u, ops[k], u);
+        return;
+    }
+    case H_DIV:
+        buf_printf(b,
+                   "static %s nest_div_%s(%s a, %s b)\n{\n"
+                   "    if (b == 0)\n        return 0;\n"
+                   "    if (a == %s && b == -1)\n        return a;\n"
+                   "    return a / b;\n}\n",
+                   t, tn, t, t, mn);
+        return;
+    case H_POW:
+        buf_printf(b,
+                   "static %s nest_pow_%s(%s a, %s b)\n{\n"
+                   "    %s r = 1, x = (%s)a;\n"
+                   "    if (b < 0)\n        return a == 1 ? 1 : a == -1 ? ((b & 1) ? -1 : 1) : 0;\n"
+                   "    for (; b; b >>= 1) {\n        if (b & 1)\n            r *= x;\n"
+                   "        x *= x;\n    }\n    return (%s)r;\n}\n",
+                   t, tn, t, t, u, u, t);
+        return;
+    case H_NEG:
+        buf_printf(b, "static %s nest_neg_%s(%s a) { return (%s)(0 - (%s)a); }\n", t, tn, t, t, u);
+        return;
+    case H_ABS:
+        buf_printf(b, "static %s nest_abs_%s(%s a) { return a < 0 ? (%s)(0 - (%s)a) : a; }\n", t,
+                   tn, t, t, u);
+        return;
+    }
+}
+
+/* What the generated code uses of the C library, declared directly: reading the system headers
+ * takes the in-process compiler longer than compiling a small kernel. */
+static const char jit_declarations[] =
+    "/* Generated by nest for its in-process compiler, which is clang: the few declarations the\n"
+    " * code needs stand in for the system headers. */\n"
+    "typedef __INT32_TYPE__ int32_t;\ntypedef __INT64_TYPE__ int64_t;\n"
+    "typedef __UINT8_TYPE__ uint8_t;\ntypedef __UINT32_TYPE__ uint32_t;\n"
+    "typedef __UINT64_TYPE__ uint64_t;\ntypedef __SIZE_TYPE__ size_t;\n"
+    "#define INT32_MIN (-__INT32_MAX__ - 1)\n#define INT32_MAX __INT32_MAX__\n"
+    "#define INT64_MIN (-__INT64_MAX__ - 1)\n#define INT64_MAX __INT64_MAX__\n"
+    "#define NEST_CAT_(a, b) a##b\n#define NEST_CAT(a, b) NEST_CAT_(a, b)\n"
+    "#define INT64_C(c) NEST_CAT(c, __INT64_C_SUFFIX__)\n"
+    "#define INFINITY __builtin_inff()\n#define NAN __builtin_nanf(\"\")\n"
+    "void *malloc(size_t);\nvoid free(void *);\n"
+    "float expf(float);\nfloat logf(float);\nfloat sqrtf(float);\nfloat tanhf(float);\n"
+    "float powf(float, float);\nfloat fabsf(float);\n"
+    "double exp(double);\ndouble log(double);\ndouble sqrt(double);\ndouble tanh(double);\n"
+    "double pow(double, double);\ndouble fabs(double);\n\n";
+
+void emit_preamble(buf *b, uint64_t helpers, emit_mode mode)
+{
+    if (mode == EMIT_JIT)
+        buf_puts(b, jit_declarations);
+    else
+        buf_puts(b, "/* Generated by nest: self-contained C99. Build with, for example,\n"
+                    " *   cc -std=c99 -O3 -march=native -fopenmp-simd -shared -fPIC file.c -lm\n"
+                    " * (-fopenmp as well runs large loops on several cores). */\n"
+                    "#include <math.h>\n#include <stddef.h>\n#include <stdint.h>\n"
+                    "#include <stdlib.h>\n\n");
+    bool any = false;
+    for (int h = 0; h < H_COUNT; h++)
+        if (helpers & (1ull << h)) {
+            emit_helper(b, h);
+            any = true;
+        }
+    if (any)
+        buf_putc(b, '\n');
+}
+
+/* ---- names ---- */
+
+
+static uint64_t str_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603u;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211u;
+    return h;
+}
+
+static bool names_has(const names *ns, const char *s)
+{
+    for (; ns; ns = ns->outer) {
+        if (!ns->cap)
+            continue;
+        for (size_t i = str_hash(s) & (ns->cap - 1); ns->v[i]; i = (i + 1) & (ns->cap - 1))
+            if (strcmp(ns->v[i], s) == 0)
+                return true;
+    }
+    return false;
+}
+
+const char *em_names_add(names *ns, const char *s)
+{
+    if ((ns->n + 1) * 2 > ns->cap) {
+        size_t cap = ns->cap ? ns->cap * 2 : 64;
+        char **v = calloc(cap, sizeof *v);
+        if (!v) {
+            ns->oom = true;
+            return "oom";
+        }
+        for (size_t i = 0; i < ns->cap; i++)
+            if (ns->v[i]) {
+                size_t j = str_hash(ns->v[i]) & (cap - 1);
+                while (v[j])
+                    j = (j + 1) & (cap - 1);
+                v[j] = ns->v[i];
+            }
+        free(ns->v);
+        ns->v = v;
+        ns->cap = cap;
+    }
+    char *d = strdup(s);
+    if (!d) {
+        ns->oom = true;
+        return "oom";
+    }
+    size_t j = str_hash(d) & (ns->cap - 1);
+    while (ns->v[j])
+        j = (j + 1) & (ns->cap - 1);
+    ns->v[j] = d;
+    ns->n++;
+    return d;
+}
+
+/* base, or base_1, base_2, ... : the first that no scope uses; recorded in ns. */
+const char *em_unique(names *ns, const char *base)
+{
+    if (!names_has(ns, base) && !is_c_keyword(base))
+        return em_names_add(ns, base);
+    char s[IR_MAX_NAME + 32];
+    for (int k = 1;; k++) {
+        snprintf(s, sizeof s, "%s_%d", base, k);
+        if (!names_has(ns, s))
+            return em_names_add(ns, s);
+    }
+}
+
+void em_names_free(names *ns)
+{
+    for (size_t i = 0; i < ns->cap; i++)
+        free(ns->v[i]);
+    free(ns->v);
+    memset(ns, 0, sizeof *ns);
+}
+
+void em_line(ctx *c, const char *fmt, ...)
+{
+    for (int i = 0; i < c->indent; i++)
+        buf_puts(c->b, "    ");
+    va_list ap;
+    va_start(ap, fmt);
+    buf_vprintf(c->b, fmt, ap);
+    va_end(ap);
+    buf_putc(c->b, '\n');
+}
+
+/* ---- expressions ---- */
+
+void em_literal(buf *b, int etype, const fx *e)
+{
+    switch (etype) {
+    case NEST_F32:
+    case NEST_F64: {
+        double v = e->imm.f;
+        const char *cast = etype == NEST_F32 ? "" : "(double)";
+        if (isnan(v)) {
+            buf_printf(b, "%sNAN", cast);
+        } else if (isinf(v)) {
+            buf_printf(b, "%s%sINFINITY", v < 0 ? "(-" : "", cast);
+            if (v < 0)
+                buf_putc(b, ')');
+        } else {
+            char s[48];
+            format_float(s, sizeof s, etype, v);
+            bool point = strpbrk(s, ".en") != NULL;
+            if (v < 0 || signbit(v))
+                buf_printf(b, "(%s%s%s)", s, point ? "" : ".0", etype == NEST_F32 ? "f" : "");
+            else
+                buf_printf(b, "%s%s%s", s, point ? "" : ".0", etype == NEST_F32 ? "f" : "");
+        }
+        return;
+    }
+    case NEST_I32:
+        if (e->imm.i == INT32_MIN)
+            buf_puts(b, "INT32_MIN");
+        else
+            buf_printf(b, e->imm.i < 0 ? "(%lld)" : "%lld", (long long)e->imm.i);
+        return;
+    case NEST_I64:
+        if (e->imm.i == INT64_MIN)
+            buf_puts(b, "INT64_MIN");
+        else
+            buf_printf(b, e->imm.i < 0 ? "INT64_C(%lld)" : "INT64_C(%lld)", (long long)e->imm.i);
+        return;
+    default:
+        buf_puts(b, e->imm.i ? "1" : "0");
+        return;
+    }
+}
+
+/* The index of element (vars) of a strided view: off + sum(var_k * st_k). */
+void em_index(ctx *c, buf *b, int32_t bufi, int64_t off, const int64_t *st, int rank)
+{
+    bool any = false;
+    /* a temporary shrunk to one row of a row group is indexed within the row */
+    int from = c->p->bufs[bufi].row ? 1 : 0;
+    for (int k = from; k < rank; k++) {
+        if (st[k] == 0)
+            continue;
+        const char *v = c->expr[k];
+        bool compound = strchr(v, ' ') != NULL;
+        if (any)
+            buf_puts(b, " + ");
+        if (st[k] == 1)
+            buf_puts(b, v);
+        else
+            buf_printf(b, compound ? "(%s) * %lld" : "%s * %lld", v, (long long)st[k]);
+        any = true;
+    }
+    if (!any)
+        buf_printf(b, "%lld", (long long)off);
+    else if (off)
+        buf_printf(b, off < 0 ? " - %lld" : " + %lld", (long long)(off < 0 ? -off : off));
+}
+
+
+static valref *find_ref(body *bd, const fx *e)
+{
+    for (size_t i = bd->n; i-- > 0;)
+        if (bd->v[i].e == e)
+            return &bd->v[i];
+    return NULL;
+}
+
+/* Appends the C text of operand e: a local's name, a load or a literal. */
+void em_operand(body *bd, buf *b, const fx *e)
+{
+    ctx *c = bd->c;
+    valref *r = find_ref(bd, e);
+    if (r && r->name) {
+        buf_puts(b, r->name);
+        return;
+    }
+    if (e == c->tile_view) { /* a tiled product read where it is computed: its register */
+        buf_puts(b, c->tile_text);
+        return;
+    }
+    for (size_t i = c->nhoist; i-- > 0;)
+        if (c->hoist[i].e == e) {
+            buf_puts(b, c->hoist[i].name);
+            return;
+        }
+    switch (e->kind) {
+    case FX_LOAD:
+        buf_printf(b, "%s[", c->bufname[e->buf]);
+        c->refd[e->buf] = true;
+        em_index(c, b, e->buf, e->off, e->st, e->rank);
+        buf_putc(b, ']');
+        return;
+    case FX_IMM:
+        em_literal(b, e->etype, e);
+        return;
+    default:
+        /* never: ops are named before their users and concats split their loops; if it
+         * happens, an undeclared name fails the compile rather than compute a wrong value */
+        buf_puts(b, "nest_internal_error_unsplit_value");
+        return;
+    }
+}
+
+static int int_helper(int op, int etype)
+{
+    int base;
+    switch (op) {
+    case OP_ADD: case OP_SUM: base = H_ADD; break;
+    case OP_SUBTRACT: base = H_SUB; break;
+    case OP_MULTIPLY: base = H_MUL; break;
+    case OP_DIVIDE: base = H_DIV; break;
+    case OP_POWER: base = H_POW; break;
+    case OP_NEGATIVE: base = H_NEG; break;
+    case OP_ABS: base = H_ABS; break;
+    default: return -1;
+    }
+    return base + (etype == NEST_I64 ? H_INT_OPS : 0);
+}
+
+/* Expands a template of ops.def with operand texts. */
+static void expand(buf *b, const char *tmpl, int etype, const char *const *args)
+{
+    for (const char *t = tmpl; *t; t++) {
+        if (*t != '$') {
+            buf_putc(b, *t);
+            continue;
+        }
+        t++;
+        if (*t >= '0' && *t <= '9')
+            buf_puts(b, args[*t - '0']);
+        else if (*t == 'T')
+            buf_puts(b, nest_type_name((nest_type)etype));
+        else if (*t == 'F')
+            buf_puts(b, etype == NEST_F32 ? "f" : "");
+    }
+}
+
+/* The C expression computing op node e from its operands. */
+static void op_text(body *bd, buf *b, const fx *e)
+{
+    ctx *c = bd->c;
+    /* an integer compared with itself (operands are hash-consed: the same pointer): compilers
+     * warn that the comparison is constant, so the C says the constant (floats compare: NaN
+     * is not equal to itself) */
+    if (e->nargs == 2 && e->args[0] == e->args[1] && !em_is_float(e->args[0]->etype)) {
+        switch (e->op) {
+        case OP_EQUAL: buf_puts(b, "1"); return;
+        case OP_LESS: case OP_GREATER: buf_puts(b, "0"); return;
+        case OP_MAXIMUM: case OP_MINIMUM: em_operand(bd, b, e->args[0]); return;
+        default: break;
+        }
+    }
+    char *args[3] = {NULL, NULL, NULL};
+    for (int i = 0; i < e->nargs && i < 3; i++) {
+        buf t = {0};
+        em_operand(bd, &t, e->args[i]);
+        args[i] = buf_finish(&t);
+        if (!args[i])
+            bd->oom = true;
+    }
+    if (bd->oom)
+        goto out;
+    if (e->op == OP_CONVERT) {
+        int from = e->args[0]->etype, to = e->etype;
+        if (from == to)
+            buf_puts(b, args[0]);
+        else if (to == NEST_BOOL)
+            buf_printf(b, "%s != 0", args[0]);
+        else if (em_is_float(from) && !em_is_float(to)) {
+            int h = H_CVT + 2 * (to == NEST_I64) + (from == NEST_F64);
+            *c->helpers |= 1ull << h;
+            buf_printf(b, "nest_cvt_%s_%s(%s)", nest_type_name((nest_type)to),
+                       nest_type_name((nest_type)from), args[0]);
+        } else
+            buf_printf(b, "(%s)%s", em_ctype(to), args[0]);
+        goto out;
+    }
+    int at = e->args[e->nargs - 1]->etype; /* the operands' type (select: of its values) */
+    const ir_opinfo *info = &ir_ops[e->op];
+    const char *tmpl = em_is_float(at) ? info->cfloat : info->cint;
+    if (!em_is_float(at)) {
+        int h = int_helper(e->op, at);
+        if (h >= 0 && strstr(tmpl, "nest_"))
+            *c->helpers |= 1ull << h;
+    }
+    expand(b, tmpl, at, (const char *const *)args);
+out:
+    for (int i = 0; i < 3; i++)
+        free(args[i]);
+}
+
+/* Appends a trailing comment naming the graph node of e. */
+void em_node_comment(ctx *c, buf *b, int32_t node)
+{
+    if (node < 0)
+        return;
+    buf t = {0};
+    print_node(&t, &c->nm, node, 4);
+    char *s = buf_finish(&t);
+    if (s) {
+        if (strlen(s) > 100)
+            strcpy(s + 96, "...");
+        /* a comment never holds the end of a comment */
+        for (char *q = s; (q = strstr(q, "*/")); q++)
+            q[1] = '|';
+        buf_printf(b, "    /* %s */", s);
+    }
+    free(s);
+}
+
+static void count_uses(fx *e, void *ctx_)
+{
+    body *bd = ctx_;
+    valref *v = grow_array(bd->v, &bd->cap, bd->n, sizeof *v);
+    if (!v) {
+        bd->oom = true;
+        return;
+    }
+    bd->v = v;
+    bd->v[bd->n++] = (valref){e, NULL, 0, 0};
+    for (int i = 0; i < e->nargs; i++) {
+        valref *r = find_ref(bd, e->args[i]);
+        if (r)
+            r->uses++;
+    }
+}
+
+/* Emits the statements computing the nest's values at the current indexes; afterwards
+ * em_value_text() gives each output's value. Ops used more than once, or by other ops, get a
+ * local named after their graph node. */
+void em_values(ctx *c, body *bd, fx *const *roots, int n)
+{
+    if (!fx_walk(c->mp, roots, n, count_uses, bd) || bd->oom)
+        return;
+    for (int i = 0; i < n; i++) {
+        valref *r = find_ref(bd, roots[i]);
+        if (r)
+            r->outputs++;
+    }
+    for (size_t i = 0; i < bd->n; i++) {
+        valref *r = &bd->v[i];
+        const fx *e = r->e;
+        if (e->kind != FX_OP || (r->uses == 0 && r->outputs == 1))
+            continue; /* used once, as an output: inlined there */
+        const char *base = e->node >= 0 ? namer_name(&c->nm, e->node) : "t";
+        const char *name = em_unique(c->body_names, base);
+        buf t = {0};
+        op_text(bd, &t, e);
+        char *s = buf_finish(&t);
+        if (!s) {
+            bd->oom = true;
+            return;
+        }
+        buf cm = {0};
+        em_node_comment(c, &cm, e->node);
+        char *cs = buf_finish(&cm);
+        em_line(c, "%s %s = %s;%s", em_ctype(e->etype), name, s, cs ? cs : "");
+        free(s);
+        free(cs);
+        r->name = name;
+    }
+}
+
+/* The C text of a root value (a local, a load, a literal, or its inlined op). */
+char *em_value_text(body *bd, const fx *e)
+{
+    buf t = {0};
+    valref *r = find_ref(bd, e);
+    if (e->kind == FX_OP && !(r && r->name))
+        op_text(bd, &t, e);
+    else
+        em_operand(bd, &t, e);
+    return buf_finish(&t);
+}
+
+/* ---- reductions ---- */
+
+void em_init_text(buf *b, int op, int etype)
+{
+    if (op == OP_SUM) {
+        buf_puts(b, em_is_float(etype) ? (etype == NEST_F32 ? "0.0f" : "0.0") : "0");
+        return;
+    }
+    bool max = op == OP_MAX;
+    switch (etype) {
+    case NEST_F32: buf_puts(b, max ? "-INFINITY" : "INFINITY"); return;
+    case NEST_F64: buf_puts(b, max ? "(double)-INFINITY" : "(double)INFINITY"); return;
+    case NEST_I32: buf_puts(b, max ? "INT32_MIN" : "INT32_MAX"); return;
+    default: buf_puts(b, max ? "INT64_MIN" : "INT64_MAX"); return;
+    }
+}
+
+/* "acc op= value" as the template of the reduction. */
+char *em_combine(ctx *c, int op, int etype, const char *acc, const char *value)
+{
+    const ir_opinfo *info = &ir_ops[op];
+    const char *tmpl = em_is_float(etype) ? info->cfloat : info->cint;
+    if (!em_is_float(etype)) {
+        int h = int_helper(op, etype);
+        if (h >= 0 && strstr(tmpl, "nest_"))
+            *c->helpers |= 1ull << h;
+    }
+    const char *args[2] = {acc, value};
+    buf t = {0};
+    expand(&t, tmpl, etype, args);
+    return buf_finish(&t);
+}
