@@ -30,7 +30,11 @@ endif
 WARN     := -Wall -Wextra -Werror -pedantic -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS   ?= -O2 -g
 NCFLAGS  := -std=c11 -D_GNU_SOURCE -fPIC $(WARN) -Iinclude -Icommon -Icompiler -Iruntime $(SANFLAGS)
-LDLIBS   := -lm -ldl -lpthread
+LDLIBS   := -lprotobuf-c -lm -ldl -lpthread
+
+# The ONNX schema (Debian's libonnx-dev) becomes C with protoc-c at build time.
+ONNX_PROTO ?= /usr/include/onnx/onnx.proto
+GEN        := $(B)/gen
 
 # The source, by stage: common/ below everything; the compiler turns graphs into C text (graph/,
 # front/, passes/, emit/); the runtime turns C text into code; the driver joins the two.
@@ -38,6 +42,7 @@ COMMON_SRC   := common/util.c
 COMPILER_SRC := compiler/graph/types.c compiler/graph/ir.c compiler/graph/print.c \
                 compiler/graph/interp.c \
                 compiler/front/api.c compiler/front/parse.c \
+                compiler/front/onnx_read.c compiler/front/onnx_ops.c \
                 compiler/passes/layout.c compiler/passes/fuse.c compiler/passes/rows.c \
                 compiler/passes/flatten.c compiler/passes/tile.c compiler/passes/memplan.c \
                 compiler/emit/emit_text.c compiler/emit/emit_loops.c compiler/emit/emit_c.c \
@@ -47,7 +52,8 @@ DRIVER_SRC   := driver/driver.c
 NESTC_SRC    := driver/nestc.c
 TEST_NAMES   := test_ir test_parse test_interp test_runtime test_fuse test_diff test_random
 
-LIB_OBJ   := $(patsubst %.c,$(B)/obj/%.o,$(COMMON_SRC) $(COMPILER_SRC) $(RUNTIME_SRC) $(DRIVER_SRC))
+LIB_OBJ   := $(patsubst %.c,$(B)/obj/%.o,$(COMMON_SRC) $(COMPILER_SRC) $(RUNTIME_SRC) $(DRIVER_SRC)) \
+             $(B)/obj/gen/onnx.pb-c.o
 NESTC_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(NESTC_SRC))
 TESTS     := $(addprefix $(B)/tests/,$(TEST_NAMES))
 HEADERS   := include/nest.h common/util.h compiler/internal.h compiler/ops.def compiler/emit/emit.h \
@@ -61,7 +67,8 @@ JITFLAGS  := -isystem $(LLVM)/include $(shell $(LLVM)/bin/llvm-config --cxxflags
              -Iinclude -Iruntime -DNEST_LLVM_DIR='"$(LLVM)"'
 JITLIBS   := -L$(LLVM)/lib -lclang-cpp -lLLVM-14 -Wl,-rpath,$(LLVM)/lib -Wl,--no-undefined
 
-.PHONY: all test sanitize demo bench fuzz fuzz-parse fuzz-random deps install clean check-deps run-tests
+PHONY_ONNX := run-onnx
+.PHONY: $(PHONY_ONNX) all test sanitize demo bench fuzz fuzz-parse fuzz-random deps install clean check-deps run-tests
 .DELETE_ON_ERROR:
 
 all: $(B)/lib/libnest.a $(B)/lib/libnest.so $(BINDIR)/nestc $(JITLIB)
@@ -77,6 +84,20 @@ $(B)/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(NCFLAGS) $(CFLAGS) -c $< -o $@
+
+$(GEN)/onnx.pb-c.c $(GEN)/onnx.pb-c.h: $(ONNX_PROTO)
+	@mkdir -p $(GEN)
+	@$(if $(Q),echo "  PROTOC  $<")
+	$(Q)cp $< $(GEN)/onnx.proto && protoc-c --proto_path=$(GEN) --c_out=$(GEN) $(GEN)/onnx.proto
+
+$(B)/obj/gen/onnx.pb-c.o: $(GEN)/onnx.pb-c.c $(GEN)/onnx.pb-c.h
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(NCFLAGS) $(CFLAGS) -I$(GEN) -c $< -o $@
+
+$(B)/obj/compiler/front/onnx_%.o: NCFLAGS += -I$(GEN)
+$(B)/obj/compiler/front/onnx_read.o $(B)/obj/compiler/front/onnx_ops.o: compiler/front/onnx.h \
+    $(GEN)/onnx.pb-c.h
 
 # The loader falls back to the shim where this build put it.
 $(B)/obj/runtime/loader.o: NCFLAGS += -DNEST_JIT_PATH="\"$(abspath $(JITLIB))\""
@@ -108,10 +129,30 @@ $(B)/tests/%: tests/%.c tests/testutil.h $(B)/lib/libnest.a $(HEADERS)
 
 $(TESTS): $(JITLIB)
 
-run-tests: $(TESTS) $(BINDIR)/nestc $(JITLIB)
+# The ONNX case runner (tests/onnx_cases.c) and the cases: the ONNX backend node tests, made by
+# python3-onnx's generators (tests/onnx_gen.py), and whole models exported from PyTorch
+# (tests/onnx_models.py).
+$(B)/tests/onnx_cases: tests/onnx_cases.c $(B)/lib/libnest.a include/nest.h $(GEN)/onnx.pb-c.h
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(NCFLAGS) $(CFLAGS) -I$(GEN) -o $@ $< $(B)/lib/libnest.a $(LDLIBS)
+
+$(B)/onnx/node/.done: tests/onnx_gen.py
+	@rm -rf $(B)/onnx/node && mkdir -p $(B)/onnx
+	@echo "  GEN     $(B)/onnx/node (the ONNX backend node tests)"
+	$(Q)/usr/bin/python3 tests/onnx_gen.py $(B)/onnx >$(B)/onnx/gen.log 2>&1 || \
+	    { cat $(B)/onnx/gen.log; exit 1; }
+	@touch $@
+
+run-onnx: $(B)/tests/onnx_cases $(B)/onnx/node/.done $(JITLIB)
+	$(Q)$(B)/tests/onnx_cases --quiet --table $(B)/onnx/node-table.md $(B)/onnx/node
+
+run-tests: $(TESTS) $(BINDIR)/nestc $(JITLIB) $(B)/tests/onnx_cases $(B)/onnx/node/.done
 	@failed=0; for t in $(TESTS); do \
 	    echo "== $$t"; NESTC=$(BINDIR)/nestc $$t || failed=1; \
 	done; \
+	echo "== ONNX backend node tests"; \
+	$(B)/tests/onnx_cases --quiet --table $(B)/onnx/node-table.md $(B)/onnx/node || failed=1; \
 	if [ $$failed = 0 ]; then echo "all tests passed"; else echo "SOME TESTS FAILED"; exit 1; fi
 
 test: check-deps
