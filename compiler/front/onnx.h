@@ -9,8 +9,9 @@
 #include "internal.h"
 #include "onnx.pb-c.h"
 
-/* The opsets of the default domain the importer reads. */
-#define OX_MIN_OPSET 7
+/* The opsets of the default domain the importer reads (7 to 17 are what exporters write; the
+ * older ones load where the operators meant the same, without the legacy broadcast attribute). */
+#define OX_MIN_OPSET 1
 #define OX_MAX_OPSET 17
 
 /* A tensor known at import time: an initializer, a Constant, or the value of a node whose

@@ -636,6 +636,10 @@ static int lower_node(ox_model *m, const Onnx__NodeProto *n)
     if (n->n_input > 64 || n->n_output > 64)
         return node_err(m, m->node_index, n, NEST_ERR_LIMIT, "%zu inputs and %zu outputs (at "
                         "most 64 each)", n->n_input, n->n_output);
+    for (size_t i = 0; i < n->n_attribute; i++)
+        if (m->opset < 7 && n->attribute[i]->name && strcmp(n->attribute[i]->name, "broadcast") == 0)
+            return node_err(m, m->node_index, n, NEST_ERR_ARG, "the legacy broadcast attribute "
+                            "(before opset 7) is not supported");
     ox_entry *in[64];
     nest_value inv[64], out[64];
     ox c = {m, m->f, n, m->opset, (int)n->n_input, (int)n->n_output, in, inv, out};
@@ -730,8 +734,9 @@ static int import_graph(ox_model *m)
         if (!o->domain || !o->domain[0] || strcmp(o->domain, "ai.onnx") == 0)
             m->opset = o->has_version ? o->version : -1;
     }
-    if (m->opset < 0 && mp->n_opset_import == 0)
-        m->opset = 1; /* IR version 3 and earlier: opset 1 */
+    if (mp->n_opset_import == 0)
+        return model_err(m, NEST_ERR_ARG, "the model names no opset (truncated, or older than "
+                         "IR version 3)");
     if (m->opset < OX_MIN_OPSET || m->opset > OX_MAX_OPSET)
         return model_err(m, NEST_ERR_ARG, "opset %lld of the default domain is not supported "
                          "(%d to %d)", (long long)m->opset, OX_MIN_OPSET, OX_MAX_OPSET);
