@@ -236,6 +236,16 @@ $(B)/samples/dense_main: samples/dense_main.c $(B)/samples/dense.so $(B)/samples
 	$(Q)$(CC) -std=c11 -O2 -Wall -Wextra -Werror -I$(B)/samples -o $@ $< $(B)/samples/dense.so \
 	    -Wl,-rpath,$(abspath $(B)/samples) -lm
 
+# ONNX: a classifier exported from PyTorch, compiled by nestc, called from C and from Python.
+$(B)/samples/onnx/classifier.so $(B)/samples/onnx/classifier.h: samples/onnx_export.py $(BINDIR)/nestc
+	@mkdir -p $(B)/samples/onnx
+	$(Q)/usr/bin/python3 samples/onnx_export.py $(B)/samples/onnx
+	$(Q)$(BINDIR)/nestc $(B)/samples/onnx/classifier.onnx -o $(B)/samples/onnx/classifier.so
+
+$(B)/samples/onnx/main: samples/onnx_main.c $(B)/samples/onnx/classifier.so
+	$(Q)$(CC) -std=c11 -O2 -Wall -Wextra -Werror -I$(B)/samples/onnx -o $@ $< \
+	    $(B)/samples/onnx/classifier.so -Wl,-rpath,$(abspath $(B)/samples/onnx) -lm
+
 demo: check-deps
 	$(Q)$(MAKE) --no-print-directory all $(B)/samples/l2 $(B)/samples/dense_main
 	@echo "== samples/l2.nest, the squared L2 distance of x - y:"
@@ -257,6 +267,11 @@ demo: check-deps
 	@echo "== and from Python with ctypes (samples/dense.py):"
 	$(Q)if command -v python3 >/dev/null; then python3 samples/dense.py $(B)/samples/dense.so; \
 	    else echo "(python3 is not installed: skipped)"; fi
+	@echo "== an ONNX model exported from PyTorch (samples/onnx_export.py), compiled by"
+	@echo "   bin/nestc classifier.onnx -o classifier.so, called from C and from Python:"
+	$(Q)$(MAKE) --no-print-directory $(B)/samples/onnx/main
+	$(Q)$(B)/samples/onnx/main $(B)/samples/onnx
+	$(Q)/usr/bin/python3 samples/onnx_run.py $(B)/samples/onnx
 
 # The benchmark (bench/, docs/performance.md). The hand-fused C loops are built with the flags
 # nest's JIT uses (runtime/jit.c); Eigen with -O3 -march=native. Writes build/bench.md.
