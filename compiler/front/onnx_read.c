@@ -179,9 +179,9 @@ static char *c_name(ox_model *m, const char *onnx, const char *fallback)
         n += 2;
     }
     char try[IR_MAX_NAME + 1];
-    snprintf(try, sizeof try, "%s", s);
+    snprintf(try, sizeof try, "%.250s", s);
     for (int k = 2; ir_find_name(m->f, try) >= 0 || strcmp(try, m->f->name) == 0; k++)
-        snprintf(try, sizeof try, "%s_%d", s, k);
+        snprintf(try, sizeof try, "%.200s_%d", s, k);
     return arena_strdup(&m->a, try);
 }
 
