@@ -52,30 +52,35 @@ struct ox_model {
 
 /* ---- errors ---- */
 
-static int model_err(ox_model *m, int status, const char *fmt, ...) FORMAT(3, 4);
-static int model_err(ox_model *m, int status, const char *fmt, ...)
+/* Records "FILE: [node 3 'conv1' (Conv, opset 13): ]message" on the function (n may be NULL). */
+static int report(ox_model *m, int32_t index, const Onnx__NodeProto *n, int status,
+                  const char *fmt, va_list ap)
 {
     buf b = {0};
     buf_printf(&b, "%s: ", m->file);
-    va_list ap;
-    va_start(ap, fmt);
+    if (n) {
+        buf_printf(&b, "node %d", index);
+        if (n->name && n->name[0])
+            buf_printf(&b, " '%.200s'", n->name);
+        buf_printf(&b, " (%.100s%s%.100s, opset %lld): ", n->op_type ? n->op_type : "?",
+                   n->domain && n->domain[0] ? " of domain " : "", n->domain ? n->domain : "",
+                   (long long)m->opset);
+    }
     buf_vprintf(&b, fmt, ap);
-    va_end(ap);
     char *s = buf_finish(&b);
     ir_error(m->f, s ? status : NEST_ERR_NOMEM, "%s", s ? s : "out of memory");
     free(s);
     return status;
 }
 
-/* "node 3 'conv1' (Conv, opset 13)" */
-static void node_label(buf *b, const ox_model *m, int32_t index, const Onnx__NodeProto *n)
+static int model_err(ox_model *m, int status, const char *fmt, ...) FORMAT(3, 4);
+static int model_err(ox_model *m, int status, const char *fmt, ...)
 {
-    buf_printf(b, "node %d", index);
-    if (n->name && n->name[0])
-        buf_printf(b, " '%.200s'", n->name);
-    buf_printf(b, " (%.100s%s%.100s, opset %lld)", n->op_type ? n->op_type : "?",
-               n->domain && n->domain[0] ? " of domain " : "", n->domain ? n->domain : "",
-               (long long)m->opset);
+    va_list ap;
+    va_start(ap, fmt);
+    report(m, 0, NULL, status, fmt, ap);
+    va_end(ap);
+    return status;
 }
 
 static int node_err(ox_model *m, int32_t index, const Onnx__NodeProto *n, int status,
@@ -83,31 +88,19 @@ static int node_err(ox_model *m, int32_t index, const Onnx__NodeProto *n, int st
 static int node_err(ox_model *m, int32_t index, const Onnx__NodeProto *n, int status,
                     const char *fmt, ...)
 {
-    buf b = {0};
-    buf_printf(&b, "%s: ", m->file);
-    node_label(&b, m, index, n);
-    buf_puts(&b, ": ");
     va_list ap;
     va_start(ap, fmt);
-    buf_vprintf(&b, fmt, ap);
+    report(m, index, n, status, fmt, ap);
     va_end(ap);
-    char *s = buf_finish(&b);
-    ir_error(m->f, s ? status : NEST_ERR_NOMEM, "%s", s ? s : "out of memory");
-    free(s);
     return status;
 }
 
 int ox_err(ox *c, int status, const char *fmt, ...)
 {
-    buf b = {0};
     va_list ap;
     va_start(ap, fmt);
-    buf_vprintf(&b, fmt, ap);
+    report(c->m, c->m->node_index, c->node, status, fmt, ap);
     va_end(ap);
-    char *s = buf_finish(&b);
-    node_err(c->m, c->m->node_index, c->node, s ? status : NEST_ERR_NOMEM, "%s",
-             s ? s : "out of memory");
-    free(s);
     return status;
 }
 
