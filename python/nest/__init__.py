@@ -16,6 +16,7 @@ from ._capi import NestError
 from .axes import Axes, Axis, AxisError, make_axes, make_axis
 from .computation import Computation, computation
 from .graph import Tensor
+from .onnx import load_onnx
 from .ops import (absolute, add, axes_with_order, broadcast, cast_axes, concat_along_axis,
                   constant, convert, cross_entropy_multi, divide, dot, equal, exp, greater,
                   greater_equal, less, less_equal, log, max, maximum, mean, min, minimum,
@@ -25,7 +26,7 @@ from .state import assign, persistent_tensor, set_value, value_of, variable
 
 __all__ = [
     "NestError", "Axes", "Axis", "AxisError", "make_axes", "make_axis", "Computation",
-    "computation", "Tensor", "absolute", "add", "axes_with_order", "broadcast", "cast_axes",
+    "computation", "Tensor", "load_onnx", "absolute", "add", "axes_with_order", "broadcast", "cast_axes",
     "concat_along_axis", "constant", "convert", "cross_entropy_multi", "divide", "dot",
     "equal", "exp", "greater", "greater_equal", "less", "less_equal", "log", "max", "maximum",
     "mean", "min", "minimum", "multiply", "negative", "not_equal", "placeholder", "power",

@@ -49,6 +49,19 @@ class Options(ctypes.Structure):
                 ("_reserved", ctypes.c_char * 256)]
 
 
+class Dim(ctypes.Structure):
+    """nest_dim: the value of a named dimension of an ONNX model."""
+    _fields_ = [("name", ctypes.c_char_p), ("value", ctypes.c_int64)]
+
+
+class OnnxOptions(ctypes.Structure):
+    """nest_onnx_options, with room after it as for Options (zeros: a newer library's
+    defaults)."""
+    _fields_ = [("name", ctypes.c_char_p), ("dims", ctypes.POINTER(Dim)),
+                ("ndims", ctypes.c_int), ("data_dir", ctypes.c_char_p),
+                ("_reserved", ctypes.c_char * 256)]
+
+
 # name: (restype, argtypes). Values and statuses are int32; handles are void pointers.
 _SIGNATURES = {
     "nest_status_str": (ctypes.c_char_p, [ctypes.c_int]),
@@ -81,6 +94,11 @@ _SIGNATURES = {
     "nest_value_rank": (ctypes.c_int, [_vp, ctypes.c_int32]),
     "nest_value_shape": (_c_int64_p, [_vp, ctypes.c_int32]),
     "nest_result": (ctypes.c_int32, [_vp, ctypes.c_int]),
+    "nest_param": (ctypes.c_int32, [_vp, ctypes.c_int]),
+    "nest_value_name": (ctypes.c_char_p, [_vp, ctypes.c_int32]),
+    "nest_function_name": (ctypes.c_char_p, [_vp]),
+    "nest_import_onnx": (_vp, [ctypes.c_char_p, ctypes.c_void_p]),
+    "nest_import_onnx_mem": (_vp, [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]),
     "nest_print": (_vp, [ctypes.POINTER(_vp), ctypes.c_int]),
     "nest_string_free": (None, [_vp]),
     "nest_evaluate": (ctypes.c_int, [_vp, _vp, ctypes.c_int, _vp, ctypes.c_int]),

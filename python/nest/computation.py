@@ -14,6 +14,7 @@ import numpy as np
 
 from . import _capi
 from ._capi import NestError, lib
+from .axes import Axes, Axis
 from .graph import PLACEHOLDER, STATE_KINDS, Builder, Tensor
 
 
@@ -60,11 +61,7 @@ class Computation:
                 raise TypeError("computation: %r is not a placeholder" % (p,))
         if len(set(map(id, placeholders))) != len(placeholders):
             raise ValueError("computation: a placeholder is given twice")
-        self.name = name
-        self._options = _capi.options(opt_level, march, None, fuse, openmp, cache)
-        self._lock = threading.Lock()
-        self._k = None
-        self._b = None
+        self._setup(name, _capi.options(opt_level, march, None, fuse, openmp, cache))
 
         nodes = _graph(results)
         given = set(map(id, placeholders))
@@ -81,6 +78,36 @@ class Computation:
         self.placeholders = tuple(placeholders)
         self._build(results, assigns)
         self._compile()
+
+    def _setup(self, name, options):
+        self.name = name
+        self._options = options
+        self._lock = threading.Lock()
+        self._k = None
+        self._b = None
+
+    @classmethod
+    def of_function(cls, builder, options):
+        """A computation of a nest function made elsewhere (an ONNX import): its parameters
+        are the placeholders (axes named PARAM_0, PARAM_1, ...), its results the results.
+        Takes the builder over."""
+        self = cls.__new__(cls)
+        self._setup(builder.name(), options)
+        self._b = builder
+        phs = []
+        for i in range(lib.nest_param_count(builder.fn)):
+            v = lib.nest_param(builder.fn, i)
+            pname = builder.value_name(v) or "arg%d" % i
+            axes = [Axis(n, "%s_%d" % (pname, k)) for k, n in enumerate(builder.shape(v))]
+            phs.append(Tensor(PLACEHOLDER, (), Axes(axes), builder.dtype(v), name=pname))
+        self.placeholders = tuple(phs)
+        self._state, self._assigned = [], []
+        outs = [lib.nest_result(builder.fn, i) for i in range(lib.nest_result_count(builder.fn))]
+        self._outs = [(builder.shape(v), builder.dtype(v)) for v in outs]
+        self._slots = list(range(len(outs)))
+        self._single = len(outs) == 1
+        self._compile()
+        return self
 
     # ---- building and compiling
 

@@ -174,9 +174,24 @@ class Builder:
             self.free()
             raise err
 
+    @classmethod
+    def adopt(cls, fn):
+        """A builder over a function made elsewhere (it takes the function over)."""
+        b = cls.__new__(cls)
+        b.fn = fn
+        b._names = set()
+        return b
+
     def free(self):
         lib.nest_function_free(self.fn)
         self.fn = None
+
+    def name(self):
+        return lib.nest_function_name(self.fn).decode()
+
+    def value_name(self, v):
+        n = lib.nest_value_name(self.fn, v)
+        return n.decode() if n else None
 
     def error(self):
         msg = lib.nest_errmsg(self.fn)
