@@ -21,7 +21,8 @@ from .ops import (absolute, add, axes_with_order, broadcast, cast_axes, concat_a
                   constant, convert, cross_entropy_multi, divide, dot, equal, exp, greater,
                   greater_equal, less, less_equal, log, max, maximum, mean, min, minimum,
                   multiply, negative, not_equal, placeholder, power, reciprocal, relu, select,
-                  sigmoid, softmax, sqrt, square, subtract, sum, tanh, tensor_slice, transpose)
+                  sigmoid, softmax, sqrt, square, subtract, sum, tanh, tensor_slice, transpose,
+                  flatten_axes, unflatten_axes)
 from .state import assign, persistent_tensor, set_value, value_of, variable
 
 __all__ = [
@@ -32,5 +33,5 @@ __all__ = [
     "mean", "min", "minimum", "multiply", "negative", "not_equal", "placeholder", "power",
     "reciprocal", "relu", "select", "sigmoid", "softmax", "sqrt", "square", "subtract", "sum",
     "tanh", "tensor_slice", "transpose", "assign", "persistent_tensor", "set_value",
-    "value_of", "variable",
+    "value_of", "variable", "flatten_axes", "unflatten_axes",
 ]

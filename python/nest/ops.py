@@ -4,6 +4,7 @@ Element-wise ops align their operands by axis name: the result has the first ope
 then the other operands' new axes in order, and every operand is transposed and broadcast to
 it. ng.dot contracts the axes its operands share. Reductions name the axes they remove.
 """
+import builtins
 import numbers
 import operator
 
@@ -182,14 +183,23 @@ def _lower_convert(b, node, vals):
 # ---- products and reductions ------------------------------------------------------------------
 
 
-def dot(x, y):
+def dot(x, y, batch_axes=None):
     """The sum of products over the axes x and y share by name; the result has x's other
-    axes, then y's. Without a shared axis, the outer product."""
+    axes, then y's. Without a shared axis, the outer product. batch_axes: shared axes that are
+    not summed but kept, first in the result (a product per batch element)."""
     x, y = _operands((x, y))
     union_axes((x, y), "dot")  # a shared name with two lengths is an error
-    shared = x.axes & y.axes
+    batch = Axes() if batch_axes is None else resolve(x, batch_axes, "dot")
+    for a in batch:
+        if a.name not in y.axes.names:
+            raise AxisError("dot: the batch axis %s is not an axis of %s" % (a, y.describe()))
+    shared = (x.axes & y.axes) - batch
     if not shared:
-        return multiply(x, y)
+        return multiply(x, y) if not batch else axes_with_order(
+            multiply(x, y), batch + ((x.axes - batch) + (y.axes - batch)))
+    if batch:  # a product per batch element: summed products, which nest fuses into one nest
+        return axes_with_order(sum(multiply(x, y), reduction_axes=shared),
+                               batch + (x.axes - batch - shared) + (y.axes - batch - shared))
     return make("dot", (x, y), (x.axes - shared) + (y.axes - shared), {"shared": shared})
 
 
@@ -298,6 +308,53 @@ def broadcast(x, axes):
 @lowering("broadcast")
 def _lower_broadcast(b, node, vals):
     return b.align(vals[0], node.args[0].axes, node.axes)
+
+
+def flatten_axes(x, axes, new_axis):
+    """x with the axes `axes` (by Axis or name, in the order given: the first varies slowest)
+    merged into new_axis, an Axis of their total length or a name; it takes the place of the
+    first of them. The inverse is unflatten_axes."""
+    x = as_tensor(x)
+    group = resolve(x, axes, "flatten_axes")
+    if isinstance(new_axis, str):
+        new_axis = Axis(group.size, new_axis)
+    if new_axis.length != group.size:
+        raise AxisError("flatten_axes: %r should have length %d (the product of %s)"
+                        % (new_axis, group.size, ", ".join(map(str, group))))
+    if new_axis.name in (x.axes - group).names:
+        raise AxisError("flatten_axes: %s is already an axis of %s" % (new_axis.name,
+                                                                       x.describe()))
+    first = builtins.min(x.axes.index(a) for a in group)
+    out = [a for a in x.axes[:first] if a not in group] + [new_axis] + \
+        [a for a in x.axes[first:] if a not in group]
+    return make("flatten", (x,), Axes(out), {"group": group, "pos": first})
+
+
+@lowering("flatten")
+def _lower_flatten(b, node, vals):
+    x = node.args[0]
+    group, pos = node.attrs["group"], node.attrs["pos"]
+    before, after = node.axes[:pos], node.axes[pos + 1:]
+    v = b.reorder(vals[0], x.axes, before + group + after)
+    return b.reshape(v, node.axes.lengths)
+
+
+def unflatten_axes(x, axis, new_axes):
+    """x with `axis` split into new_axes (the first varies slowest), in its place."""
+    x = as_tensor(x)
+    a = resolve(x, [axis], "unflatten_axes")[0]
+    new_axes = as_axes(new_axes)
+    if new_axes.size != a.length:
+        raise AxisError("unflatten_axes: (%s) do not have %d elements, as %r"
+                        % (", ".join(map(str, new_axes)), a.length, a))
+    i = x.axes.index(a)
+    out = Axes(list(x.axes[:i]) + list(new_axes) + list(x.axes[i + 1:]))
+    return make("unflatten", (x,), out)
+
+
+@lowering("unflatten")
+def _lower_unflatten(b, node, vals):
+    return b.reshape(vals[0], node.axes.lengths)
 
 
 def cast_axes(x, axes):

@@ -158,3 +158,33 @@ def test_reductions_name_their_axes():
         ng.sum(a, reduction_axes=[N])
     with pytest.raises(ng.AxisError, match="not a length"):
         ng.sum(a, reduction_axes=[ng.make_axis(length=9, name="H")])
+
+
+def test_flatten_and_unflatten_axes():
+    a = ng.placeholder([N, C, H, W])
+    x = data(5, 2, 3, 4)
+    f = ng.flatten_axes(a, [C, H, W], "F")
+    assert f.axes.names == ("N", "F") and f.axes.lengths == (5, 24)
+    g = ng.flatten_axes(a, ["W", "C"], ng.make_axis(length=8, name="WC"))
+    assert g.axes.names == ("N", "WC", "H")
+    back = ng.unflatten_axes(f, "F", [C, H, W])
+    got = run([f, g, back], (a, x))
+    np.testing.assert_array_equal(got[0], x.reshape(5, 24))
+    np.testing.assert_array_equal(got[1], x.transpose(0, 3, 1, 2).reshape(5, 8, 3))
+    np.testing.assert_array_equal(got[2], x)
+    with pytest.raises(ng.AxisError, match="length 24"):
+        ng.flatten_axes(a, [C, H, W], ng.make_axis(length=7, name="F"))
+    with pytest.raises(ng.AxisError):
+        ng.unflatten_axes(f, "F", [C, H])
+
+
+def test_dot_with_batch_axes():
+    M, K, P = (ng.make_axis(length=n, name=s) for n, s in ((3, "M"), (4, "K"), (2, "P")))
+    a, b = ng.placeholder([N, M, K]), ng.placeholder([K, P, N])
+    x, y = data(5, 3, 4), data(4, 2, 5)
+    r = ng.dot(a, b, batch_axes=[N])
+    assert r.axes.names == ("N", "M", "P")
+    np.testing.assert_allclose(run(r, (a, x), (b, y)), np.einsum("nmk,kpn->nmp", x, y),
+                               rtol=1e-5, atol=1e-6)
+    with pytest.raises(ng.AxisError):
+        ng.dot(a, ng.placeholder([K]), batch_axes=[N])
