@@ -45,7 +45,7 @@ COMPILER_SRC := compiler/graph/types.c compiler/graph/ir.c compiler/graph/print.
 RUNTIME_SRC  := runtime/loader.c runtime/cache.c runtime/jit.c runtime/aot.c
 DRIVER_SRC   := driver/driver.c
 NESTC_SRC    := driver/nestc.c
-TEST_NAMES   := test_ir test_parse test_interp test_runtime test_fuse test_diff test_random
+TEST_NAMES   := test_ir test_parse test_interp test_runtime test_fuse test_diff test_random test_oom
 
 LIB_OBJ   := $(patsubst %.c,$(B)/obj/%.o,$(COMMON_SRC) $(COMPILER_SRC) $(RUNTIME_SRC) $(DRIVER_SRC))
 NESTC_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(NESTC_SRC))
@@ -105,6 +105,16 @@ $(B)/tests/%: tests/%.c tests/testutil.h $(B)/lib/libnest.a $(HEADERS)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(NCFLAGS) $(CFLAGS) -Wno-missing-prototypes -Itests -o $@ $< $(B)/lib/libnest.a -lcmocka $(LDLIBS)
+
+# The out-of-memory test routes every allocation of libnest.a through tests/failalloc.c, which
+# fails the k-th one on request: the library's sources are built as they ship.
+FAILALLOC_WRAP := malloc calloc realloc aligned_alloc posix_memalign strdup strndup
+$(B)/tests/test_oom: tests/test_oom.c tests/failalloc.c tests/failalloc.h tests/testutil.h \
+                     $(B)/lib/libnest.a $(HEADERS)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(NCFLAGS) $(CFLAGS) -Wno-missing-prototypes -Itests -o $@ $< tests/failalloc.c \
+	    $(B)/lib/libnest.a $(foreach f,$(FAILALLOC_WRAP),-Wl,--wrap=$(f)) -lcmocka $(LDLIBS)
 
 $(TESTS): $(JITLIB)
 

@@ -24,6 +24,7 @@ struct nest_kernel {
     bool cache_hit;
     double compile_ms;
     char *errmsg;
+    bool msg_lost;      /* the last error's message could not be allocated */
 };
 
 static rt_opts runtime_opts(const nest_options *o)
@@ -87,7 +88,7 @@ nest_kernel *nest_compile(nest_function *f, const nest_options *opts)
     if (info.ws_size > 0) {
         k->ws_size = (size_t)info.ws_size;
         if (!(k->ws = aligned_alloc(64, (k->ws_size + 63) & ~(size_t)63))) {
-            ir_error(f, NEST_ERR_NOMEM, "%s: cannot allocate the workspace of %zu bytes", f->name,
+            ir_error(f, NEST_ERR_NOMEM, "%s: out of memory for the workspace of %zu bytes", f->name,
                      k->ws_size);
             goto fail;
         }
@@ -147,6 +148,7 @@ static int call_error(nest_kernel *k, int status, const char *fmt, ...)
     va_end(ap);
     free(k->errmsg);
     k->errmsg = buf_finish(&b);
+    k->msg_lost = !k->errmsg;
     return status;
 }
 
@@ -186,7 +188,10 @@ int nest_call(nest_kernel *k, void *const *args, int nargs, void *const *results
 
 const char *nest_kernel_errmsg(const nest_kernel *k)
 {
-    return !k ? "no kernel (NULL handle)" : k->errmsg ? k->errmsg : "";
+    return !k            ? "no kernel (NULL handle)"
+           : k->errmsg   ? k->errmsg
+           : k->msg_lost ? "out of memory (for the message of the last error)"
+                         : "";
 }
 
 int nest_kernel_cache_hit(const nest_kernel *k) { return k && k->cache_hit; }
