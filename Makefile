@@ -45,7 +45,7 @@ COMPILER_SRC := compiler/graph/types.c compiler/graph/ir.c compiler/graph/print.
 RUNTIME_SRC  := runtime/loader.c runtime/cache.c runtime/jit.c runtime/aot.c
 DRIVER_SRC   := driver/driver.c
 NESTC_SRC    := driver/nestc.c
-TEST_NAMES   := test_ir test_parse test_interp test_runtime test_fuse test_diff test_random test_oom
+TEST_NAMES   := test_ir test_parse test_interp test_runtime test_fuse test_diff test_random test_oom test_faults
 
 LIB_OBJ   := $(patsubst %.c,$(B)/obj/%.o,$(COMMON_SRC) $(COMPILER_SRC) $(RUNTIME_SRC) $(DRIVER_SRC))
 NESTC_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(NESTC_SRC))
@@ -106,15 +106,17 @@ $(B)/tests/%: tests/%.c tests/testutil.h $(B)/lib/libnest.a $(HEADERS)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(NCFLAGS) $(CFLAGS) -Wno-missing-prototypes -Itests -o $@ $< $(B)/lib/libnest.a -lcmocka $(LDLIBS)
 
-# The out-of-memory test routes every allocation of libnest.a through tests/failalloc.c, which
-# fails the k-th one on request: the library's sources are built as they ship.
-FAILALLOC_WRAP := malloc calloc realloc aligned_alloc posix_memalign strdup strndup
-$(B)/tests/test_oom: tests/test_oom.c tests/failalloc.c tests/failalloc.h tests/testutil.h \
-                     $(B)/lib/libnest.a $(HEADERS)
+# The fault tests route every allocation and write of libnest.a through tests/faults.c, which
+# fails them on request (the k-th allocation, a write past n bytes): the library's sources are
+# built as they ship.
+FAULT_WRAP  := malloc calloc realloc aligned_alloc posix_memalign strdup strndup write
+FAULT_TESTS := $(B)/tests/test_oom $(B)/tests/test_faults
+$(FAULT_TESTS): $(B)/tests/%: tests/%.c tests/faults.c tests/faults.h tests/testutil.h \
+                $(B)/lib/libnest.a $(HEADERS)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
-	$(Q)$(CC) $(NCFLAGS) $(CFLAGS) -Wno-missing-prototypes -Itests -o $@ $< tests/failalloc.c \
-	    $(B)/lib/libnest.a $(foreach f,$(FAILALLOC_WRAP),-Wl,--wrap=$(f)) -lcmocka $(LDLIBS)
+	$(Q)$(CC) $(NCFLAGS) $(CFLAGS) -Wno-missing-prototypes -Itests -o $@ $< tests/faults.c \
+	    $(B)/lib/libnest.a $(foreach f,$(FAULT_WRAP),-Wl,--wrap=$(f)) -lcmocka $(LDLIBS)
 
 $(TESTS): $(JITLIB)
 

@@ -22,6 +22,7 @@ struct nest_kernel {
     int64_t *counts;    /* elements of each parameter, then of each result */
     char *name;
     bool cache_hit;
+    char *cache_note;   /* why the cache was not used, or NULL */
     double compile_ms;
     char *errmsg;
     bool msg_lost;      /* the last error's message could not be allocated */
@@ -44,6 +45,7 @@ void nest_kernel_free(nest_kernel *k)
     free(k->ws);
     free(k->counts);
     free(k->name);
+    free(k->cache_note);
     free(k->errmsg);
     free(k);
 }
@@ -100,6 +102,9 @@ nest_kernel *nest_compile(nest_function *f, const nest_options *opts)
         ir_error(f, st, "compiling %s: %s", f->name, err ? err : nest_status_str(st));
         goto fail;
     }
+    const char *note = rt_code_cache_note(k->code);
+    if (note[0] && !(k->cache_note = strdup(note)))
+        goto nomem;
     char sym[IR_MAX_NAME + 32];
     snprintf(sym, sizeof sym, k->ws ? "%s_call_ws" : "%s_call", f->name);
     void *entry = rt_code_symbol(k->code, sym);
@@ -195,6 +200,10 @@ const char *nest_kernel_errmsg(const nest_kernel *k)
 }
 
 int nest_kernel_cache_hit(const nest_kernel *k) { return k && k->cache_hit; }
+const char *nest_kernel_cache_note(const nest_kernel *k)
+{
+    return k && k->cache_note ? k->cache_note : "";
+}
 size_t nest_kernel_workspace_size(const nest_kernel *k) { return k ? k->ws_size : 0; }
 double nest_kernel_compile_ms(const nest_kernel *k) { return k ? k->compile_ms : 0; }
 

@@ -278,6 +278,11 @@ int nest_call(nest_kernel *k, void *const *args, int nargs, void *const *results
 const char *nest_kernel_errmsg(const nest_kernel *k);
 /* 1 if the kernel came from the compile cache, 0 if it was compiled. */
 int nest_kernel_cache_hit(const nest_kernel *k);
+/* Why the compile cache was not used for the kernel, or "" when it was (or was turned off): the
+ * cache directory is refused when another user owns it (a symlink to their directory, say) or
+ * others can write to it, since code loaded from it runs in this process; a store that failed
+ * ("No space left on device") leaves the kernel good but uncached. Belongs to the kernel. */
+const char *nest_kernel_cache_note(const nest_kernel *k);
 /* Bytes of scratch memory the kernel uses (0 when everything fuses into its results). */
 size_t nest_kernel_workspace_size(const nest_kernel *k);
 /* Wall time of nest_compile for this kernel, in milliseconds. */

@@ -3,7 +3,7 @@
  *
  * Each test runs one operation (a parse, a graph build, printing and emitting C, a JIT compile,
  * a call, the compile cache) once for every k = 1, 2, ... with the k-th allocation failing
- * (tests/failalloc.h), until a run sees no failure; and again with the k-th and every later
+ * (tests/faults.h), until a run sees no failure; and again with the k-th and every later
  * allocation failing. Every run either succeeds with exactly the result of a run without
  * failures (the reference, taken first) or fails with NEST_ERR_NOMEM and a message; afterwards
  * the handle is still usable: the same operation without failures gives the reference. Under
@@ -20,7 +20,7 @@
 
 #include "testutil.h"
 
-#include "failalloc.h"
+#include "faults.h"
 #include "util.h"
 #include "rt.h"
 

@@ -1,10 +1,11 @@
-/* failalloc.c - the counting allocation wrappers of failalloc.h (linked with --wrap). */
+/* faults.c - the allocation and write wrappers of faults.h (linked with --wrap). */
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-#include "failalloc.h"
+#include "faults.h"
 
 void *__real_malloc(size_t n);
 void *__real_calloc(size_t n, size_t size);
@@ -75,3 +76,53 @@ int __wrap_posix_memalign(void **p, size_t align, size_t n)
 }
 char *__wrap_strdup(const char *s) { return fail_now() ? NULL : __real_strdup(s); }
 char *__wrap_strndup(const char *s, size_t n) { return fail_now() ? NULL : __real_strndup(s, n); }
+
+/* ---- writes ---- */
+
+ssize_t __real_write(int fd, const void *p, size_t n);
+ssize_t __wrap_write(int fd, const void *p, size_t n);
+
+static atomic_bool wr_armed;
+static atomic_long wr_left, wr_seen;
+static atomic_int wr_err;
+
+void failwrite_arm(long n, int err)
+{
+    atomic_store(&wr_left, n);
+    atomic_store(&wr_seen, 0);
+    atomic_store(&wr_err, err);
+    atomic_store(&wr_armed, true);
+}
+
+long failwrite_disarm(void)
+{
+    atomic_store(&wr_armed, false);
+    return atomic_load(&wr_seen);
+}
+
+ssize_t __wrap_write(int fd, const void *p, size_t n)
+{
+    if (!atomic_load(&wr_armed) || n == 0)
+        return __real_write(fd, p, n);
+    long left = atomic_load(&wr_left);
+    if ((long)n <= left) {
+        ssize_t r = __real_write(fd, p, n);
+        if (r > 0) {
+            atomic_fetch_sub(&wr_left, (long)r);
+            atomic_fetch_add(&wr_seen, (long)r);
+        }
+        return r;
+    }
+    if (left > 0) { /* what fits goes through: the caller sees a short write first */
+        ssize_t r = __real_write(fd, p, (size_t)left);
+        if (r > 0) {
+            atomic_fetch_sub(&wr_left, (long)r);
+            atomic_fetch_add(&wr_seen, (long)r);
+        }
+        return r;
+    }
+    if (atomic_load(&wr_err) == 0)
+        _exit(0);
+    errno = atomic_load(&wr_err);
+    return -1;
+}
