@@ -3,6 +3,7 @@
 #   make            libraries (build/lib) and bin/nestc
 #   make test       install missing Debian packages (or say how), build, run the test suite
 #   make sanitize   the test suite built with -fsanitize=address,undefined, run
+#   make tsan       tests/test_threads.c under ThreadSanitizer
 #   make demo       compile and run the samples, show the generated C
 #   make bench      nest against numpy, numexpr, Eigen, OpenBLAS and hand-fused C
 #   make fuzz       the long randomized differential run (runs fuzz-parse first)
@@ -45,7 +46,7 @@ COMPILER_SRC := compiler/graph/types.c compiler/graph/ir.c compiler/graph/print.
 RUNTIME_SRC  := runtime/loader.c runtime/cache.c runtime/jit.c runtime/aot.c
 DRIVER_SRC   := driver/driver.c
 NESTC_SRC    := driver/nestc.c
-TEST_NAMES   := test_ir test_parse test_interp test_runtime test_fuse test_diff test_random test_oom test_faults
+TEST_NAMES   := test_ir test_parse test_interp test_runtime test_fuse test_diff test_random test_oom test_faults test_threads
 
 LIB_OBJ   := $(patsubst %.c,$(B)/obj/%.o,$(COMMON_SRC) $(COMPILER_SRC) $(RUNTIME_SRC) $(DRIVER_SRC))
 NESTC_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(NESTC_SRC))
@@ -61,7 +62,7 @@ JITFLAGS  := -isystem $(LLVM)/include $(shell $(LLVM)/bin/llvm-config --cxxflags
              -Iinclude -Iruntime -DNEST_LLVM_DIR='"$(LLVM)"'
 JITLIBS   := -L$(LLVM)/lib -lclang-cpp -lLLVM-14 -Wl,-rpath,$(LLVM)/lib -Wl,--no-undefined
 
-.PHONY: all test sanitize demo bench fuzz fuzz-parse fuzz-random deps install clean check-deps run-tests
+.PHONY: all test sanitize tsan demo bench fuzz fuzz-parse fuzz-random deps install clean check-deps run-tests
 .DELETE_ON_ERROR:
 
 all: $(B)/lib/libnest.a $(B)/lib/libnest.so $(BINDIR)/nestc $(JITLIB)
@@ -137,6 +138,24 @@ sanitize: check-deps
 	    $(MAKE) --no-print-directory B=build/san BINDIR=build/san/bin \
 	    SANFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
 	    CFLAGS="-O1 -g" run-tests
+
+# ThreadSanitizer on tests/test_threads.c (8 threads parsing, emitting, compiling with the cache
+# shared, and calling one kernel at once), the library and the JIT shim both built with
+# -fsanitize=thread. clang and LLVM inside the shim are not instrumented: TSan sees their locks
+# (pthread calls are intercepted wherever they come from) but not their memory accesses. The JIT'd
+# kernels are not instrumented either: the test checks their results against the interpreter.
+TSAN_JITLIB := build/tsan/lib/libnest_jit.so
+$(TSAN_JITLIB): runtime/jit.cpp runtime/rt.h include/nest.h
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CXX     $@")
+	$(Q)$(CXX) $(JITFLAGS) -fsanitize=thread -g -shared -o $@ $< $(JITLIBS)
+
+tsan: check-deps $(TSAN_JITLIB)
+	$(Q)$(MAKE) --no-print-directory B=build/tsan BINDIR=build/tsan/bin SANFLAGS="-fsanitize=thread" \
+	    CFLAGS="-O1 -g" build/tsan/tests/test_threads
+	TSAN_OPTIONS="halt_on_error=1 suppressions=$(abspath tests/tsan.supp) $${TSAN_OPTIONS:-}" \
+	    NEST_JIT_LIB=$(abspath $(TSAN_JITLIB)) \
+	    build/tsan/tests/test_threads
 
 # The text-form parser under libFuzzer, built with clang against the compiler sources (not the
 # runtime): any bytes parse or fail with a positioned error, and what parses prints, parses back
