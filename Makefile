@@ -53,7 +53,7 @@ RUNTIME_SRC  := runtime/loader.c runtime/cache.c runtime/jit.c runtime/aot.c
 DRIVER_SRC   := driver/driver.c
 NESTC_SRC    := driver/nestc.c
 TEST_NAMES   := test_ir test_parse test_interp test_runtime test_fuse test_diff test_random test_onnx \
-                test_oom test_faults test_threads
+                test_oom test_faults test_threads test_sizes
 
 LIB_OBJ   := $(patsubst %.c,$(B)/obj/%.o,$(COMMON_SRC) $(COMPILER_SRC) $(RUNTIME_SRC) $(DRIVER_SRC)) \
              $(B)/obj/gen/onnx.pb-c.o
@@ -71,7 +71,7 @@ JITFLAGS  := -isystem $(LLVM)/include $(shell $(LLVM)/bin/llvm-config --cxxflags
 JITLIBS   := -L$(LLVM)/lib -lclang-cpp -lLLVM-14 -Wl,-rpath,$(LLVM)/lib -Wl,--no-undefined
 
 PHONY_ONNX := run-onnx fuzz-onnx
-.PHONY: $(PHONY_ONNX) all test sanitize tsan demo bench fuzz fuzz-parse fuzz-random deps install clean check-deps run-tests
+.PHONY: $(PHONY_ONNX) all test sanitize tsan demo bench fuzz fuzz-parse fuzz-build fuzz-jit fuzz-random deps install clean check-deps run-tests
 .DELETE_ON_ERROR:
 
 all: $(B)/lib/libnest.a $(B)/lib/libnest.so $(BINDIR)/nestc $(JITLIB)
@@ -248,12 +248,42 @@ fuzz-onnx: $(B)/fuzz/fuzz_onnx $(B)/onnx/node/.done
 	$(B)/fuzz/fuzz_onnx -max_total_time=$(FUZZ_TIME) -max_len=65536 -artifact_prefix=$(B)/fuzz/ \
 	    $(B)/fuzz/corpus-onnx $(B)/fuzz/seed-onnx
 
+# The C API's builders under libFuzzer (tests/fuzz_build.c): bytes become builder calls, valid
+# or not; failures carry errors, values are what they say, results print, parse back and emit.
+$(B)/fuzz/fuzz_build: tests/fuzz_build.c $(COMMON_SRC) $(COMPILER_SRC) $(GEN)/onnx.pb-c.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  FUZZCC  $@")
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -I$(GEN) -o $@ tests/fuzz_build.c $(COMMON_SRC) $(COMPILER_SRC) \
+	    $(GEN)/onnx.pb-c.c -lprotobuf-c -lm
+
+fuzz-build: $(B)/fuzz/fuzz_build
+	@mkdir -p $(B)/fuzz/corpus-build
+	$(B)/fuzz/fuzz_build -max_total_time=$(FUZZ_TIME) -artifact_prefix=$(B)/fuzz/ \
+	    $(B)/fuzz/corpus-build tests/corpus/build
+
+# Compile and compare under libFuzzer: tests/test_random.c's generator drawing its choices from
+# the input's bytes (NEST_LIBFUZZER), each graph compiled in process and compared with the
+# interpreter. The compiler and runtime are instrumented; clang and LLVM (the JIT shim) are not.
+$(B)/fuzz/fuzz_jit: tests/test_random.c tests/testutil.h $(COMMON_SRC) $(COMPILER_SRC) $(RUNTIME_SRC) \
+                    $(DRIVER_SRC) $(GEN)/onnx.pb-c.c $(HEADERS) $(JITLIB)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  FUZZCC  $@")
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -Wno-missing-prototypes -Wno-unused-function -DNEST_LIBFUZZER -Iruntime -Itests -I$(GEN) \
+	    -DNEST_JIT_PATH="\"$(abspath $(JITLIB))\"" -o $@ tests/test_random.c $(COMMON_SRC) \
+	    $(COMPILER_SRC) $(RUNTIME_SRC) $(DRIVER_SRC) $(GEN)/onnx.pb-c.c -lcmocka $(LDLIBS)
+
+fuzz-jit: $(B)/fuzz/fuzz_jit
+	@mkdir -p $(B)/fuzz/corpus-jit
+	ASAN_OPTIONS="$${ASAN_OPTIONS:+$$ASAN_OPTIONS:}intercept_tls_get_addr=0" \
+	    $(B)/fuzz/fuzz_jit -max_total_time=$(FUZZ_TIME) -timeout=60 -rss_limit_mb=4096 \
+	    -artifact_prefix=$(B)/fuzz/ $(B)/fuzz/corpus-jit tests/corpus/jit
+
 # Random graphs (tests/test_random.c) through the JIT against the reference interpreter; a
 # failing graph prints its seed and text form (NEST_FUZZ_SEED=<seed> NEST_FUZZ_COUNT=1 reruns it).
 fuzz-random: $(B)/tests/test_random $(JITLIB)
 	NEST_FUZZ_COUNT=$${NEST_FUZZ_COUNT:-20000} $(B)/tests/test_random
 
-fuzz: fuzz-parse fuzz-onnx fuzz-random
+fuzz: fuzz-parse fuzz-onnx fuzz-build fuzz-jit fuzz-random
 
 # The samples: l2 through the C API and the JIT, dense ahead of time through its header.
 $(B)/samples/l2: samples/l2.c $(B)/lib/libnest.a include/nest.h
