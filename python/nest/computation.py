@@ -145,9 +145,11 @@ class Computation:
         n_in = len(self.placeholders) + len(self._state)
         n_out = len(self._outs) + len(self._assigned)
         self._nargs, self._nres = n_in, n_out
-        self._argv = (ctypes.c_void_p * max(n_in, 1))()
-        self._resv = (ctypes.c_void_p * max(n_out, 1))()
-        self._specs = [(p.dtype, tuple(p.axes.lengths)) for p in self.placeholders]
+        self._argv, self._resv = self._pointer_arrays()
+        self._tls = threading.local()
+        # (dtype, shape, alignment mask) of each argument
+        self._specs = [(p.dtype, tuple(p.axes.lengths), p.dtype.alignment - 1)
+                       for p in self.placeholders]
         self._state_slots = [s.value for s in self._state]
 
     def __del__(self):
@@ -162,7 +164,7 @@ class Computation:
 
     def _argument(self, i, a):
         """The array for placeholder i, or TypeError / ValueError saying what is wrong."""
-        dtype, shape = self._specs[i]
+        dtype, shape, _ = self._specs[i]
         p = self.placeholders[i]
         what = "%s: argument %d (%s)" % (self.name, i + 1, p.describe())
         if not isinstance(a, np.ndarray):
@@ -187,33 +189,45 @@ class Computation:
             raise TypeError("%s takes %d argument%s (%s), given %d"
                             % (self.name, len(specs), "" if len(specs) == 1 else "s",
                                ", ".join(p.describe() for p in self.placeholders), len(args)))
-        for a, (dtype, shape) in zip(args, specs):
-            if type(a) is not np.ndarray or a.dtype != dtype or a.shape != shape:
-                break
-            flags = a.flags
-            if not (flags.c_contiguous and flags.aligned):
-                break
-        else:
-            specs = None  # every argument fits as it is
-        if specs is not None:
-            args = [self._argument(i, a) for i, a in enumerate(args)]
+        ptrs, keep = [], []  # keep: converted arguments, alive until the call returns
+        for i, a in enumerate(args):
+            dtype, shape, mask = specs[i]
+            if (type(a) is np.ndarray and a.dtype is dtype and a.shape == shape
+                    and a.flags.c_contiguous):
+                p = _address(a)
+                if not p & mask:  # aligned
+                    ptrs.append(p)
+                    continue
+            a = self._argument(i, a)  # converts a scalar, or says what is wrong
+            keep.append(a)
+            ptrs.append(_address(a))
         outs = [np.empty(shape, dtype) for shape, dtype in self._outs]
-        ptrs = [_address(a) for a in args]
         rptrs = [_address(o) for o in outs]
-        with self._lock:  # the pointer arrays and the kernel's workspace are shared
-            argv, resv = self._argv, self._resv
-            if self._state_slots:
+        if self._state_slots:
+            with self._lock:  # calls take turns: an assignment swaps the buffers at return
                 ptrs += [s.addr for s in self._state_slots]
                 rptrs += [s.spare_addr for s in self._assigned]
-            argv[:len(ptrs)] = ptrs
-            resv[:len(rptrs)] = rptrs
-            rc = lib.nest_call(self._k, argv, self._nargs, resv, self._nres)
-            if rc != 0:
-                msg = lib.nest_kernel_errmsg(self._k)
-                raise NestError(msg.decode("utf-8", "replace") if msg else "call failed", rc)
-            for s in self._assigned:
-                s.swap()
+                self._run(self._argv, self._resv, ptrs, rptrs)
+                for s in self._assigned:
+                    s.swap()
+        else:  # calls from several threads run at once, each with its own pointer arrays
+            try:
+                argv, resv = self._tls.arrays
+            except AttributeError:
+                argv, resv = self._tls.arrays = self._pointer_arrays()
+            self._run(argv, resv, ptrs, rptrs)
         return self._pick(outs)
+
+    def _pointer_arrays(self):
+        return (ctypes.c_void_p * max(self._nargs, 1))(), (ctypes.c_void_p * max(self._nres, 1))()
+
+    def _run(self, argv, resv, ptrs, rptrs):
+        argv[:len(ptrs)] = ptrs
+        resv[:len(rptrs)] = rptrs
+        rc = lib.nest_call(self._k, argv, self._nargs, resv, self._nres)
+        if rc != 0:
+            msg = lib.nest_kernel_errmsg(self._k)
+            raise NestError(msg.decode("utf-8", "replace") if msg else "call failed", rc)
 
     def _pick(self, outs):
         if self._single:
