@@ -36,22 +36,24 @@ LDLIBS   := -lm -ldl -lpthread
 # front/, passes/, emit/); the runtime turns C text into code; the driver joins the two.
 COMMON_SRC   := common/util.c
 COMPILER_SRC := compiler/graph/types.c compiler/graph/ir.c compiler/graph/print.c \
-                compiler/graph/interp.c \
+                compiler/graph/interp.c compiler/graph/state.c compiler/graph/grad.c \
                 compiler/front/api.c compiler/front/parse.c \
                 compiler/passes/layout.c compiler/passes/fuse.c compiler/passes/rows.c \
                 compiler/passes/flatten.c compiler/passes/tile.c compiler/passes/memplan.c \
                 compiler/emit/emit_text.c compiler/emit/emit_loops.c compiler/emit/emit_c.c \
+                compiler/emit/emit_state.c compiler/passes/inplace.c \
                 compiler/pipeline.c
 RUNTIME_SRC  := runtime/loader.c runtime/cache.c runtime/jit.c runtime/aot.c
-DRIVER_SRC   := driver/driver.c
+DRIVER_SRC   := driver/driver.c driver/state.c
 NESTC_SRC    := driver/nestc.c
-TEST_NAMES   := test_ir test_parse test_interp test_runtime test_fuse test_diff test_random
+TEST_NAMES   := test_ir test_parse test_interp test_runtime test_fuse test_diff test_random \
+                test_state test_grad
 
 LIB_OBJ   := $(patsubst %.c,$(B)/obj/%.o,$(COMMON_SRC) $(COMPILER_SRC) $(RUNTIME_SRC) $(DRIVER_SRC))
 NESTC_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(NESTC_SRC))
 TESTS     := $(addprefix $(B)/tests/,$(TEST_NAMES))
 HEADERS   := include/nest.h common/util.h compiler/internal.h compiler/ops.def compiler/emit/emit.h \
-             $(wildcard runtime/*.h)
+             compiler/emit/state_code.h driver/driver.h $(wildcard runtime/*.h)
 
 # The JIT shim (runtime/jit.cpp, clang and LLVM) is a library of its own, loaded by libnest on
 # first use. It is never built with sanitizers: `make sanitize` (B=build/san) uses this one.
@@ -77,6 +79,15 @@ $(B)/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(NCFLAGS) $(CFLAGS) -c $< -o $@
+
+# compiler/emit/state_code.h is C the library compiles (driver/state.c) and text the emitter
+# prints (emit_state.c): this makes the text, one string per line.
+$(B)/gen/state_code.inc: compiler/emit/state_code.h
+	@mkdir -p $(dir $@)
+	$(Q)sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n",/' $< > $@
+
+$(B)/obj/compiler/emit/emit_state.o: $(B)/gen/state_code.inc
+$(B)/obj/compiler/emit/emit_state.o: NCFLAGS += -I$(B)/gen
 
 # The loader falls back to the shim where this build put it.
 $(B)/obj/runtime/loader.o: NCFLAGS += -DNEST_JIT_PATH="\"$(abspath $(JITLIB))\""
@@ -134,10 +145,10 @@ FUZZ_TIME  ?= 60
 FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
               -fno-sanitize-recover=all $(WARN) -Iinclude -Icommon -Icompiler
 
-$(B)/fuzz/fuzz_parse: tests/fuzz_parse.c $(COMMON_SRC) $(COMPILER_SRC) $(HEADERS)
+$(B)/fuzz/fuzz_parse: tests/fuzz_parse.c $(COMMON_SRC) $(COMPILER_SRC) $(HEADERS) $(B)/gen/state_code.inc
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  FUZZCC  $@")
-	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ tests/fuzz_parse.c $(COMMON_SRC) $(COMPILER_SRC) -lm
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -I$(B)/gen -o $@ tests/fuzz_parse.c $(COMMON_SRC) $(COMPILER_SRC) -lm
 
 fuzz-parse: $(B)/fuzz/fuzz_parse
 	@mkdir -p $(B)/fuzz/corpus-parse

@@ -7,19 +7,26 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "driver.h"
 #include "rt.h"
 
 struct nest_kernel {
     rt_code *code;
     int (*call)(void *const *args, void *const *results);
     int (*call_ws)(void *const *args, void *const *results, void *ws);
+    /* a function with state: the same, after the state's array of tensors */
+    int (*call_st)(void *st, void *const *args, void *const *results);
+    int (*call_st_ws)(void *st, void *const *args, void *const *results, void *ws);
+    bool state;         /* the function reads or assigns the state of its module */
+    int nstates;        /* the module's state tensors, and their layout hash */
+    uint64_t layout;
     void *ws;
     size_t ws_size;
     void **consts;      /* copies of the function's constants, for nest_consts_NAME */
     int32_t nconsts;
     int nparams, nresults;
     int64_t *counts;    /* elements of each parameter, then of each result */
+    uint8_t *esize;     /* ... and the size of one element */
     char *name;
     bool cache_hit;
     double compile_ms;
@@ -42,6 +49,7 @@ void nest_kernel_free(nest_kernel *k)
     free(k->consts);
     free(k->ws);
     free(k->counts);
+    free(k->esize);
     free(k->name);
     free(k->errmsg);
     free(k);
@@ -67,15 +75,25 @@ nest_kernel *nest_compile(nest_function *f, const nest_options *opts)
         goto nomem;
     k->nparams = f->nparams;
     k->nresults = f->nresults;
+    k->state = ir_uses_state(f);
+    if (k->state) {
+        k->nstates = f->module->nstates;
+        k->layout = ir_state_layout_hash(f->module);
+    }
     k->counts = malloc(((size_t)f->nparams + (size_t)f->nresults + 1) * sizeof *k->counts);
+    k->esize = malloc((size_t)f->nparams + (size_t)f->nresults + 1);
     k->name = strdup(f->name);
     k->consts = calloc((size_t)info.nconsts + 1, sizeof *k->consts);
-    if (!k->counts || !k->name || !k->consts)
+    if (!k->counts || !k->esize || !k->name || !k->consts)
         goto nomem;
-    for (int32_t i = 0; i < f->nparams; i++)
+    for (int32_t i = 0; i < f->nparams; i++) {
         k->counts[i] = ir_count(&f->nodes[f->params[i]]);
-    for (int32_t i = 0; i < f->nresults; i++)
+        k->esize[i] = (uint8_t)nest_type_size((nest_type)f->nodes[f->params[i]].etype);
+    }
+    for (int32_t i = 0; i < f->nresults; i++) {
         k->counts[f->nparams + i] = ir_count(&f->nodes[f->results[i]]);
+        k->esize[f->nparams + i] = (uint8_t)nest_type_size((nest_type)f->nodes[f->results[i]].etype);
+    }
     k->nconsts = info.nconsts;
     for (int32_t i = 0; i < info.nconsts; i++) {
         const ir_node *n = &f->nodes[info.const_nodes[i]];
@@ -107,7 +125,11 @@ nest_kernel *nest_compile(nest_function *f, const nest_options *opts)
         goto fail;
     }
     /* function pointers from object pointers: POSIX guarantees the round trip */
-    if (k->ws)
+    if (k->state && k->ws)
+        memcpy(&k->call_st_ws, &entry, sizeof entry);
+    else if (k->state)
+        memcpy(&k->call_st, &entry, sizeof entry);
+    else if (k->ws)
         memcpy(&k->call_ws, &entry, sizeof entry);
     else
         memcpy(&k->call, &entry, sizeof entry);
@@ -150,10 +172,10 @@ static int call_error(nest_kernel *k, int status, const char *fmt, ...)
     return status;
 }
 
-int nest_call(nest_kernel *k, void *const *args, int nargs, void *const *results, int nresults)
+/* The checks of nest_call and nest_call_state: counts, NULL and aliased arrays. */
+static int check_call(nest_kernel *k, void *const *args, int nargs, void *const *results,
+                      int nresults)
 {
-    if (!k)
-        return NEST_ERR_ARG;
     if (nargs != k->nparams || nresults != k->nresults)
         return call_error(k, NEST_ERR_CALL,
                           "%s takes %d argument%s and %d result%s; given %d and %d", k->name,
@@ -178,7 +200,50 @@ int nest_call(nest_kernel *k, void *const *args, int nargs, void *const *results
                 return call_error(k, NEST_ERR_CALL, "%s: results %d and %d are the same array",
                                   k->name, j + 1, i + 1);
     }
+    return NEST_OK;
+}
+
+int nest_call(nest_kernel *k, void *const *args, int nargs, void *const *results, int nresults)
+{
+    if (!k)
+        return NEST_ERR_ARG;
+    if (k->state)
+        return call_error(k, NEST_ERR_CALL,
+                          "%s reads or assigns state: call it with nest_call_state", k->name);
+    int st = check_call(k, args, nargs, results, nresults);
+    if (st != NEST_OK)
+        return st;
     int rc = k->ws ? k->call_ws(args, results, k->ws) : k->call(args, results);
+    if (rc != 0)
+        return call_error(k, NEST_ERR_NOMEM, "%s: the kernel failed (%d)", k->name, rc);
+    return NEST_OK;
+}
+
+int nest_call_state(nest_kernel *k, nest_state *st, void *const *args, int nargs,
+                    void *const *results, int nresults)
+{
+    if (!k)
+        return NEST_ERR_ARG;
+    if (!k->state) /* a function without state ignores the state object */
+        return nest_call(k, args, nargs, results, nresults);
+    int status = check_call(k, args, nargs, results, nresults);
+    if (status != NEST_OK)
+        return status;
+    int64_t *bytes = malloc(((size_t)nargs + (size_t)nresults + 1) * sizeof *bytes);
+    if (!bytes)
+        return call_error(k, NEST_ERR_NOMEM, "%s: out of memory", k->name);
+    for (int i = 0; i < nargs + nresults; i++)
+        bytes[i] = k->counts[i] * (int64_t)k->esize[i];
+    char *msg = NULL;
+    status = state_check_call(st, k->nstates, k->layout, k->name, args, nargs, bytes, results,
+                              nresults, bytes + nargs, &msg);
+    free(bytes);
+    if (status != NEST_OK) {
+        call_error(k, status, "%s", msg ? msg : "out of memory");
+        free(msg);
+        return status;
+    }
+    int rc = k->ws ? k->call_st_ws(st->t, args, results, k->ws) : k->call_st(st->t, args, results);
     if (rc != 0)
         return call_error(k, NEST_ERR_NOMEM, "%s: the kernel failed (%d)", k->name, rc);
     return NEST_OK;

@@ -19,6 +19,8 @@ static const char usage[] =
     "  --cc=CC            C compiler for -o (default cc; e.g. gcc, clang-14, \"ccache gcc\")\n"
     "  --no-openmp        do not run large loops on several cores\n"
     "  -v                 show the compile command and its time\n"
+    "  --name NAME        the module's name, which names its state in the C (NAME_state_new,\n"
+    "                     ...; default: the file name's stem)\n"
     "  --emit=FORM        print FORM to standard output: ir (the canonical text form),\n"
     "                     dot (Graphviz), c (the generated C), h (its header)\n"
     "  --no-fuse          store every op's result (no fusion), for comparison and bisection\n"
@@ -229,7 +231,7 @@ static bool put_text(char *text, nest_function *const *fns, int n)
 
 int main(int argc, char **argv)
 {
-    const char *file = NULL, *emit = NULL, *out = NULL, *run = NULL, *dump = NULL;
+    const char *file = NULL, *emit = NULL, *out = NULL, *run = NULL, *dump = NULL, *name = NULL;
     bool do_run = false, jit = false;
     nest_options opts;
     nest_options_init(&opts);
@@ -242,6 +244,13 @@ int main(int argc, char **argv)
             emit = a + 7;
             if (strcmp(emit, "ir") && strcmp(emit, "dot") && strcmp(emit, "c") && strcmp(emit, "h"))
                 return fail_usage("unknown form '%s' for --emit (ir, dot, c or h)", emit);
+        } else if (strcmp(a, "--name") == 0 || strncmp(a, "--name=", 7) == 0) {
+            if (a[6] == '=')
+                name = a + 7;
+            else if (++i == argc)
+                return fail_usage("%s needs a module name", a);
+            else
+                name = argv[i];
         } else if (strcmp(a, "-o") == 0) {
             if (++i == argc)
                 return fail_usage("%s needs a file name", a);
@@ -303,6 +312,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s\n", nest_module_errmsg(m));
         show_line(src, len, nest_module_errline(m), nest_module_errcol(m));
         rc = EXIT_INPUT;
+        goto done;
+    }
+    if (name && nest_module_set_name(m, name) != NEST_OK) {
+        fprintf(stderr, "nestc: --name: %s\n", nest_module_errmsg(m));
+        rc = EXIT_USAGE;
         goto done;
     }
     nest_function **fns = m->fns;

@@ -324,6 +324,19 @@ static int infer(nest_function *f, ir_node *n, ir_op op, int nin, const int32_t 
         }
         return NEST_OK;
 
+    case K_STATE: {
+        const nest_module *m = f->module;
+        if (!m || at->state < 0 || at->state >= m->nstates)
+            return ir_error(f, NEST_ERR_ARG, "state: %d is not a state tensor of the module of %s",
+                            at->state, f->name);
+        const ir_state *s = &m->states[at->state];
+        n->etype = s->etype;
+        n->rank = s->rank;
+        n->shape = dup_shape(f, s->rank, s->shape);
+        n->a.state = at->state;
+        return NEST_OK;
+    }
+
     case K_EW:
     case K_CMP:
     case K_SELECT: {
@@ -583,6 +596,10 @@ int32_t ir_build(nest_function *f, ir_op op, int nin, const int32_t *in, const i
         if (ir_find_name(f, at->name) >= 0) /* parameters and named values share one scope */
             return ir_error(f, NEST_ERR_ARG, "parameter name '%s' is used twice", at->name),
                    NEST_NONE;
+        if (f->module && ir_state_find(f->module, at->name, strlen(at->name)) >= 0)
+            return ir_error(f, NEST_ERR_ARG, "parameter name '%s' is a state tensor of module %s",
+                            at->name, f->module->name),
+                   NEST_NONE;
         int32_t *p = arena_grow(&f->arena, f->params, (size_t)f->nparams, &f->capparams,
                                 sizeof *p);
         if (!p)
@@ -630,6 +647,8 @@ bool ir_verify(const nest_function *f)
             return false;
         if (n->etype > IR_TUPLE)
             return false;
+        if (n->op == OP_STATE && (!f->module || n->a.state < 0 || n->a.state >= f->module->nstates))
+            return false;
         if (n->op == OP_GET) {
             const ir_node *t = &f->nodes[ir_resolve(f, n->in[0])];
             if (t->op != OP_TUPLE || t->in[n->a.get.index] < 0 ||
@@ -646,5 +665,14 @@ bool ir_verify(const nest_function *f)
         if (f->results[i] < 0 || f->results[i] >= f->nnodes ||
             f->nodes[f->results[i]].etype == IR_TUPLE)
             return false;
+    for (int32_t i = 0; i < f->nassigns; i++) {
+        const ir_assign *as = &f->assigns[i];
+        if (!f->module || as->state < 0 || as->state >= f->module->nstates || as->node < 0 ||
+            as->node >= f->nnodes || f->nodes[as->node].etype == IR_TUPLE)
+            return false;
+        for (int32_t j = 0; j < i; j++)
+            if (f->assigns[j].state == as->state)
+                return false;
+    }
     return true;
 }

@@ -281,6 +281,16 @@ static bool lower_node(lower *lw, int32_t node)
         lw->val[node] = fx_load(p, b, 0, n->rank, st, node);
         break;
     }
+    case K_STATE: { /* read like a parameter: the tensor's entry value */
+        int64_t st[NEST_MAX_RANK];
+        layout_strides(n->rank, n->shape, NEST_ROW_MAJOR, st);
+        int32_t b = plan_buffer(p, BUF_STATE, n->a.state, node, n->etype, ir_count(n));
+        if (b < 0)
+            return false;
+        lw->home[node] = b;
+        lw->val[node] = fx_load(p, b, 0, n->rank, st, node);
+        break;
+    }
     case K_CONST: {
         if (n->a.constant.count == 1) {
             const void *d = n->a.constant.data;
@@ -366,7 +376,8 @@ static bool maybe_store(lower *lw, int32_t node)
     plan *p = lw->p;
     const ir_node *n = &lw->f->nodes[node];
     ir_kind k = ir_kind_of(n);
-    if (k == K_PARAM || k == K_CONST || k == K_TUPLE || k == K_GET || lw->home[node] >= 0)
+    if (k == K_PARAM || k == K_CONST || k == K_STATE || k == K_TUPLE || k == K_GET ||
+        lw->home[node] >= 0)
         return true;
     bool is_result = false;
     for (int32_t i = 0; i < lw->f->nresults; i++)
@@ -396,6 +407,25 @@ static bool finish_results(lower *lw)
         int64_t st[NEST_MAX_RANK];
         layout_strides(n->rank, n->shape, f->result_layout[i], st);
         int32_t b = plan_buffer(p, BUF_RESULT, i, node, n->etype, ir_count(n));
+        nest *ne = b >= 0 ? new_nest(p, n->rank, n->shape, 0) : NULL;
+        if (!ne || !add_out(p, ne, b, 0, st, lw->val[node], -1, node))
+            return false;
+    }
+    return true;
+}
+
+/* Each assignment stores its value into the state tensor's new value (inplace.c decides where
+ * that is), in a nest at the end: every read of the entry values comes before it. */
+static bool finish_assigns(lower *lw)
+{
+    plan *p = lw->p;
+    nest_function *f = lw->f;
+    for (int32_t i = 0; i < f->nassigns; i++) {
+        int32_t node = f->assigns[i].node;
+        const ir_node *n = &f->nodes[node];
+        int64_t st[NEST_MAX_RANK];
+        layout_strides(n->rank, n->shape, NEST_ROW_MAJOR, st);
+        int32_t b = plan_buffer(p, BUF_STATE_NEW, f->assigns[i].state, node, n->etype, ir_count(n));
         nest *ne = b >= 0 ? new_nest(p, n->rank, n->shape, 0) : NULL;
         if (!ne || !add_out(p, ne, b, 0, st, lw->val[node], -1, node))
             return false;
@@ -530,6 +560,10 @@ int pass_fuse(plan *p)
     /* liveness: results, then backwards through operands (get and tuple resolved) */
     for (int32_t i = 0; i < f->nresults; i++)
         lw.live[f->results[i]] = true;
+    for (int32_t i = 0; i < f->nassigns; i++) { /* an assignment consumes its value */
+        lw.live[f->assigns[i].node] = true;
+        lw.users[f->assigns[i].node]++;
+    }
     for (int32_t i = f->nnodes - 1; i >= 0; i--) {
         const ir_node *n = &f->nodes[i];
         if (!lw.live[i] || n->etype == IR_TUPLE)
@@ -554,6 +588,8 @@ int pass_fuse(plan *p)
     }
     if (!p->status)
         finish_results(&lw);
+    if (!p->status)
+        finish_assigns(&lw);
     if (!p->status && p->opts->fuse) /* without fusion every op keeps its nest */
         merge_adjacent(p);
     if (!p->status)

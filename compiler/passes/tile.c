@@ -176,9 +176,32 @@ void tile_shape(int etype, int vector_bytes, int *ti, int *tj)
     *tj = vector_bytes >= 64 ? 4 * lanes : 2 * lanes;
 }
 
+/* A product whose folded axis is not in the middle (the backward of a dense layer: a . b^T
+ * folds its innermost axis, a^T . b its outermost) is put in [I, K, J] order, J the result's
+ * contiguous axis, so that it tiles like any other. */
+static bool to_ikj(plan *p, nest *n)
+{
+    if (!n->dot || n->rank != 3 || __builtin_popcount(n->reduced) != 1 || n->reduced == (1u << 1) ||
+        n->nouts != 1)
+        return true;
+    int r = __builtin_ctz(n->reduced), j = -1, i = -1;
+    for (int d = 0; d < 3; d++)
+        if (d != r && n->outs[0].st[d] == 1)
+            j = d;
+    for (int d = 0; d < 3; d++)
+        if (d != r && d != j)
+            i = d;
+    if (j < 0 || i < 0)
+        return true;
+    uint8_t order[3] = {(uint8_t)i, (uint8_t)r, (uint8_t)j};
+    return nest_permute(p, n, order);
+}
+
 static bool tile_nest(plan *p, int32_t k, int vbytes)
 {
     nest *n = &p->nests[k];
+    if (!n->dead && !n->rowed && !to_ikj(p, n))
+        return false;
     if (!n->dot || n->dead || n->rowed || n->rank != 3 || n->reduced != (1u << 1) ||
         n->nouts != 1)
         return true;
