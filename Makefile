@@ -53,7 +53,7 @@ RUNTIME_SRC  := runtime/loader.c runtime/cache.c runtime/jit.c runtime/aot.c
 DRIVER_SRC   := driver/driver.c driver/state.c
 NESTC_SRC    := driver/nestc.c
 TEST_NAMES   := test_ir test_parse test_interp test_runtime test_fuse test_diff test_random test_onnx \
-                test_state test_grad
+                test_state test_grad test_grad_random
 
 LIB_OBJ   := $(patsubst %.c,$(B)/obj/%.o,$(COMMON_SRC) $(COMPILER_SRC) $(RUNTIME_SRC) $(DRIVER_SRC)) \
              $(B)/obj/gen/onnx.pb-c.o
@@ -173,7 +173,7 @@ run-onnx: $(B)/tests/onnx_cases $(B)/onnx/node/.done $(B)/onnx/models/.done $(JI
 	$(Q)$(B)/tests/onnx_cases $(ONNX_MODELS_TOL) $(B)/onnx/models
 
 run-tests: $(TESTS) $(BINDIR)/nestc $(JITLIB) $(B)/tests/onnx_cases $(B)/onnx/node/.done \
-           $(B)/onnx/models/.done
+           $(B)/onnx/models/.done $(B)/samples/train
 	@failed=0; for t in $(TESTS); do \
 	    echo "== $$t"; NESTC=$(BINDIR)/nestc $$t || failed=1; \
 	done; \
@@ -181,6 +181,8 @@ run-tests: $(TESTS) $(BINDIR)/nestc $(JITLIB) $(B)/tests/onnx_cases $(B)/onnx/no
 	$(B)/tests/onnx_cases --quiet --table $(B)/onnx/node-table.md $(B)/onnx/node || failed=1; \
 	echo "== ONNX models exported from PyTorch"; \
 	$(B)/tests/onnx_cases --quiet $(ONNX_MODELS_TOL) $(B)/onnx/models || failed=1; \
+	echo "== training the digits MLP of samples/ against PyTorch"; \
+	/usr/bin/python3 tests/test_train.py $(B)/samples/train samples/mlp.nest || failed=1; \
 	if [ $$failed = 0 ]; then echo "all tests passed"; else echo "SOME TESTS FAILED"; exit 1; fi
 
 test: check-deps
@@ -234,7 +236,13 @@ fuzz-random: $(B)/tests/test_random $(JITLIB)
 
 fuzz: fuzz-parse fuzz-onnx fuzz-random
 
-# The samples: l2 through the C API and the JIT, dense ahead of time through its header.
+# The samples: l2 through the C API and the JIT, dense ahead of time through its header, train
+# (the digits of scikit-learn, read with zlib) through modules with state.
+$(B)/samples/train: samples/train.c $(B)/lib/libnest.a include/nest.h
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) -std=c11 -O2 -Wall -Wextra -Werror $(SANFLAGS) -Iinclude -o $@ $< $(B)/lib/libnest.a \
+	    -lz $(LDLIBS)
+
 $(B)/samples/l2: samples/l2.c $(B)/lib/libnest.a include/nest.h
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) -std=c11 -O2 -Wall -Wextra -Werror -Iinclude -o $@ $< $(B)/lib/libnest.a $(LDLIBS)
@@ -283,6 +291,10 @@ demo: check-deps
 	$(Q)$(MAKE) --no-print-directory $(B)/samples/onnx/main
 	$(Q)$(B)/samples/onnx/main $(B)/samples/onnx
 	$(Q)/usr/bin/python3 samples/onnx_run.py $(B)/samples/onnx
+	@echo "== samples/mlp.nest: a perceptron whose step (forward, grad, SGD with momentum, in"
+	@echo "   place) is one kernel, trained on scikit-learn's digits by samples/train.c:"
+	$(Q)$(MAKE) --no-print-directory $(B)/samples/train
+	$(Q)$(B)/samples/train samples/mlp.nest
 
 # The benchmark (bench/, docs/performance.md). The hand-fused C loops are built with the flags
 # nest's JIT uses (runtime/jit.c); Eigen with -O3 -march=native. Writes build/bench.md.
@@ -291,7 +303,12 @@ BENCH_CXX     ?= clang++-14
 BENCH_JITFLAGS := -O3 -march=native -mtune=generic -fPIC -fopenmp-simd -fopenmp -fno-math-errno \
                   -fveclib=libmvec
 BENCH_BIN     := $(B)/bench/bench $(B)/bench/trivial_plain $(B)/bench/trivial_nest \
-                 $(B)/bench/crosscheck
+                 $(B)/bench/crosscheck $(B)/bench/train
+
+# the training table: nest's step kernels against PyTorch eager (bench/train_peers.py)
+$(B)/bench/train: bench/train.c $(B)/lib/libnest.a include/nest.h
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(NCFLAGS) -O2 -o $@ $< $(B)/lib/libnest.a $(LDLIBS)
 
 $(B)/bench/handfused.o: bench/handfused.c bench/handfused.h
 	@mkdir -p $(dir $@)
@@ -333,6 +350,7 @@ bench:
 	$(Q)$(B)/bench/bench -o $(B)/bench.md
 	$(Q){ echo; echo '## Cross-check: two threads at 16M, best of 10 calls in turn'; echo; \
 	    echo '```'; $(B)/bench/crosscheck; echo '```'; } | tee -a $(B)/bench.md
+	$(Q)$(B)/bench/train -o $(B)/bench.md
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin

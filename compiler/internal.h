@@ -203,7 +203,6 @@ typedef struct ir_state {
     int64_t *shape;
     int64_t count;
     nest_init init;
-    int32_t after_fns;   /* functions the module had when it was declared (text form order) */
     int32_t line, col;   /* where the text form declared it, or 0 */
 } ir_state;
 

@@ -1377,6 +1377,8 @@ static void generate(gen *g, uint64_t seed)
     }
 }
 
+#ifndef NEST_RANDOM_GENERATOR_ONLY /* tests/test_grad_random.c takes the generator alone */
+
 /* ---- running one graph ---- */
 
 /* What a crash reports: the seed and the graph being run. */
@@ -1884,3 +1886,5 @@ int main(void)
     cache_teardown();
     return rc;
 }
+
+#endif /* NEST_RANDOM_GENERATOR_ONLY */

@@ -445,7 +445,14 @@ static void rule(gctx *g, int32_t i)
     case OP_MIN:
         rule_extremum(g, gi, i, a);
         break;
-    default: /* no derivative: nothing is needed through it (see grad_depends) */
+    case OP_PARAMETER:
+    case OP_STATE:
+    case OP_CONSTANT: /* leaves */
+        break;
+    default: /* an op without a rule here: an error rather than a silent zero */
+        ir_error(f, NEST_ERR_ARG, "grad: no gradient rule for %s yet (on the path from %s to the loss)",
+                 ir_ops[n.op].name, n.name ? n.name : "a value");
+        g->failed = true;
         break;
     }
 }

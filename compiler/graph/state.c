@@ -257,8 +257,7 @@ int32_t ir_state_declare(nest_module *m, const char *name, bool trainable, nest_
     if (rank > 0)
         memcpy(sh, shape, (size_t)rank * sizeof *sh);
     m->states = s;
-    s[m->nstates] = (ir_state){nm, (uint8_t)type, (uint8_t)rank, trainable, sh, count, in,
-                               m->nfns, 0, 0};
+    s[m->nstates] = (ir_state){nm, (uint8_t)type, (uint8_t)rank, trainable, sh, count, in, 0, 0};
     return m->nstates++;
 }
 

@@ -415,21 +415,50 @@ static bool finish_results(lower *lw)
 }
 
 /* Each assignment stores its value into the state tensor's new value (inplace.c decides where
- * that is), in a nest at the end: every read of the entry values comes before it. */
+ * that is), in a nest at the end: every read of the entry values comes before it. Assignments
+ * of one shape are placed side by side, so that they merge into one nest (a velocity and its
+ * weight: the weight's update reads the velocity before its store, in place). */
 static bool finish_assigns(lower *lw)
 {
     plan *p = lw->p;
     nest_function *f = lw->f;
+    int32_t *order = malloc(((size_t)f->nassigns + 1) * sizeof *order);
+    bool *done = calloc((size_t)f->nassigns + 1, sizeof *done);
+    int32_t norder = 0;
+    if (!order || !done) {
+        free(order);
+        free(done);
+        p->status = NEST_ERR_NOMEM;
+        return false;
+    }
     for (int32_t i = 0; i < f->nassigns; i++) {
+        if (done[i])
+            continue;
+        const ir_node *a = &f->nodes[f->assigns[i].node];
+        for (int32_t j = i; j < f->nassigns; j++) {
+            const ir_node *b = &f->nodes[f->assigns[j].node];
+            if (!done[j] && a->rank == b->rank &&
+                memcmp(a->shape, b->shape, (size_t)a->rank * sizeof *a->shape) == 0) {
+                done[j] = true;
+                order[norder++] = j;
+            }
+        }
+    }
+    free(done);
+    for (int32_t k = 0; k < f->nassigns; k++) {
+        int32_t i = order[k];
         int32_t node = f->assigns[i].node;
         const ir_node *n = &f->nodes[node];
         int64_t st[NEST_MAX_RANK];
         layout_strides(n->rank, n->shape, NEST_ROW_MAJOR, st);
         int32_t b = plan_buffer(p, BUF_STATE_NEW, f->assigns[i].state, node, n->etype, ir_count(n));
         nest *ne = b >= 0 ? new_nest(p, n->rank, n->shape, 0) : NULL;
-        if (!ne || !add_out(p, ne, b, 0, st, lw->val[node], -1, node))
+        if (!ne || !add_out(p, ne, b, 0, st, lw->val[node], -1, node)) {
+            free(order);
             return false;
+        }
     }
+    free(order);
     return true;
 }
 

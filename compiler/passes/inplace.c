@@ -79,8 +79,9 @@ static bool safe_in_place(plan *p, int32_t k, int j, int32_t bs)
     if ((n->tile_a && fx_reads(p, n->tile_a, bs)) || (n->tile_b && fx_reads(p, n->tile_b, bs)))
         return false;
     for (int d = 0; d < n->rank; d++)
-        if (o->st[d] == 0 && n->dims[d] > 1)
-            return false; /* the same element stored at several steps */
+        if (o->st[d] == 0 && n->dims[d] > 1 && !(n->tile_i && d == 1))
+            return false; /* the same element stored at several steps (a tile's epilogue runs
+                           * once per element, after its sum over axis 1) */
     view_check v = {bs, o->off, o->st, n->rank, true, false, p};
     for (int i = 0; i < n->nouts; i++) {
         fx *e = n->outs[i].value;
@@ -92,16 +93,14 @@ static bool safe_in_place(plan *p, int32_t k, int j, int32_t bs)
     return true;
 }
 
-/* The store of output j of nest k goes to a temporary; a nest at the end copies it into bs. */
-static bool through_temporary(plan *p, int32_t k, int j, int32_t bnew, int32_t bs)
+/* The store into bnew goes to a temporary instead; a nest at the end copies it into bs. */
+static bool through_temporary(plan *p, int32_t bnew, int32_t bs)
 {
     pbuf *pb = &p->bufs[bnew];
     pb->kind = BUF_TEMP;
     pb->index = -1;
     int64_t count = pb->count, one = 1;
     int32_t node = pb->node;
-    (void)k;
-    (void)j;
     fx *src = fx_load(p, bnew, 0, 1, &one, node);
     nest *grown = arena_grow(p->a, p->nests, (size_t)p->nnests, &p->capnests, sizeof *grown);
     nout *o = arena_array(p->a, 1, sizeof *o);
@@ -160,7 +159,7 @@ static bool order_outputs(plan *p, int32_t k, bool *inplace, const int32_t *bs, 
                 if (!placed[i])
                     pick = i;
             inplace[pick] = false;
-            if (!through_temporary(p, k, pick, bnew[pick], bs[pick])) {
+            if (!through_temporary(p, bnew[pick], bs[pick])) {
                 free(placed);
                 return false;
             }
@@ -205,7 +204,7 @@ int pass_inplace(plan *p)
             if (safe_in_place(p, k, j, s)) {
                 inplace[j] = true;
                 any++;
-            } else if (!through_temporary(p, k, j, b, s)) {
+            } else if (!through_temporary(p, b, s)) {
                 break;
             }
         }
