@@ -24,38 +24,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "benchutil.h"
 #include "nest.h"
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "bench/train: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-    exit(1);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
+const char *bench_program = "bench/train";
 
 /* ---- the model ---- */
 
@@ -196,57 +168,6 @@ static void nest_free(nest_case *c)
     free(c->y);
 }
 
-/* ---- PyTorch: bench/train_peers.py --serve on two pipes ---- */
-
-typedef struct peer {
-    pid_t pid;
-    FILE *to, *from;
-} peer;
-
-static void peer_start(peer *p)
-{
-    int in[2], out[2];
-    if (pipe(in) || pipe(out))
-        die("pipe: %s", strerror(errno));
-    p->pid = fork();
-    if (p->pid == 0) {
-        dup2(in[0], 0);
-        dup2(out[1], 1);
-        close(in[1]);
-        close(out[0]);
-        execl("/usr/bin/python3", "python3", "bench/train_peers.py", "--serve", (char *)NULL);
-        _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
-    p->to = fdopen(in[1], "w");
-    p->from = fdopen(out[0], "r");
-}
-
-static const char *peer_cmd(peer *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static const char *peer_cmd(peer *p, const char *fmt, ...)
-{
-    static char line[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vfprintf(p->to, fmt, ap);
-    va_end(ap);
-    fputc('\n', p->to);
-    fflush(p->to);
-    if (!fgets(line, sizeof line, p->from))
-        die("bench/train_peers.py stopped (is python3-torch installed?)");
-    line[strcspn(line, "\n")] = '\0';
-    return line;
-}
-
-static void peer_stop(peer *p)
-{
-    fprintf(p->to, "quit\n");
-    fclose(p->to);
-    fclose(p->from);
-    waitpid(p->pid, NULL, 0);
-}
-
 /* ---- the table ---- */
 
 int main(int argc, char **argv)
@@ -265,7 +186,7 @@ int main(int argc, char **argv)
     double secs = quick ? 0.1 : 0.2;
     FILE *rep = report ? fopen(report, "a") : NULL;
     peer py;
-    peer_start(&py);
+    peer_start(&py, "/usr/bin/python3", "bench/train_peers.py");
     const char *info = peer_cmd(&py, "info");
     char torch_version[64];
     snprintf(torch_version, sizeof torch_version, "%s", info);

@@ -159,8 +159,15 @@ typedef struct ir_attrs {
  * Returns its index, or NEST_NONE with the error on f. */
 int32_t ir_build(nest_function *f, ir_op op, int nin, const int32_t *in, const ir_attrs *at);
 
+/* A constant of `shape` whose elements are all v (converted to etype: it must fit); its node, or
+ * NEST_NONE with the error on f. */
+int32_t ir_fill(nest_function *f, int etype, double v, int rank, const int64_t *shape);
+
 /* Records an error on f (replacing the last one) and returns `status`. */
 int ir_error(nest_function *f, int status, const char *fmt, ...) FORMAT(3, 4);
+/* The same for any handle: *errmsg (malloc'd, replaced) and *status take the error; returns the
+ * status (NEST_ERR_NOMEM when the message could not be made). */
+int ir_verror(char **errmsg, int *status, int code, const char *fmt, va_list ap);
 
 /* Element counts and helpers on nodes. */
 int64_t ir_count(const ir_node *n); /* product of the shape (1 for scalars) */

@@ -162,13 +162,11 @@ fail:
 static int call_error(nest_kernel *k, int status, const char *fmt, ...) FORMAT(3, 4);
 static int call_error(nest_kernel *k, int status, const char *fmt, ...)
 {
-    buf b = {0};
+    int kept;
     va_list ap;
     va_start(ap, fmt);
-    buf_vprintf(&b, fmt, ap);
+    ir_verror(&k->errmsg, &kept, status, fmt, ap);
     va_end(ap);
-    free(k->errmsg);
-    k->errmsg = buf_finish(&b);
     return status;
 }
 

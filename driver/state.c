@@ -113,24 +113,29 @@ static int file_result(nest_state *st, int rc, const char *msg)
     return rc == 4 ? NEST_ERR_NOMEM : NEST_ERR_IO;
 }
 
-int nest_state_save(nest_state *st, const char *path)
+typedef int (*file_fn)(const nest_st_desc *d, int n, void *const *t, const char *path, char *msg,
+                       size_t msglen);
+
+static int file_op(nest_state *st, const char *path, file_fn op, const char *what)
 {
     if (!st)
         return NEST_ERR_ARG;
-    if (!path)
-        return file_result(st, 1, "save: the path is NULL");
     char msg[512] = "";
-    return file_result(st, nest_st_save(st->d, st->n, st->t, path, msg, sizeof msg), msg);
+    if (!path) {
+        snprintf(msg, sizeof msg, "%s: the path is NULL", what);
+        return file_result(st, 1, msg);
+    }
+    return file_result(st, op(st->d, st->n, st->t, path, msg, sizeof msg), msg);
+}
+
+int nest_state_save(nest_state *st, const char *path)
+{
+    return file_op(st, path, nest_st_save, "save");
 }
 
 int nest_state_load(nest_state *st, const char *path)
 {
-    if (!st)
-        return NEST_ERR_ARG;
-    if (!path)
-        return file_result(st, 1, "load: the path is NULL");
-    char msg[512] = "";
-    return file_result(st, nest_st_load(st->d, st->n, st->t, path, msg, sizeof msg), msg);
+    return file_op(st, path, nest_st_load, "load");
 }
 
 /* ---- calls with a state ---- */

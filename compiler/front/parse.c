@@ -675,23 +675,6 @@ static _Noreturn void build_error(parser *ps, const token *t)
     error_at(ps, t->line, t->col, ps->f->status, "%s", ps->f->errmsg ? ps->f->errmsg : "invalid op");
 }
 
-/* Whether the current NAME token is followed by '=' (an attribute), without consuming. */
-static bool at_attribute(parser *ps)
-{
-    if (!is_tok(ps, T_NAME))
-        return false;
-    const char *p = ps->p, *line_start = ps->line_start;
-    int line = ps->line;
-    token t = ps->tok;
-    next(ps);
-    bool eq = is_tok(ps, T_EQ);
-    ps->p = p;
-    ps->line = line;
-    ps->line_start = line_start;
-    ps->tok = t;
-    return eq;
-}
-
 /* Whether the token after the current one is of kind k, without consuming. */
 static bool peek_is(parser *ps, tok_kind k)
 {
@@ -705,6 +688,21 @@ static bool peek_is(parser *ps, tok_kind k)
     ps->line_start = line_start;
     ps->tok = t;
     return is;
+}
+
+/* Whether the current NAME token is followed by '=' (an attribute), without consuming. */
+static bool at_attribute(parser *ps) { return is_tok(ps, T_NAME) && peek_is(ps, T_EQ); }
+
+/* The end of a call that built node v (or failed: the error at optok): its position, the ')'. */
+static int32_t end_call(parser *ps, const token *optok, int32_t v)
+{
+    if (v < 0)
+        build_error(ps, optok);
+    ps->f->nodes[v].line = optok->line;
+    ps->f->nodes[v].col = optok->col;
+    next(ps); /* the ')' */
+    ps->depth--;
+    return v;
 }
 
 /* grad "(" expr {"," NAME} ")": the tuple of the gradients of a scalar with respect to
@@ -743,14 +741,7 @@ static int32_t parse_grad(parser *ps, token optok)
         error_tok(ps, &ps->tok, "grad needs at least one variable or parameter after the loss");
     if (!is_tok(ps, T_RPAREN))
         expected(ps, "',' or ')'");
-    int32_t v = nest_grad(ps->f, loss, (int)n, wrt);
-    if (v < 0)
-        build_error(ps, &optok);
-    ps->f->nodes[v].line = optok.line;
-    ps->f->nodes[v].col = optok.col;
-    next(ps); /* the ')' */
-    ps->depth--;
-    return v;
+    return end_call(ps, &optok, nest_grad(ps->f, loss, (int)n, wrt));
 }
 
 /* The checks of a call's attributes that need the parser's view (which attribute is missing,
@@ -908,14 +899,7 @@ static int32_t parse_call(parser *ps, token optok)
         ia.data = constant_data(ps, ctype, &vals, &close);
         ia.count = (int64_t)vals.n;
     }
-    int32_t v = ir_build(ps->f, op, (int)nin, in, &ia);
-    if (v < 0)
-        build_error(ps, &optok);
-    ps->f->nodes[v].line = optok.line;
-    ps->f->nodes[v].col = optok.col;
-    next(ps); /* the ')' */
-    ps->depth--;
-    return v;
+    return end_call(ps, &optok, ir_build(ps->f, op, (int)nin, in, &ia));
 }
 
 static int32_t parse_expr(parser *ps)

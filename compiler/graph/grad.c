@@ -60,29 +60,12 @@ static int32_t sel(gctx *g, int32_t c, int32_t a, int32_t b)
 /* A tensor of `shape` (etype) whose elements are all v. */
 static int32_t fill(gctx *g, int etype, double v, int rank, const int64_t *shape)
 {
-    union {
-        float f32;
-        double f64;
-        int32_t i32;
-        int64_t i64;
-        uint8_t b;
-    } d;
-    switch (etype) {
-    case NEST_F32: d.f32 = (float)v; break;
-    case NEST_F64: d.f64 = v; break;
-    case NEST_I32: d.i32 = (int32_t)v; break;
-    case NEST_I64: d.i64 = (int64_t)v; break;
-    default: d.b = v != 0; break;
-    }
-    ir_attrs ca = {.type = etype, .rank = 0, .data = &d, .count = 1};
-    int32_t c = build(g, OP_CONSTANT, 0, NULL, &ca);
-    if (rank == 0)
-        return c;
-    int64_t axes[NEST_MAX_RANK];
-    for (int k = 0; k < rank; k++)
-        axes[k] = k;
-    ir_attrs ba = {.rank = rank, .shape = shape, .naxes = rank, .axes = axes};
-    return build(g, OP_BROADCAST, 1, &c, &ba);
+    if (g->failed)
+        return NEST_NONE;
+    int32_t c = ir_fill(g->f, etype, v, rank, shape);
+    if (c < 0)
+        g->failed = true;
+    return c;
 }
 
 /* A tensor of x's type and shape whose elements are all v. */

@@ -26,16 +26,22 @@ ir_op ir_op_lookup(const char *name, size_t len)
     return OP_COUNT;
 }
 
-int ir_error(nest_function *f, int status, const char *fmt, ...)
+int ir_verror(char **errmsg, int *status, int code, const char *fmt, va_list ap)
 {
     buf b = {0};
+    buf_vprintf(&b, fmt, ap);
+    free(*errmsg);
+    *errmsg = buf_finish(&b); /* NULL when out of memory: the handle's errmsg then says so */
+    *status = *errmsg ? code : NEST_ERR_NOMEM;
+    return *status;
+}
+
+int ir_error(nest_function *f, int status, const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
-    buf_vprintf(&b, fmt, ap);
+    ir_verror(&f->errmsg, &f->status, status, fmt, ap);
     va_end(ap);
-    free(f->errmsg);
-    f->errmsg = buf_finish(&b); /* NULL when out of memory: nest_errmsg() then says so */
-    f->status = f->errmsg ? status : NEST_ERR_NOMEM;
     return f->status;
 }
 
@@ -630,6 +636,26 @@ int32_t ir_build(nest_function *f, ir_op op, int nin, const int32_t *in, const i
         f->params[f->nparams++] = f->nnodes;
     }
     return f->nnodes++;
+}
+
+int32_t ir_fill(nest_function *f, int etype, double v, int rank, const int64_t *shape)
+{
+    union {
+        float f32;
+        double f64;
+        int32_t i32;
+        int64_t i64;
+        uint8_t b;
+    } d;
+    switch (etype) {
+    case NEST_F32: d.f32 = (float)v; break;
+    case NEST_F64: d.f64 = v; break;
+    case NEST_I32: d.i32 = (int32_t)v; break;
+    case NEST_I64: d.i64 = (int64_t)v; break;
+    default: d.b = v != 0; break;
+    }
+    ir_attrs at = {.type = etype, .rank = rank, .shape = shape, .data = &d, .count = 1};
+    return ir_build(f, OP_CONSTANT, 0, NULL, &at);
 }
 
 /* ---- the verifier ---- */

@@ -13,14 +13,10 @@
 
 int ir_module_error(nest_module *m, int status, const char *fmt, ...)
 {
-    buf b = {0};
     va_list ap;
     va_start(ap, fmt);
-    buf_vprintf(&b, fmt, ap);
+    ir_verror(&m->errmsg, &m->status, status, fmt, ap);
     va_end(ap);
-    free(m->errmsg);
-    m->errmsg = buf_finish(&b);
-    m->status = m->errmsg ? status : NEST_ERR_NOMEM;
     m->line = m->col = 0;
     return m->status;
 }
@@ -261,24 +257,26 @@ int32_t ir_state_declare(nest_module *m, const char *name, bool trainable, nest_
     return m->nstates++;
 }
 
-int nest_variable(nest_module *m, const char *name, nest_type type, int rank,
-                  const int64_t *shape, const nest_init *init)
+static int declare(nest_module *m, const char *name, bool trainable, nest_type type, int rank,
+                   const int64_t *shape, const nest_init *init)
 {
     if (!m)
         return NEST_ERR_ARG;
-    return ir_state_declare(m, name, true, type, rank, shape, init) >= 0 ? NEST_OK
-           : m->status                                                   ? m->status
-                                                                         : NEST_ERR_ARG;
+    if (ir_state_declare(m, name, trainable, type, rank, shape, init) >= 0)
+        return NEST_OK;
+    return m->status ? m->status : NEST_ERR_ARG;
+}
+
+int nest_variable(nest_module *m, const char *name, nest_type type, int rank,
+                  const int64_t *shape, const nest_init *init)
+{
+    return declare(m, name, true, type, rank, shape, init);
 }
 
 int nest_persistent(nest_module *m, const char *name, nest_type type, int rank,
                     const int64_t *shape, const nest_init *init)
 {
-    if (!m)
-        return NEST_ERR_ARG;
-    return ir_state_declare(m, name, false, type, rank, shape, init) >= 0 ? NEST_OK
-           : m->status                                                    ? m->status
-                                                                          : NEST_ERR_ARG;
+    return declare(m, name, false, type, rank, shape, init);
 }
 
 /* ---- reads and assignments ---- */
