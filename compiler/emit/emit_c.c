@@ -122,6 +122,10 @@ static void reserve_names(ctx *c)
         snprintf(nm, sizeof nm, "%s%s", c->f->name, entry[i]);
         em_names_add(&c->fn, nm);
     }
+    if (c->f->module && c->f->module->nstates > 0) { /* the state's type */
+        snprintf(nm, sizeof nm, "%s_state", c->f->module->name);
+        em_names_add(&c->fn, nm);
+    }
 }
 
 /* The state tensors the function reads or assigns (ir_uses_state), in the state's order, into
