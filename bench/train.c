@@ -3,7 +3,7 @@
  * backward, SGD with momentum) of nest's compiled step kernel against PyTorch eager
  * (bench/train_peers.py), on 1 and 2 threads, measured in turn in one run.
  *
- *   train [-o REPORT.md] [--quick]
+ *   train [-o REPORT.md] [--quick] [--print MODEL]   (--print: model MODEL's text form)
  *
  * Models: the digits MLP of samples/ (64-256-256-10, batch 32) and a 784-1024-1024-10 MLP at
  * batch 64, random data. nest's step is generated from the same template as samples/mlp.nest:
@@ -179,8 +179,14 @@ int main(int argc, char **argv)
             report = argv[++i];
         else if (!strcmp(argv[i], "--quick"))
             quick = true;
-        else
-            die("usage: train [-o REPORT.md] [--quick]");
+        else if (!strcmp(argv[i], "--print") && i + 1 < argc && atoi(argv[i + 1]) >= 0 &&
+                 atoi(argv[i + 1]) < NMODELS) {
+            char *text = module_text(&models[atoi(argv[++i])]);
+            fputs(text, stdout);
+            free(text);
+            return 0;
+        } else
+            die("usage: train [-o REPORT.md] [--quick] [--print MODEL]");
     }
     int rounds = quick ? 3 : 7;
     double secs = quick ? 0.1 : 0.2;

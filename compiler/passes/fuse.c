@@ -538,6 +538,57 @@ static void merge_adjacent(plan *p)
     }
 }
 
+/* Whether nest n (live) reads any buffer written by nest w. */
+static bool reads_from(plan *p, const nest *n, const nest *w)
+{
+    for (int i = 0; i < n->nouts; i++)
+        for (int j = 0; j < w->nouts; j++)
+            if (fx_reads(p, n->outs[i].value, w->outs[j].buf))
+                return true;
+    return false;
+}
+
+/* Whether nest n reads the entry value of a state tensor that nest a assigns. */
+static bool reads_assigned(plan *p, const nest *n, const nest *a)
+{
+    for (int j = 0; j < a->nouts; j++)
+        for (int32_t b = 0; b < p->nbufs; b++)
+            if (p->bufs[b].kind == BUF_STATE && p->bufs[b].index == p->bufs[a->outs[j].buf].index)
+                for (int i = 0; i < n->nouts; i++)
+                    if (fx_reads(p, n->outs[i].value, b))
+                        return true;
+    return false;
+}
+
+/* Moves each nest of assignments up to right after the last nest that writes what it reads,
+ * when no nest in between reads the entry value of a tensor it assigns: an update then follows
+ * the product of its gradient (tile.c runs it on the product's tiles, so the gradient is never
+ * stored) and can still write in place. */
+static void schedule_assigns(plan *p)
+{
+    for (int32_t k = p->nnests - 1; k > 0; k--) {
+        nest *a = &p->nests[k];
+        bool assigns = !a->dead && a->nouts > 0;
+        for (int i = 0; assigns && i < a->nouts; i++)
+            assigns = p->bufs[a->outs[i].buf].kind == BUF_STATE_NEW;
+        if (!assigns)
+            continue;
+        int32_t prod = -1;
+        for (int32_t j = k - 1; j >= 0 && prod < 0; j--)
+            if (!p->nests[j].dead && reads_from(p, a, &p->nests[j]))
+                prod = j;
+        bool ok = prod >= 0 && prod < k - 1;
+        for (int32_t m = prod + 1; ok && m < k; m++)
+            ok = p->nests[m].dead || !reads_assigned(p, &p->nests[m], a);
+        if (!ok)
+            continue;
+        nest moved = *a;
+        memmove(&p->nests[prod + 2], &p->nests[prod + 1], (size_t)(k - prod - 1) * sizeof *a);
+        p->nests[prod + 1] = moved;
+        k++; /* position k now holds the nest that was before it */
+    }
+}
+
 /* Drops stores into temporaries that no nest reads any more. */
 static void drop_dead_stores(plan *p)
 {
@@ -621,6 +672,8 @@ int pass_fuse(plan *p)
         finish_assigns(&lw);
     if (!p->status && p->opts->fuse) /* without fusion every op keeps its nest */
         merge_adjacent(p);
+    if (!p->status && p->opts->fuse)
+        schedule_assigns(p);
     if (!p->status)
         drop_dead_stores(p);
 out:
