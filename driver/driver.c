@@ -26,7 +26,7 @@ struct nest_kernel {
     int32_t nconsts;
     int nparams, nresults;
     int64_t *counts;    /* elements of each parameter, then of each result */
-    uint8_t *esize;     /* ... and the size of one element */
+    int64_t *bytes;     /* ... and their sizes in bytes */
     char *name;
     bool cache_hit;
     double compile_ms;
@@ -49,7 +49,7 @@ void nest_kernel_free(nest_kernel *k)
     free(k->consts);
     free(k->ws);
     free(k->counts);
-    free(k->esize);
+    free(k->bytes);
     free(k->name);
     free(k->errmsg);
     free(k);
@@ -81,18 +81,15 @@ nest_kernel *nest_compile(nest_function *f, const nest_options *opts)
         k->layout = ir_state_layout_hash(f->module);
     }
     k->counts = malloc(((size_t)f->nparams + (size_t)f->nresults + 1) * sizeof *k->counts);
-    k->esize = malloc((size_t)f->nparams + (size_t)f->nresults + 1);
+    k->bytes = malloc(((size_t)f->nparams + (size_t)f->nresults + 1) * sizeof *k->bytes);
     k->name = strdup(f->name);
     k->consts = calloc((size_t)info.nconsts + 1, sizeof *k->consts);
-    if (!k->counts || !k->esize || !k->name || !k->consts)
+    if (!k->counts || !k->bytes || !k->name || !k->consts)
         goto nomem;
-    for (int32_t i = 0; i < f->nparams; i++) {
-        k->counts[i] = ir_count(&f->nodes[f->params[i]]);
-        k->esize[i] = (uint8_t)nest_type_size((nest_type)f->nodes[f->params[i]].etype);
-    }
-    for (int32_t i = 0; i < f->nresults; i++) {
-        k->counts[f->nparams + i] = ir_count(&f->nodes[f->results[i]]);
-        k->esize[f->nparams + i] = (uint8_t)nest_type_size((nest_type)f->nodes[f->results[i]].etype);
+    for (int32_t i = 0; i < f->nparams + f->nresults; i++) {
+        const ir_node *n = &f->nodes[i < f->nparams ? f->params[i] : f->results[i - f->nparams]];
+        k->counts[i] = ir_count(n);
+        k->bytes[i] = k->counts[i] * (int64_t)nest_type_size((nest_type)n->etype);
     }
     k->nconsts = info.nconsts;
     for (int32_t i = 0; i < info.nconsts; i++) {
@@ -227,15 +224,9 @@ int nest_call_state(nest_kernel *k, nest_state *st, void *const *args, int nargs
     int status = check_call(k, args, nargs, results, nresults);
     if (status != NEST_OK)
         return status;
-    int64_t *bytes = malloc(((size_t)nargs + (size_t)nresults + 1) * sizeof *bytes);
-    if (!bytes)
-        return call_error(k, NEST_ERR_NOMEM, "%s: out of memory", k->name);
-    for (int i = 0; i < nargs + nresults; i++)
-        bytes[i] = k->counts[i] * (int64_t)k->esize[i];
     char *msg = NULL;
-    status = state_check_call(st, k->nstates, k->layout, k->name, args, nargs, bytes, results,
-                              nresults, bytes + nargs, &msg);
-    free(bytes);
+    status = state_check_call(st, k->nstates, k->layout, k->name, args, nargs, k->bytes, results,
+                              nresults, k->bytes + nargs, &msg);
     if (status != NEST_OK) {
         call_error(k, status, "%s", msg ? msg : "out of memory");
         free(msg);

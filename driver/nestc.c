@@ -28,7 +28,7 @@ static const char usage[] =
     "  --run[=FUNC]       evaluate FUNC (default: every function) with the reference\n"
     "                     interpreter on generated inputs and print the results; parameter p's\n"
     "                     element i is ((7i + 3p) mod 11 - 5) / 8 (integers: without / 8;\n"
-    "                     bool: (i + p) mod 2)\n"
+    "                     bool: (i + p) mod 2); a function with state runs on a new state\n"
     "  --jit              with --run: compile in process and run the compiled code, checked\n"
     "                     against the interpreter (-v: compile time and compile-cache hit)\n"
     "  --name=NAME        the module's name, which names its state in the C (NAME_state_new,\n"
@@ -157,7 +157,11 @@ static int run_function(nest_function *f, const nest_options *opts, bool jit)
     void **args = calloc((size_t)np + 1, sizeof *args);
     void **res = calloc((size_t)nr + 1, sizeof *res), **got = calloc((size_t)nr + 1, sizeof *got);
     nest_kernel *k = NULL;
-    int status = args && res && got ? NEST_OK : NEST_ERR_NOMEM;
+    /* a function with state runs on a fresh state of its module, one for each path */
+    bool state = f->module && f->module->nstates > 0;
+    nest_state *si = state ? nest_state_new(f->module) : NULL,
+               *sj = state && jit ? nest_state_new(f->module) : NULL;
+    int status = args && res && got && (!state || (si && (!jit || sj))) ? NEST_OK : NEST_ERR_NOMEM;
     for (int i = 0; status == NEST_OK && i < np; i++) {
         const ir_node *p = &f->nodes[f->params[i]];
         int64_t count = ir_count(p);
@@ -175,7 +179,7 @@ static int run_function(nest_function *f, const nest_options *opts, bool jit)
             status = NEST_ERR_NOMEM;
     }
     if (status == NEST_OK)
-        status = nest_evaluate(f, args, np, res, nr);
+        status = nest_evaluate_state(f, si, args, np, res, nr);
     if (status == NEST_OK && jit) {
         k = nest_compile(f, opts);
         if (!k)
@@ -184,7 +188,7 @@ static int run_function(nest_function *f, const nest_options *opts, bool jit)
             fprintf(stderr, "nestc: %s: %s in %.1f ms, workspace %zu bytes\n", f->name,
                     nest_kernel_cache_hit(k) ? "taken from the compile cache" : "compiled",
                     nest_kernel_compile_ms(k), nest_kernel_workspace_size(k));
-        if (k && nest_call(k, args, np, got, nr) != NEST_OK) {
+        if (k && nest_call_state(k, sj, args, np, got, nr) != NEST_OK) {
             fprintf(stderr, "nestc: %s: %s\n", f->name, nest_kernel_errmsg(k));
             status = NEST_ERR_CALL;
         }
@@ -208,6 +212,8 @@ static int run_function(nest_function *f, const nest_options *opts, bool jit)
                 status == NEST_ERR_NOMEM && !f->errmsg ? "out of memory" : nest_errmsg(f));
     }
     nest_kernel_free(k);
+    nest_state_free(si);
+    nest_state_free(sj);
     for (int i = 0; args && i < np; i++)
         free(args[i]);
     for (int i = 0; res && got && i < nr; i++) {

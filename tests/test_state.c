@@ -618,6 +618,29 @@ static void test_save_load(void **state)
     nest_module_free(m3);
 }
 
+/* nestc --run --jit runs a function with state on new states, interpreter against kernel. */
+static void test_nestc_run(void **state)
+{
+    (void)state;
+    const char *nestc = getenv("NESTC");
+    if (!nestc)
+        nestc = "bin/nestc";
+    char path[128], cmd[512], out[128];
+    snprintf(path, sizeof path, "%s/run.nest", tmproot);
+    snprintf(out, sizeof out, "%s/run.out", tmproot);
+    FILE *f = fopen(path, "w");
+    fputs(sgd_text, f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "%s --run=step --jit %s > %s 2>&1", nestc, path, out);
+    assert_int_equal(system(cmd), 0);
+    f = fopen(out, "r");
+    char line[256] = "";
+    assert_non_null(fgets(line, sizeof line, f));
+    fclose(f);
+    assert_non_null(strstr(line, "step result 0: f32[] = ["));
+    assert_non_null(strstr(line, "(compiled; the reference interpreter differs by"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -631,6 +654,7 @@ int main(void)
         cmocka_unit_test(test_in_place),
         cmocka_unit_test(test_aot),
         cmocka_unit_test(test_save_load),
+        cmocka_unit_test(test_nestc_run),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

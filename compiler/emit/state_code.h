@@ -128,11 +128,17 @@ static void nest_st_fill(void *data, const nest_st_desc *d)
  * and *block to free. Returns 0, or 1 when out of memory. */
 static int nest_st_alloc(const nest_st_desc *d, int n, void **t, void **block)
 {
-    size_t total = 64, off = 0;
+    size_t total = 64, off = 0, bytes;
     int i;
     unsigned char *base;
-    for (i = 0; i < n; i++)
-        total += ((size_t)d[i].count * nest_st_esize(d[i].type) + 63) / 64 * 64;
+    for (i = 0; i < n; i++) { /* each tensor is below 2^62 bytes; their sum may not be */
+        bytes = ((size_t)d[i].count * nest_st_esize(d[i].type) + 63) / 64 * 64;
+        if (bytes > SIZE_MAX - total) {
+            *block = NULL;
+            return 1;
+        }
+        total += bytes;
+    }
     *block = malloc(total);
     if (!*block)
         return 1;
