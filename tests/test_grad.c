@@ -318,7 +318,7 @@ static double loss_at(nest_function *lf, double **x, int np)
  * gradient against the interpreter's (with `jit`). */
 static void check_case(int k, uint64_t seed, bool jit)
 {
-    rng r = {seed};
+    rng r = {.s = seed};
     gcase c = {.r = &r, .h = 1e-6, .tol = 1e-6};
     /* the loss alone, and the loss with its gradient: the same graph built twice */
     nest_function *fs[2];
@@ -344,7 +344,7 @@ static void check_case(int k, uint64_t seed, bool jit)
         assert_ok(c.f, nest_return(c.f, 1 + c.np, outs, NULL));
     }
     nest_function *lf = fs[0], *gf = fs[1];
-    rng vr = {seed ^ 0x5555};
+    rng vr = {.s = seed ^ 0x5555};
     double *g[1 + MAXP], *jg[1 + MAXP], l, jl;
     g[0] = &l;
     jg[0] = &jl;
@@ -562,7 +562,7 @@ static void check_graph(uint64_t seed, stats *st)
         print_error("seed %llu: %s\n%s\n", (unsigned long long)seed, nest_module_errmsg(ml), text);
     assert_int_equal(nest_module_errcode(ml), NEST_OK);
     nest_function *lf = nest_module_function(ml, 0), *gf = nest_module_function(mg, 0);
-    rng r = {seed ^ 0x9e3779b97f4a7c15u};
+    rng r = {.s = seed ^ 0x9e3779b97f4a7c15u};
     rng r2 = r;
     nest_value ll = loss_of(lf, &r), gl = loss_of(gf, &r2);
     int nw = 0;
@@ -592,7 +592,7 @@ static void check_graph(uint64_t seed, stats *st)
     /* arguments: continuous random points of the generator's domains */
     void *args[MAXPARAMS];
     int64_t counts[MAXPARAMS];
-    rng vr = {seed * 7 + 1};
+    rng vr = {.s = seed * 7 + 1};
     for (int i = 0; i < np; i++) {
         nest_value p = nest_param(lf, i);
         int t = nest_value_type(lf, p);

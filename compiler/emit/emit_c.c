@@ -278,7 +278,7 @@ static void signature_comment(ctx *c)
     if (f->nresults != 1)
         buf_putc(&t, ')');
     buf_puts(&t, " */");
-    char *s = buf_finish(&t);
+    char *s = em_finish(c, &t);
     em_line(c, "%s", s ? s : "");
     free(s);
 }
@@ -403,7 +403,7 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
     c.bufname = abi;
     buf sig = {0};
     param_list(&c, &sig, true, ws, state, false);
-    char *sigs = buf_finish(&sig);
+    char *sigs = em_finish(&c, &sig);
     c.bufname = save;
     signature_comment(&c);
     if (impl)
@@ -469,7 +469,7 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
         em_line(&c, "}");
         em_line(&c, "%s", "");
         call_args(&c, &ca, "(unsigned char *)workspace", "args", "results", state, false);
-        char *a = buf_finish(&ca);
+        char *a = em_finish(&c, &ca);
         if (state)
             em_line(&c, "int %s_call_ws(%s_state *%s, void *const *args, void *const *results, "
                         "void *workspace)",
@@ -492,7 +492,7 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
         c.bufname = abi;
         param_list(&c, &pl, true, false, false, state);
         c.bufname = save;
-        char *ps = buf_finish(&pl);
+        char *ps = em_finish(&c, &pl);
         em_line(&c, "int %s(%s)", f->name, ps ? ps : "");
         free(ps);
         em_line(&c, "{");
@@ -505,7 +505,7 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
                        em_ctype(f->module->states[c.st_index[i]].etype), c.stn, c.st_index[i]);
         if (ws)
             buf_printf(&cl, "%sws", f->nparams + f->nresults + c.nst ? ", " : "");
-        char *cls = buf_finish(&cl);
+        char *cls = em_finish(&c, &cl);
         impl_call(&c, ws ? p->ws_size : 0, cls);
         free(cls);
         em_line(&c, "}");
@@ -520,7 +520,7 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
         call_args(&c, &ca, ws ? "ws" : NULL, an, rn, state, false);
     else
         call_args(&c, &ca, NULL, an, rn, false, state);
-    char *a = buf_finish(&ca);
+    char *a = em_finish(&c, &ca);
     if (state)
         em_line(&c, "int %s_call(%s_state *%s, void *const *%s, void *const *%s)", f->name, sp,
                 c.stn, an, rn);
@@ -539,6 +539,9 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
     em_line(&c, "%s", "");
     free(a);
 out:
+    /* out of memory in a scope of names or in an expression made during emission */
+    if (c.fn.oom || c.mp->status != NEST_OK)
+        b->failed = true;
     free(abi);
     free(c.st_index);
     free(c.st_written);
@@ -554,10 +557,15 @@ void emit_header_decls(buf *b, const plan *p)
 {
     const nest_function *f = p->f;
     ctx c = {.b = b, .p = p, .f = f};
+    if (!namer_init(&c.nm, f)) {
+        namer_free(&c.nm);
+        b->failed = true;
+        return;
+    }
     reserve_names(&c);
     c.stn = strcmp(f->name, "st") ? "st" : "nest_st";
     const char **names_ = NULL;
-    if (!namer_init(&c.nm, f) || !used_states(&c) || !(names_ = abi_names(&c))) {
+    if (!used_states(&c) || !(names_ = abi_names(&c))) {
         namer_free(&c.nm);
         em_names_free(&c.fn);
         free(c.st_index);
@@ -577,13 +585,13 @@ void emit_header_decls(buf *b, const plan *p)
         for (int i = 0; i < c.nst; i++)
             buf_printf(&t, "%s%s%s", i ? ", " : "", f->module->states[c.st_index[i]].name,
                        c.st_written[i] ? " (assigned)" : "");
-        char *ts = buf_finish(&t);
+        char *ts = em_finish(&c, &t);
         em_line(&c, "/* with the state of %s: %s */", sp, ts ? ts : "");
         free(ts);
     }
     buf pl = {0};
     param_list(&c, &pl, false, false, false, state);
-    char *ps = buf_finish(&pl);
+    char *ps = em_finish(&c, &pl);
     em_line(&c, "int %s(%s);", f->name, ps ? ps : "");
     free(ps);
     em_line(&c, "int %s_call(%svoid *const *args, void *const *results);", f->name, pre);
@@ -593,6 +601,8 @@ void emit_header_decls(buf *b, const plan *p)
                 f->name, pre);
     }
     em_line(&c, "%s", "");
+    if (c.fn.oom)
+        b->failed = true;
     free(names_);
     free(c.st_index);
     free(c.st_written);
