@@ -5,14 +5,17 @@
 #   make sanitize   the test suite built with -fsanitize=address,undefined, run
 #   make demo       compile and run the samples, show the generated C
 #   make bench      nest against numpy, numexpr, Eigen, OpenBLAS and hand-fused C
+#   make docs       the pictures of docs/img (Graphviz): layers, sample graphs before and after fusion
 #   make fuzz       the long randomized differential run (runs fuzz-parse first)
 #   make fuzz-random  random graphs, JIT against the interpreter: NEST_FUZZ_COUNT graphs
 #                   (default 20000) from seed NEST_FUZZ_SEED (default: the time)
 #   make fuzz-parse the text-form parser under libFuzzer for FUZZ_TIME seconds (default 60)
+#   make fuzz-npy   the .npy reader under libFuzzer for FUZZ_TIME seconds
 #   make deps       install the Debian packages nest needs (as root) or print the command
-#   make install    PREFIX=/usr/local
+#   make install    PREFIX=/usr/local, DESTDIR= for a staged install; make uninstall
 #   make clean
-# V=1 shows full command lines.
+# V=1 shows full command lines. Every target first checks the Debian packages it needs
+# (tools/deps.sh) and, when one is missing, prints the apt-get command instead of failing later.
 
 CC      ?= cc
 CXX     ?= c++
@@ -20,6 +23,10 @@ PREFIX  ?= /usr/local
 B       ?= build
 BINDIR  ?= bin
 LLVM    ?= /usr/lib/llvm-14
+
+# The version is the header's (include/nest.h); the shared library's soname carries its major.
+VERSION := $(shell sed -n 's/^\#define NEST_VERSION "\(.*\)"/\1/p' include/nest.h)
+SONAME  := libnest.so.$(firstword $(subst ., ,$(VERSION)))
 
 ifeq ($(V),1)
 Q :=
@@ -29,7 +36,8 @@ endif
 
 WARN     := -Wall -Wextra -Werror -pedantic -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS   ?= -O2 -g
-NCFLAGS  := -std=c11 -D_GNU_SOURCE -fPIC $(WARN) -Iinclude -Icommon -Icompiler -Iruntime $(SANFLAGS)
+NCFLAGS  := -std=c11 -D_GNU_SOURCE -fPIC $(WARN) -Iinclude -Icommon -Icompiler -Iruntime -Idriver \
+            $(SANFLAGS)
 LDLIBS   := -lm -ldl -lpthread
 
 # The source, by stage: common/ below everything; the compiler turns graphs into C text (graph/,
@@ -44,14 +52,15 @@ COMPILER_SRC := compiler/graph/types.c compiler/graph/ir.c compiler/graph/print.
                 compiler/pipeline.c
 RUNTIME_SRC  := runtime/loader.c runtime/cache.c runtime/jit.c runtime/aot.c
 DRIVER_SRC   := driver/driver.c
-NESTC_SRC    := driver/nestc.c
-TEST_NAMES   := test_ir test_parse test_interp test_runtime test_fuse test_diff test_random
+NESTC_SRC    := driver/nestc.c driver/run.c driver/npy.c
+TEST_NAMES   := test_ir test_parse test_interp test_runtime test_fuse test_diff test_random \
+                test_npy test_nestc
 
 LIB_OBJ   := $(patsubst %.c,$(B)/obj/%.o,$(COMMON_SRC) $(COMPILER_SRC) $(RUNTIME_SRC) $(DRIVER_SRC))
 NESTC_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(NESTC_SRC))
 TESTS     := $(addprefix $(B)/tests/,$(TEST_NAMES))
 HEADERS   := include/nest.h common/util.h compiler/internal.h compiler/ops.def compiler/emit/emit.h \
-             $(wildcard runtime/*.h)
+             $(wildcard runtime/*.h) driver/cli.h
 
 # The JIT shim (runtime/jit.cpp, clang and LLVM) is a library of its own, loaded by libnest on
 # first use. It is never built with sanitizers: `make sanitize` (B=build/san) uses this one.
@@ -61,19 +70,26 @@ JITFLAGS  := -isystem $(LLVM)/include $(shell $(LLVM)/bin/llvm-config --cxxflags
              -Iinclude -Iruntime -DNEST_LLVM_DIR='"$(LLVM)"'
 JITLIBS   := -L$(LLVM)/lib -lclang-cpp -lLLVM-14 -Wl,-rpath,$(LLVM)/lib -Wl,--no-undefined
 
-.PHONY: all test sanitize demo bench fuzz fuzz-parse fuzz-random deps install clean check-deps run-tests
+.PHONY: all test sanitize demo bench docs fuzz fuzz-parse fuzz-npy fuzz-random deps install \
+        uninstall clean run-tests
 .DELETE_ON_ERROR:
 
-all: $(B)/lib/libnest.a $(B)/lib/libnest.so $(BINDIR)/nestc $(JITLIB)
+all: $(B)/lib/libnest.a $(B)/lib/libnest.so $(B)/lib/$(SONAME) $(BINDIR)/nestc $(JITLIB)
+
+# The Debian packages, by what needs them (tools/deps.sh names the sets). `make deps`, and the
+# front doors `make test`, `make demo`, `make sanitize`, `make bench` and `make docs`, install
+# what is missing when run as root (CI) and otherwise print the apt-get command; every rule that
+# compiles checks its set first (deps-SET, order-only: tens of milliseconds, nothing installed).
+DEPS_SETS := build jit test bench docs fuzz
+.PHONY: $(addprefix deps-,$(DEPS_SETS))
 
 deps:
 	@tools/deps.sh
 
-# `make test` and `make demo` check the packages first; CI runs as root and installs them.
-check-deps:
-	@tools/deps.sh
+$(addprefix deps-,$(DEPS_SETS)): deps-%:
+	@tools/deps.sh --check $*
 
-$(B)/obj/%.o: %.c $(HEADERS)
+$(B)/obj/%.o: %.c $(HEADERS) | deps-build
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(NCFLAGS) $(CFLAGS) -c $< -o $@
@@ -81,7 +97,7 @@ $(B)/obj/%.o: %.c $(HEADERS)
 # The loader falls back to the shim where this build put it.
 $(B)/obj/runtime/loader.o: NCFLAGS += -DNEST_JIT_PATH="\"$(abspath $(JITLIB))\""
 
-$(JITLIB): runtime/jit.cpp runtime/rt.h include/nest.h
+$(JITLIB): runtime/jit.cpp runtime/rt.h include/nest.h | deps-jit
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CXX     $@")
 	$(Q)$(CXX) $(JITFLAGS) -shared -o $@ $< $(JITLIBS)
@@ -91,36 +107,55 @@ $(B)/lib/libnest.a: $(LIB_OBJ)
 	@$(if $(Q),echo "  AR      $@")
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-$(B)/lib/libnest.so: $(LIB_OBJ)
+# The shared library exports the API of nest.h alone (tools/libnest.map); libnest.so and the
+# soname are links to the versioned file.
+$(B)/lib/libnest.so.$(VERSION): $(LIB_OBJ) tools/libnest.map
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) -shared $(SANFLAGS) -o $@ $^ $(LDLIBS)
+	$(Q)$(CC) -shared $(SANFLAGS) -Wl,-soname,$(SONAME) -Wl,--version-script=tools/libnest.map \
+	    -o $@ $(LIB_OBJ) $(LDLIBS)
+
+$(B)/lib/libnest.so $(B)/lib/$(SONAME): $(B)/lib/libnest.so.$(VERSION)
+	$(Q)ln -sf $(notdir $<) $@
 
 $(BINDIR)/nestc: $(NESTC_OBJ) $(B)/lib/libnest.a
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(SANFLAGS) -o $@ $^ $(LDLIBS)
 
-$(B)/tests/%: tests/%.c tests/testutil.h $(B)/lib/libnest.a $(HEADERS)
+# A test links libnest.a and the objects it lists as prerequisites of its own.
+$(B)/tests/%: tests/%.c tests/testutil.h $(B)/lib/libnest.a $(HEADERS) | deps-test
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
-	$(Q)$(CC) $(NCFLAGS) $(CFLAGS) -Wno-missing-prototypes -Itests -o $@ $< $(B)/lib/libnest.a -lcmocka $(LDLIBS)
+	$(Q)$(CC) $(NCFLAGS) $(CFLAGS) -Wno-missing-prototypes -Itests -o $@ $< $(filter %.o,$^) \
+	    $(B)/lib/libnest.a -lcmocka $(LDLIBS)
+
+$(B)/tests/test_npy $(B)/tests/test_nestc: $(B)/obj/driver/npy.o
 
 $(TESTS): $(JITLIB)
 
+# Tests that are programs of their own: the layers against the includes, the package checks,
+# numpy against `nestc run`, the manual page against nestc, a staged install (skipped under
+# sanitizers).
+SCRIPT_TESTS := tests/test_layers.sh tests/test_deps.sh tests/test_run.py tests/test_docs.sh \
+                tests/test_install.sh
+
 run-tests: $(TESTS) $(BINDIR)/nestc $(JITLIB)
-	@failed=0; for t in $(TESTS); do \
-	    echo "== $$t"; NESTC=$(BINDIR)/nestc $$t || failed=1; \
+	@failed=0; for t in $(TESTS) $(SCRIPT_TESTS); do \
+	    echo "== $$t"; NESTC=$(BINDIR)/nestc B=$(B) BINDIR=$(BINDIR) SANFLAGS="$(SANFLAGS)" \
+	        $$t || failed=1; \
 	done; \
 	if [ $$failed = 0 ]; then echo "all tests passed"; else echo "SOME TESTS FAILED"; exit 1; fi
 
-test: check-deps
+test:
+	@tools/deps.sh build jit test
 	$(Q)$(MAKE) --no-print-directory run-tests
 
 # LeakSanitizer's tracking of dynamic TLS (gcc 12's libsanitizer with this glibc) reads garbage
 # ranges for threads of a dlopened library that uses TLS (libomp's workers, in JIT'd OpenMP
 # code) and crashes at exit: leave dynamic TLS blocks to be scanned as the heap blocks they are.
-sanitize: check-deps
+sanitize:
+	@tools/deps.sh build jit test
 	$(Q)ASAN_OPTIONS="$${ASAN_OPTIONS:+$$ASAN_OPTIONS:}intercept_tls_get_addr=0" \
 	    $(MAKE) --no-print-directory B=build/san BINDIR=build/san/bin \
 	    SANFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
@@ -129,15 +164,28 @@ sanitize: check-deps
 # The text-form parser under libFuzzer, built with clang against the compiler sources (not the
 # runtime): any bytes parse or fail with a positioned error, and what parses prints, parses back
 # and prints the same. New inputs go to $(B)/fuzz/corpus-parse, crashing ones to $(B)/fuzz/.
-FUZZ_CC    ?= clang
+FUZZ_CC    ?= clang-14
 FUZZ_TIME  ?= 60
 FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
               -fno-sanitize-recover=all $(WARN) -Iinclude -Icommon -Icompiler
 
-$(B)/fuzz/fuzz_parse: tests/fuzz_parse.c $(COMMON_SRC) $(COMPILER_SRC) $(HEADERS)
+$(B)/fuzz/fuzz_parse: tests/fuzz_parse.c $(COMMON_SRC) $(COMPILER_SRC) $(HEADERS) | deps-fuzz
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  FUZZCC  $@")
 	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ tests/fuzz_parse.c $(COMMON_SRC) $(COMPILER_SRC) -lm
+
+# The .npy reader of nestc run under libFuzzer: any bytes give an array that keeps its promises
+# and writes and reads back the same, or an error with a message.
+$(B)/fuzz/fuzz_npy: tests/fuzz_npy.c driver/npy.c compiler/graph/types.c $(HEADERS) | deps-fuzz
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  FUZZCC  $@")
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -Idriver -o $@ tests/fuzz_npy.c driver/npy.c \
+	    compiler/graph/types.c
+
+fuzz-npy: $(B)/fuzz/fuzz_npy
+	@mkdir -p $(B)/fuzz/corpus-npy
+	$(B)/fuzz/fuzz_npy -max_total_time=$(FUZZ_TIME) -dict=tests/fuzz_npy.dict \
+	    -artifact_prefix=$(B)/fuzz/ $(B)/fuzz/corpus-npy tests/corpus/npy
 
 fuzz-parse: $(B)/fuzz/fuzz_parse
 	@mkdir -p $(B)/fuzz/corpus-parse
@@ -149,7 +197,7 @@ fuzz-parse: $(B)/fuzz/fuzz_parse
 fuzz-random: $(B)/tests/test_random $(JITLIB)
 	NEST_FUZZ_COUNT=$${NEST_FUZZ_COUNT:-20000} $(B)/tests/test_random
 
-fuzz: fuzz-parse fuzz-random
+fuzz: fuzz-parse fuzz-npy fuzz-random
 
 # The samples: l2 through the C API and the JIT, dense ahead of time through its header.
 $(B)/samples/l2: samples/l2.c $(B)/lib/libnest.a include/nest.h
@@ -164,7 +212,8 @@ $(B)/samples/dense_main: samples/dense_main.c $(B)/samples/dense.so $(B)/samples
 	$(Q)$(CC) -std=c11 -O2 -Wall -Wextra -Werror -I$(B)/samples -o $@ $< $(B)/samples/dense.so \
 	    -Wl,-rpath,$(abspath $(B)/samples) -lm
 
-demo: check-deps
+demo:
+	@tools/deps.sh build jit
 	$(Q)$(MAKE) --no-print-directory all $(B)/samples/l2 $(B)/samples/dense_main
 	@echo "== samples/l2.nest, the squared L2 distance of x - y:"
 	@cat samples/l2.nest
@@ -236,14 +285,64 @@ bench:
 	$(Q){ echo; echo '## Cross-check: two threads at 16M, best of 10 calls in turn'; echo; \
 	    echo '```'; $(B)/bench/crosscheck; echo '```'; } | tee -a $(B)/bench.md
 
+# make install [PREFIX=/usr/local] [DESTDIR=/staging]: the libraries (libnest.so.VERSION with
+# its soname and libnest.so links, libnest.a), the JIT library in lib/nest/ (where libnest and
+# nestc look for it), nest.h, nestc, nest.pc for pkg-config, the man page and the docs.
+# `make uninstall` with the same PREFIX and DESTDIR removes exactly these files.
+PREFIX_   := $(DESTDIR)$(PREFIX)
+MANDIR    := $(PREFIX)/share/man
+DOCDIR    := $(PREFIX)/share/doc/nest
+DOC_FILES := README.md docs/api.md docs/text-format.md docs/architecture.md docs/performance.md
+DOC_IMG   := $(wildcard docs/img/*.svg)
+INSTALLED := $(PREFIX)/include/nest.h $(PREFIX)/bin/nestc $(PREFIX)/lib/libnest.a \
+             $(PREFIX)/lib/libnest.so.$(VERSION) $(PREFIX)/lib/$(SONAME) $(PREFIX)/lib/libnest.so \
+             $(PREFIX)/lib/nest/libnest_jit.so $(PREFIX)/lib/pkgconfig/nest.pc \
+             $(MANDIR)/man1/nestc.1 $(addprefix $(DOCDIR)/,$(notdir $(DOC_FILES))) \
+             $(addprefix $(DOCDIR)/img/,$(notdir $(DOC_IMG)))
+
+# The pictures of docs/ (Graphviz), committed so that the docs show them: the layers
+# (docs/layers.dot) and the sample graphs before and after fusion, drawn by nestc --emit=dot for
+# a fixed target (x86-64-v3) so that they do not depend on the machine that makes them.
+DOC_GRAPHS := l2 dense softmax
+DOC_PICS   := docs/img/layers.svg \
+              $(foreach g,$(DOC_GRAPHS),docs/img/$(g)-unfused.svg docs/img/$(g)-fused.svg)
+
+docs: $(DOC_PICS)
+
+docs/img/layers.svg: docs/layers.dot | deps-docs
+	@mkdir -p $(dir $@)
+	$(Q)dot -Tsvg $< -o $@
+
+docs/img/%-fused.svg: samples/%.nest $(BINDIR)/nestc | deps-docs
+	@mkdir -p $(dir $@)
+	$(Q)$(BINDIR)/nestc --emit=dot --march=x86-64-v3 $< > $@.dot && dot -Tsvg $@.dot -o $@ && rm $@.dot
+
+docs/img/%-unfused.svg: samples/%.nest $(BINDIR)/nestc | deps-docs
+	@mkdir -p $(dir $@)
+	$(Q)$(BINDIR)/nestc --emit=dot --no-fuse --march=x86-64-v3 $< > $@.dot && \
+	    dot -Tsvg $@.dot -o $@ && rm $@.dot
+
 install: all
-	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin
-	install -m 644 include/nest.h $(DESTDIR)$(PREFIX)/include/
-	install -m 644 $(B)/lib/libnest.a $(DESTDIR)$(PREFIX)/lib/
-	install -m 755 $(B)/lib/libnest.so $(DESTDIR)$(PREFIX)/lib/
-	install -m 755 $(BINDIR)/nestc $(DESTDIR)$(PREFIX)/bin/
-	install -d $(DESTDIR)$(PREFIX)/lib/nest
-	install -m 755 $(JITLIB) $(DESTDIR)$(PREFIX)/lib/nest/
+	install -d $(PREFIX_)/include $(PREFIX_)/bin $(PREFIX_)/lib/nest $(PREFIX_)/lib/pkgconfig \
+	    $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(DOCDIR)/img
+	install -m 644 include/nest.h $(PREFIX_)/include/
+	install -m 755 $(BINDIR)/nestc $(PREFIX_)/bin/
+	install -m 644 $(B)/lib/libnest.a $(PREFIX_)/lib/
+	install -m 755 $(B)/lib/libnest.so.$(VERSION) $(PREFIX_)/lib/
+	ln -sf libnest.so.$(VERSION) $(PREFIX_)/lib/$(SONAME)
+	ln -sf $(SONAME) $(PREFIX_)/lib/libnest.so
+	install -m 755 $(JITLIB) $(PREFIX_)/lib/nest/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' tools/nest.pc.in \
+	    > $(PREFIX_)/lib/pkgconfig/nest.pc
+	install -m 644 docs/nestc.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 644 $(DOC_FILES) $(DESTDIR)$(DOCDIR)/
+	$(if $(DOC_IMG),install -m 644 $(DOC_IMG) $(DESTDIR)$(DOCDIR)/img/)
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null; then \
+	    ldconfig; fi
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
+	rmdir $(PREFIX_)/lib/nest $(DESTDIR)$(DOCDIR)/img $(DESTDIR)$(DOCDIR) 2>/dev/null || true
 
 clean:
 	rm -rf build bin

@@ -1,16 +1,18 @@
-/* nestc.c - the command line: parse a .nest file, then print, run or compile it. */
+/* nestc.c - the command line: parse a .nest file, then print, run or compile it; `nestc run`
+ * is run.c. */
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "internal.h"
-
-enum { EXIT_INPUT = 1, EXIT_USAGE = 2 };
 
 static const char usage[] =
     "usage: nestc [options] FILE.nest        (FILE may be - for standard input)\n"
+    "       nestc run FILE [run options]      (nestc run --help lists them)\n"
     "\n"
     "  -o OUT.so          compile every function to OUT.so and write OUT.h\n"
     "  -O0 .. -O3         optimization level of the C compiler (default -O3)\n"
@@ -18,6 +20,7 @@ static const char usage[] =
     "                     for a .so that runs elsewhere)\n"
     "  --cc=CC            C compiler for -o (default cc; e.g. gcc, clang-14, \"ccache gcc\")\n"
     "  --no-openmp        do not run large loops on several cores\n"
+    "  --no-cache         do not use the compile cache of the in-process compiler\n"
     "  -v                 show the compile command and its time\n"
     "  --emit=FORM        print FORM to standard output: ir (the canonical text form),\n"
     "                     dot (Graphviz), c (the generated C), h (its header)\n"
@@ -30,15 +33,50 @@ static const char usage[] =
     "  --jit              with --run: compile in process and run the compiled code, checked\n"
     "                     against the interpreter (-v: compile time and compile-cache hit)\n"
     "  --help             show this text\n"
+    "  --version          show the version of nestc and of the LLVM it compiles with\n"
     "\n"
     "Exit status: 0 success, 1 an error in the input, 2 wrong usage.\n";
 
-static int fail_usage(const char *fmt, const char *arg)
+int cli_usage_error(const char *fmt, ...)
 {
+    va_list ap;
+    va_start(ap, fmt);
     fprintf(stderr, "nestc: ");
-    fprintf(stderr, fmt, arg);
+    vfprintf(stderr, fmt, ap);
     fprintf(stderr, "\n(nestc --help shows the options)\n");
+    va_end(ap);
     return EXIT_USAGE;
+}
+
+int cli_common_option(const char *a, nest_options *o)
+{
+    if (a[0] == '-' && a[1] == 'O' && a[2] >= '0' && a[2] <= '3' && a[3] == '\0')
+        o->opt_level = a[2] - '0';
+    else if (strncmp(a, "--march=", 8) == 0 && a[8])
+        o->march = a + 8;
+    else if (strcmp(a, "--no-openmp") == 0)
+        o->openmp = 0;
+    else if (strcmp(a, "--no-fuse") == 0)
+        o->fuse = 0;
+    else if (strcmp(a, "--no-cache") == 0)
+        o->cache = 0;
+    else if (strcmp(a, "-v") == 0)
+        o->verbose = 1;
+    else
+        return 0;
+    return 1;
+}
+
+static int version(void)
+{
+    printf("nestc %s\n", NEST_VERSION);
+    const char *llvm = nest_llvm_version();
+    if (llvm)
+        printf("LLVM %s (in process: nest_compile, nestc run)\n", llvm);
+    else
+        printf("LLVM: the in-process compiler (libnest_jit.so) cannot be loaded; nestc run "
+               "and nest_compile say why\n");
+    return 0;
 }
 
 /* Reads all of a file (or stdin for "-"); NULL with errno on failure. */
@@ -90,63 +128,8 @@ static void show_line(const char *src, size_t len, int line, int col)
 
 /* ---- --run ---- */
 
-static void fill_input(void *data, int etype, int64_t count, int p)
-{
-    for (int64_t i = 0; i < count; i++) {
-        int64_t k = (7 * (i % 11) + 3 * p) % 11 - 5;
-        switch (etype) {
-        case NEST_F32: ((float *)data)[i] = (float)k / 8; break;
-        case NEST_F64: ((double *)data)[i] = (double)k / 8; break;
-        case NEST_I32: ((int32_t *)data)[i] = (int32_t)k; break;
-        case NEST_I64: ((int64_t *)data)[i] = k; break;
-        case NEST_BOOL: ((uint8_t *)data)[i] = (uint8_t)((i + p) % 2); break;
-        }
-    }
-}
-
-static void print_values(const void *data, int etype, int64_t count)
-{
-    buf b = {0};
-    int64_t shown = count < 8 ? count : 8;
-    buf_putc(&b, '[');
-    for (int64_t i = 0; i < shown; i++) {
-        if (i)
-            buf_puts(&b, ", ");
-        print_scalar(&b, etype, data, i);
-    }
-    if (shown < count)
-        buf_printf(&b, ", ... (%lld values)", (long long)count);
-    buf_putc(&b, ']');
-    char *s = buf_finish(&b);
-    printf("%s", s ? s : "?");
-    free(s);
-}
-
-/* The largest difference between two result arrays, relative to the reference's magnitude
- * (exact 0 or 1 for integers and bool: whether any element differs). */
-static double difference(const void *ref, const void *got, int etype, int64_t count)
-{
-    double worst = 0;
-    for (int64_t i = 0; i < count; i++) {
-        double a, b;
-        switch (etype) {
-        case NEST_F32: a = ((const float *)ref)[i], b = ((const float *)got)[i]; break;
-        case NEST_F64: a = ((const double *)ref)[i], b = ((const double *)got)[i]; break;
-        case NEST_I32: a = ((const int32_t *)ref)[i], b = ((const int32_t *)got)[i]; break;
-        case NEST_I64: a = (double)((const int64_t *)ref)[i], b = (double)((const int64_t *)got)[i]; break;
-        default: a = ((const uint8_t *)ref)[i], b = ((const uint8_t *)got)[i]; break;
-        }
-        if (a != a && b != b)
-            continue; /* both NaN */
-        double d = a == b ? 0 : (a != a || b != b) ? 1 : fabs(a - b) / (fabs(a) > 1 ? fabs(a) : 1);
-        if (d > worst)
-            worst = d;
-    }
-    return worst;
-}
-
 /* --run: the interpreter's results; with jit, the compiled kernel's, checked against them. */
-static int run_function(nest_function *f, const nest_options *opts, bool jit)
+static int run_generated(nest_function *f, const nest_options *opts, bool jit)
 {
     int np = nest_param_count(f), nr = nest_result_count(f);
     void **args = calloc((size_t)np + 1, sizeof *args);
@@ -160,7 +143,7 @@ static int run_function(nest_function *f, const nest_options *opts, bool jit)
         if (!args[i])
             status = NEST_ERR_NOMEM;
         else
-            fill_input(args[i], p->etype, count, i);
+            run_fill(args[i], (nest_type)p->etype, count, i, false, NULL);
     }
     for (int i = 0; status == NEST_OK && i < nr; i++) {
         const ir_node *r = &f->nodes[f->results[i]];
@@ -192,10 +175,11 @@ static int run_function(nest_function *f, const nest_options *opts, bool jit)
             char *t = buf_finish(&b);
             printf("%s result %d: %s = ", f->name, i, t ? t : "?");
             free(t);
-            print_values(jit ? got[i] : res[i], r->etype, ir_count(r));
+            run_print_values(jit ? got[i] : res[i], (nest_type)r->etype, ir_count(r), 8);
+            int64_t at;
             if (jit)
                 printf("  (compiled; the reference interpreter differs by %.2g)",
-                       difference(res[i], got[i], r->etype, ir_count(r)));
+                       run_difference(res[i], got[i], (nest_type)r->etype, ir_count(r), &at));
             printf("\n");
         }
     } else if (status != NEST_ERR_CALL) {
@@ -227,41 +211,63 @@ static bool put_text(char *text, nest_function *const *fns, int n)
     return true;
 }
 
+int cli_load(const char *path, nest_module **m)
+{
+    *m = NULL;
+    size_t len;
+    char *src = read_all(path, &len);
+    if (!src) {
+        fprintf(stderr, "nestc: cannot read %s: %s\n", path, strerror(errno));
+        return EXIT_INPUT;
+    }
+    *m = nest_parse(src, len, strcmp(path, "-") == 0 ? "<stdin>" : path);
+    int rc = 0;
+    if (!*m) {
+        fprintf(stderr, "nestc: out of memory\n");
+        rc = EXIT_INPUT;
+    } else if (nest_module_errcode(*m) != NEST_OK) {
+        fprintf(stderr, "%s\n", nest_module_errmsg(*m));
+        show_line(src, len, nest_module_errline(*m), nest_module_errcol(*m));
+        rc = EXIT_INPUT;
+    }
+    free(src);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "run") == 0)
+        return run_main(argc - 1, argv + 1);
     const char *file = NULL, *emit = NULL, *out = NULL, *run = NULL, *dump = NULL;
     bool do_run = false, jit = false;
     nest_options opts;
     nest_options_init(&opts);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+        int common = cli_common_option(a, &opts);
+        if (common != 0) {
+            if (common < 0)
+                return EXIT_USAGE;
+        } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             fputs(usage, stdout);
             return 0;
+        } else if (strcmp(a, "--version") == 0) {
+            return version();
         } else if (strncmp(a, "--emit=", 7) == 0) {
             emit = a + 7;
             if (strcmp(emit, "ir") && strcmp(emit, "dot") && strcmp(emit, "c") && strcmp(emit, "h"))
-                return fail_usage("unknown form '%s' for --emit (ir, dot, c or h)", emit);
+                return cli_usage_error("unknown form '%s' for --emit (ir, dot, c or h)", emit);
         } else if (strcmp(a, "-o") == 0) {
             if (++i == argc)
-                return fail_usage("%s needs a file name", a);
+                return cli_usage_error("%s needs a file name", a);
             out = argv[i];
-        } else if (a[0] == '-' && a[1] == 'O' && a[2] >= '0' && a[2] <= '3' && a[3] == '\0') {
-            opts.opt_level = a[2] - '0';
-        } else if (strncmp(a, "--march=", 8) == 0 && a[8]) {
-            opts.march = a + 8;
         } else if (strncmp(a, "--cc=", 5) == 0 && a[5]) {
             opts.cc = a + 5;
-        } else if (strcmp(a, "--no-openmp") == 0) {
-            opts.openmp = 0;
-        } else if (strcmp(a, "-v") == 0) {
-            opts.verbose = 1;
-        } else if (strcmp(a, "--no-fuse") == 0) {
-            opts.fuse = 0;
         } else if (strncmp(a, "--dump-after=", 13) == 0) {
             dump = a + 13;
             if (!pipeline_has_pass(dump))
-                return fail_usage("unknown pass '%s' for --dump-after (" PIPELINE_PASSES ")", dump);
+                return cli_usage_error("unknown pass '%s' for --dump-after (" PIPELINE_PASSES ")",
+                                       dump);
         } else if (strcmp(a, "--jit") == 0) {
             jit = true;
         } else if (strcmp(a, "--run") == 0) {
@@ -270,41 +276,27 @@ int main(int argc, char **argv)
             do_run = true;
             run = a + 6;
         } else if (a[0] == '-' && a[1] != '\0') {
-            return fail_usage("unknown option '%s'", a);
+            return cli_usage_error("unknown option '%s'", a);
         } else if (file) {
-            return fail_usage("only one input file is allowed (also given: '%s')", a);
+            return cli_usage_error("only one input file is allowed (also given: '%s')", a);
         } else {
             file = a;
         }
     }
     if (!file)
-        return fail_usage("%s", "no input file");
+        return cli_usage_error("no input file");
     if (jit && !do_run)
-        return fail_usage("%s", "--jit goes with --run");
+        return cli_usage_error("--jit goes with --run");
     if (!emit && !out && !do_run && !dump)
-        return fail_usage("%s", "nothing to do: give --emit=FORM, -o OUT.so, --dump-after=PASS or --run");
+        return cli_usage_error("nothing to do: give --emit=FORM, -o OUT.so, --dump-after=PASS or "
+                               "--run (or use nestc run FILE)");
     if (out && strlen(out) < 1)
-        return fail_usage("%s", "-o needs a file name");
+        return cli_usage_error("-o needs a file name");
 
-    size_t len;
-    char *src = read_all(file, &len);
-    if (!src) {
-        fprintf(stderr, "nestc: cannot read %s: %s\n", file, strerror(errno));
-        return EXIT_INPUT;
-    }
-    nest_module *m = nest_parse(src, len, strcmp(file, "-") == 0 ? "<stdin>" : file);
-    if (!m) {
-        fprintf(stderr, "nestc: out of memory\n");
-        free(src);
-        return EXIT_INPUT;
-    }
-    int rc = 0;
-    if (nest_module_errcode(m) != NEST_OK) {
-        fprintf(stderr, "%s\n", nest_module_errmsg(m));
-        show_line(src, len, nest_module_errline(m), nest_module_errcol(m));
-        rc = EXIT_INPUT;
+    nest_module *m;
+    int rc = cli_load(file, &m);
+    if (rc != 0)
         goto done;
-    }
     nest_function **fns = m->fns;
     int n = m->nfns;
     if (dump && !put_text(pipeline_dump(fns, n, &opts, dump), fns, n)) {
@@ -350,7 +342,7 @@ int main(int argc, char **argv)
             if (run && strcmp(run, fns[i]->name) != 0)
                 continue;
             found = true;
-            if (run_function(fns[i], &opts, jit))
+            if (run_generated(fns[i], &opts, jit))
                 rc = EXIT_INPUT;
         }
         if (run && !found) {
@@ -360,7 +352,6 @@ int main(int argc, char **argv)
     }
 done:
     nest_module_free(m);
-    free(src);
     if (fflush(stdout) != 0) {
         fprintf(stderr, "nestc: writing the output failed: %s\n", strerror(errno));
         return EXIT_INPUT;
