@@ -10,7 +10,8 @@
 #   make fuzz-random  random graphs, JIT against the interpreter: NEST_FUZZ_COUNT graphs
 #                   (default 20000) from seed NEST_FUZZ_SEED (default: the time)
 #   make fuzz-parse the text-form parser under libFuzzer for FUZZ_TIME seconds (default 60)
-#   make fuzz-npy   the .npy reader under libFuzzer for FUZZ_TIME seconds
+#   make fuzz-npy   the .npy reader under libFuzzer, as long
+#   make fuzz-onnx  the ONNX reader under libFuzzer, as long
 #   make deps       install the Debian packages nest needs (as root) or print the command
 #   make install    PREFIX=/usr/local, DESTDIR= for a staged install; make uninstall
 #   make clean
@@ -38,7 +39,11 @@ WARN     := -Wall -Wextra -Werror -pedantic -Wshadow -Wstrict-prototypes -Wmissi
 CFLAGS   ?= -O2 -g
 NCFLAGS  := -std=c11 -D_GNU_SOURCE -fPIC $(WARN) -Iinclude -Icommon -Icompiler -Iruntime -Idriver \
             $(SANFLAGS)
-LDLIBS   := -lm -ldl -lpthread
+LDLIBS   := -lprotobuf-c -lm -ldl -lpthread
+
+# The ONNX schema (Debian's libonnx-dev) becomes C with protoc-c at build time.
+ONNX_PROTO ?= /usr/include/onnx/onnx.proto
+GEN        := $(B)/gen
 
 # The source, by stage: common/ below everything; the compiler turns graphs into C text (graph/,
 # front/, passes/, emit/); the runtime turns C text into code; the driver joins the two.
@@ -46,6 +51,7 @@ COMMON_SRC   := common/util.c
 COMPILER_SRC := compiler/graph/types.c compiler/graph/ir.c compiler/graph/print.c \
                 compiler/graph/interp.c \
                 compiler/front/api.c compiler/front/parse.c \
+                compiler/front/onnx_read.c compiler/front/onnx_ops.c \
                 compiler/passes/layout.c compiler/passes/fuse.c compiler/passes/rows.c \
                 compiler/passes/flatten.c compiler/passes/tile.c compiler/passes/memplan.c \
                 compiler/emit/emit_text.c compiler/emit/emit_loops.c compiler/emit/emit_c.c \
@@ -54,9 +60,10 @@ RUNTIME_SRC  := runtime/loader.c runtime/cache.c runtime/jit.c runtime/aot.c
 DRIVER_SRC   := driver/driver.c
 NESTC_SRC    := driver/nestc.c driver/run.c driver/npy.c
 TEST_NAMES   := test_ir test_parse test_interp test_runtime test_fuse test_diff test_random \
-                test_npy test_nestc
+                test_onnx test_npy test_nestc
 
-LIB_OBJ   := $(patsubst %.c,$(B)/obj/%.o,$(COMMON_SRC) $(COMPILER_SRC) $(RUNTIME_SRC) $(DRIVER_SRC))
+LIB_OBJ   := $(patsubst %.c,$(B)/obj/%.o,$(COMMON_SRC) $(COMPILER_SRC) $(RUNTIME_SRC) $(DRIVER_SRC)) \
+             $(B)/obj/gen/onnx.pb-c.o
 NESTC_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(NESTC_SRC))
 TESTS     := $(addprefix $(B)/tests/,$(TEST_NAMES))
 HEADERS   := include/nest.h common/util.h compiler/internal.h compiler/ops.def compiler/emit/emit.h \
@@ -70,8 +77,9 @@ JITFLAGS  := -isystem $(LLVM)/include $(shell $(LLVM)/bin/llvm-config --cxxflags
              -Iinclude -Iruntime -DNEST_LLVM_DIR='"$(LLVM)"'
 JITLIBS   := -L$(LLVM)/lib -lclang-cpp -lLLVM-14 -Wl,-rpath,$(LLVM)/lib -Wl,--no-undefined
 
-.PHONY: all test sanitize demo bench docs fuzz fuzz-parse fuzz-npy fuzz-random deps install \
-        uninstall clean run-tests
+PHONY_ONNX := run-onnx fuzz-onnx
+.PHONY: $(PHONY_ONNX) all test sanitize demo bench docs fuzz fuzz-parse fuzz-npy fuzz-random deps \
+        install uninstall clean run-tests
 .DELETE_ON_ERROR:
 
 all: $(B)/lib/libnest.a $(B)/lib/libnest.so $(B)/lib/$(SONAME) $(BINDIR)/nestc $(JITLIB)
@@ -93,6 +101,23 @@ $(B)/obj/%.o: %.c $(HEADERS) | deps-build
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(NCFLAGS) $(CFLAGS) -c $< -o $@
+
+# The schema is a file of libonnx-dev: when it is missing, the check says which packages to get.
+$(ONNX_PROTO): | deps-build
+
+$(GEN)/onnx.pb-c.c $(GEN)/onnx.pb-c.h: $(ONNX_PROTO) | deps-build
+	@mkdir -p $(GEN)
+	@$(if $(Q),echo "  PROTOC  $<")
+	$(Q)cp $< $(GEN)/onnx.proto && protoc-c --proto_path=$(GEN) --c_out=$(GEN) $(GEN)/onnx.proto
+
+$(B)/obj/gen/onnx.pb-c.o: $(GEN)/onnx.pb-c.c $(GEN)/onnx.pb-c.h
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(NCFLAGS) $(CFLAGS) -I$(GEN) -c $< -o $@
+
+$(B)/obj/compiler/front/onnx_%.o: NCFLAGS += -I$(GEN)
+$(B)/obj/compiler/front/onnx_read.o $(B)/obj/compiler/front/onnx_ops.o: compiler/front/onnx.h \
+    $(GEN)/onnx.pb-c.h
 
 # The loader falls back to the shim where this build put it.
 $(B)/obj/runtime/loader.o: NCFLAGS += -DNEST_JIT_PATH="\"$(abspath $(JITLIB))\""
@@ -133,6 +158,38 @@ $(B)/tests/%: tests/%.c tests/testutil.h $(B)/lib/libnest.a $(HEADERS) | deps-te
 $(B)/tests/test_npy $(B)/tests/test_nestc: $(B)/obj/driver/npy.o
 
 $(TESTS): $(JITLIB)
+$(B)/tests/test_onnx: NCFLAGS += -I$(GEN)
+$(B)/tests/test_onnx: $(GEN)/onnx.pb-c.h
+
+# The ONNX case runner (tests/onnx_cases.c) and the cases: the ONNX backend node tests, made by
+# python3-onnx's generators (tests/onnx_gen.py), and whole models exported from PyTorch
+# (tests/onnx_models.py).
+$(B)/tests/onnx_cases: tests/onnx_cases.c $(B)/lib/libnest.a include/nest.h $(GEN)/onnx.pb-c.h \
+                      | deps-test
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(NCFLAGS) $(CFLAGS) -I$(GEN) -o $@ $< $(B)/lib/libnest.a $(LDLIBS)
+
+$(B)/onnx/node/.done: tests/onnx_gen.py | deps-test
+	@rm -rf $(B)/onnx/node && mkdir -p $(B)/onnx
+	@echo "  GEN     $(B)/onnx/node (the ONNX backend node tests)"
+	$(Q)/usr/bin/python3 tests/onnx_gen.py $(B)/onnx >$(B)/onnx/gen.log 2>&1 || \
+	    { cat $(B)/onnx/gen.log; exit 1; }
+	@touch $@
+
+$(B)/onnx/models/.done: tests/onnx_models.py | deps-test
+	@rm -rf $(B)/onnx/models && mkdir -p $(B)/onnx/models
+	@echo "  GEN     $(B)/onnx/models (models exported from PyTorch)"
+	$(Q)/usr/bin/python3 tests/onnx_models.py $(B)/onnx/models >$(B)/onnx/models.log 2>&1 || \
+	    { cat $(B)/onnx/models.log; exit 1; }
+	@touch $@
+
+# Whole models: torch's outputs to 1e-4 relative (1e-5 absolute near 0).
+ONNX_MODELS_TOL := --rtol 1e-4 --atol 1e-5
+
+run-onnx: $(B)/tests/onnx_cases $(B)/onnx/node/.done $(B)/onnx/models/.done $(JITLIB)
+	$(Q)$(B)/tests/onnx_cases --table $(B)/onnx/node-table.md $(B)/onnx/node
+	$(Q)$(B)/tests/onnx_cases $(ONNX_MODELS_TOL) $(B)/onnx/models
 
 # Tests that are programs of their own: the layers against the includes, the package checks,
 # numpy against `nestc run`, the manual page against nestc, a staged install (skipped under
@@ -140,11 +197,16 @@ $(TESTS): $(JITLIB)
 SCRIPT_TESTS := tests/test_layers.sh tests/test_deps.sh tests/test_run.py tests/test_docs.sh \
                 tests/test_install.sh
 
-run-tests: $(TESTS) $(BINDIR)/nestc $(JITLIB)
+run-tests: $(TESTS) $(BINDIR)/nestc $(JITLIB) $(B)/tests/onnx_cases $(B)/onnx/node/.done \
+           $(B)/onnx/models/.done
 	@failed=0; for t in $(TESTS) $(SCRIPT_TESTS); do \
 	    echo "== $$t"; NESTC=$(BINDIR)/nestc B=$(B) BINDIR=$(BINDIR) SANFLAGS="$(SANFLAGS)" \
 	        $$t || failed=1; \
 	done; \
+	echo "== ONNX backend node tests (skipped: what nest refuses at import; make run-onnx lists them)"; \
+	$(B)/tests/onnx_cases --quiet --table $(B)/onnx/node-table.md $(B)/onnx/node || failed=1; \
+	echo "== ONNX models exported from PyTorch"; \
+	$(B)/tests/onnx_cases --quiet $(ONNX_MODELS_TOL) $(B)/onnx/models || failed=1; \
 	if [ $$failed = 0 ]; then echo "all tests passed"; else echo "SOME TESTS FAILED"; exit 1; fi
 
 test:
@@ -192,12 +254,27 @@ fuzz-parse: $(B)/fuzz/fuzz_parse
 	$(B)/fuzz/fuzz_parse -max_total_time=$(FUZZ_TIME) -dict=tests/fuzz_parse.dict \
 	    -artifact_prefix=$(B)/fuzz/ $(B)/fuzz/corpus-parse tests/corpus/parse
 
+# The ONNX reader under libFuzzer: any bytes import or fail with an error naming the source and
+# nothing to emit; the corpus is the ONNX backend node tests' models.
+$(B)/fuzz/fuzz_onnx: tests/fuzz_onnx.c $(COMMON_SRC) $(COMPILER_SRC) $(GEN)/onnx.pb-c.c $(HEADERS) \
+                     | deps-fuzz
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  FUZZCC  $@")
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -I$(GEN) -o $@ tests/fuzz_onnx.c $(COMMON_SRC) $(COMPILER_SRC) \
+	    $(GEN)/onnx.pb-c.c -lprotobuf-c -lm
+
+fuzz-onnx: $(B)/fuzz/fuzz_onnx $(B)/onnx/node/.done
+	@mkdir -p $(B)/fuzz/corpus-onnx $(B)/fuzz/seed-onnx
+	$(Q)for d in $(B)/onnx/node/*/; do cp $$d/model.onnx $(B)/fuzz/seed-onnx/$$(basename $$d).onnx; done
+	$(B)/fuzz/fuzz_onnx -max_total_time=$(FUZZ_TIME) -max_len=65536 -artifact_prefix=$(B)/fuzz/ \
+	    $(B)/fuzz/corpus-onnx $(B)/fuzz/seed-onnx
+
 # Random graphs (tests/test_random.c) through the JIT against the reference interpreter; a
 # failing graph prints its seed and text form (NEST_FUZZ_SEED=<seed> NEST_FUZZ_COUNT=1 reruns it).
 fuzz-random: $(B)/tests/test_random $(JITLIB)
 	NEST_FUZZ_COUNT=$${NEST_FUZZ_COUNT:-20000} $(B)/tests/test_random
 
-fuzz: fuzz-parse fuzz-npy fuzz-random
+fuzz: fuzz-parse fuzz-npy fuzz-onnx fuzz-random
 
 # The samples: l2 through the C API and the JIT, dense ahead of time through its header.
 $(B)/samples/l2: samples/l2.c $(B)/lib/libnest.a include/nest.h
@@ -212,8 +289,18 @@ $(B)/samples/dense_main: samples/dense_main.c $(B)/samples/dense.so $(B)/samples
 	$(Q)$(CC) -std=c11 -O2 -Wall -Wextra -Werror -I$(B)/samples -o $@ $< $(B)/samples/dense.so \
 	    -Wl,-rpath,$(abspath $(B)/samples) -lm
 
+# ONNX: a classifier exported from PyTorch, compiled by nestc, called from C and from Python.
+$(B)/samples/onnx/classifier.so $(B)/samples/onnx/classifier.h: samples/onnx_export.py $(BINDIR)/nestc
+	@mkdir -p $(B)/samples/onnx
+	$(Q)/usr/bin/python3 samples/onnx_export.py $(B)/samples/onnx
+	$(Q)$(BINDIR)/nestc $(B)/samples/onnx/classifier.onnx -o $(B)/samples/onnx/classifier.so
+
+$(B)/samples/onnx/main: samples/onnx_main.c $(B)/samples/onnx/classifier.so
+	$(Q)$(CC) -std=c11 -O2 -Wall -Wextra -Werror -I$(B)/samples/onnx -o $@ $< \
+	    $(B)/samples/onnx/classifier.so -Wl,-rpath,$(abspath $(B)/samples/onnx) -lm
+
 demo:
-	@tools/deps.sh build jit
+	@tools/deps.sh build jit test
 	$(Q)$(MAKE) --no-print-directory all $(B)/samples/l2 $(B)/samples/dense_main
 	@echo "== samples/l2.nest, the squared L2 distance of x - y:"
 	@cat samples/l2.nest
@@ -234,6 +321,11 @@ demo:
 	@echo "== and from Python with ctypes (samples/dense.py):"
 	$(Q)if command -v python3 >/dev/null; then python3 samples/dense.py $(B)/samples/dense.so; \
 	    else echo "(python3 is not installed: skipped)"; fi
+	@echo "== an ONNX model exported from PyTorch (samples/onnx_export.py), compiled by"
+	@echo "   bin/nestc classifier.onnx -o classifier.so, called from C and from Python:"
+	$(Q)$(MAKE) --no-print-directory $(B)/samples/onnx/main
+	$(Q)$(B)/samples/onnx/main $(B)/samples/onnx
+	$(Q)/usr/bin/python3 samples/onnx_run.py $(B)/samples/onnx
 
 # The benchmark (bench/, docs/performance.md). The hand-fused C loops are built with the flags
 # nest's JIT uses (runtime/jit.c); Eigen with -O3 -march=native. Writes build/bench.md.
@@ -292,7 +384,8 @@ bench:
 PREFIX_   := $(DESTDIR)$(PREFIX)
 MANDIR    := $(PREFIX)/share/man
 DOCDIR    := $(PREFIX)/share/doc/nest
-DOC_FILES := README.md docs/api.md docs/text-format.md docs/architecture.md docs/performance.md
+DOC_FILES := README.md docs/api.md docs/text-format.md docs/architecture.md docs/performance.md \
+             docs/onnx.md
 DOC_IMG   := $(wildcard docs/img/*.svg)
 INSTALLED := $(PREFIX)/include/nest.h $(PREFIX)/bin/nestc $(PREFIX)/lib/libnest.a \
              $(PREFIX)/lib/libnest.so.$(VERSION) $(PREFIX)/lib/$(SONAME) $(PREFIX)/lib/libnest.so \

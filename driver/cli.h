@@ -31,10 +31,32 @@ int cli_usage_error(const char *fmt, ...)
  * error. */
 int cli_common_option(const char *arg, nest_options *o);
 
-/* Reads and parses an input file ("-" is standard input) into *m. On an error prints it (for a
- * .nest file: file:line:col, the line and a caret) and returns EXIT_INPUT; 0 on success. The
- * caller frees *m with nest_module_free. */
-int cli_load(const char *path, nest_module **m);
+/* The options of an ONNX import (--name NAME, --dim NAME=N ...). */
+typedef struct cli_import {
+    const char *name;
+    int ndims;
+    nest_dim dims[64];
+    char names[64][256];
+} cli_import;
+
+/* Takes an import option at argv[*i] (and its value, moving *i): 1 when it is one, 0 when it is
+ * not, -EXIT_USAGE after printing a usage error. */
+int cli_import_option(int argc, char **argv, int *i, cli_import *imp);
+
+/* The functions of an input file: a parsed .nest file or an imported ONNX model. */
+typedef struct cli_input {
+    nest_module *m;       /* a .nest file's */
+    nest_function *f;     /* an ONNX model's */
+    nest_function **fns;  /* in file order */
+    int n;
+} cli_input;
+
+/* Reads an input file ("-" is standard input; a name ending in .onnx is an ONNX model, imported
+ * with imp) into *in. On an error prints it (for a .nest file: file:line:col, the line and a
+ * caret) and returns EXIT_INPUT (EXIT_USAGE for import options given to a .nest file); 0 on
+ * success. The caller frees *in with cli_input_free, also after an error. */
+int cli_load(const char *path, const cli_import *imp, cli_input *in);
+void cli_input_free(cli_input *in);
 
 /* ---------------------------------------------------------------------------------------------
  * run.c: nestc run FILE [--func NAME] [--in NAME=x.npy ...] [--random] [--out DIR] [--time]

@@ -1,5 +1,5 @@
-/* nestc.c - the command line: parse a .nest file, then print, run or compile it; `nestc run`
- * is run.c. */
+/* nestc.c - the command line: parse a .nest file or import an .onnx model, then print, run or
+ * compile it; `nestc run` is run.c. */
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -12,6 +12,7 @@
 
 static const char usage[] =
     "usage: nestc [options] FILE.nest        (FILE may be - for standard input)\n"
+    "       nestc [options] MODEL.onnx       (an ONNX model, opsets 7 to 17)\n"
     "       nestc run FILE [run options]      (nestc run --help lists them)\n"
     "\n"
     "  -o OUT.so          compile every function to OUT.so and write OUT.h\n"
@@ -32,6 +33,8 @@ static const char usage[] =
     "                     bool: (i + p) mod 2)\n"
     "  --jit              with --run: compile in process and run the compiled code, checked\n"
     "                     against the interpreter (-v: compile time and compile-cache hit)\n"
+    "  --name=NAME        ONNX: the function's name (default: the file's stem)\n"
+    "  --dim NAME=N       ONNX: the value of the dynamic dimension NAME (repeatable)\n"
     "  --help             show this text\n"
     "  --version          show the version of nestc and of the LLVM it compiles with\n"
     "\n"
@@ -211,26 +214,151 @@ static bool put_text(char *text, nest_function *const *fns, int n)
     return true;
 }
 
-int cli_load(const char *path, nest_module **m)
+int cli_import_option(int argc, char **argv, int *i, cli_import *imp)
 {
-    *m = NULL;
+    const char *a = argv[*i];
+    if (strncmp(a, "--name=", 7) == 0 || strcmp(a, "--name") == 0) {
+        if (!a[6] && ++*i == argc)
+            return -cli_usage_error("%s needs a name", a);
+        imp->name = a[6] ? a + 7 : argv[*i];
+        return 1;
+    }
+    if (strncmp(a, "--dim=", 6) != 0 && strcmp(a, "--dim") != 0)
+        return 0;
+    if (!a[5] && ++*i == argc)
+        return -cli_usage_error("%s needs NAME=N", a);
+    const char *d = a[5] ? a + 6 : argv[*i], *eq = strchr(d, '=');
+    char *end = NULL;
+    errno = 0;
+    long long v = eq ? strtoll(eq + 1, &end, 10) : -1;
+    if (!eq || eq == d || !eq[1] || *end || errno || v < 0)
+        return -cli_usage_error("--dim takes NAME=N with N >= 0, not '%s'", d);
+    if (imp->ndims == (int)countof(imp->dims))
+        return -cli_usage_error("too many --dim options");
+    if ((size_t)(eq - d) >= sizeof imp->names[0])
+        return -cli_usage_error("--dim: the name in '%s' is too long", d);
+    memcpy(imp->names[imp->ndims], d, (size_t)(eq - d));
+    imp->names[imp->ndims][eq - d] = '\0';
+    imp->dims[imp->ndims].value = v;
+    imp->dims[imp->ndims].name = imp->names[imp->ndims];
+    imp->ndims++;
+    return 1;
+}
+
+/* An ONNX model: imported as one function. */
+static int load_onnx(const char *path, const cli_import *imp, cli_input *in)
+{
+    nest_onnx_options o = {imp->name, imp->dims, imp->ndims, NULL};
+    in->f = nest_import_onnx(path, &o);
+    if (!in->f) {
+        fprintf(stderr, "nestc: out of memory\n");
+        return EXIT_INPUT;
+    }
+    if (nest_errcode(in->f) != NEST_OK) {
+        fprintf(stderr, "nestc: %s\n", nest_errmsg(in->f));
+        return EXIT_INPUT;
+    }
+    in->fns = &in->f;
+    in->n = 1;
+    return 0;
+}
+
+int cli_load(const char *path, const cli_import *imp, cli_input *in)
+{
+    memset(in, 0, sizeof *in);
+    size_t plen = strlen(path);
+    if (plen > 5 && strcmp(path + plen - 5, ".onnx") == 0)
+        return load_onnx(path, imp, in);
+    if (imp->name || imp->ndims)
+        return cli_usage_error("--name and --dim apply to ONNX models (FILE.onnx)");
     size_t len;
     char *src = read_all(path, &len);
     if (!src) {
         fprintf(stderr, "nestc: cannot read %s: %s\n", path, strerror(errno));
         return EXIT_INPUT;
     }
-    *m = nest_parse(src, len, strcmp(path, "-") == 0 ? "<stdin>" : path);
+    in->m = nest_parse(src, len, strcmp(path, "-") == 0 ? "<stdin>" : path);
     int rc = 0;
-    if (!*m) {
+    if (!in->m) {
         fprintf(stderr, "nestc: out of memory\n");
         rc = EXIT_INPUT;
-    } else if (nest_module_errcode(*m) != NEST_OK) {
-        fprintf(stderr, "%s\n", nest_module_errmsg(*m));
-        show_line(src, len, nest_module_errline(*m), nest_module_errcol(*m));
+    } else if (nest_module_errcode(in->m) != NEST_OK) {
+        fprintf(stderr, "%s\n", nest_module_errmsg(in->m));
+        show_line(src, len, nest_module_errline(in->m), nest_module_errcol(in->m));
         rc = EXIT_INPUT;
+    } else {
+        in->fns = in->m->fns;
+        in->n = in->m->nfns;
     }
     free(src);
+    return rc;
+}
+
+void cli_input_free(cli_input *in)
+{
+    nest_module_free(in->m);
+    nest_function_free(in->f);
+    memset(in, 0, sizeof *in);
+}
+
+typedef struct action {
+    const char *emit, *out, *dump;
+    bool do_run;
+    const char *run;
+    bool jit;
+    const char *file;
+} action;
+
+/* What the options ask of the functions: dump, emit, build, run. Returns the exit status. */
+static int act(nest_function *const *fns, int n, const action *ac, const nest_options *opts)
+{
+    const char *emit = ac->emit, *out = ac->out, *dump = ac->dump, *run = ac->run;
+    int rc = 0;
+    if (dump && !put_text(pipeline_dump(fns, n, opts, dump), fns, n))
+        return EXIT_INPUT;
+    if (emit && !put_text(strcmp(emit, "ir") == 0    ? nest_print(fns, n)
+                          : strcmp(emit, "dot") == 0 ? pipeline_dot(fns, n, opts)
+                          : nest_emit(fns, n, strcmp(emit, "c") == 0 ? NEST_EMIT_C : NEST_EMIT_H,
+                                      opts),
+                          fns, n))
+        return EXIT_INPUT;
+    if (out) {
+        /* OUT.so and OUT.h: the header replaces a .so suffix, or is appended */
+        size_t ol = strlen(out);
+        char *hdr = malloc(ol + 4);
+        if (!hdr)
+            return EXIT_INPUT;
+        memcpy(hdr, out, ol + 1);
+        if (ol > 3 && strcmp(out + ol - 3, ".so") == 0)
+            strcpy(hdr + ol - 3, ".h");
+        else
+            strcat(hdr, ".h");
+        char *log = NULL;
+        if (nest_build_so(fns, n, out, hdr, opts, &log) != NEST_OK) {
+            fprintf(stderr, "nestc: %s\n", n ? nest_errmsg(fns[0]) : "nothing to compile");
+            rc = EXIT_INPUT;
+        } else if (log) {
+            fprintf(stderr, "%s%s", log, log[0] && log[strlen(log) - 1] != '\n' ? "\n" : "");
+        }
+        if (rc == 0 && opts->verbose)
+            fprintf(stderr, "nestc: wrote %s and %s\n", out, hdr);
+        free(log);
+        free(hdr);
+    }
+    if (ac->do_run) {
+        bool found = false;
+        for (int i = 0; i < n; i++) {
+            if (run && strcmp(run, fns[i]->name) != 0)
+                continue;
+            found = true;
+            if (run_generated(fns[i], opts, ac->jit))
+                rc = EXIT_INPUT;
+        }
+        if (run && !found) {
+            fprintf(stderr, "nestc: %s has no function '%s'\n", ac->file, run);
+            rc = EXIT_USAGE;
+        }
+    }
     return rc;
 }
 
@@ -239,14 +367,16 @@ int main(int argc, char **argv)
     if (argc > 1 && strcmp(argv[1], "run") == 0)
         return run_main(argc - 1, argv + 1);
     const char *file = NULL, *emit = NULL, *out = NULL, *run = NULL, *dump = NULL;
+    static cli_import imp;
     bool do_run = false, jit = false;
     nest_options opts;
     nest_options_init(&opts);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int common = cli_common_option(a, &opts);
-        if (common != 0) {
-            if (common < 0)
+        int import = common ? 0 : cli_import_option(argc, argv, &i, &imp);
+        if (common != 0 || import != 0) {
+            if (common < 0 || import < 0)
                 return EXIT_USAGE;
         } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             fputs(usage, stdout);
@@ -293,65 +423,11 @@ int main(int argc, char **argv)
     if (out && strlen(out) < 1)
         return cli_usage_error("-o needs a file name");
 
-    nest_module *m;
-    int rc = cli_load(file, &m);
-    if (rc != 0)
-        goto done;
-    nest_function **fns = m->fns;
-    int n = m->nfns;
-    if (dump && !put_text(pipeline_dump(fns, n, &opts, dump), fns, n)) {
-        rc = EXIT_INPUT;
-        goto done;
-    }
-    if (emit && !put_text(strcmp(emit, "ir") == 0    ? nest_print(fns, n)
-                          : strcmp(emit, "dot") == 0 ? pipeline_dot(fns, n, &opts)
-                          : nest_emit(fns, n, strcmp(emit, "c") == 0 ? NEST_EMIT_C : NEST_EMIT_H,
-                                      &opts),
-                          fns, n)) {
-        rc = EXIT_INPUT;
-        goto done;
-    }
-    if (out) {
-        /* OUT.so and OUT.h: the header replaces a .so suffix, or is appended */
-        size_t ol = strlen(out);
-        char *hdr = malloc(ol + 4);
-        if (!hdr) {
-            rc = EXIT_INPUT;
-            goto done;
-        }
-        memcpy(hdr, out, ol + 1);
-        if (ol > 3 && strcmp(out + ol - 3, ".so") == 0)
-            strcpy(hdr + ol - 3, ".h");
-        else
-            strcat(hdr, ".h");
-        char *log = NULL;
-        if (nest_build_so(fns, n, out, hdr, &opts, &log) != NEST_OK) {
-            fprintf(stderr, "nestc: %s\n", n ? nest_errmsg(fns[0]) : "nothing to compile");
-            rc = EXIT_INPUT;
-        } else if (log) {
-            fprintf(stderr, "%s%s", log, log[0] && log[strlen(log) - 1] != '\n' ? "\n" : "");
-        }
-        if (rc == 0 && opts.verbose)
-            fprintf(stderr, "nestc: wrote %s and %s\n", out, hdr);
-        free(log);
-        free(hdr);
-    }
-    if (do_run) {
-        bool found = false;
-        for (int i = 0; i < n; i++) {
-            if (run && strcmp(run, fns[i]->name) != 0)
-                continue;
-            found = true;
-            if (run_generated(fns[i], &opts, jit))
-                rc = EXIT_INPUT;
-        }
-        if (run && !found) {
-            fprintf(stderr, "nestc: %s has no function '%s'\n", file, run);
-            rc = EXIT_USAGE;
-        }
-    }
-done:
-    nest_module_free(m);
+    cli_input in;
+    int rc = cli_load(file, &imp, &in);
+    if (rc == 0)
+        rc = act(in.fns, in.n, &(action){emit, out, dump, do_run, run, jit, file}, &opts);
+    cli_input_free(&in);
     if (fflush(stdout) != 0) {
         fprintf(stderr, "nestc: writing the output failed: %s\n", strerror(errno));
         return EXIT_INPUT;

@@ -14,7 +14,7 @@
 #include "internal.h"
 
 static const char run_usage[] =
-    "usage: nestc run FILE [options]\n"
+    "usage: nestc run FILE [options]          (FILE: a .nest file, or an ONNX model)\n"
     "\n"
     "Compiles one function of FILE in process, calls it and prints a summary of each result\n"
     "(type and shape, min, max, mean, the first values).\n"
@@ -33,6 +33,8 @@ static const char run_usage[] =
     "                     differ by TOL times max(|reference|, 1) (default 1e-4 for f32, 1e-9\n"
     "                     for f64), integers and bool not at all; a difference fails the run\n"
     "  --interp           run the reference interpreter instead of compiled code\n"
+    "  --name=NAME, --dim NAME=N\n"
+    "                     for an ONNX model, as for compiling (nestc --help)\n"
     "  -O0 .. -O3, --march=CPU, --no-openmp, --no-fuse, --no-cache, -v\n"
     "                     as for compiling (nestc --help); -v also shows where inputs come from\n"
     "\n"
@@ -52,6 +54,7 @@ typedef struct run_args {
     double tol;    /* --check=TOL, or < 0: by type */
     uint64_t seed;
     nest_options opts;
+    cli_import imp;
 } run_args;
 
 /* ---- generated values, printing, differences (also nestc --run's) ---- */
@@ -166,8 +169,9 @@ static int parse_args(int argc, char **argv, run_args *r)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         int common = cli_common_option(a, &r->opts);
-        if (common != 0) {
-            if (common < 0)
+        int import = common ? 0 : cli_import_option(argc, argv, &i, &r->imp);
+        if (common != 0 || import != 0) {
+            if (common < 0 || import < 0)
                 return EXIT_USAGE;
         } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             fputs(run_usage, stdout);
@@ -239,31 +243,29 @@ static int parse_args(int argc, char **argv, run_args *r)
 }
 
 /* The function to run: --func, or the file's only one. */
-static nest_function *choose(nest_module *m, const run_args *r, int *status)
+static nest_function *choose(const cli_input *in, const run_args *r, int *status)
 {
-    int n = nest_module_count(m);
     if (r->func) {
-        nest_function *f = nest_module_find(m, r->func);
-        if (!f) {
-            fprintf(stderr, "nestc: %s has no function '%s'", r->file, r->func);
-            for (int i = 0; i < n; i++)
-                fprintf(stderr, "%s%s", i ? ", " : " (it has: ",
-                        nest_function_name(nest_module_function(m, i)));
-            fprintf(stderr, "%s\n", n ? ")" : "");
-            *status = EXIT_USAGE;
-        }
-        return f;
+        for (int i = 0; i < in->n; i++)
+            if (strcmp(nest_function_name(in->fns[i]), r->func) == 0)
+                return in->fns[i];
+        fprintf(stderr, "nestc: %s has no function '%s'", r->file, r->func);
+        for (int i = 0; i < in->n; i++)
+            fprintf(stderr, "%s%s", i ? ", " : " (it has: ", nest_function_name(in->fns[i]));
+        fprintf(stderr, "%s\n", in->n ? ")" : "");
+        *status = EXIT_USAGE;
+        return NULL;
     }
-    if (n == 1)
-        return nest_module_function(m, 0);
-    if (n == 0) {
+    if (in->n == 1)
+        return in->fns[0];
+    if (in->n == 0) {
         fprintf(stderr, "nestc: %s has no function to run\n", r->file);
         *status = EXIT_INPUT;
         return NULL;
     }
-    fprintf(stderr, "nestc: %s has %d functions: choose one with --func (", r->file, n);
-    for (int i = 0; i < n; i++)
-        fprintf(stderr, "%s%s", i ? ", " : "", nest_function_name(nest_module_function(m, i)));
+    fprintf(stderr, "nestc: %s has %d functions: choose one with --func (", r->file, in->n);
+    for (int i = 0; i < in->n; i++)
+        fprintf(stderr, "%s%s", i ? ", " : "", nest_function_name(in->fns[i]));
     fprintf(stderr, ")\n");
     *status = EXIT_USAGE;
     return NULL;
@@ -695,7 +697,7 @@ static int run_function(nest_function *f, const run_args *r)
 
 int run_main(int argc, char **argv)
 {
-    run_args r = {0};
+    static run_args r;
     nest_options_init(&r.opts);
     r.seed = 1;
     r.tol = -1;
@@ -703,15 +705,15 @@ int run_main(int argc, char **argv)
     if (!r.ins)
         return EXIT_INPUT;
     int rc = parse_args(argc, argv, &r);
-    nest_module *m = NULL;
+    cli_input in = {0};
     if (rc == 0)
-        rc = cli_load(r.file, &m);
+        rc = cli_load(r.file, &r.imp, &in);
     if (rc == 0) {
-        nest_function *f = choose(m, &r, &rc);
+        nest_function *f = choose(&in, &r, &rc);
         if (f)
             rc = run_function(f, &r);
     }
-    nest_module_free(m);
+    cli_input_free(&in);
     for (int i = 0; i < r.nin; i++)
         free((char *)r.ins[i].name);
     free(r.ins);

@@ -26,17 +26,18 @@ chmod +x "$tmp/bin/dpkg-query"
 # nothing installed: plain make stops at the first check, before any compiler runs
 out=$(INSTALLED="" PATH="$tmp/bin:$PATH" MAKEFLAGS= make --no-print-directory B="$tmp/b" \
       BINDIR="$tmp/b/bin" all 2>&1) && no "make succeeded without packages"
-printf '%s\n' "$out" | grep -q "^nest: install them as root:  apt-get update && apt-get install -y make gcc\$" ||
+build="make gcc libprotobuf-c-dev protobuf-c-compiler libonnx-dev"
+printf '%s\n' "$out" | grep -q "^nest: install them as root:  apt-get update && apt-get install -y $build\$" ||
     no "make does not print the apt-get line for the compiler: $out"
 printf '%s\n' "$out" | grep -q "error:" && no "make ran a compiler: $out"
 [ -e "$tmp/b/obj" ] && no "make compiled something"
 
 # the compiler there, LLVM not: the JIT library's check names exactly LLVM's packages
-out=$(INSTALLED="make gcc" PATH="$tmp/bin:$PATH" tools/deps.sh --check jit 2>&1) &&
+out=$(INSTALLED="$build" PATH="$tmp/bin:$PATH" tools/deps.sh --check jit 2>&1) &&
     no "deps.sh --check jit succeeded without LLVM"
 printf '%s\n' "$out" | grep -q "apt-get install -y g++ clang-14 llvm-14-dev libclang-14-dev libclang-cpp14-dev libomp-14-dev\$" ||
     no "deps.sh --check jit says: $out"
-out=$(INSTALLED="make gcc g++ clang-14 llvm-14-dev libclang-14-dev libclang-cpp14-dev libomp-14-dev" \
+out=$(INSTALLED="$build g++ clang-14 llvm-14-dev libclang-14-dev libclang-cpp14-dev libomp-14-dev" \
       PATH="$tmp/bin:$PATH" tools/deps.sh --check build jit 2>&1) || no "deps.sh with everything there fails: $out"
 [ -z "$out" ] || no "deps.sh with everything there says: $out"
 out=$(INSTALLED="" PATH="$tmp/bin:$PATH" tools/deps.sh --check docs 2>&1) || true

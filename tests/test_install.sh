@@ -38,6 +38,7 @@ lib/pkgconfig/nest.pc
 share/doc/nest/README.md
 share/doc/nest/api.md
 share/doc/nest/architecture.md
+share/doc/nest/onnx.md
 share/doc/nest/performance.md
 share/doc/nest/text-format.md
 share/man/man1/nestc.1"
@@ -75,7 +76,7 @@ fi
 # statically, as docs/api.md says: the JIT library is then looked for in ../lib/nest of the
 # program, so this one (outside the prefix) is pointed at it
 cc -std=c11 -O2 -Wall -Wextra -Werror l2.c $(pkg-config --cflags nest) \
-    "$(pkg-config --variable=libdir nest)/libnest.a" -lm -ldl -lpthread -o l2s ||
+    "$(pkg-config --variable=libdir nest)/libnest.a" -lprotobuf-c -lm -ldl -lpthread -o l2s ||
     no "samples/l2.c does not build with libnest.a"
 if [ -x l2s ]; then
     NEST_JIT_LIB="$root/lib/nest/libnest_jit.so" XDG_CACHE_HOME="$tmp/cache" ./l2s >out 2>&1 ||

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """`nestc run` against numpy: inputs written by numpy (np.save, also Fortran-ordered and
 big-endian arrays), results read back by numpy (np.load, no pickles) and compared with what
-numpy computes from the same inputs.
+numpy computes from the same inputs; a .nest file and an ONNX model made with onnx.helper.
 
     NESTC=bin/nestc /usr/bin/python3 tests/test_run.py
 """
@@ -60,6 +60,40 @@ def run(tmp, func, inputs, extra=()):
         results.append(np.load(os.path.join(tmp, "out", "%s.%d.npy" % (func, len(results))),
                                allow_pickle=False))
     return p, results
+
+
+def run_onnx(tmp, rng):
+    from onnx import TensorProto, helper, numpy_helper
+    w = rng.standard_normal((5, 3), dtype=np.float32)
+    b = rng.standard_normal(3, dtype=np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["X", "W"], ["XW"]),
+         helper.make_node("Add", ["XW", "B"], ["Z"]),
+         helper.make_node("Relu", ["Z"], ["Y"])],
+        "dense",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["batch", 5])],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["batch", 3])],
+        [numpy_helper.from_array(w, "W"), numpy_helper.from_array(b, "B")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    path = os.path.join(tmp, "layer.onnx")
+    with open(path, "wb") as f:
+        f.write(model.SerializeToString())
+    x = rng.standard_normal((4, 5), dtype=np.float32)
+    np.save(os.path.join(tmp, "X.npy"), x)
+    out = os.path.join(tmp, "onnx-out")
+    p = subprocess.run([NESTC, "run", path, "--dim", "batch=4", "--in",
+                        "X=" + os.path.join(tmp, "X.npy"), "--out", out, "--check"],
+                       capture_output=True, text=True)
+    check(p.returncode == 0, "onnx: exit %d: %s" % (p.returncode, p.stderr))
+    if p.returncode == 0:
+        y = np.load(os.path.join(out, "layer.0.npy"), allow_pickle=False)
+        want = np.maximum(x.astype(np.float64) @ w + b, 0)
+        check(y.shape == (4, 3) and np.allclose(y, want, rtol=1e-5, atol=1e-6), "onnx: values")
+        check("check: layer.0 matches" in p.stdout, "onnx: check")
+    # the named dimension must be given
+    p = subprocess.run([NESTC, "run", path, "--random"], capture_output=True, text=True)
+    check(p.returncode == 1 and "batch" in p.stderr, "onnx without --dim: %d %r" %
+          (p.returncode, p.stderr))
 
 
 def main():
@@ -126,6 +160,9 @@ def main():
         check(p.returncode == 1, "mask with float64: exit %d" % p.returncode)
         check("the file holds f64[4] (convert it with .astype(numpy.float32))" in p.stderr,
               "mask with float64: message %r" % p.stderr)
+
+        # an ONNX model: relu(X . W + B) with W and B initializers and a named batch dimension
+        run_onnx(tmp, rng)
 
     if failures:
         print("test_run.py: %d failure(s)" % len(failures))

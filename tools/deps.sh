@@ -4,7 +4,7 @@
 #
 #   tools/deps.sh [--check] [SET...]
 #
-# SETs: build (libnest, nestc), jit (the in-process compiler, libnest_jit.so), test (the test
+# SETs: build (libnest and nestc, with the ONNX reader), jit (the in-process compiler, libnest_jit.so), test (the test
 # suite), bench (make bench and its peers), docs (make docs), fuzz (the libFuzzer targets).
 # Without a SET: build jit test, what `make` and `make test` need.
 # Missing packages are installed with apt-get when running as root, unless --check is given;
@@ -23,10 +23,12 @@ pkgs=""
 what=""
 for set in "$@"; do
     case "$set" in
-        build) p="make gcc"; w="building libnest and nestc" ;;
+        build) p="make gcc libprotobuf-c-dev protobuf-c-compiler libonnx-dev"
+               w="building libnest and nestc" ;;
         jit)   p="g++ clang-14 llvm-14-dev libclang-14-dev libclang-cpp14-dev libomp-14-dev"
                w="the in-process compiler (libnest_jit.so)" ;;
-        test)  p="libcmocka-dev python3 python3-numpy pkg-config groff-base"; w="the test suite" ;;
+        test)  p="libcmocka-dev python3 python3-numpy pkg-config groff-base python3-onnx"
+               p="$p python3-torch python3-torchvision"; w="the test suite" ;;
         bench) p="g++ clang-14 python3 python3-numpy python3-numexpr python3-matplotlib"
                p="$p libeigen3-dev libopenblas-dev hyperfine"; w="make bench" ;;
         docs)  p="graphviz"; w="make docs" ;;
