@@ -58,7 +58,7 @@ COMPILER_SRC := compiler/graph/types.c compiler/graph/ir.c compiler/graph/print.
                 compiler/pipeline.c
 RUNTIME_SRC  := runtime/loader.c runtime/cache.c runtime/jit.c runtime/aot.c
 DRIVER_SRC   := driver/driver.c
-NESTC_SRC    := driver/nestc.c driver/run.c driver/npy.c
+NESTC_SRC    := driver/cli.c driver/npy.c driver/run.c driver/nestc.c
 TEST_NAMES   := test_ir test_parse test_interp test_runtime test_fuse test_diff test_random \
                 test_onnx test_npy test_nestc
 
@@ -328,7 +328,8 @@ demo:
 	$(Q)/usr/bin/python3 samples/onnx_run.py $(B)/samples/onnx
 
 # The benchmark (bench/, docs/performance.md). The hand-fused C loops are built with the flags
-# nest's JIT uses (runtime/jit.c); Eigen with -O3 -march=native. Writes build/bench.md.
+# nest's JIT uses (runtime/jit.c); Eigen with -O3 -march=native. Writes build/bench.md, and its
+# ratio tables as plots into docs/img/bench-*.svg (bench/plot.py, linked from the report).
 BENCH_CC      ?= clang-14
 BENCH_CXX     ?= clang++-14
 BENCH_JITFLAGS := -O3 -march=native -mtune=generic -fPIC -fopenmp-simd -fopenmp -fno-math-errno \
@@ -376,6 +377,7 @@ bench:
 	$(Q)$(B)/bench/bench -o $(B)/bench.md
 	$(Q){ echo; echo '## Cross-check: two threads at 16M, best of 10 calls in turn'; echo; \
 	    echo '```'; $(B)/bench/crosscheck; echo '```'; } | tee -a $(B)/bench.md
+	$(Q)/usr/bin/python3 bench/plot.py $(B)/bench.md docs/img
 
 # make install [PREFIX=/usr/local] [DESTDIR=/staging]: the libraries (libnest.so.VERSION with
 # its soname and libnest.so links, libnest.a), the JIT library in lib/nest/ (where libnest and

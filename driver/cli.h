@@ -1,8 +1,9 @@
 /*
- * cli.h - the command line nestc, one section per file: nestc.c reads the options and the
- * input file, run.c is `nestc run`, npy.c reads and writes numpy's .npy files. The command line
- * stands above the driver and uses the public API of nest.h (and the compiler's map for what
- * nest.h does not show: value names, plan dumps).
+ * cli.h - the command line nestc, one section per file, from the bottom up: cli.c (what the
+ * commands share: options, input files), npy.c (numpy's .npy files), run.c (`nestc run`);
+ * nestc.c (main: compiling, printing) stands on them. The command line stands above the driver
+ * and uses the public API of nest.h (and the compiler's map for what nest.h does not show:
+ * value names, plan dumps).
  */
 #ifndef NEST_CLI_H
 #define NEST_CLI_H
@@ -16,7 +17,7 @@
 enum { EXIT_INPUT = 1, EXIT_USAGE = 2 };
 
 /* ---------------------------------------------------------------------------------------------
- * nestc.c: options and input files
+ * cli.c: options and input files
  * ------------------------------------------------------------------------------------------- */
 
 /* Prints "nestc: MESSAGE" and the hint to --help on stderr; returns EXIT_USAGE. */
