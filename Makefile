@@ -2,6 +2,7 @@
 #
 #   make            libraries (build/lib) and bin/nestc
 #   make test       install missing Debian packages (or say how), build, run the test suite
+#                   (the C tests, then the Python front end's with pytest)
 #   make sanitize   the test suite built with -fsanitize=address,undefined, run
 #   make demo       compile and run the samples, show the generated C
 #   make bench      nest against numpy, numexpr, Eigen, OpenBLAS and hand-fused C
@@ -24,6 +25,9 @@ PREFIX  ?= /usr/local
 B       ?= build
 BINDIR  ?= bin
 LLVM    ?= /usr/lib/llvm-14
+PYTHON  ?= /usr/bin/python3
+# where `make install` puts the Python package (Debian's path for PREFIX's Python 3 packages)
+PYTHONDIR ?= $(PREFIX)/lib/python$(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo 3)/dist-packages
 
 # The version is the header's (include/nest.h); the shared library's soname carries its major.
 VERSION := $(shell sed -n 's/^\#define NEST_VERSION "\(.*\)"/\1/p' include/nest.h)
@@ -79,7 +83,7 @@ JITLIBS   := -L$(LLVM)/lib -lclang-cpp -lLLVM-14 -Wl,-rpath,$(LLVM)/lib -Wl,--no
 
 PHONY_ONNX := run-onnx fuzz-onnx
 .PHONY: $(PHONY_ONNX) all test sanitize demo bench docs fuzz fuzz-parse fuzz-npy fuzz-random deps \
-        install uninstall clean run-tests
+        install uninstall clean run-tests python-test
 .DELETE_ON_ERROR:
 
 all: $(B)/lib/libnest.a $(B)/lib/libnest.so $(B)/lib/$(SONAME) $(BINDIR)/nestc $(JITLIB)
@@ -212,6 +216,12 @@ run-tests: $(TESTS) $(BINDIR)/nestc $(JITLIB) $(B)/tests/onnx_cases $(B)/onnx/no
 test:
 	@tools/deps.sh build jit test
 	$(Q)$(MAKE) --no-print-directory run-tests
+	$(Q)$(MAKE) --no-print-directory python-test
+
+# The Python front end (python/nest) against numpy, over this build's libnest.so.
+python-test: $(B)/lib/libnest.so $(JITLIB) | deps-test
+	@echo "== tests/python (pytest)"
+	$(Q)NEST_LIBRARY=$(abspath $(B)/lib/libnest.so) $(PYTHON) -m pytest -q -p no:cacheprovider tests/python
 
 # LeakSanitizer's tracking of dynamic TLS (gcc 12's libsanitizer with this glibc) reads garbage
 # ranges for threads of a dlopened library that uses TLS (libomp's workers, in JIT'd OpenMP
@@ -326,6 +336,9 @@ demo:
 	$(Q)$(MAKE) --no-print-directory $(B)/samples/onnx/main
 	$(Q)$(B)/samples/onnx/main $(B)/samples/onnx
 	$(Q)/usr/bin/python3 samples/onnx_run.py $(B)/samples/onnx
+	@echo
+	@echo "== the Python front end, named axes (PYTHONPATH=python $(PYTHON) samples/python/tour.py):"
+	$(Q)PYTHONPATH=python NEST_LIBRARY=$(abspath $(B)/lib/libnest.so) $(PYTHON) samples/python/tour.py
 
 # The benchmark (bench/, docs/performance.md). The hand-fused C loops are built with the flags
 # nest's JIT uses (runtime/jit.c); Eigen with -O3 -march=native. Writes build/bench.md, and its
@@ -377,23 +390,28 @@ bench:
 	$(Q)$(B)/bench/bench -o $(B)/bench.md
 	$(Q){ echo; echo '## Cross-check: two threads at 16M, best of 10 calls in turn'; echo; \
 	    echo '```'; $(B)/bench/crosscheck; echo '```'; } | tee -a $(B)/bench.md
+	$(Q){ echo; NEST_LIBRARY=$(abspath $(B)/lib/libnest.so) $(PYTHON) bench/python_call.py; } | tee -a $(B)/bench.md
 	$(Q)/usr/bin/python3 bench/plot.py $(B)/bench.md docs/img
 
 # make install [PREFIX=/usr/local] [DESTDIR=/staging]: the libraries (libnest.so.VERSION with
 # its soname and libnest.so links, libnest.a), the JIT library in lib/nest/ (where libnest and
-# nestc look for it), nest.h, nestc, nest.pc for pkg-config, the man page and the docs.
-# `make uninstall` with the same PREFIX and DESTDIR removes exactly these files.
+# nestc look for it), nest.h, nestc, nest.pc for pkg-config, the man page, the docs, and the
+# Python package in PYTHONDIR (with nest/_install.py saying where libnest.so is). `make
+# uninstall` with the same PREFIX and DESTDIR removes exactly these files (and the Python
+# package's byte code).
 PREFIX_   := $(DESTDIR)$(PREFIX)
 MANDIR    := $(PREFIX)/share/man
 DOCDIR    := $(PREFIX)/share/doc/nest
 DOC_FILES := README.md docs/api.md docs/text-format.md docs/architecture.md docs/performance.md \
-             docs/onnx.md
+             docs/onnx.md docs/python.md
 DOC_IMG   := $(wildcard docs/img/*.svg)
+PY_FILES  := $(filter-out python/nest/_install.py,$(wildcard python/nest/*.py))
 INSTALLED := $(PREFIX)/include/nest.h $(PREFIX)/bin/nestc $(PREFIX)/lib/libnest.a \
              $(PREFIX)/lib/libnest.so.$(VERSION) $(PREFIX)/lib/$(SONAME) $(PREFIX)/lib/libnest.so \
              $(PREFIX)/lib/nest/libnest_jit.so $(PREFIX)/lib/pkgconfig/nest.pc \
              $(MANDIR)/man1/nestc.1 $(addprefix $(DOCDIR)/,$(notdir $(DOC_FILES))) \
-             $(addprefix $(DOCDIR)/img/,$(notdir $(DOC_IMG)))
+             $(addprefix $(DOCDIR)/img/,$(notdir $(DOC_IMG))) \
+             $(addprefix $(PYTHONDIR)/nest/,$(notdir $(PY_FILES)) _install.py)
 
 # The pictures of docs/ (Graphviz), committed so that the docs show them: the layers
 # (docs/layers.dot) and the sample graphs before and after fusion, drawn by nestc --emit=dot for
@@ -432,12 +450,18 @@ install: all
 	install -m 644 docs/nestc.1 $(DESTDIR)$(MANDIR)/man1/
 	install -m 644 $(DOC_FILES) $(DESTDIR)$(DOCDIR)/
 	$(if $(DOC_IMG),install -m 644 $(DOC_IMG) $(DESTDIR)$(DOCDIR)/img/)
+	install -d $(DESTDIR)$(PYTHONDIR)/nest
+	install -m 644 $(PY_FILES) $(DESTDIR)$(PYTHONDIR)/nest/
+	printf '# written by make install: where libnest.so is\nLIBDIR = "%s"\n' '$(PREFIX)/lib' \
+	    > $(DESTDIR)$(PYTHONDIR)/nest/_install.py
 	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null; then \
 	    ldconfig; fi
 
 uninstall:
 	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
-	rmdir $(PREFIX_)/lib/nest $(DESTDIR)$(DOCDIR)/img $(DESTDIR)$(DOCDIR) 2>/dev/null || true
+	rm -rf $(DESTDIR)$(PYTHONDIR)/nest/__pycache__
+	rmdir $(PREFIX_)/lib/nest $(DESTDIR)$(DOCDIR)/img $(DESTDIR)$(DOCDIR) \
+	    $(DESTDIR)$(PYTHONDIR)/nest 2>/dev/null || true
 
 clean:
 	rm -rf build bin

@@ -2,8 +2,8 @@
 # make install into a staging directory (DESTDIR), as a package build would: the files land where
 # they should, libnest.so has its soname and exports only the API, a program built outside the
 # tree with `pkg-config --cflags --libs nest` compiles in process with the installed JIT library,
-# the installed nestc runs and builds a .so, the man page renders, and make uninstall leaves
-# nothing behind.
+# the installed nestc runs and builds a .so, the Python package computes, the man page renders,
+# and make uninstall leaves nothing behind.
 #   B=build BINDIR=bin tests/test_install.sh      (from the top of the tree; not under sanitizers)
 set -eu
 B=${B:-build}
@@ -40,8 +40,15 @@ share/doc/nest/api.md
 share/doc/nest/architecture.md
 share/doc/nest/onnx.md
 share/doc/nest/performance.md
+share/doc/nest/python.md
 share/doc/nest/text-format.md
 share/man/man1/nestc.1"
+pydir=lib/python$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')/dist-packages
+for f in python/nest/*.py; do
+    want="$want
+$pydir/nest/${f##*/}"
+done
+want=$(printf '%s\n%s\n' "$want" "$pydir/nest/_install.py" | sort)
 got=$(cd "$root" && find . \( -type f -o -type l \) ! -path './share/doc/nest/img/*' |
       sed 's|^\./||' | sort)
 [ "$got" = "$want" ] || no "installed files differ:
@@ -93,6 +100,21 @@ grep -qF -e "file=$root/bin/../lib/nest/libnest_jit.so " "$tmp/run.debug" ||
     no "the installed nestc did not load the staged JIT library"
 "$root/bin/nestc" samples/dense.nest -o "$tmp/dense.so" || no "the installed nestc -o fails"
 [ -s "$tmp/dense.h" ] || no "the installed nestc -o wrote no header"
+
+# the Python package: found on the path Debian's python3 searches, it finds libnest.so where
+# _install.py says (here moved by DESTDIR, so NEST_LIBRARY points into the stage)
+grep -qx "LIBDIR = \"$prefix/lib\"" "$root/$pydir/nest/_install.py" ||
+    no "nest/_install.py does not name $prefix/lib"
+PYTHONPATH="$root/$pydir" NEST_LIBRARY="$root/lib/libnest.so.$major" XDG_CACHE_HOME="$tmp/cache" \
+    /usr/bin/python3 -c '
+import numpy as np, nest as ng
+assert ng.__file__.startswith("'"$root"'"), ng.__file__
+N = ng.make_axis(length=5, name="N")
+a, b = ng.placeholder([N]), ng.placeholder([N])
+f = ng.computation(ng.dot(a - b, a - b), a, b)
+x, y = np.arange(5, dtype=np.float32), np.ones(5, dtype=np.float32)
+assert float(f(x, y)) == 15.0, f(x, y)    # 1 + 0 + 1 + 4 + 9
+' || no "the installed Python package does not compute"
 
 # the man page, through man
 MANWIDTH=80 man -l "$root/share/man/man1/nestc.1" 2>&1 | grep -q "nestc run FILE" ||

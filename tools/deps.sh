@@ -4,8 +4,10 @@
 #
 #   tools/deps.sh [--check] [SET...]
 #
-# SETs: build (libnest and nestc, with the ONNX reader), jit (the in-process compiler, libnest_jit.so), test (the test
-# suite), bench (make bench and its peers), docs (make docs), fuzz (the libFuzzer targets).
+# SETs: build (libnest and nestc, with the ONNX reader), jit (the in-process compiler,
+# libnest_jit.so), test (the test suite: the ONNX cases use onnx and torch; the Python front
+# end's tests pytest and sklearn's digits), bench (make bench and its peers), docs (make docs),
+# fuzz (the libFuzzer targets).
 # Without a SET: build jit test, what `make` and `make test` need.
 # Missing packages are installed with apt-get when running as root, unless --check is given;
 # otherwise the exact apt-get command is printed on standard error and the script fails, before
@@ -28,7 +30,8 @@ for set in "$@"; do
         jit)   p="g++ clang-14 llvm-14-dev libclang-14-dev libclang-cpp14-dev libomp-14-dev"
                w="the in-process compiler (libnest_jit.so)" ;;
         test)  p="libcmocka-dev python3 python3-numpy pkg-config groff-base python3-onnx"
-               p="$p python3-torch python3-torchvision"; w="the test suite" ;;
+               p="$p python3-torch python3-torchvision python3-pytest python3-sklearn"
+               w="the test suite" ;;
         bench) p="g++ clang-14 python3 python3-numpy python3-numexpr python3-matplotlib"
                p="$p libeigen3-dev libopenblas-dev hyperfine"; w="make bench" ;;
         docs)  p="graphviz"; w="make docs" ;;
