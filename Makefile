@@ -241,10 +241,14 @@ FUZZ_TIME  ?= 60
 FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
               -fno-sanitize-recover=all $(WARN) -Iinclude -Icommon -Icompiler
 
-$(B)/fuzz/fuzz_parse: tests/fuzz_parse.c $(COMMON_SRC) $(COMPILER_SRC) $(HEADERS) | deps-fuzz
+# The targets of the text form and of ONNX build the compiler's sources, with the C of the ONNX
+# schema.
+FUZZ_SRC   := $(COMMON_SRC) $(COMPILER_SRC) $(GEN)/onnx.pb-c.c
+
+$(B)/fuzz/fuzz_parse: tests/fuzz_parse.c $(FUZZ_SRC) $(HEADERS) | deps-fuzz
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  FUZZCC  $@")
-	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ tests/fuzz_parse.c $(COMMON_SRC) $(COMPILER_SRC) -lm
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -I$(GEN) -o $@ tests/fuzz_parse.c $(FUZZ_SRC) -lprotobuf-c -lm
 
 # The .npy reader of nestc run under libFuzzer: any bytes give an array that keeps its promises
 # and writes and reads back the same, or an error with a message.
@@ -266,12 +270,10 @@ fuzz-parse: $(B)/fuzz/fuzz_parse
 
 # The ONNX reader under libFuzzer: any bytes import or fail with an error naming the source and
 # nothing to emit; the corpus is the ONNX backend node tests' models.
-$(B)/fuzz/fuzz_onnx: tests/fuzz_onnx.c $(COMMON_SRC) $(COMPILER_SRC) $(GEN)/onnx.pb-c.c $(HEADERS) \
-                     | deps-fuzz
+$(B)/fuzz/fuzz_onnx: tests/fuzz_onnx.c $(FUZZ_SRC) $(HEADERS) | deps-fuzz
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  FUZZCC  $@")
-	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -I$(GEN) -o $@ tests/fuzz_onnx.c $(COMMON_SRC) $(COMPILER_SRC) \
-	    $(GEN)/onnx.pb-c.c -lprotobuf-c -lm
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -I$(GEN) -o $@ tests/fuzz_onnx.c $(FUZZ_SRC) -lprotobuf-c -lm
 
 fuzz-onnx: $(B)/fuzz/fuzz_onnx $(B)/onnx/node/.done
 	@mkdir -p $(B)/fuzz/corpus-onnx $(B)/fuzz/seed-onnx
