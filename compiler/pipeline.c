@@ -344,10 +344,10 @@ static bool dot_plan(plan *p, dot_marks *m, int32_t *cluster, uint8_t *store, ch
             up = group_cluster[g];
         }
         cl.c = n;
-        for (int o = 0; o < ne->nouts; o++) {
+        for (int o = 0; ok && o < ne->nouts; o++) {
             if (ne->outs[o].node >= 0 && cluster[ne->outs[o].node] < 0)
                 cluster[ne->outs[o].node] = n;
-            fx_walk(p, &ne->outs[o].value, 1, mark_cluster, &cl);
+            ok = fx_walk(p, &ne->outs[o].value, 1, mark_cluster, &cl);
         }
         parent[n] = up;
         ok = ok && (labels[n++] = nest_label(p, k)) != NULL;
@@ -426,7 +426,7 @@ char *pipeline_dot(nest_function *const *fns, int n, const nest_options *opts)
             m.labels = labels;
             m.parent = parent;
             if (!labels || !parent || !dot_plan(&p, &m, cluster, store, labels, parent))
-                st = ir_error(f, NEST_ERR_NOMEM, "out of memory");
+                st = ir_error(f, NEST_ERR_NOMEM, "print: out of memory");
         }
         if (st == NEST_OK)
             print_dot_function(&out, f, i, planned ? &m : NULL);

@@ -26,7 +26,7 @@ no() { echo "test_install: $*"; fail=1; }
 make --no-print-directory -s install DESTDIR="$stage" PREFIX="$prefix" B="$B" BINDIR="$BINDIR" \
     >"$tmp/install.log" 2>&1 || { cat "$tmp/install.log"; no "make install failed"; exit 1; }
 
-# the files, and nothing else (the docs' pictures are whatever docs/img holds)
+# the files, and nothing else (the docs are what docs/ holds)
 want="bin/nestc
 include/nest.h
 lib/libnest.a
@@ -36,13 +36,11 @@ lib/libnest.so.$version
 lib/nest/libnest_jit.so
 lib/pkgconfig/nest.pc
 share/doc/nest/README.md
-share/doc/nest/api.md
-share/doc/nest/architecture.md
-share/doc/nest/onnx.md
-share/doc/nest/performance.md
-share/doc/nest/python.md
-share/doc/nest/text-format.md
 share/man/man1/nestc.1"
+for f in docs/*.md; do
+    want="$want
+share/doc/nest/${f##*/}"
+done
 pydir=lib/python$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')/dist-packages
 for f in python/nest/*.py; do
     want="$want
