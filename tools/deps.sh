@@ -7,7 +7,7 @@
 # SETs: build (libnest and nestc, with the ONNX reader), jit (the in-process compiler,
 # libnest_jit.so), test (the test suite: the ONNX cases use onnx and torch; the Python front
 # end's tests pytest and sklearn's digits), bench (make bench and its peers), docs (make docs),
-# fuzz (the libFuzzer targets).
+# fuzz (the libFuzzer targets), valgrind (make valgrind).
 # Without a SET: build jit test, what `make` and `make test` need.
 # Missing packages are installed with apt-get when running as root, unless --check is given;
 # otherwise the exact apt-get command is printed on standard error and the script fails, before
@@ -36,7 +36,8 @@ for set in "$@"; do
                p="$p libeigen3-dev libopenblas-dev hyperfine"; w="make bench" ;;
         docs)  p="graphviz"; w="make docs" ;;
         fuzz)  p="clang-14 libclang-rt-14-dev"; w="the fuzz targets" ;;
-        *)     echo "deps.sh: unknown set '$set' (build jit test bench docs fuzz)" >&2; exit 2 ;;
+        valgrind) p="valgrind"; w="make valgrind" ;;
+        *)     echo "deps.sh: unknown set '$set' (build jit test bench docs fuzz valgrind)" >&2; exit 2 ;;
     esac
     pkgs="$pkgs $p"
     what="$what${what:+, }$w"
