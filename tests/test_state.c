@@ -529,6 +529,103 @@ static void test_aot(void **state)
     nest_module_free(m);
 }
 
+/* ---- entry points bind to their own library ---- */
+
+/* Builds the module of `text` (named "model") into TMP/tag.so and loads it with dlopen's `mode`. */
+static void *load_module_so(const char *text, const char *tag, int mode)
+{
+    nest_module *m = parse(text);
+    char so[128];
+    snprintf(so, sizeof so, "%s/%s.so", tmproot, tag);
+    int st = nest_build_so(fns_of(m), nest_module_count(m), so, NULL, NULL, NULL);
+    if (st != NEST_OK)
+        print_error("%s\n", nest_errmsg(fns_of(m)[0]));
+    assert_int_equal(st, NEST_OK);
+    nest_module_free(m);
+    void *lib = dlopen(so, RTLD_NOW | mode);
+    if (!lib)
+        print_error("dlopen: %s\n", dlerror());
+    assert_non_null(lib);
+    return lib;
+}
+
+typedef int (*plain_call_fn)(void *const *, void *const *);
+
+/* Calls NAME_call of lib on x (4 floats) into r. */
+static void call_plain(void *lib, const char *name, float *x, float *r)
+{
+    char sym[64];
+    snprintf(sym, sizeof sym, "%s_call", name);
+    plain_call_fn fn;
+    *(void **)&fn = dlsym(lib, sym);
+    assert_non_null(fn);
+    assert_int_equal(fn((void *[]){x}, (void *[]){r}), 0);
+}
+
+/* A shared object's entry points call their own code, never a function of the same name that
+ * the process already has: the C library's (random, sync, time, and glibc's legacy step) or
+ * another nest library's, loaded first with RTLD_GLOBAL (two modules of one name side by side:
+ * each NAME_state_tensor looks in its own table). */
+static void test_entry_points_bind_locally(void **state)
+{
+    (void)state;
+    void *first = load_module_so("var a: f32[2] = 5\n"
+                                 "func twice(x: f32[4]) -> f32[4] {\n"
+                                 "  return multiply(x, broadcast(constant(f32[], 3), shape=[4], axes=[0]))\n"
+                                 "}\n",
+                                 "first", RTLD_GLOBAL);
+    void *lib = load_module_so("var w: f32[4] = 1\n"
+                               "var q: f32[2] = 7\n"
+                               "func twice(x: f32[4]) -> f32[4] { return add(x, x) }\n"
+                               "func random(x: f32[4]) -> f32[4] { return negative(x) }\n"
+                               "func sync(x: f32[4]) -> f32[4] { return multiply(x, x) }\n"
+                               "func step(x: f32[4]) -> f32[4] { return subtract(x, x) }\n"
+                               "func time(x: f32[4]) -> f32[4] { return add(x, w) }\n",
+                               "second", RTLD_LOCAL);
+    float x[4] = {1, -2, 3, 0.5f}, r[4];
+    call_plain(lib, "twice", x, r);
+    for (int i = 0; i < 4; i++)
+        assert_true(r[i] == 2 * x[i]);
+    call_plain(lib, "random", x, r);
+    for (int i = 0; i < 4; i++)
+        assert_true(r[i] == -x[i]);
+    call_plain(lib, "sync", x, r);
+    for (int i = 0; i < 4; i++)
+        assert_true(r[i] == x[i] * x[i]);
+    r[0] = 9;
+    call_plain(lib, "step", x, r);
+    for (int i = 0; i < 4; i++)
+        assert_true(r[i] == 0);
+    /* the entry NAME itself, by its arrays */
+    int (*twice)(const float *, float *);
+    *(void **)&twice = dlsym(lib, "twice");
+    assert_non_null(twice);
+    assert_int_equal(twice(x, r), 0);
+    assert_true(r[1] == -4);
+    /* the state's functions and a function with state */
+    state_new_fn snew;
+    state_free_fn sfree;
+    state_tensor_fn stensor;
+    step_fn timecall;
+    *(void **)&snew = dlsym(lib, "model_state_new");
+    *(void **)&sfree = dlsym(lib, "model_state_free");
+    *(void **)&stensor = dlsym(lib, "model_state_tensor");
+    *(void **)&timecall = dlsym(lib, "time_call");
+    assert_true(snew && sfree && stensor && timecall);
+    void *st = snew();
+    assert_non_null(st);
+    assert_null(stensor(st, "a")); /* the first library's tensor */
+    float *q = stensor(st, "q");
+    assert_non_null(q);
+    assert_true(q[0] == 7 && q[1] == 7);
+    assert_int_equal(timecall(st, (void *[]){x}, (void *[]){r}), 0);
+    for (int i = 0; i < 4; i++)
+        assert_true(r[i] == x[i] + 1);
+    sfree(st);
+    dlclose(lib);
+    dlclose(first);
+}
+
 /* ---- state files ---- */
 
 static long file_size(const char *path)
@@ -653,6 +750,7 @@ int main(void)
         cmocka_unit_test(test_jit),
         cmocka_unit_test(test_in_place),
         cmocka_unit_test(test_aot),
+        cmocka_unit_test(test_entry_points_bind_locally),
         cmocka_unit_test(test_save_load),
         cmocka_unit_test(test_nestc_run),
     };

@@ -396,8 +396,10 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
     }
     emit_constants(&c);
 
-    /* with a workspace or a state, the body is NAME_impl and NAME a wrapper */
-    bool ws = p->ws_size > 0, state = c.nst > 0, impl = ws || state;
+    /* the body is the static NAME_impl, which every entry point calls: a call to the exported
+     * NAME from inside a shared object could reach another library's function of that name
+     * (the C library's random or time, or a second nest library loaded before) */
+    bool ws = p->ws_size > 0, state = c.nst > 0;
     const char *sp = state ? f->module->name : NULL;
     const char **save = c.bufname;
     c.bufname = abi;
@@ -406,10 +408,7 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
     char *sigs = em_finish(&c, &sig);
     c.bufname = save;
     signature_comment(&c);
-    if (impl)
-        em_line(&c, "static int %s_impl(%s)", f->name, sigs ? sigs : "");
-    else
-        em_line(&c, "int %s(%s)", f->name, sigs ? sigs : "");
+    em_line(&c, "static int %s_impl(%s)", f->name, sigs ? sigs : "");
     free(sigs);
     em_line(&c, "{");
     c.indent++;
@@ -487,39 +486,34 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
         em_line(&c, "%s", "");
         free(a);
     }
-    if (impl) {
-        buf pl = {0};
-        c.bufname = abi;
-        param_list(&c, &pl, true, false, false, state);
-        c.bufname = save;
-        char *ps = em_finish(&c, &pl);
-        em_line(&c, "int %s(%s)", f->name, ps ? ps : "");
-        free(ps);
-        em_line(&c, "{");
-        buf cl = {0};
-        for (int32_t i = 0; i < f->nparams + f->nresults; i++)
-            buf_printf(&cl, "%s%s", i ? ", " : "", abi[i]);
-        for (int i = 0; i < c.nst; i++)
-            buf_printf(&cl, "%s(%s%s *)%s->t[%d]", f->nparams + f->nresults + i ? ", " : "",
-                       c.st_written[i] ? "" : "const ",
-                       em_ctype(f->module->states[c.st_index[i]].etype), c.stn, c.st_index[i]);
-        if (ws)
-            buf_printf(&cl, "%sws", f->nparams + f->nresults + c.nst ? ", " : "");
-        char *cls = em_finish(&c, &cl);
-        impl_call(&c, ws ? p->ws_size : 0, cls);
-        free(cls);
-        em_line(&c, "}");
-        em_line(&c, "%s", "");
-    }
-    /* NAME_call calls NAME (its arrays must not hide a function named args or results), or
-     * with an impl, the impl: a call to the exported NAME from inside a shared object could
-     * reach another library's function of that name (glibc has a `step`) */
+    /* NAME by its arrays (and the state's tensors) */
+    buf pl = {0};
+    c.bufname = abi;
+    param_list(&c, &pl, true, false, false, state);
+    c.bufname = save;
+    char *ps = em_finish(&c, &pl);
+    em_line(&c, "int %s(%s)", f->name, ps ? ps : "");
+    free(ps);
+    em_line(&c, "{");
+    buf cl = {0};
+    for (int32_t i = 0; i < f->nparams + f->nresults; i++)
+        buf_printf(&cl, "%s%s", i ? ", " : "", abi[i]);
+    for (int i = 0; i < c.nst; i++)
+        buf_printf(&cl, "%s(%s%s *)%s->t[%d]", f->nparams + f->nresults + i ? ", " : "",
+                   c.st_written[i] ? "" : "const ",
+                   em_ctype(f->module->states[c.st_index[i]].etype), c.stn, c.st_index[i]);
+    if (ws)
+        buf_printf(&cl, "%sws", f->nparams + f->nresults + c.nst ? ", " : "");
+    char *cls = em_finish(&c, &cl);
+    impl_call(&c, ws ? p->ws_size : 0, cls);
+    free(cls);
+    em_line(&c, "}");
+    em_line(&c, "%s", "");
+    /* NAME_call calls the impl too (its arrays must not hide a function named args or
+     * results) */
     const char *an = strcmp(f->name, "args") ? "args" : "nest_args";
     const char *rn = strcmp(f->name, "results") ? "results" : "nest_results";
-    if (impl)
-        call_args(&c, &ca, ws ? "ws" : NULL, an, rn, state, false);
-    else
-        call_args(&c, &ca, NULL, an, rn, false, state);
+    call_args(&c, &ca, ws ? "ws" : NULL, an, rn, state, false);
     char *a = em_finish(&c, &ca);
     if (state)
         em_line(&c, "int %s_call(%s_state *%s, void *const *%s, void *const *%s)", f->name, sp,
@@ -531,10 +525,7 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
         em_line(&c, "    (void)%s;", an);
     if (f->nresults == 0)
         em_line(&c, "    (void)%s;", rn);
-    if (impl)
-        impl_call(&c, ws ? p->ws_size : 0, a);
-    else
-        em_line(&c, "    return %s(%s);", f->name, a ? a : "");
+    impl_call(&c, ws ? p->ws_size : 0, a);
     em_line(&c, "}");
     em_line(&c, "%s", "");
     free(a);

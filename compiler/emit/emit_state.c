@@ -157,10 +157,14 @@ void emit_state(buf *b, const nest_module *m, emit_mode mode, bool header)
                "        if (strcmp(%s_desc[i].name, name) == 0)\n            return i;\n"
                "    return -1;\n}\n\n",
                M, n, M);
+    /* its own search, not a call of the exported NAME_state_find, which another library of
+     * a module of the same name could provide */
     buf_printf(b,
-               "void *%s_state_tensor(%s_state *st, const char *name)\n{\n"
-               "    return %s_state_data(st, %s_state_find(name));\n}\n\n",
-               M, M, M, M);
+               "void *%s_state_tensor(%s_state *st, const char *name)\n{\n    int i;\n"
+               "    for (i = 0; st && name && i < %d; i++)\n"
+               "        if (strcmp(%s_desc[i].name, name) == 0)\n            return st->t[i];\n"
+               "    return NULL;\n}\n\n",
+               M, M, n, M);
     buf_printf(b,
                "int %s_state_save(const %s_state *st, const char *path)\n{\n"
                "    return st && path ? nest_st_save(%s_desc, %d, st->t, path, NULL, 0) : 1;\n}\n\n",
