@@ -408,6 +408,8 @@ typedef struct nest {
     int32_t pack;        /* tile.c: the workspace buffer of its packed panel, or -1 */
     int32_t group;       /* rows.c: the first nest of its row group (its own index if alone) */
     bool rowed;          /* rows.c: in a group of several nests sharing the outer loop */
+    bool values_first;   /* inplace.c: the body reads every output's value before it stores
+                          * any (a swap of two tensors in place, through registers) */
 } nest;
 
 /* Whether any output of n folds (the nest is a reduction, its values ready only at its end). */

@@ -152,6 +152,7 @@ typedef struct action {
     const char *run;
     bool jit;
     const char *file;
+    nest_module *module; /* a .nest file's module, or NULL */
 } action;
 
 /* What the options ask of the functions: dump, emit, build, run. Returns the exit status. */
@@ -161,7 +162,8 @@ static int act(nest_function *const *fns, int n, const action *ac, const nest_op
     int rc = 0;
     if (dump && !put_text(pipeline_dump(fns, n, opts, dump), fns, n))
         return EXIT_INPUT;
-    if (emit && !put_text(strcmp(emit, "ir") == 0    ? nest_print(fns, n)
+    if (emit && !put_text(strcmp(emit, "ir") == 0
+                              ? (ac->module ? nest_module_print(ac->module) : nest_print(fns, n))
                           : strcmp(emit, "dot") == 0 ? pipeline_dot(fns, n, opts)
                           : nest_emit(fns, n, strcmp(emit, "c") == 0 ? NEST_EMIT_C : NEST_EMIT_H,
                                       opts),
@@ -271,7 +273,7 @@ int main(int argc, char **argv)
     cli_input in;
     int rc = cli_load(file, &imp, &in);
     if (rc == 0)
-        rc = act(in.fns, in.n, &(action){emit, out, dump, do_run, run, jit, file}, &opts);
+        rc = act(in.fns, in.n, &(action){emit, out, dump, do_run, run, jit, file, in.m}, &opts);
     cli_input_free(&in);
     if (fflush(stdout) != 0) {
         fprintf(stderr, "nestc: writing the output failed: %s\n", strerror(errno));

@@ -349,6 +349,10 @@ nest_function *nest_module_find(const nest_module *m, const char *name);
 /* The canonical text form of n functions: parsing it and printing again gives the same text.
  * Returns a string the caller frees, or NULL (error on the first function, or out of memory). */
 char *nest_print(nest_function *const *fns, int n);
+/* The canonical text form of a module: its state declarations, then its functions as nest_print
+ * gives them; a module without functions is its declarations alone. Parsing it gives the module
+ * back. Returns a string the caller frees, or NULL (the error on m, or on a function). */
+char *nest_module_print(nest_module *m);
 
 /* A Graphviz digraph of n functions: one node per op, each edge labelled with the type and shape
  * of the value it carries; the loop nests the compiler makes are clusters of the ops they

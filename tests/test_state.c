@@ -117,12 +117,30 @@ static void test_text_round_trip(void **state)
     nest_module *m3 = parse(b);
     char *c = nest_print(fns_of(m3), nest_module_count(m3));
     assert_string_equal(b, c);
+    /* the module's own print is the same text; without functions, its declarations alone */
+    char *d = nest_module_print(m3);
+    assert_non_null(d);
+    assert_string_equal(d, c);
+    nest_module *e = parse("var w: f32[2,3] = uniform(-1, 1, seed=3)\npersistent s: i64[] = 7\n");
+    char *et = nest_module_print(e);
+    assert_non_null(et);
+    assert_string_equal(et, "var w: f32[2,3] = uniform(-1, 1, seed=3)\npersistent s: i64[] = 7\n\n");
+    nest_module *e2 = parse(et);
+    assert_int_equal(nest_module_count(e2), 0);
+    char *et2 = nest_module_print(e2);
+    assert_string_equal(et, et2);
+    assert_null(nest_module_print(NULL));
     free(a);
     free(b);
     free(c);
+    free(d);
+    free(et);
+    free(et2);
     nest_module_free(m);
     nest_module_free(m2);
     nest_module_free(m3);
+    nest_module_free(e);
+    nest_module_free(e2);
 }
 
 static void test_text_errors(void **state)
@@ -439,6 +457,46 @@ static void test_in_place(void **state)
     nest_module_free(m);
 }
 
+/* Assignments that read each other's tensors (a swap; a rotation through a result) still run
+ * in place: each element's values are read into registers before any store, no workspace. */
+static void test_swap_in_registers(void **state)
+{
+    (void)state;
+    nest_module *m = parse("var w: f32[64,3] = uniform(-0.5, 0.5, seed=1)\n"
+                           "persistent v: f32[64,3] = normal(0, 1, seed=2)\n"
+                           "func swap() -> () {\n  assign(w, v)\n  assign(v, w)\n  return\n}\n"
+                           "func rot(x: f32[64,3]) -> f32[64,3] {\n"
+                           "  assign(w, add(v, x))\n  assign(v, multiply(w, v))\n"
+                           "  return add(w, v)\n}\n");
+    char *c = nest_emit(fns_of(m), 2, NEST_EMIT_C, NULL);
+    assert_non_null(c);
+    assert_null(strstr(c, "workspace_size"));
+    free(c);
+    nest_state *a = nest_state_new(m), *b = nest_state_new(m);
+    float x[192], ra[192], rb[192];
+    for (int i = 0; i < 192; i++)
+        x[i] = (float)(i % 7) - 3;
+    for (int k = 0; k < 2; k++) {
+        nest_function *f = nest_module_function(m, k);
+        nest_kernel *kf = nest_compile(f, NULL);
+        assert_non_null(kf);
+        int np = k ? 1 : 0;
+        void *args[1] = {x}, *resa[1] = {ra}, *resb[1] = {rb};
+        for (int it = 0; it < 3; it++) {
+            assert_int_equal(nest_call_state(kf, a, args, np, resa, np), NEST_OK);
+            assert_ok(f, nest_evaluate_state(f, b, args, np, resb, np));
+            if (k)
+                assert_exact(NEST_F32, ra, rb, 192);
+            assert_exact(NEST_F32, nest_state_tensor(a, "w"), nest_state_tensor(b, "w"), 192);
+            assert_exact(NEST_F32, nest_state_tensor(a, "v"), nest_state_tensor(b, "v"), 192);
+        }
+        nest_kernel_free(kf);
+    }
+    nest_state_free(a);
+    nest_state_free(b);
+    nest_module_free(m);
+}
+
 typedef void *(*state_new_fn)(void);
 typedef void (*state_free_fn)(void *);
 typedef int (*state_file_fn)(void *, const char *);
@@ -749,6 +807,7 @@ int main(void)
         cmocka_unit_test(test_api),
         cmocka_unit_test(test_jit),
         cmocka_unit_test(test_in_place),
+        cmocka_unit_test(test_swap_in_registers),
         cmocka_unit_test(test_aot),
         cmocka_unit_test(test_entry_points_bind_locally),
         cmocka_unit_test(test_save_load),

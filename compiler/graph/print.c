@@ -330,6 +330,28 @@ char *nest_print(nest_function *const *fns, int n)
     return s;
 }
 
+char *nest_module_print(nest_module *m)
+{
+    if (!m)
+        return NULL;
+    buf b = {0};
+    print_states(&b, m);
+    for (int i = 0; i < m->nfns; i++) {
+        if (!m->fns[i]->name) {
+            ir_error(m->fns[i], NEST_ERR_ARG, "print: the function has no valid name");
+            buf_reset(&b);
+            return NULL;
+        }
+        if (i)
+            buf_putc(&b, '\n');
+        print_function(&b, m->fns[i]);
+    }
+    char *s = buf_finish(&b);
+    if (!s)
+        ir_module_error(m, NEST_ERR_NOMEM, "print: out of memory");
+    return s;
+}
+
 /* ---- Graphviz ---- */
 
 /* Cluster c of function k and the clusters inside it: the loop nests, each with the ops it

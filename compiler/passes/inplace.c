@@ -12,9 +12,13 @@
  *     at every step;
  *   - the nest's other outputs that read the tensor are emitted before the store: the outputs
  *     are reordered so (stores of state last, each after every output that reads its tensor).
- * Then w = w - lr * v is one loop over w, reading and writing each element in place. Otherwise
- * (a swap of two tensors in one nest, a read after the store) the store goes to a temporary and
- * a nest at the end copies it into the tensor.
+ * Then w = w - lr * v is one loop over w, reading and writing each element in place. When the
+ * stores of a nest read each other's tensors (a swap of two tensors), no order of the outputs
+ * works: the nest then reads every value into a local before it stores any (values_first), so
+ * the swap still runs in place, through registers; in a tiled or folding nest, whose outputs are
+ * not computed together, one store of the cycle goes through a temporary. Otherwise (a read
+ * after the store) the store goes to a temporary and a nest at the end copies it into the
+ * tensor.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -154,7 +158,17 @@ static bool order_outputs(plan *p, int32_t k, bool *inplace, const int32_t *bs, 
             if (ready)
                 pick = i;
         }
-        if (pick < 0) { /* a cycle: the first waiting store goes through a temporary */
+        if (pick < 0 && !n->tile_i && !nest_folds(n)) {
+            /* a cycle: every value is read before any store, so the rest go in their order */
+            n->values_first = true;
+            for (int i = 0; i < no; i++)
+                if (!placed[i]) {
+                    sorted[m++] = n->outs[i];
+                    placed[i] = true;
+                }
+            break;
+        }
+        if (pick < 0) { /* a cycle in a tile: the first waiting store goes through a temporary */
             for (int i = 0; i < no && pick < 0; i++)
                 if (!placed[i])
                     pick = i;
