@@ -3,7 +3,8 @@
  * backward, SGD with momentum) of nest's compiled step kernel against PyTorch eager
  * (bench/train_peers.py), on 1 and 2 threads, measured in turn in one run.
  *
- *   train [-o REPORT.md] [--quick] [--print MODEL]   (--print: model MODEL's text form)
+ *   train [-o REPORT.md] [--quick] [--rounds N] [--print MODEL]
+ *         (--rounds: N rounds, at most 64, for a busy machine; --print: model MODEL's text form)
  *
  * Models: the digits MLP of samples/ (64-256-256-10, batch 32) and a 784-1024-1024-10 MLP at
  * batch 64, random data. nest's step is generated from the same template as samples/mlp.nest:
@@ -170,15 +171,33 @@ static void nest_free(nest_case *c)
 
 /* ---- the table ---- */
 
+/* The 1-minute load average (from /proc/loadavg), or -1: the table says how busy the machine
+ * was, since the figures of a shared machine move with its load. */
+static double load_average(void)
+{
+    double l = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &l) != 1)
+            l = -1;
+        fclose(f);
+    }
+    return l;
+}
+
 int main(int argc, char **argv)
 {
     const char *report = NULL;
     bool quick = false;
+    int nrounds = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-o") && i + 1 < argc)
             report = argv[++i];
         else if (!strcmp(argv[i], "--quick"))
             quick = true;
+        else if (!strcmp(argv[i], "--rounds") && i + 1 < argc && atoi(argv[i + 1]) >= 1 &&
+                 atoi(argv[i + 1]) <= 64)
+            nrounds = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--print") && i + 1 < argc && atoi(argv[i + 1]) >= 0 &&
                  atoi(argv[i + 1]) < NMODELS) {
             char *text = module_text(&models[atoi(argv[++i])]);
@@ -186,9 +205,9 @@ int main(int argc, char **argv)
             free(text);
             return 0;
         } else
-            die("usage: train [-o REPORT.md] [--quick] [--print MODEL]");
+            die("usage: train [-o REPORT.md] [--quick] [--rounds N] [--print MODEL]");
     }
-    int rounds = quick ? 3 : 7;
+    int rounds = nrounds ? nrounds : quick ? 3 : 7;
     double secs = quick ? 0.1 : 0.2;
     FILE *rep = report ? fopen(report, "a") : NULL;
     peer py;
@@ -197,6 +216,7 @@ int main(int argc, char **argv)
     char torch_version[64];
     snprintf(torch_version, sizeof torch_version, "%s", info);
     char table[8192];
+    double load0 = load_average();
     int tl = snprintf(table, sizeof table,
                       "\n## Training: one step (forward, backward, SGD with momentum), ms\n\n"
                       "nest's step is one compiled kernel; PyTorch (%s) runs eager. Medians of %d "
@@ -213,7 +233,7 @@ int main(int argc, char **argv)
                                      m->batch, threads);
             if (strcmp(r, "ok"))
                 die("train_peers.py setup: %s", r);
-            double tn[16], tp[16];
+            double tn[64], tp[64];
             for (int k = 0; k < rounds; k++) {
                 tn[k] = nest_time(&c, secs);
                 tp[k] = atof(peer_cmd(&py, "time %g", secs));
@@ -226,6 +246,9 @@ int main(int argc, char **argv)
         }
     }
     peer_stop(&py);
+    tl += snprintf(table + tl, sizeof table - (size_t)tl,
+                   "\nLoad average (1 minute) at the start and at the end: %.2f, %.2f.\n", load0,
+                   load_average());
     fputs(table, stdout);
     if (rep) {
         fputs(table, rep);
