@@ -104,7 +104,17 @@ $(BINDIR)/nestc: $(NESTC_OBJ) $(B)/lib/libnest.a
 $(B)/tests/%: tests/%.c tests/testutil.h $(B)/lib/libnest.a $(HEADERS)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
-	$(Q)$(CC) $(NCFLAGS) $(CFLAGS) -Wno-missing-prototypes -Itests -o $@ $< $(B)/lib/libnest.a -lcmocka $(LDLIBS)
+	$(Q)$(CC) $(NCFLAGS) $(CFLAGS) -Wno-missing-prototypes -Itests -o $@ $< $(filter %.o,$^) \
+	    $(B)/lib/libnest.a -lcmocka $(LDLIBS)
+
+# The differential tests share their harness (tests/diffcase.c).
+DIFF_TESTS := $(B)/tests/test_diff
+$(DIFF_TESTS): $(B)/obj/tests/diffcase.o tests/diffcase.h
+
+$(B)/obj/tests/diffcase.o: tests/diffcase.c tests/diffcase.h tests/testutil.h $(HEADERS)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(NCFLAGS) $(CFLAGS) -Itests -c $< -o $@
 
 $(TESTS): $(JITLIB)
 
