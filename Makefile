@@ -45,7 +45,8 @@ COMPILER_SRC := compiler/graph/types.c compiler/graph/ir.c compiler/graph/print.
 RUNTIME_SRC  := runtime/loader.c runtime/cache.c runtime/jit.c runtime/aot.c
 DRIVER_SRC   := driver/driver.c
 NESTC_SRC    := driver/nestc.c
-TEST_NAMES   := test_ir test_parse test_interp test_runtime test_fuse test_diff test_random
+TEST_NAMES   := test_ir test_parse test_interp test_interp_ops test_runtime test_fuse test_diff \
+                test_diff_ops test_random
 
 LIB_OBJ   := $(patsubst %.c,$(B)/obj/%.o,$(COMMON_SRC) $(COMPILER_SRC) $(RUNTIME_SRC) $(DRIVER_SRC))
 NESTC_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(NESTC_SRC))
@@ -108,7 +109,7 @@ $(B)/tests/%: tests/%.c tests/testutil.h $(B)/lib/libnest.a $(HEADERS)
 	    $(B)/lib/libnest.a -lcmocka $(LDLIBS)
 
 # The differential tests share their harness (tests/diffcase.c).
-DIFF_TESTS := $(B)/tests/test_diff
+DIFF_TESTS := $(B)/tests/test_diff $(B)/tests/test_diff_ops
 $(DIFF_TESTS): $(B)/obj/tests/diffcase.o tests/diffcase.h
 
 $(B)/obj/tests/diffcase.o: tests/diffcase.c tests/diffcase.h tests/testutil.h $(HEADERS)

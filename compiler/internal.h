@@ -57,9 +57,11 @@ typedef enum ir_kind {
     K_REDUCE,    /* a.axes = reduced axes of the input */
     K_TUPLE,     /* operands are the elements */
     K_GET,       /* a.index */
+    /* the op set of real models */
+    K_ARGREDUCE, /* a.axis: the axis searched (removed); result i64 */
 } ir_kind;
 
-typedef enum ir_types { TY_NUM, TY_FLOAT, TY_ANY } ir_types;
+typedef enum ir_types { TY_NUM, TY_FLOAT, TY_BOOL, TY_ANY } ir_types;
 
 typedef struct ir_opinfo {
     const char *name;
@@ -97,7 +99,7 @@ typedef struct ir_node {
         struct {
             int64_t *lower, *upper, *step; /* rank entries each */
         } slice;                /* K_SLICE */
-        int32_t axis;           /* K_CONCAT */
+        int32_t axis;           /* K_CONCAT, K_ARGREDUCE */
         struct {
             int32_t index;      /* the element taken */
             int32_t target;     /* the node that element is, through any GETs: never a GET */
@@ -133,7 +135,7 @@ typedef struct ir_attrs {
     const int64_t *axes;
     const int64_t *order;   /* K_RESHAPE, rank of the operand, or NULL */
     const int64_t *lower, *upper, *step; /* K_SLICE; step may be NULL */
-    int64_t index;          /* K_CONCAT axis, K_GET index */
+    int64_t index;          /* K_CONCAT, K_ARGREDUCE axis, K_GET index */
     const void *data;       /* K_CONST */
     int64_t count;
     const char *name;       /* K_PARAM */
@@ -281,7 +283,9 @@ typedef struct nout {
     int64_t off;
     int64_t *st;         /* over the iteration space; 0 on reduced axes */
     fx *value;
-    int16_t reduce;      /* OP_SUM, OP_MAX, OP_MIN, or -1 for a store */
+    int16_t reduce;      /* OP_SUM, OP_PRODUCT, OP_MAX, OP_MIN, OP_ARGMAX, OP_ARGMIN (the index
+                          * along the one folded axis, which is the nest's innermost), or -1
+                          * for a store */
     int32_t node;        /* the graph node computed */
     bool drop;           /* tile.c: the fold feeds the nest's other outputs and is not stored */
 } nout;
@@ -311,6 +315,16 @@ static inline bool nest_folds(const nest *n)
 {
     for (int i = 0; i < n->nouts; i++)
         if (n->outs[i].reduce >= 0)
+            return true;
+    return false;
+}
+
+/* Whether a nest folds an argmax or argmin: an index, one element after the other, so its one
+ * folded axis stays innermost (flatten.c) and its accumulators are scalars (emit/). */
+static inline bool nest_has_arg(const nest *n)
+{
+    for (int i = 0; i < n->nouts; i++)
+        if (n->outs[i].reduce == OP_ARGMAX || n->outs[i].reduce == OP_ARGMIN)
             return true;
     return false;
 }

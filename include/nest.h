@@ -180,6 +180,50 @@ nest_value nest_min(nest_function *f, nest_value a, int naxes, const int64_t *ax
 nest_value nest_tuple(nest_function *f, int n, const nest_value *values);
 nest_value nest_get(nest_function *f, nest_value tuple, int64_t index);
 
+/* ---------------------------------------------------------------------------------------------
+ * The op set of real models (docs/text-format.md, "Ops for real models")
+ * ------------------------------------------------------------------------------------------- */
+
+/* Element-wise math on f32 and f64, as C's libm (floor, ceil, erf, ...): sin, cos, tan, asin,
+ * acos, atan, sinh, cosh, floor, ceiling, erf. sign(x) is 1, -1 or x itself (0, -0, NaN);
+ * relu(x) is x < 0 ? 0 : x (NaN stays NaN); sigmoid(x) is 1 / (1 + exp(-x)). */
+nest_value nest_sin(nest_function *f, nest_value a);
+nest_value nest_cos(nest_function *f, nest_value a);
+nest_value nest_tan(nest_function *f, nest_value a);
+nest_value nest_asin(nest_function *f, nest_value a);
+nest_value nest_acos(nest_function *f, nest_value a);
+nest_value nest_atan(nest_function *f, nest_value a);
+nest_value nest_sinh(nest_function *f, nest_value a);
+nest_value nest_cosh(nest_function *f, nest_value a);
+nest_value nest_floor(nest_function *f, nest_value a);
+nest_value nest_ceiling(nest_function *f, nest_value a);
+nest_value nest_erf(nest_function *f, nest_value a);
+nest_value nest_sign(nest_function *f, nest_value a);
+nest_value nest_relu(nest_function *f, nest_value a);
+nest_value nest_sigmoid(nest_function *f, nest_value a);
+
+/* Logic on bool operands: not, and, or. */
+nest_value nest_not(nest_function *f, nest_value a);
+nest_value nest_and(nest_function *f, nest_value a, nest_value b);
+nest_value nest_or(nest_function *f, nest_value a, nest_value b);
+
+/* Comparisons giving bool: not_equal takes any type (NaN differs from everything), less_eq and
+ * greater_eq numeric operands (false with a NaN). */
+nest_value nest_not_equal(nest_function *f, nest_value a, nest_value b);
+nest_value nest_less_eq(nest_function *f, nest_value a, nest_value b);
+nest_value nest_greater_eq(nest_function *f, nest_value a, nest_value b);
+
+/* The product over `naxes` distinct axes (removed from the shape); of nothing it is 1. Integers
+ * wrap. */
+nest_value nest_product(nest_function *f, nest_value a, int naxes, const int64_t *axes);
+
+/* The index (i64) of the largest (argmax) or smallest (argmin) element along `axis`, which is
+ * removed from the shape. Ties give the lowest index. A NaN counts as beyond every number, for
+ * both (as numpy and PyTorch): the result is the index of the first NaN. The axis must not be
+ * empty unless the result is. */
+nest_value nest_argmax(nest_function *f, nest_value a, int64_t axis);
+nest_value nest_argmin(nest_function *f, nest_value a, int64_t axis);
+
 /* Sets the function's results, replacing earlier ones. Tuples among them are flattened: the
  * caller sees one result array per tensor, in order. `layouts` (NULL: all row-major) gives the
  * order of each flattened result array. */

@@ -887,6 +887,120 @@ static void test_inspection(void **state)
     assert_error(f, NEST_ERR_ARG, "function f has no results");
 }
 
+/* ---- the op set of real models ---- */
+
+static void test_model_elementwise(void **state)
+{
+    nest_function *f = *state;
+    static const struct {
+        const char *name;
+        unary_fn fn;
+    } math[] = {
+        {"sin", nest_sin},     {"cos", nest_cos},         {"tan", nest_tan},
+        {"asin", nest_asin},   {"acos", nest_acos},       {"atan", nest_atan},
+        {"sinh", nest_sinh},   {"cosh", nest_cosh},       {"floor", nest_floor},
+        {"ceiling", nest_ceiling}, {"erf", nest_erf},     {"sign", nest_sign},
+        {"relu", nest_relu},   {"sigmoid", nest_sigmoid},
+    };
+    nest_value x[5], y[5];
+    char name[16], want[160];
+    for (int t = 0; t < 5; t++) {
+        snprintf(name, sizeof name, "x%d", t);
+        x[t] = param(f, name, all_types[t], 2, SHAPE(3, 0));
+        snprintf(name, sizeof name, "y%d", t);
+        y[t] = param(f, name, all_types[t], 1, SHAPE(7));
+    }
+    nest_value tup = nest_tuple(f, 1, x);
+    for (size_t k = 0; k < sizeof math / sizeof *math; k++) {
+        for (int t = 0; t < 5; t++) {
+            nest_value v = math[k].fn(f, x[t]);
+            if (t < 2) {
+                assert_tensor(f, v, all_types[t], 2, SHAPE(3, 0));
+                continue;
+            }
+            snprintf(want, sizeof want, "%s(x%d: %s[3,0]): operand 1 must be f32 or f64, not %s",
+                     math[k].name, t, nest_type_name(all_types[t]), nest_type_name(all_types[t]));
+            assert_fails(f, v, NEST_ERR_TYPE, want);
+        }
+        assert_fails(f, math[k].fn(f, tup), NEST_ERR_TYPE, "is a tuple");
+    }
+    /* logic takes bool only */
+    assert_tensor(f, nest_not(f, y[4]), NEST_BOOL, 1, SHAPE(7));
+    assert_tensor(f, nest_and(f, y[4], y[4]), NEST_BOOL, 1, SHAPE(7));
+    assert_tensor(f, nest_or(f, x[4], x[4]), NEST_BOOL, 2, SHAPE(3, 0));
+    for (int t = 0; t < 4; t++) {
+        snprintf(want, sizeof want, "not(y%d: %s[7]): operand 1 must be bool, not %s", t,
+                 nest_type_name(all_types[t]), nest_type_name(all_types[t]));
+        assert_fails(f, nest_not(f, y[t]), NEST_ERR_TYPE, want);
+        assert_fails(f, nest_and(f, y[4], y[t]), NEST_ERR_TYPE, "operand 2 must be bool");
+        assert_fails(f, nest_or(f, y[t], y[4]), NEST_ERR_TYPE, "operand 1 must be bool");
+    }
+    assert_fails(f, nest_and(f, y[4], x[4]), NEST_ERR_TYPE,
+                 "and(y4: bool[7], x4: bool[3,0]): operand shapes differ");
+    /* comparisons: not_equal of any type, less_eq and greater_eq of numbers */
+    for (int t = 0; t < 5; t++) {
+        assert_tensor(f, nest_not_equal(f, y[t], y[t]), NEST_BOOL, 1, SHAPE(7));
+        if (t < 4) {
+            assert_tensor(f, nest_less_eq(f, y[t], y[t]), NEST_BOOL, 1, SHAPE(7));
+            assert_tensor(f, nest_greater_eq(f, x[t], x[t]), NEST_BOOL, 2, SHAPE(3, 0));
+        } else {
+            assert_fails(f, nest_less_eq(f, y[t], y[t]), NEST_ERR_TYPE,
+                         "less_eq(y4: bool[7], y4: bool[7]): operand 1 must be f32, f64, i32 or "
+                         "i64, not bool");
+            assert_fails(f, nest_greater_eq(f, x[t], x[t]), NEST_ERR_TYPE,
+                         "greater_eq(x4: bool[3,0], x4: bool[3,0])");
+        }
+    }
+    assert_fails(f, nest_not_equal(f, y[0], y[1]), NEST_ERR_TYPE, "operand element types differ");
+    assert_fails(f, nest_less_eq(f, y[0], x[0]), NEST_ERR_TYPE, "operand shapes differ");
+    assert_fails(f, nest_greater_eq(f, y[2], tup), NEST_ERR_TYPE, "operand 2 is a tuple");
+}
+
+static void test_model_reductions(void **state)
+{
+    nest_function *f = *state;
+    nest_value x = param(f, "x", NEST_I64, 3, SHAPE(2, 3, 4));
+    nest_value e = param(f, "e", NEST_F32, 3, SHAPE(2, 0, 4));
+    nest_value z = param(f, "z", NEST_F32, 2, SHAPE(0, 5));
+    nest_value s = param(f, "s", NEST_F64, 0, NULL);
+    nest_value b = param(f, "b", NEST_BOOL, 1, SHAPE(3));
+    /* product: like sum */
+    assert_tensor(f, nest_product(f, x, 2, SHAPE(2, 0)), NEST_I64, 1, SHAPE(3));
+    assert_tensor(f, nest_product(f, e, 1, SHAPE(1)), NEST_F32, 2, SHAPE(2, 4));
+    assert_tensor(f, nest_product(f, s, 0, NULL), NEST_F64, 0, NULL);
+    assert_fails(f, nest_product(f, x, 1, SHAPE(3)), NEST_ERR_TYPE,
+                 "product(x: i64[2,3,4]): axis 3 is out of range for rank 3");
+    assert_fails(f, nest_product(f, x, 2, SHAPE(0, 0)), NEST_ERR_TYPE, "axis 0 is repeated");
+    assert_fails(f, nest_product(f, b, 1, SHAPE(0)), NEST_ERR_TYPE, "not bool");
+    assert_fails(f, nest_product(f, x, 1, NULL), NEST_ERR_ARG, "invalid axes list");
+    /* argmax and argmin: i64, the axis removed */
+    typedef nest_value (*arg_fn)(nest_function *, nest_value, int64_t);
+    static const struct {
+        const char *name;
+        arg_fn fn;
+    } ops[] = {{"argmax", nest_argmax}, {"argmin", nest_argmin}};
+    char want[160];
+    for (int k = 0; k < 2; k++) {
+        arg_fn op = ops[k].fn;
+        assert_tensor(f, op(f, x, 0), NEST_I64, 2, SHAPE(3, 4));
+        assert_tensor(f, op(f, x, 1), NEST_I64, 2, SHAPE(2, 4));
+        assert_tensor(f, op(f, x, 2), NEST_I64, 2, SHAPE(2, 3));
+        assert_tensor(f, op(f, e, 0), NEST_I64, 2, SHAPE(0, 4));
+        assert_tensor(f, op(f, z, 1), NEST_I64, 1, SHAPE(0)); /* an empty axis, no result */
+        assert_fails(f, op(f, z, 0), NEST_ERR_TYPE, "axis 0 is empty");
+        snprintf(want, sizeof want, "%s(x: i64[2,3,4]): axis 3 is out of range for rank 3",
+                 ops[k].name);
+        assert_fails(f, op(f, x, 3), NEST_ERR_TYPE, want);
+        assert_fails(f, op(f, x, -1), NEST_ERR_TYPE, "axis -1 is out of range for rank 3");
+        snprintf(want, sizeof want, "%s(s: f64[]): a scalar has no axis to search", ops[k].name);
+        assert_fails(f, op(f, s, 0), NEST_ERR_TYPE, want);
+        snprintf(want, sizeof want, "%s(e: f32[2,0,4]): axis 1 is empty: there is no element to "
+                 "index", ops[k].name);
+        assert_fails(f, op(f, e, 1), NEST_ERR_TYPE, want);
+        assert_fails(f, op(f, b, 0), NEST_ERR_TYPE, "operand 1 must be f32, f64, i32 or i64");
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -915,6 +1029,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_tuples, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(test_return, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(test_inspection, fn_setup, fn_teardown),
+        cmocka_unit_test_setup_teardown(test_model_elementwise, fn_setup, fn_teardown),
+        cmocka_unit_test_setup_teardown(test_model_reductions, fn_setup, fn_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -25,6 +25,33 @@ void em_outputs(ctx *c, const nout *outs, fx *const *vals, int nouts);
 
 static void emit_body(ctx *c, fx *const *vals) { em_outputs(c, c->ne->outs, vals, c->ne->nouts); }
 
+/* One step of an argmax or argmin (output i, the element's value v): a better element, or the
+ * first NaN, takes the lead; ties keep the lower index. The index is the innermost loop's
+ * variable when the nest folds that axis (flatten.c dropped it when its extent is 1). */
+static void emit_arg_step(ctx *c, const nout *o, int i, const char *v)
+{
+    const nest *ne = c->ne;
+    int et = o->value->etype;
+    bool folded = ne->rank > 0 && (ne->reduced & (1u << (ne->rank - 1)));
+    const char *at = folded ? c->expr[ne->rank - 1] : "0", *best = c->best[i];
+    const char *cmp = o->reduce == OP_ARGMAX ? ">" : "<";
+    char nb[IR_MAX_NAME + 8];
+    snprintf(nb, sizeof nb, "%s_v", o->node >= 0 ? namer_name(&c->nm, o->node) : "arg");
+    const char *x = em_unique(c->body_names, nb);
+    buf cm = {0};
+    em_node_comment(c, &cm, o->node);
+    char *cs = buf_finish(&cm);
+    em_line(c, "const %s %s = %s;%s", em_ctype(et), x, v, cs ? cs : "");
+    free(cs);
+    if (em_is_float(et))
+        em_line(c, "if (%s %s %s || (%s != %s && %s == %s)) {", x, cmp, best, x, x, best, best);
+    else
+        em_line(c, "if (%s %s %s) {", x, cmp, best);
+    em_line(c, "    %s = %s;", best, x);
+    em_line(c, "    %s = %s;", c->acc[i], at);
+    em_line(c, "}");
+}
+
 /* Evaluates vals and stores or folds each into its output. */
 void em_outputs(ctx *c, const nout *outs, fx *const *vals, int nouts)
 {
@@ -48,6 +75,8 @@ void em_outputs(ctx *c, const nout *outs, fx *const *vals, int nouts)
         char *d = buf_finish(&dst);
         if (!v || !d) {
             bd.oom = true;
+        } else if (em_is_arg(o->reduce)) {
+            emit_arg_step(c, o, i, v);
         } else if (o->reduce >= 0) {
             /* an op inlined into the fold is one operand of its template: acc + (a - b), not
              * acc + a - b, and never acc + a > b ? a : b */
@@ -357,13 +386,28 @@ static void emit_fold_start(ctx *c, int lvl)
             if (bytes / size < lanes)
                 lanes = bytes / size;
         }
-        wide &= ne->dims[innermost] >= 2 * lanes;
+        wide &= ne->dims[innermost] >= 2 * lanes && !nest_has_arg(ne);
         c->accs = wide ? lanes : 1;
         for (int i = 0; i < ne->nouts; i++) {
             const nout *o = &ne->outs[i];
-            c->acc[i] = NULL;
+            c->acc[i] = c->best[i] = NULL;
             if (o->reduce < 0)
                 continue;
+            if (em_is_arg(o->reduce)) { /* the best value so far and its index */
+                const char *base = o->node >= 0 ? namer_name(&c->nm, o->node) : "arg";
+                char nb[IR_MAX_NAME + 8];
+                snprintf(nb, sizeof nb, "%s_best", base);
+                c->best[i] = em_unique(&c->local, nb);
+                snprintf(nb, sizeof nb, "%s_at", base);
+                c->acc[i] = em_unique(&c->local, nb);
+                buf t = {0};
+                em_init_text(&t, o->reduce, o->value->etype);
+                char *init = buf_finish(&t);
+                em_line(c, "%s %s = %s;", em_ctype(o->value->etype), c->best[i], init ? init : "0");
+                em_line(c, "int64_t %s = 0;", c->acc[i]);
+                free(init);
+                continue;
+            }
             const char *base = o->node >= 0 ? namer_name(&c->nm, o->node) : "acc";
             char nb[IR_MAX_NAME + 8];
             snprintf(nb, sizeof nb, "%s_acc", base);
@@ -694,8 +738,9 @@ static void emit_nest_loops(ctx *c, const nest *ne, int from, bool may_par)
         snprintf(v, sizeof v, "i%d", k);
         c->var[k] = c->expr[k] = em_unique(&c->local, v);
     }
-    const char *accs[ne->nouts > 0 ? ne->nouts : 1];
+    const char *accs[ne->nouts > 0 ? ne->nouts : 1], *best[ne->nouts > 0 ? ne->nouts : 1];
     c->acc = nest_folds(ne) && folds_in_registers(ne) ? accs : NULL;
+    c->best = best;
     c->accs = 1;
     fx *vals[ne->nouts > 0 ? ne->nouts : 1];
     for (int i = 0; i < ne->nouts; i++)
@@ -705,11 +750,12 @@ static void emit_nest_loops(ctx *c, const nest *ne, int from, bool may_par)
     bool par = may_par && c->p->opts->openmp && nest_work(ne) >= PAR_MIN && ne->rank > 0;
     c->par_outer = par && !(ne->reduced & 1u) && ne->dims[0] >= 2;
     c->par_chunks = par && nest_folds(ne) && (ne->reduced & 1u) && folds_in_registers(ne) &&
+                    !nest_has_arg(ne) &&
                     ne->dims[0] >= 2 * PAR_CHUNK && !fx_has_concat(c->mp, vals, ne->nouts, 0);
     c->from = from;
     emit_level(c, from, vals);
     c->par_outer = c->par_chunks = false;
-    c->acc = NULL;
+    c->acc = c->best = NULL;
 }
 
 /* dst = value, the value's statements first. */

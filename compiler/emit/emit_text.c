@@ -62,8 +62,27 @@ const char *em_ctype(int etype)
 
 bool em_is_float(int etype) { return etype == NEST_F32 || etype == NEST_F64; }
 
+/* Helpers of the op set of real models. */
+static void emit_model_helper(buf *b, int h)
+{
+    if (h >= H_SIGMOID && h < H_SIGMOID + 2) {
+        /* exp(-|x|) never overflows: sigmoid(x) for x < 0 is e / (1 + e), down to subnormals */
+        bool f64 = h - H_SIGMOID;
+        const char *t = f64 ? "double" : "float", *sfx = f64 ? "" : "f";
+        buf_printf(b,
+                   "static %s nest_sigmoid_%s(%s x)\n{\n"
+                   "    const %s e = exp%s(-fabs%s(x));\n"
+                   "    return (x >= 0 ? 1 : e) / (1 + e);\n}\n",
+                   t, f64 ? "f64" : "f32", t, t, sfx, sfx);
+    }
+}
+
 static void emit_helper(buf *b, int h)
 {
+    if (h >= H_SIGMOID) {
+        emit_model_helper(b, h);
+        return;
+    }
     if (h >= H_TILE) {
         emit_tile_helper(b, h);
         return;
@@ -143,7 +162,14 @@ static const char jit_declarations[] =
     "float expf(float);\nfloat logf(float);\nfloat sqrtf(float);\nfloat tanhf(float);\n"
     "float powf(float, float);\nfloat fabsf(float);\n"
     "double exp(double);\ndouble log(double);\ndouble sqrt(double);\ndouble tanh(double);\n"
-    "double pow(double, double);\ndouble fabs(double);\n\n";
+    "double pow(double, double);\ndouble fabs(double);\n"
+    /* the op set of real models */
+    "float sinf(float);\nfloat cosf(float);\nfloat tanf(float);\nfloat asinf(float);\n"
+    "float acosf(float);\nfloat atanf(float);\nfloat sinhf(float);\nfloat coshf(float);\n"
+    "float floorf(float);\nfloat ceilf(float);\nfloat erff(float);\n"
+    "double sin(double);\ndouble cos(double);\ndouble tan(double);\ndouble asin(double);\n"
+    "double acos(double);\ndouble atan(double);\ndouble sinh(double);\ndouble cosh(double);\n"
+    "double floor(double);\ndouble ceil(double);\ndouble erf(double);\n\n";
 
 void emit_preamble(buf *b, uint64_t helpers, emit_mode mode)
 {
@@ -373,7 +399,7 @@ static int int_helper(int op, int etype)
     switch (op) {
     case OP_ADD: case OP_SUM: base = H_ADD; break;
     case OP_SUBTRACT: base = H_SUB; break;
-    case OP_MULTIPLY: base = H_MUL; break;
+    case OP_MULTIPLY: case OP_PRODUCT: base = H_MUL; break;
     case OP_DIVIDE: base = H_DIV; break;
     case OP_POWER: base = H_POW; break;
     case OP_NEGATIVE: base = H_NEG; break;
@@ -410,8 +436,9 @@ static void op_text(body *bd, buf *b, const fx *e)
      * is not equal to itself) */
     if (e->nargs == 2 && e->args[0] == e->args[1] && !em_is_float(e->args[0]->etype)) {
         switch (e->op) {
-        case OP_EQUAL: buf_puts(b, "1"); return;
-        case OP_LESS: case OP_GREATER: buf_puts(b, "0"); return;
+        case OP_EQUAL: case OP_LESS_EQ: case OP_GREATER_EQ: buf_puts(b, "1"); return;
+        case OP_LESS: case OP_GREATER: case OP_NOT_EQUAL: buf_puts(b, "0"); return;
+        case OP_AND: case OP_OR: em_operand(bd, b, e->args[0]); return;
         case OP_MAXIMUM: case OP_MINIMUM: em_operand(bd, b, e->args[0]); return;
         default: break;
         }
@@ -448,6 +475,8 @@ static void op_text(body *bd, buf *b, const fx *e)
         int h = int_helper(e->op, at);
         if (h >= 0 && strstr(tmpl, "nest_"))
             *c->helpers |= 1ull << h;
+    } else if (e->op == OP_SIGMOID) {
+        *c->helpers |= 1ull << (H_SIGMOID + (at == NEST_F64));
     }
     expand(b, tmpl, at, (const char *const *)args);
 out:
@@ -543,11 +572,12 @@ char *em_value_text(body *bd, const fx *e)
 
 void em_init_text(buf *b, int op, int etype)
 {
-    if (op == OP_SUM) {
-        buf_puts(b, em_is_float(etype) ? (etype == NEST_F32 ? "0.0f" : "0.0") : "0");
+    if (op == OP_SUM || op == OP_PRODUCT) {
+        const char *v = op == OP_SUM ? "0" : "1";
+        buf_printf(b, "%s%s", v, em_is_float(etype) ? (etype == NEST_F32 ? ".0f" : ".0") : "");
         return;
     }
-    bool max = op == OP_MAX;
+    bool max = op == OP_MAX || op == OP_ARGMAX; /* an argmax's best value starts at the lowest */
     switch (etype) {
     case NEST_F32: buf_puts(b, max ? "-INFINITY" : "INFINITY"); return;
     case NEST_F64: buf_puts(b, max ? "(double)-INFINITY" : "(double)INFINITY"); return;

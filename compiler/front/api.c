@@ -193,6 +193,63 @@ nest_value nest_get(nest_function *f, nest_value tuple, int64_t index)
     return ir_build(f, OP_GET, 1, &tuple, &at);
 }
 
+/* ---- the op set of real models ---- */
+
+#define BINARY(fn, OPID)                                                                       \
+    nest_value nest_##fn(nest_function *f, nest_value a, nest_value b)                         \
+    {                                                                                          \
+        int32_t in[2] = {a, b};                                                                \
+        return ir_build(f, OP_##OPID, 2, in, NULL);                                            \
+    }
+#define UNARY(fn, OPID)                                                                        \
+    nest_value nest_##fn(nest_function *f, nest_value a)                                       \
+    {                                                                                          \
+        return ir_build(f, OP_##OPID, 1, &a, NULL);                                            \
+    }
+UNARY(sin, SIN)
+UNARY(cos, COS)
+UNARY(tan, TAN)
+UNARY(asin, ASIN)
+UNARY(acos, ACOS)
+UNARY(atan, ATAN)
+UNARY(sinh, SINH)
+UNARY(cosh, COSH)
+UNARY(floor, FLOOR)
+UNARY(ceiling, CEILING)
+UNARY(erf, ERF)
+UNARY(sign, SIGN)
+UNARY(relu, RELU)
+UNARY(sigmoid, SIGMOID)
+UNARY(not, NOT)
+BINARY(and, AND)
+BINARY(or, OR)
+BINARY(not_equal, NOT_EQUAL)
+BINARY(less_eq, LESS_EQ)
+BINARY(greater_eq, GREATER_EQ)
+#undef BINARY
+#undef UNARY
+
+nest_value nest_product(nest_function *f, nest_value a, int naxes, const int64_t *axes)
+{
+    return reduce(f, OP_PRODUCT, a, naxes, axes);
+}
+
+static nest_value argreduce(nest_function *f, ir_op op, nest_value a, int64_t axis)
+{
+    ir_attrs at = {.index = axis};
+    return ir_build(f, op, 1, &a, &at);
+}
+
+nest_value nest_argmax(nest_function *f, nest_value a, int64_t axis)
+{
+    return argreduce(f, OP_ARGMAX, a, axis);
+}
+
+nest_value nest_argmin(nest_function *f, nest_value a, int64_t axis)
+{
+    return argreduce(f, OP_ARGMIN, a, axis);
+}
+
 /* The most results a function may have. */
 #define MAX_RESULTS (INT32_MAX / 2)
 

@@ -598,6 +598,7 @@ static unsigned attrs_of(ir_kind k)
     case K_CONCAT: return 1u << A_AXIS;
     case K_REDUCE: return 1u << A_AXES;
     case K_CONVERT: return 1u << A_TYPE;
+    case K_ARGREDUCE: return 1u << A_AXIS;
     default: return 0;
     }
 }
@@ -703,6 +704,7 @@ static void check_call(parser *ps, const ir_opinfo *info, const token *optok, co
         {K_RESHAPE, A_SHAPE, "shape=[...]"},   {K_SLICE, A_LOWER, "lower=[...]"},
         {K_SLICE, A_UPPER, "upper=[...]"},     {K_CONCAT, A_AXIS, "axis=N"},
         {K_REDUCE, A_AXES, "axes=[...]"},      {K_CONVERT, A_TYPE, "type=T"},
+        {K_ARGREDUCE, A_AXIS, "axis=N"},
     };
     for (size_t i = 0; i < countof(required); i++)
         if (info->kind == required[i].kind && !at[required[i].attr].set)

@@ -177,6 +177,20 @@ static double ew_float(ir_op op, double x, double y)
     case OP_LOG: return log(x);
     case OP_SQRT: return sqrt(x);
     case OP_TANH: return tanh(x);
+    case OP_SIN: return sin(x);
+    case OP_COS: return cos(x);
+    case OP_TAN: return tan(x);
+    case OP_ASIN: return asin(x);
+    case OP_ACOS: return acos(x);
+    case OP_ATAN: return atan(x);
+    case OP_SINH: return sinh(x);
+    case OP_COSH: return cosh(x);
+    case OP_FLOOR: return floor(x);
+    case OP_CEILING: return ceil(x);
+    case OP_ERF: return erf(x);
+    case OP_SIGN: return x > 0 ? 1 : x < 0 ? -1 : x;
+    case OP_RELU: return x < 0 ? 0 : x;
+    case OP_SIGMOID: return 1 / (1 + exp(-x));
     default: assert(!"not a floating element-wise op"); return 0;
     }
 }
@@ -217,18 +231,35 @@ static uint64_t ew_int(ir_op op, int64_t x, int64_t y)
     case OP_POWER: return ipow(x, y);
     case OP_NEGATIVE: return 0 - ux;
     case OP_ABS: return x < 0 ? 0 - ux : ux;
+    case OP_NOT: return x == 0;
+    case OP_AND: return x != 0 && y != 0;
+    case OP_OR: return x != 0 || y != 0;
     default: assert(!"not an integer element-wise op"); return 0;
     }
 }
 
 static bool compare(ir_op op, double x, double y)
 {
-    return op == OP_LESS ? x < y : op == OP_GREATER ? x > y : x == y;
+    switch (op) {
+    case OP_LESS: return x < y;
+    case OP_GREATER: return x > y;
+    case OP_LESS_EQ: return x <= y;
+    case OP_GREATER_EQ: return x >= y;
+    case OP_NOT_EQUAL: return x != y;
+    default: return x == y;
+    }
 }
 
 static bool compare_i(ir_op op, int64_t x, int64_t y)
 {
-    return op == OP_LESS ? x < y : op == OP_GREATER ? x > y : x == y;
+    switch (op) {
+    case OP_LESS: return x < y;
+    case OP_GREATER: return x > y;
+    case OP_LESS_EQ: return x <= y;
+    case OP_GREATER_EQ: return x >= y;
+    case OP_NOT_EQUAL: return x != y;
+    default: return x == y;
+    }
 }
 
 /* ---- evaluating one node ---- */
@@ -485,17 +516,19 @@ static bool eval_reduce(const interp *in, const ir_node *n, void *out)
         w.stride[0][i] = (n->a.axes >> i & 1) ? 0 : os[j++];
 
     if (is_float(t)) {
-        /* sum accumulates in double; max and min are exact in the element type */
+        /* sum and product accumulate in double; max and min are exact in the element type */
         double *acc = malloc((size_t)(count ? count : 1) * sizeof *acc);
         if (!acc)
             return false;
-        double init = op == OP_SUM ? 0 : op == OP_MAX ? -INFINITY : INFINITY;
+        double init = op == OP_SUM ? 0 : op == OP_PRODUCT ? 1 : op == OP_MAX ? -INFINITY : INFINITY;
         for (int64_t i = 0; i < count; i++)
             acc[i] = init;
         for (int64_t k = 0; k < w.count; k++, walk_next(&w)) {
             double v = load_f(t, x, w.off[1]), *r = &acc[w.off[0]];
             if (op == OP_SUM)
                 *r += v;
+            else if (op == OP_PRODUCT)
+                *r *= v;
             else if (op == OP_MAX)
                 *r = v > *r ? v : *r;
             else
@@ -507,17 +540,61 @@ static bool eval_reduce(const interp *in, const ir_node *n, void *out)
         return true;
     }
     int64_t lo = t == NEST_I32 ? INT32_MIN : INT64_MIN, hi = t == NEST_I32 ? INT32_MAX : INT64_MAX;
-    uint64_t init = op == OP_SUM ? 0 : op == OP_MAX ? (uint64_t)lo : (uint64_t)hi;
+    uint64_t init = op == OP_SUM       ? 0
+                    : op == OP_PRODUCT ? 1
+                    : op == OP_MAX     ? (uint64_t)lo
+                                       : (uint64_t)hi;
     for (int64_t i = 0; i < count; i++)
         store_i(t, out, i, init);
     for (int64_t k = 0; k < w.count; k++, walk_next(&w)) {
         int64_t v = load_i(t, x, w.off[1]), r = load_i(t, out, w.off[0]);
         if (op == OP_SUM)
             store_i(t, out, w.off[0], (uint64_t)r + (uint64_t)v);
+        else if (op == OP_PRODUCT)
+            store_i(t, out, w.off[0], (uint64_t)r * (uint64_t)v);
         else if (op == OP_MAX ? v > r : v < r)
             store_i(t, out, w.off[0], (uint64_t)v);
     }
     return true;
+}
+
+/* ---- the op set of real models ---- */
+
+/* argmax and argmin along one axis: the first index of the best element, a NaN beating every
+ * number (so the first NaN, if any). */
+static void eval_argreduce(const interp *in, const ir_node *n, void *out)
+{
+    const ir_node *a = operand(in, n, 0);
+    const void *x = operand_val(in, n, 0);
+    int t = a->etype, axis = n->a.axis;
+    bool max = n->op == OP_ARGMAX;
+    int64_t as[NEST_MAX_RANK] = {0}, len = a->shape[axis], step;
+    row_strides(a->rank, a->shape, as);
+    step = as[axis];
+    /* the outer positions: a walk over a's shape with the axis at extent 1 */
+    int64_t dims[NEST_MAX_RANK];
+    memcpy(dims, a->shape, (size_t)a->rank * sizeof *dims);
+    dims[axis] = 1;
+    walker w;
+    walk_start(&w, a->rank, dims);
+    memcpy(w.stride[1], as, (size_t)a->rank * sizeof *as);
+    for (int64_t k = 0; k < w.count; k++, walk_next(&w)) {
+        int64_t best = 0;
+        for (int64_t j = 1; j < len; j++) {
+            int64_t pb = w.off[1] + best * step, pj = w.off[1] + j * step;
+            bool better;
+            if (is_float(t)) {
+                double v = load_f(t, x, pj), b = load_f(t, x, pb);
+                better = b == b && (v != v || (max ? v > b : v < b));
+            } else {
+                int64_t v = load_i(t, x, pj), b = load_i(t, x, pb);
+                better = max ? v > b : v < b;
+            }
+            if (better)
+                best = j;
+        }
+        ((int64_t *)out)[k] = best;
+    }
 }
 
 /* Evaluates node i into out (sized for it). Returns false when out of memory. */
@@ -536,6 +613,7 @@ static bool eval_node(const interp *in, const ir_node *n, void *out)
     case K_SLICE: eval_slice(in, n, out); return true;
     case K_CONCAT: eval_concat(in, n, out); return true;
     case K_REDUCE: return eval_reduce(in, n, out);
+    case K_ARGREDUCE: eval_argreduce(in, n, out); return true;
     case K_TUPLE:
     case K_GET: break; /* never needed: operands and results are resolved through them */
     }

@@ -177,6 +177,7 @@ static bool type_ok(ir_types t, int etype)
     switch (t) {
     case TY_NUM: return etype == NEST_F32 || etype == NEST_F64 || etype == NEST_I32 || etype == NEST_I64;
     case TY_FLOAT: return etype == NEST_F32 || etype == NEST_F64;
+    case TY_BOOL: return etype == NEST_BOOL;
     case TY_ANY: return etype >= 0 && etype < IR_TUPLE;
     }
     return false;
@@ -187,6 +188,7 @@ static const char *types_text(ir_types t)
     switch (t) {
     case TY_NUM: return "f32, f64, i32 or i64";
     case TY_FLOAT: return "f32 or f64";
+    case TY_BOOL: return "bool";
     case TY_ANY: return "a tensor";
     }
     return "?";
@@ -261,6 +263,58 @@ static int64_t *dup_shape(nest_function *f, int rank, const int64_t *shape)
     if (s && rank > 0)
         memcpy(s, shape, (size_t)rank * sizeof(int64_t));
     return s;
+}
+
+/* ---- the type rules of the op set of real models ---- */
+
+/* Checks an axis attribute of operand a. */
+static int check_axis(nest_function *f, ir_op op, int nin, const int32_t *in, int64_t axis,
+                      int rank)
+{
+    if (axis < 0 || axis >= rank)
+        return op_error(f, NEST_ERR_TYPE, op, nin, in, "axis %lld is out of range for rank %d",
+                        (long long)axis, rank);
+    return NEST_OK;
+}
+
+/* The shape of a with one axis removed, into shape; returns the rank. */
+static int drop_axis(const ir_node *a, int axis, int64_t *shape)
+{
+    int r = 0;
+    for (int i = 0; i < a->rank; i++)
+        if (i != axis)
+            shape[r++] = a->shape[i];
+    return r;
+}
+
+static int infer_model_op(nest_function *f, ir_node *n, ir_op op, int nin, const int32_t *in,
+                          const ir_attrs *at)
+{
+    const ir_node *a = nin > 0 ? &f->nodes[in[0]] : NULL;
+    int64_t shape[2 * NEST_MAX_RANK], count;
+    int st;
+    switch (ir_ops[op].kind) {
+    case K_ARGREDUCE: {
+        if (a->rank == 0)
+            return op_error(f, NEST_ERR_TYPE, op, nin, in, "a scalar has no axis to search");
+        if ((st = check_axis(f, op, nin, in, at->index, a->rank)))
+            return st;
+        int axis = (int)at->index, r = drop_axis(a, axis, shape);
+        if ((st = check_shape(f, ir_ops[op].name, r, shape, NEST_I64, &count)))
+            return st;
+        if (a->shape[axis] == 0 && count > 0)
+            return op_error(f, NEST_ERR_TYPE, op, nin, in,
+                            "axis %d is empty: there is no element to index", axis);
+        n->etype = NEST_I64;
+        n->rank = (uint8_t)r;
+        n->shape = dup_shape(f, r, shape);
+        n->a.axis = axis;
+        return NEST_OK;
+    }
+    default:
+        break;
+    }
+    return ir_error(f, NEST_ERR_ARG, "unknown op");
 }
 
 /* The type rules. Each fills n->etype, n->rank, n->shape and the attributes. */
@@ -529,6 +583,9 @@ static int infer(nest_function *f, ir_node *n, ir_op op, int nin, const int32_t 
     case K_TUPLE:
         n->etype = IR_TUPLE;
         return NEST_OK;
+
+    case K_ARGREDUCE:
+        return infer_model_op(f, n, op, nin, in, at);
 
     case K_GET: {
         if (a->etype != IR_TUPLE)

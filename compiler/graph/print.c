@@ -205,6 +205,9 @@ static void print_op(buf *b, const namer *nm, const ir_node *n, int64_t maxvals)
     case K_GET:
         buf_printf(b, ", %d", n->a.get.index);
         break;
+    case K_ARGREDUCE:
+        buf_printf(b, ", axis=%d", n->a.axis);
+        break;
     default:
         break;
     }

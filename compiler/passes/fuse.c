@@ -38,6 +38,8 @@ static int op_weight(ir_op op)
 {
     switch (op) {
     case OP_EXP: case OP_LOG: case OP_TANH: case OP_POWER: return 10;
+    case OP_SIN: case OP_COS: case OP_TAN: case OP_ASIN: case OP_ACOS: case OP_ATAN:
+    case OP_SINH: case OP_COSH: case OP_ERF: case OP_SIGMOID: return 10;
     case OP_DIVIDE: case OP_SQRT: return 3;
     default: return 1;
     }
@@ -265,6 +267,30 @@ static bool lower_reshape(lower *lw, int32_t node)
     return lw->val[node] != NULL;
 }
 
+/* ---- the op set of real models ---- */
+
+/* argmax, argmin: a fold over the operand's space with the searched axis moved innermost, where
+ * it stays (flatten.c keeps the order of such nests) so that the loop's variable is the index. */
+static bool lower_argreduce(lower *lw, int32_t node)
+{
+    nest_function *f = lw->f;
+    const ir_node *n = &f->nodes[node];
+    int32_t ia = ir_resolve(f, n->in[0]);
+    const ir_node *a = &f->nodes[ia];
+    uint8_t order[NEST_MAX_RANK];
+    int64_t dims[NEST_MAX_RANK];
+    for (int k = 0, j = 0; k < a->rank; k++)
+        if (k != n->a.axis)
+            order[j++] = (uint8_t)k;
+    order[a->rank - 1] = (uint8_t)n->a.axis;
+    for (int k = 0; k < a->rank; k++)
+        dims[k] = a->shape[order[k]];
+    fx *v = fx_permute(lw->p, lw->val[ia], a->rank, order);
+    if (!v)
+        return false;
+    return reduce_into_home(lw, node, a->rank, dims, 1u << (a->rank - 1), v, n->op);
+}
+
 static bool lower_node(lower *lw, int32_t node)
 {
     plan *p = lw->p;
@@ -353,6 +379,8 @@ static bool lower_node(lower *lw, int32_t node)
     }
     case K_DOT:
         return lower_dot(lw, node);
+    case K_ARGREDUCE:
+        return lower_argreduce(lw, node);
     case K_TUPLE:
     case K_GET:
         return true;
