@@ -140,6 +140,7 @@ $(B)/obj/tests/diffcase.o: tests/diffcase.c tests/diffcase.h tests/testutil.h $(
 	$(Q)$(CC) $(NCFLAGS) $(CFLAGS) -Itests -c $< -o $@
 
 $(TESTS): $(JITLIB)
+$(B)/tests/test_random: tests/random_ops.c
 $(B)/tests/test_onnx: NCFLAGS += -I$(GEN)
 $(B)/tests/test_onnx: $(GEN)/onnx.pb-c.h
 
@@ -291,7 +292,7 @@ BENCH_CXX     ?= clang++-14
 BENCH_JITFLAGS := -O3 -march=native -mtune=generic -fPIC -fopenmp-simd -fopenmp -fno-math-errno \
                   -fveclib=libmvec
 BENCH_BIN     := $(B)/bench/bench $(B)/bench/trivial_plain $(B)/bench/trivial_nest \
-                 $(B)/bench/crosscheck
+                 $(B)/bench/crosscheck $(B)/bench/ops
 
 $(B)/bench/handfused.o: bench/handfused.c bench/handfused.h
 	@mkdir -p $(dir $@)
@@ -318,6 +319,11 @@ $(B)/bench/crosscheck: bench/crosscheck.c bench/handfused.h $(B)/bench/handfused
 	$(Q)$(CC) $(NCFLAGS) -O2 -Ibench -o $@ $< $(B)/bench/handfused.o $(B)/lib/libnest.a \
 	    -L$(LLVM)/lib -lomp -Wl,-rpath,$(LLVM)/lib -lmvec $(LDLIBS)
 
+# The op set of real models (softmax, batch_dot) against numpy and PyTorch (bench/ops_peers.py).
+$(B)/bench/ops: bench/ops.c $(B)/lib/libnest.a include/nest.h
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(NCFLAGS) -O2 -o $@ $< $(B)/lib/libnest.a $(LDLIBS)
+
 $(B)/bench/trivial_plain: bench/trivial.c
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) -std=c11 -O2 $(WARN) -o $@ $<
@@ -333,6 +339,7 @@ bench:
 	$(Q)$(B)/bench/bench -o $(B)/bench.md
 	$(Q){ echo; echo '## Cross-check: two threads at 16M, best of 10 calls in turn'; echo; \
 	    echo '```'; $(B)/bench/crosscheck; echo '```'; } | tee -a $(B)/bench.md
+	$(Q)$(B)/bench/ops -o $(B)/bench.md
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin

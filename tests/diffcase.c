@@ -27,6 +27,12 @@
  *                it catches gross errors only, so every reduction is also run on floats that
  *                are small multiples of 1/4, where any order gives the exact sum and the
  *                comparison is exact.
+ *       norm     softmax over n elements, exp(x - max) / sum: |got - want| <= u ulp(want) with
+ *                u = 9 + n + (|ln want| + ln n) / 2: exp within 4 ulp in the numerator and in
+ *                every term of the sum, n positive terms summed within n - 1 more, the quotient
+ *                within 1/2, and exp's argument x - max rounded to the element type (the oracle
+ *                computes in f64): |x - max| <= |ln want| + ln n, whose rounding scales the
+ *                result by up to that times eps / 2.
  *     ulp(w) here is eps * |w| plus a few of the smallest subnormals, eps the type's epsilon.
  *
  * What runs
@@ -318,6 +324,15 @@ void RS(bctx *b, nest_value v, int64_t nterms, const char *fmt, ...)
     va_end(ap);
 }
 
+/* A softmax result normalized over n elements. */
+void RN(bctx *b, nest_value v, int64_t nterms, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    Rv(b, v, R_NORM, nterms, fmt, ap);
+    va_end(ap);
+}
+
 /* A tuple result of n elements (no nested tuples): one array each, of the kinds given (a sum
  * element of nterms[i] terms). */
 void RT(bctx *b, nest_value v, int n, const uint8_t *kinds, const int64_t *nterms,
@@ -479,6 +494,12 @@ static int64_t compare_one(const bctx *b, int r, const void *got, const void *wa
                 ok = g == w;
             else {
                 double e = eps_of(t), ulps = kind == R_TRANS ? 4 : kind == R_EXACT ? 0 : 2;
+                if (kind == R_NORM && w != 0) {
+                    /* exp's argument x - max is rounded to the type: |x - max| is at most
+                     * |ln w| + ln n, and its rounding scales the result by that times eps / 2 */
+                    double nt = (double)(b->nterms[r] > 1 ? b->nterms[r] : 1);
+                    ulps = 9 + nt + 0.5 * (fabs(log(fabs(w))) + log(nt));
+                }
                 tol = ulps * (e * fabs(w) + 4 * tiny_of(t));
                 if (kind == R_SUM && mag) {
                     double nt = (double)(b->nterms[r] > 1 ? b->nterms[r] : 1);
@@ -845,4 +866,33 @@ void anchor(nest_function *f, void *const *args, const void *const *want)
         nest_kernel_free(k);
         arrays_free(&got);
     }
+}
+
+/* Runs a shell command; false after printing its output. */
+bool run_cmd(const char *cmd)
+{
+    char log[300], full[2200];
+    temp_path(log, sizeof log, "cmd", ".log");
+    snprintf(full, sizeof full, "%s >%s 2>&1", cmd, log);
+    int rc = system(full);
+    if (rc != 0) {
+        print_error("`%s` failed (status %d):\n", cmd, rc);
+        FILE *in = fopen(log, "r");
+        char line[512];
+        for (int n = 0; in && n < 40 && fgets(line, sizeof line, in); n++)
+            print_error("  %s", line);
+        if (in)
+            fclose(in);
+    }
+    remove(log);
+    return rc == 0;
+}
+
+bool write_file(const char *path, const char *text)
+{
+    FILE *out = fopen(path, "w");
+    bool ok = out && fputs(text, out) >= 0;
+    if (out && fclose(out) != 0)
+        ok = false;
+    return ok;
 }

@@ -36,7 +36,10 @@ typedef enum gen {
  * Building cases
  * ------------------------------------------------------------------------------------------- */
 
-enum rkind { R_EXACT, R_ARITH, R_TRANS, R_SUM };
+/* How a float result is compared (diffcase.c says why): exactly; arithmetic within 2 ulp; libm
+ * within 4 ulp; a sum of n terms by its magnitude; a softmax over n elements within
+ * 9 + n + (|ln w| + ln n) / 2 ulp. */
+enum rkind { R_EXACT, R_ARITH, R_TRANS, R_SUM, R_NORM };
 
 #define MAXP 512
 #define MAXR 512
@@ -159,6 +162,8 @@ nest_value PL(bctx *b, nest_type t, int rank, const int64_t *shape, gen g, nest_
 void R(bctx *b, nest_value v, int kind, const char *fmt, ...) FORMAT_(4, 5);
 /* A sum or dot result of nterms terms per element. */
 void RS(bctx *b, nest_value v, int64_t nterms, const char *fmt, ...) FORMAT_(4, 5);
+/* A softmax result normalized over n elements. */
+void RN(bctx *b, nest_value v, int64_t n, const char *fmt, ...) FORMAT_(4, 5);
 /* A tuple result of n elements (no nested tuples), of the kinds given. */
 void RT(bctx *b, nest_value v, int n, const uint8_t *kinds, const int64_t *nterms,
         const char *label);
@@ -189,5 +194,8 @@ void check_case(const char *name, build_fn fn, const void *arg, unsigned flags);
 /* Compiles f (fused and not) and calls it on args; each result must equal want[r] (floats:
  * equal, or both NaN): values worked out by hand, not by the interpreter. */
 void anchor(nest_function *f, void *const *args, const void *const *want);
+/* Runs a shell command (output into a temporary log); false after printing the output. */
+bool run_cmd(const char *cmd);
+bool write_file(const char *path, const char *text);
 
 #endif /* NEST_DIFFCASE_H */

@@ -1421,34 +1421,6 @@ static void test_aot_dlclose(void **state)
  * ------------------------------------------------------------------------------------------- */
 
 /* Runs a shell command (built only from paths made here); on failure prints its output. */
-static bool run_cmd(const char *cmd)
-{
-    char log[300], full[2200];
-    temp_path(log, sizeof log, "cmd", ".log");
-    snprintf(full, sizeof full, "%s >%s 2>&1", cmd, log);
-    int rc = system(full);
-    if (rc != 0) {
-        print_error("`%s` failed (status %d):\n", cmd, rc);
-        FILE *in = fopen(log, "r");
-        char line[512];
-        for (int n = 0; in && n < 40 && fgets(line, sizeof line, in); n++)
-            print_error("  %s", line);
-        if (in)
-            fclose(in);
-    }
-    remove(log);
-    return rc == 0;
-}
-
-static bool write_file(const char *path, const char *text)
-{
-    FILE *out = fopen(path, "w");
-    bool ok = out && fputs(text, out) >= 0;
-    if (out && fclose(out) != 0)
-        ok = false;
-    return ok;
-}
-
 /* The broad set: one function per family and several element types. */
 static void build_emit_names(bctx *b, const void *arg);
 

@@ -33,7 +33,9 @@ enum {
     H_CVT = 2 * H_INT_OPS, /* + 2 * to + from: i32/i64 from f32/f64 */
     H_TILE = H_CVT + 4,    /* + 3 * (f64) + (16, 32, 64 vector bytes): tiles of tile.c */
     H_SIGMOID = H_TILE + 6, /* + (f64): the op set of real models */
-    H_COUNT = H_SIGMOID + 2,
+    H_TAKE = H_SIGMOID + 2, /* a gathered index, clamped */
+    H_TOPK = H_TAKE + 1,   /* + element type (f32, f64, i32, i64): topk of a row */
+    H_COUNT = H_TOPK + 4,
 };
 
 /* A set of identifiers in use, for making names unique. */

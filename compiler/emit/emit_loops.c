@@ -247,7 +247,8 @@ static void hoist_one(fx *e, void *ctx_)
 {
     hoist_scan *hs = ctx_;
     ctx *c = hs->c;
-    if (e->kind != FX_LOAD || e == c->tile_view || nest_writes(c->ne, e->buf) || c->b->failed)
+    if (e->kind != FX_LOAD || e->nargs || e->buf == FX_IOTA || e == c->tile_view ||
+        nest_writes(c->ne, e->buf) || c->b->failed)
         return;
     for (int k = hs->lvl; k < c->ne->rank; k++)
         if (e->st[k] != 0)
@@ -778,34 +779,72 @@ static void emit_assign(ctx *c, const char *dst, fx *value)
 
 /* A product of matrices tiled by tile.c: for each block of TJ columns, B's panel is packed;
  * for each block of TI rows, the block of the product accumulates in registers over k; then
- * the block leaves through the absorbed element-wise outputs (and the product's own store). */
+ * the block leaves through the absorbed element-wise outputs (and the product's own store).
+ * Batch axes (a batch_dot's) run outside: in parallel when there are several and the panel fits
+ * a local array of each thread, else one after the other with the rows in parallel. */
 static void emit_tiled(ctx *c, int32_t k)
 {
     const nest *ne = &c->p->nests[k];
     const nout *prod = &ne->outs[0];
-    int et = prod->value->etype, ti = ne->tile_i, tj = ne->tile_j;
-    long long I = ne->dims[0], K = ne->dims[1], J = ne->dims[2];
+    int et = prod->value->etype, ti = ne->tile_i, tj = ne->tile_j, nb = ne->rank - 3;
+    long long I = ne->dims[nb], K = ne->dims[nb + 1], J = ne->dims[nb + 2];
+    int64_t nbatch = 1;
+    for (int d = 0; d < nb; d++)
+        nbatch *= ne->dims[d];
     const char *T = em_ctype(et);
+    bool local_panel = ne->pack < 0;
+    bool par_batch = local_panel && c->p->opts->openmp && nest_work(ne) >= PAR_MIN;
     c->ne = ne;
     memset(&c->local, 0, sizeof c->local);
     c->local.outer = &c->fn;
     em_nest_comment(c);
     em_line(c, "/* in tiles of %d x %d held in registers over the %lld-long sum, the second factor", ti,
          tj, K);
-    em_line(c, " * packed %d columns at a time */", tj);
+    em_line(c, " * packed %d columns at a time%s */", tj,
+            par_batch ? "; the products of the batch in parallel" : "");
     em_line(c, "{");
     c->indent++;
     declare_temps(c, k, k, -1, false);
     const char *panel = em_unique(&c->local, "panel");
-    em_line(c, "%s *restrict %s = (%s *)(ws + %lld);", T, panel, T,
-         (long long)c->p->bufs[ne->pack].offset);
-    c->ws_refd = true;
+    if (!local_panel) {
+        em_line(c, "%s *restrict %s = (%s *)(ws + %lld);", T, panel, T,
+             (long long)c->p->bufs[ne->pack].offset);
+        c->ws_refd = true;
+    }
+    for (int d = 0; d < nb; d++) {
+        char v[16];
+        snprintf(v, sizeof v, "b%d", d);
+        c->var[d] = c->expr[d] = em_unique(&c->local, v);
+    }
     const char *i0 = em_unique(&c->local, "i0"), *kv = em_unique(&c->local, "k"),
                *j0 = em_unique(&c->local, "j0"), *ni = em_unique(&c->local, "ni"),
                *nj = em_unique(&c->local, "nj"), *acc = em_unique(&c->local, "acc");
-    c->var[0] = i0;
-    c->var[1] = kv;
-    c->var[2] = j0;
+    c->var[nb] = i0;
+    c->var[nb + 1] = kv;
+    c->var[nb + 2] = j0;
+    if (par_batch)
+        omp_parallel_for(c);
+    /* the batch axes: in parallel, one loop over their product whose index splits */
+    const char *bflat = NULL;
+    if (par_batch && nb > 1) {
+        bflat = em_unique(&c->local, "b");
+        em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", bflat, bflat, (long long)nbatch, bflat);
+        c->indent++;
+        int64_t inner = nbatch;
+        for (int d = 0; d < nb; d++) {
+            inner /= ne->dims[d];
+            em_line(c, "const int64_t %s = %s / %lld %% %lld;", c->var[d], bflat, (long long)inner,
+                    (long long)ne->dims[d]);
+        }
+    } else {
+        for (int d = 0; d < nb; d++) {
+            em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", c->var[d], c->var[d],
+                    (long long)ne->dims[d], c->var[d]);
+            c->indent++;
+        }
+    }
+    if (local_panel)
+        em_line(c, "%s %s[%lld];", T, panel, K * tj);
     em_line(c, "for (int64_t %s = 0; %s < %lld; %s += %d) {", j0, j0, J, j0, tj);
     c->indent++;
     em_line(c, "const int %s = %lld - %s < %d ? (int)(%lld - %s) : %d;", nj, J, j0, tj, J, j0, tj);
@@ -816,9 +855,9 @@ static void emit_tiled(ctx *c, int32_t k)
     c->indent++;
     char jexpr[64], dst[128];
     snprintf(jexpr, sizeof jexpr, "%s + jj", j0);
-    c->expr[0] = "0";
-    c->expr[1] = kv;
-    c->expr[2] = jexpr;
+    c->expr[nb] = "0";
+    c->expr[nb + 1] = kv;
+    c->expr[nb + 2] = jexpr;
     snprintf(dst, sizeof dst, "%s[%s * %d + jj]", panel, kv, tj);
     emit_assign(c, dst, ne->tile_b);
     c->indent--;
@@ -827,7 +866,7 @@ static void emit_tiled(ctx *c, int32_t k)
     em_line(c, "    %s = 0;", dst);
     c->indent--;
     em_line(c, "}");
-    if (c->p->opts->openmp && nest_work(ne) >= PAR_MIN && I > ti)
+    if (!par_batch && c->p->opts->openmp && nest_work(ne) / nbatch >= PAR_MIN && I > ti)
         omp_parallel_for(c);
     em_line(c, "for (int64_t %s = 0; %s < %lld; %s += %d) {", i0, i0, I, i0, ti);
     c->indent++;
@@ -836,32 +875,35 @@ static void emit_tiled(ctx *c, int32_t k)
     char iexpr[64];
     snprintf(iexpr, sizeof iexpr, "%s + ii", i0);
     {
-        /* the first factor's rows start at a[off + i0 * si] and step k by sk */
+        /* the first factor's rows start at a[off + batch + i0 * si] and step k by sk */
         const fx *a = ne->tile_a;
         int h = em_tile_helper(et, ne->tile_vb);
         *c->helpers |= 1ull << h;
         buf t = {0};
         buf_printf(&t, "%s + %lld", c->bufname[a->buf], (long long)a->off);
         c->refd[a->buf] = true;
-        if (a->st[0])
-            buf_printf(&t, " + %s * %lld", i0, (long long)a->st[0]);
+        for (int d = 0; d < nb; d++)
+            if (a->st[d])
+                buf_printf(&t, " + %s * %lld", c->var[d], (long long)a->st[d]);
+        if (a->st[nb])
+            buf_printf(&t, " + %s * %lld", i0, (long long)a->st[nb]);
         char *base = buf_finish(&t);
         em_line(c, "nest_tile_%s_%dx%d(%s, %lld, %s, %lld, %lld, %s, %s);",
              nest_type_name((nest_type)et), ti, tj, ni, K, base ? base : "0",
-             (long long)a->st[0], (long long)a->st[1], panel, acc);
+             (long long)a->st[nb], (long long)a->st[nb + 1], panel, acc);
         free(base);
     }
-    c->expr[0] = iexpr;
+    c->expr[nb] = iexpr;
     /* the block leaves: through the absorbed outputs, and into the product if it is kept */
     em_line(c, "for (int ii = 0; ii < %s; ii++) {", ni);
     c->indent++;
     em_line(c, "for (int jj = 0; jj < %s; jj++) {", nj);
     c->indent++;
-    c->expr[1] = "0";
-    c->expr[2] = jexpr;
+    c->expr[nb + 1] = "0";
+    c->expr[nb + 2] = jexpr;
     char tile[96];
     snprintf(tile, sizeof tile, "%s[ii * %d + jj]", acc, tj);
-    c->tile_view = fx_load(c->mp, prod->buf, prod->off, 3, prod->st, -1);
+    c->tile_view = fx_load(c->mp, prod->buf, prod->off, ne->rank, prod->st, -1);
     c->tile_text = tile;
     if (ne->nouts > 1) {
         fx *vals[ne->nouts];
@@ -878,14 +920,88 @@ static void emit_tiled(ctx *c, int32_t k)
     }
     c->tile_view = NULL;
     c->tile_text = NULL;
+    for (int close = 0; close < 4 + (bflat ? 1 : nb); close++) {
+        c->indent--;
+        em_line(c, "}");
+    }
+    cast_unused_temps(c);
     c->indent--;
     em_line(c, "}");
-    c->indent--;
-    em_line(c, "}");
-    c->indent--;
-    em_line(c, "}");
-    c->indent--;
-    em_line(c, "}");
+    em_names_free(&c->local);
+}
+
+/* topk (fuse.c): loops over every axis but the searched one, and a helper call per row. Rows
+ * run in parallel unless they share the merge sort's scratch. */
+static void emit_topk(ctx *c, int32_t k)
+{
+    const nest *ne = &c->p->nests[k];
+    const ir_node *n = &c->f->nodes[ne->outs[0].node];
+    int axis = n->a.topk.axis, r = ne->rank, et = ne->outs[0].value->etype;
+    const fx *x = ne->outs[0].value;
+    c->ne = ne;
+    memset(&c->local, 0, sizeof c->local);
+    c->local.outer = &c->fn;
+    em_nest_comment(c);
+    em_line(c, "{");
+    c->indent++;
+    declare_temps(c, k, k, -1, false);
+    const char *scratch = "0";
+    if (ne->pack >= 0) {
+        scratch = em_unique(&c->local, "scratch");
+        em_line(c, "int64_t *restrict %s = (int64_t *)(ws + %lld);", scratch,
+                (long long)c->p->bufs[ne->pack].offset);
+        c->ws_refd = true;
+    }
+    *c->helpers |= 1ull << (H_TOPK + (et - NEST_F32));
+    int64_t rows = 1;
+    for (int d = 0; d < r; d++)
+        if (d != axis)
+            rows *= ne->dims[d];
+    bool par = c->p->opts->openmp && ne->pack < 0 && nest_work(ne) >= PAR_MIN && rows >= 2;
+    int opened = 0, first = 1;
+    for (int d = 0; d < r; d++) {
+        if (d == axis) {
+            c->var[d] = c->expr[d] = "0";
+            continue;
+        }
+        char v[16];
+        snprintf(v, sizeof v, "i%d", d);
+        c->var[d] = c->expr[d] = em_unique(&c->local, v);
+        if (par && first)
+            omp_parallel_for(c);
+        first = 0;
+        em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", c->var[d], c->var[d],
+                (long long)ne->dims[d], c->var[d]);
+        c->indent++;
+        opened++;
+    }
+    /* the row's start in each array: the index with the axis at 0 */
+    buf t = {0};
+    int64_t st[NEST_MAX_RANK];
+    const int64_t *strides[3] = {x->st, ne->outs[0].st, ne->outs[1].st};
+    int32_t bufs[3] = {x->buf, ne->outs[0].buf, ne->outs[1].buf};
+    int64_t offs[3] = {x->off, ne->outs[0].off, ne->outs[1].off};
+    char *ptr[3];
+    for (int j = 0; j < 3; j++) {
+        buf_reset(&t);
+        memcpy(st, strides[j], (size_t)r * sizeof *st);
+        st[axis] = 0;
+        buf_printf(&t, "%s + ", c->bufname[bufs[j]]);
+        c->refd[bufs[j]] = true;
+        em_index(c, &t, bufs[j], offs[j], st, r);
+        ptr[j] = buf_finish(&t);
+    }
+    em_line(c, "nest_topk_%s(%s, %lld, %lld, %lld, %d, %s, %lld, %s, %lld, %s);",
+            nest_type_name((nest_type)et), ptr[0] ? ptr[0] : "0", (long long)ne->dims[axis],
+            (long long)x->st[axis], (long long)n->a.topk.k, n->a.topk.largest,
+            ptr[1] ? ptr[1] : "0", (long long)ne->outs[0].st[axis], ptr[2] ? ptr[2] : "0",
+            (long long)ne->outs[1].st[axis], scratch);
+    for (int j = 0; j < 3; j++)
+        free(ptr[j]);
+    for (; opened > 0; opened--) {
+        c->indent--;
+        em_line(c, "}");
+    }
     cast_unused_temps(c);
     c->indent--;
     em_line(c, "}");
@@ -896,6 +1012,10 @@ void em_nest(ctx *c, int32_t k)
 {
     if (c->p->nests[k].tile_i) {
         emit_tiled(c, k);
+        return;
+    }
+    if (c->p->nests[k].special == OP_TOPK) {
+        emit_topk(c, k);
         return;
     }
     const nest *ne = &c->p->nests[k];

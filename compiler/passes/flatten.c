@@ -180,7 +180,7 @@ int pass_flatten(plan *p)
 {
     for (int32_t k = 0; k < p->nnests; k++) {
         nest *n = &p->nests[k];
-        if (n->dead)
+        if (n->dead || n->special >= 0) /* a special nest's code knows its own axes */
             continue;
         if (!reorder(p, n) || !flatten_nest(p, n)) {
             if (!p->status)
