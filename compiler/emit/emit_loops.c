@@ -40,7 +40,7 @@ static void emit_arg_step(ctx *c, const nout *o, int i, const char *v)
     const char *x = em_unique(c->body_names, nb);
     buf cm = {0};
     em_node_comment(c, &cm, o->node);
-    char *cs = buf_finish(&cm);
+    char *cs = em_finish(c, &cm);
     em_line(c, "const %s %s = %s;%s", em_ctype(et), x, v, cs ? cs : "");
     free(cs);
     if (em_is_float(et))
@@ -72,7 +72,7 @@ void em_outputs(ctx *c, const nout *outs, fx *const *vals, int nouts)
         } else {
             store_text(c, &dst, o);
         }
-        char *d = buf_finish(&dst);
+        char *d = em_finish(c, &dst);
         if (!v || !d) {
             bd.oom = true;
         } else if (em_is_arg(o->reduce)) {
@@ -84,14 +84,14 @@ void em_outputs(ctx *c, const nout *outs, fx *const *vals, int nouts)
                 buf t = {0};
                 buf_printf(&t, "(%s)", v);
                 free(v);
-                v = buf_finish(&t);
+                v = em_finish(c, &t);
             }
             char *s = v ? em_combine(c, o->reduce, o->value->etype, d, v) : NULL;
             if (!v)
                 bd.oom = true;
             buf cm = {0};
             em_node_comment(c, &cm, o->node);
-            char *cs = buf_finish(&cm);
+            char *cs = em_finish(c, &cm);
             if (s)
                 em_line(c, "%s = %s;%s", d, s, cs ? cs : "");
             free(s);
@@ -99,7 +99,7 @@ void em_outputs(ctx *c, const nout *outs, fx *const *vals, int nouts)
         } else {
             buf cm = {0};
             em_node_comment(c, &cm, vals[i]->kind == FX_OP ? -1 : o->node);
-            char *cs = buf_finish(&cm);
+            char *cs = em_finish(c, &cm);
             em_line(c, "%s = %s;%s", d, v, cs ? cs : "");
             free(cs);
         }
@@ -265,7 +265,7 @@ static void hoist_one(fx *e, void *ctx_)
     buf t = {0};
     body bd = {.c = c};
     em_operand(&bd, &t, e);
-    char *text = buf_finish(&t);
+    char *text = em_finish(c, &t);
     const char *base = e->node >= 0 ? namer_name(&c->nm, e->node) : "v";
     char nb[IR_MAX_NAME + 8];
     snprintf(nb, sizeof nb, "%s_%s", base, base[0] == '_' ? "v" : "value");
@@ -403,7 +403,7 @@ static void emit_fold_start(ctx *c, int lvl)
                 c->acc[i] = em_unique(&c->local, nb);
                 buf t = {0};
                 em_init_text(&t, o->reduce, o->value->etype);
-                char *init = buf_finish(&t);
+                char *init = em_finish(c, &t);
                 em_line(c, "%s %s = %s;", em_ctype(o->value->etype), c->best[i], init ? init : "0");
                 em_line(c, "int64_t %s = 0;", c->acc[i]);
                 free(init);
@@ -415,7 +415,7 @@ static void emit_fold_start(ctx *c, int lvl)
             c->acc[i] = em_unique(&c->local, nb);
             buf t = {0};
             em_init_text(&t, o->reduce, o->value->etype);
-            char *init = buf_finish(&t);
+            char *init = em_finish(c, &t);
             if (!init) {
                 c->b->failed = true;
                 return;
@@ -448,7 +448,7 @@ static void emit_fold_start(ctx *c, int lvl)
         store_text(c, &t, &ne->outs[i]);
         buf_puts(&t, " = ");
         em_init_text(&t, ne->outs[i].reduce, ne->outs[i].value->etype);
-        char *s = buf_finish(&t);
+        char *s = em_finish(c, &t);
         em_line(c, "%s;", s ? s : "");
         free(s);
         c->indent -= opened;
@@ -483,10 +483,10 @@ static void emit_fold_end(ctx *c)
             buf_puts(&t, c->fold_dst[i]);
         else
             store_text(c, &t, o);
-        char *d = buf_finish(&t);
+        char *d = em_finish(c, &t);
         buf cm = {0};
         em_node_comment(c, &cm, c->fold_dst ? -1 : o->node);
-        char *cs = buf_finish(&cm);
+        char *cs = em_finish(c, &cm);
         if (d)
             em_line(c, "%s = %s%s;%s", d, a, c->accs > 1 ? "[0]" : "", cs ? cs : "");
         free(d);
@@ -523,7 +523,7 @@ static void emit_chunks(ctx *c, fx **vals)
         em_line(c, "%s %s[%lld];", em_ctype(o->value->etype), part[i], (long long)nch);
         buf t = {0};
         buf_printf(&t, "%s[%s]", part[i], ch);
-        dsts[i] = buf_finish(&t);
+        dsts[i] = em_finish(c, &t);
         dst[i] = dsts[i] ? dsts[i] : "?";
     }
     omp_parallel_for(c);
@@ -551,10 +551,10 @@ static void emit_chunks(ctx *c, fx **vals)
         free(comb);
         buf t = {0};
         store_text(c, &t, o);
-        char *d = buf_finish(&t);
+        char *d = em_finish(c, &t);
         buf cm = {0};
         em_node_comment(c, &cm, o->node);
-        char *cs = buf_finish(&cm);
+        char *cs = em_finish(c, &cm);
         em_line(c, "%s = %s;%s", d ? d : "", l, cs ? cs : "");
         free(d);
         free(cs);
@@ -633,13 +633,16 @@ void em_nest_comment(ctx *c)
         fx_walk(c->mp, &ne->outs[i].value, 1, collect_node, &s);
     for (int i = 0; i < ne->nnodes; i++)
         add_node(&s, ne->nodes[i]);
-    qsort(s.v, (size_t)s.n, sizeof *s.v, cmp_i32);
+    if (s.oom)
+        c->b->failed = true; /* (a failed walk is in c->mp->status, checked at the end) */
+    if (s.n > 1)
+        qsort(s.v, (size_t)s.n, sizeof *s.v, cmp_i32);
     for (size_t i = 0; i < s.n; i++) {
         buf t = {0};
         print_node(&t, &c->nm, s.v[i], 4);
         buf_puts(&t, ": ");
         ir_format_type(&t, c->f, s.v[i]);
-        char *x = buf_finish(&t);
+        char *x = em_finish(c, &t);
         if (x) {
             if (strlen(x) > 110)
                 strcpy(x + 106, "...");
@@ -658,7 +661,7 @@ void em_nest_comment(ctx *c)
     if (ne->reduced)
         buf_puts(&t, " (r: folded)");
     buf_puts(&t, " */");
-    char *x = buf_finish(&t);
+    char *x = em_finish(c, &t);
     em_line(c, "%s", x ? x : " */");
     free(x);
     free(s.v);
@@ -887,7 +890,7 @@ static void emit_tiled(ctx *c, int32_t k)
                 buf_printf(&t, " + %s * %lld", c->var[d], (long long)a->st[d]);
         if (a->st[nb])
             buf_printf(&t, " + %s * %lld", i0, (long long)a->st[nb]);
-        char *base = buf_finish(&t);
+        char *base = em_finish(c, &t);
         em_line(c, "nest_tile_%s_%dx%d(%s, %lld, %s, %lld, %lld, %s, %s);",
              nest_type_name((nest_type)et), ti, tj, ni, K, base ? base : "0",
              (long long)a->st[nb], (long long)a->st[nb + 1], panel, acc);
@@ -904,6 +907,8 @@ static void emit_tiled(ctx *c, int32_t k)
     char tile[96];
     snprintf(tile, sizeof tile, "%s[ii * %d + jj]", acc, tj);
     c->tile_view = fx_load(c->mp, prod->buf, prod->off, ne->rank, prod->st, -1);
+    if (!c->tile_view)
+        c->b->failed = true; /* out of memory: reads of the product would find no name */
     c->tile_text = tile;
     if (ne->nouts > 1) {
         fx *vals[ne->nouts];
@@ -914,7 +919,7 @@ static void emit_tiled(ctx *c, int32_t k)
     if (!prod->drop) {
         buf t = {0};
         store_text(c, &t, prod);
-        char *d = buf_finish(&t);
+        char *d = em_finish(c, &t);
         em_line(c, "%s = %s;", d ? d : "", tile);
         free(d);
     }
@@ -989,7 +994,7 @@ static void emit_topk(ctx *c, int32_t k)
         buf_printf(&t, "%s + ", c->bufname[bufs[j]]);
         c->refd[bufs[j]] = true;
         em_index(c, &t, bufs[j], offs[j], st, r);
-        ptr[j] = buf_finish(&t);
+        ptr[j] = em_finish(c, &t);
     }
     em_line(c, "nest_topk_%s(%s, %lld, %lld, %lld, %d, %s, %lld, %s, %lld, %s);",
             nest_type_name((nest_type)et), ptr[0] ? ptr[0] : "0", (long long)ne->dims[axis],
