@@ -56,8 +56,9 @@ COMPILER_SRC := compiler/graph/types.c compiler/graph/ir.c compiler/graph/print.
 RUNTIME_SRC  := runtime/loader.c runtime/cache.c runtime/jit.c runtime/aot.c
 DRIVER_SRC   := driver/driver.c
 NESTC_SRC    := driver/nestc.c
-TEST_NAMES   := test_ir test_parse test_interp test_interp_ops test_runtime test_fuse test_diff \
-                test_diff_ops test_random test_onnx test_oom test_faults test_threads test_sizes
+TEST_NAMES   := test_ir test_parse test_parse_ops test_interp test_interp_ops test_runtime \
+                test_fuse test_diff test_diff_ops test_random test_onnx test_oom test_faults \
+                test_threads test_sizes
 
 LIB_OBJ   := $(patsubst %.c,$(B)/obj/%.o,$(COMMON_SRC) $(COMPILER_SRC) $(RUNTIME_SRC) $(DRIVER_SRC)) \
              $(B)/obj/gen/onnx.pb-c.o
