@@ -182,14 +182,10 @@ void tile_shape(int etype, int vector_bytes, int *ti, int *tj)
     *tj = vector_bytes >= 64 ? 4 * lanes : 2 * lanes;
 }
 
-/* A product whose summed axis flatten put innermost ([.., I, J, K]: the second factor is
- * contiguous along k, as a transposed weight or attention's k^T) becomes [.., I, K, J]: the
- * panel packs the second factor whatever its layout. */
-static bool sum_axis_middle(plan *p, nest *n)
+/* Swaps the last two axes of a product's nest (its one output, dims, folded axis). */
+static bool swap_last_axes(plan *p, nest *n)
 {
     int r = n->rank;
-    if (n->reduced != (1u << (r - 1)) || n->outs[0].st[r - 2] != 1)
-        return true;
     uint8_t order[NEST_MAX_RANK];
     for (int d = 0; d < r; d++)
         order[d] = (uint8_t)d;
@@ -198,7 +194,7 @@ static bool sum_axis_middle(plan *p, nest *n)
     nout *o = &n->outs[0];
     fx *v = fx_permute(p, o->value, r, order);
     if (!v)
-        return p->status == NEST_OK;
+        return false;
     int64_t t = n->dims[r - 1];
     n->dims[r - 1] = n->dims[r - 2];
     n->dims[r - 2] = t;
@@ -206,7 +202,9 @@ static bool sum_axis_middle(plan *p, nest *n)
     o->st[r - 1] = o->st[r - 2];
     o->st[r - 2] = t;
     o->value = v;
-    n->reduced = 1u << (r - 2);
+    uint32_t last = 1u << (r - 1), mid = 1u << (r - 2);
+    n->reduced = (n->reduced & ~(last | mid)) | (n->reduced & last ? mid : 0) |
+                 (n->reduced & mid ? last : 0);
     return true;
 }
 
@@ -216,17 +214,22 @@ static bool tile_nest(plan *p, int32_t k, int vbytes)
     int r = n->rank;
     if (!n->dot || n->dead || n->rowed || r < 3 || n->nouts != 1)
         return true;
-    if (!sum_axis_middle(p, n))
-        return false;
-    if (n->reduced != (1u << (r - 2)))
-        return true;
+    /* a product whose summed axis flatten put innermost ([.., I, J, K]: the second factor is
+     * contiguous along k, as a transposed weight or attention's k^T) is tiled as [.., I, K, J]
+     * (the panel packs the factor whatever its layout); back if it cannot be tiled */
+    bool swapped = n->reduced == (1u << (r - 1)) && n->outs[0].st[r - 2] == 1;
+    if (swapped && !swap_last_axes(p, n))
+        return p->status == NEST_OK;
     const nout *o = &n->outs[0];
     int et = o->value->etype;
     fx *a, *b;
-    if ((et != NEST_F32 && et != NEST_F64) || o->reduce != OP_SUM || o->st[r - 2] != 0 ||
-        o->st[r - 1] != 1 || n->dims[r - 3] < 2 || n->dims[r - 1] < 16 ||
-        !factors(p, o->value, r, &a, &b))
-        return !p->status;
+    if (n->reduced != (1u << (r - 2)) || (et != NEST_F32 && et != NEST_F64) ||
+        o->reduce != OP_SUM || o->st[r - 2] != 0 || o->st[r - 1] != 1 || n->dims[r - 3] < 2 ||
+        n->dims[r - 1] < 16 || !factors(p, o->value, r, &a, &b)) {
+        if (swapped) /* either order is correct: this one only when tiled */
+            swap_last_axes(p, n);
+        return p->status == NEST_OK;
+    }
     n->tile_a = a;
     n->tile_b = b;
     n->a_first = o->value->args[0] == a;
