@@ -402,12 +402,18 @@ $(B)/bench/eigen.o: bench/eigen.cpp bench/eigen.h
 	$(Q)$(BENCH_CXX) -std=c++17 -O3 -march=native -DNDEBUG -Wall -Wextra -Werror \
 	    -isystem /usr/include/eigen3 -c $< -o $@
 
-$(B)/bench/bench.o: bench/bench.c bench/handfused.h bench/eigen.h include/nest.h
+$(B)/bench/bench.o: bench/bench.c bench/handfused.h bench/eigen.h bench/peer.h include/nest.h
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(NCFLAGS) -O2 -c $< -o $@
 
-$(B)/bench/bench: $(B)/bench/bench.o $(B)/bench/handfused.o $(B)/bench/eigen.o $(B)/lib/libnest.a
+$(B)/bench/peer.o: bench/peer.c bench/peer.h
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(NCFLAGS) -O2 -c $< -o $@
+
+$(B)/bench/bench: $(B)/bench/bench.o $(B)/bench/handfused.o $(B)/bench/eigen.o $(B)/bench/peer.o \
+                  $(B)/lib/libnest.a
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(BENCH_CXX) -fopenmp -o $@ $^ -Wl,-rpath,$(LLVM)/lib -lmvec $(LDLIBS)
 
@@ -417,9 +423,9 @@ $(B)/bench/crosscheck: bench/crosscheck.c bench/handfused.h $(B)/bench/handfused
 	    -L$(LLVM)/lib -lomp -Wl,-rpath,$(LLVM)/lib -lmvec $(LDLIBS)
 
 # The op set of real models (softmax, batch_dot) against numpy and PyTorch (bench/ops_peers.py).
-$(B)/bench/ops: bench/ops.c $(B)/lib/libnest.a include/nest.h
+$(B)/bench/ops: bench/ops.c bench/peer.h $(B)/bench/peer.o $(B)/lib/libnest.a include/nest.h
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(NCFLAGS) -O2 -o $@ $< $(B)/lib/libnest.a $(LDLIBS)
+	$(Q)$(CC) $(NCFLAGS) -O2 -o $@ $< $(B)/bench/peer.o $(B)/lib/libnest.a $(LDLIBS)
 
 $(B)/bench/trivial_plain: bench/trivial.c
 	@mkdir -p $(dir $@)

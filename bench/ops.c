@@ -18,15 +18,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "nest.h"
+#include "peer.h"
 
-#ifndef PYTHON_DEFAULT
-#define PYTHON_DEFAULT "/usr/bin/python3"
-#endif
 #ifndef OPS_PEERS
 #define OPS_PEERS "bench/ops_peers.py"
 #endif
@@ -97,64 +93,6 @@ static double checksum(const float *r, int64_t n)
     for (int64_t i = 0; i < n; i++)
         s += (double)r[i] * (1 + (double)(i % 7) / 8.0);
     return s;
-}
-
-/* ---- the Python peers ---- */
-
-typedef struct peer {
-    pid_t pid;
-    FILE *to, *from;
-} peer;
-
-static void peer_start(peer *p, int threads)
-{
-    int in[2], outp[2];
-    if (pipe(in) != 0 || pipe(outp) != 0)
-        die("pipe: %s", strerror(errno));
-    p->pid = fork();
-    if (p->pid < 0)
-        die("fork: %s", strerror(errno));
-    if (p->pid == 0) {
-        dup2(in[0], 0);
-        dup2(outp[1], 1);
-        close(in[0]);
-        close(in[1]);
-        close(outp[0]);
-        close(outp[1]);
-        char t[16];
-        snprintf(t, sizeof t, "%d", threads);
-        const char *py = getenv("BENCH_PYTHON");
-        execl(py && *py ? py : PYTHON_DEFAULT, "python3", OPS_PEERS, t, (char *)NULL);
-        _exit(127);
-    }
-    close(in[0]);
-    close(outp[1]);
-    p->to = fdopen(in[1], "w");
-    p->from = fdopen(outp[0], "r");
-}
-
-static const char *peer_cmd(peer *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static const char *peer_cmd(peer *p, const char *fmt, ...)
-{
-    static char line[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vfprintf(p->to, fmt, ap);
-    va_end(ap);
-    fputc('\n', p->to);
-    fflush(p->to);
-    if (!fgets(line, sizeof line, p->from))
-        die("the Python peers stopped (%s needs python3-numpy and python3-torch)", OPS_PEERS);
-    line[strcspn(line, "\n")] = '\0';
-    return line;
-}
-
-static void peer_stop(peer *p)
-{
-    fprintf(p->to, "quit\n");
-    fclose(p->to);
-    fclose(p->from);
-    waitpid(p->pid, NULL, 0);
 }
 
 /* ---- nest's side ---- */
@@ -272,8 +210,8 @@ int main(int argc, char **argv)
         }
     }
     peer py[2];
-    peer_start(&py[0], 1);
-    peer_start(&py[1], 2);
+    peer_start(&py[0], OPS_PEERS, "1");
+    peer_start(&py[1], OPS_PEERS, "2");
     char info[2][256];
     for (int t = 0; t < 2; t++)
         snprintf(info[t], sizeof info[t], "%s", peer_cmd(&py[t], "info"));

@@ -73,6 +73,13 @@ static const shp SHAPES[] = {
     {1, {7}},     {1, {33}},     {2, {5, 17}},       {1, {1000003}},  {3, {64, 65, 67}},
 };
 #define NSHAPES ((int)countof_(SHAPES))
+
+/* A reduction's operand shape and the axes it reduces. */
+typedef struct red_form {
+    shp in;
+    int naxes;
+    int64_t axes[3];
+} red_form;
 #define SHS(t, s) shape_str((t), (s)->rank, (s)->d)
 #define PS(b, t, s, g) P((b), (t), (s)->rank, (s)->d, (g))
 

@@ -816,12 +816,6 @@ static void test_concat(void **state)
  * Reductions
  * ------------------------------------------------------------------------------------------- */
 
-typedef struct red_form {
-    shp in;
-    int naxes;
-    int64_t axes[3];
-} red_form;
-
 static const red_form REDS[] = {
     {{0, {0}}, 0, {0}},
     {{1, {1}}, 1, {0}},

@@ -102,12 +102,6 @@ static void test_logic(void **state)
  * product, argmax, argmin
  * ------------------------------------------------------------------------------------------- */
 
-typedef struct red_form {
-    shp in;
-    int naxes;
-    int64_t axes[3];
-} red_form;
-
 /* Products over at most 67 terms: on G_SMALL inputs (0, +-0.5, +-1, +-2, infinities, NaN) every
  * order of the products gives the same, exact result. */
 static const red_form PRODS[] = {

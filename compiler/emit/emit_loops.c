@@ -937,19 +937,33 @@ static void emit_tiled(ctx *c, int32_t k)
 
 /* topk (fuse.c): loops over every axis but the searched one, and a helper call per row. Rows
  * run in parallel unless they share the merge sort's scratch. */
-static void emit_topk(ctx *c, int32_t k)
+/* The block of nest k: its comment, then the block with its temporaries (nest_close ends it). */
+static void nest_open(ctx *c, int32_t k)
 {
-    const nest *ne = &c->p->nests[k];
-    const ir_node *n = &c->f->nodes[ne->outs[0].node];
-    int axis = n->a.topk.axis, r = ne->rank, et = ne->outs[0].value->etype;
-    const fx *x = ne->outs[0].value;
-    c->ne = ne;
+    c->ne = &c->p->nests[k];
     memset(&c->local, 0, sizeof c->local);
     c->local.outer = &c->fn;
     em_nest_comment(c);
     em_line(c, "{");
     c->indent++;
     declare_temps(c, k, k, -1, false);
+}
+
+static void nest_close(ctx *c)
+{
+    cast_unused_temps(c);
+    c->indent--;
+    em_line(c, "}");
+    em_names_free(&c->local);
+}
+
+static void emit_topk(ctx *c, int32_t k)
+{
+    const nest *ne = &c->p->nests[k];
+    const ir_node *n = &c->f->nodes[ne->outs[0].node];
+    int axis = n->a.topk.axis, r = ne->rank, et = ne->outs[0].value->etype;
+    const fx *x = ne->outs[0].value;
+    nest_open(c, k);
     const char *scratch = "0";
     if (ne->pack >= 0) {
         scratch = em_unique(&c->local, "scratch");
@@ -1007,10 +1021,7 @@ static void emit_topk(ctx *c, int32_t k)
         c->indent--;
         em_line(c, "}");
     }
-    cast_unused_temps(c);
-    c->indent--;
-    em_line(c, "}");
-    em_names_free(&c->local);
+    nest_close(c);
 }
 
 void em_nest(ctx *c, int32_t k)
@@ -1023,19 +1034,9 @@ void em_nest(ctx *c, int32_t k)
         emit_topk(c, k);
         return;
     }
-    const nest *ne = &c->p->nests[k];
-    c->ne = ne;
-    memset(&c->local, 0, sizeof c->local);
-    c->local.outer = &c->fn;
-    em_nest_comment(c);
-    em_line(c, "{");
-    c->indent++;
-    declare_temps(c, k, k, -1, false);
-    emit_nest_loops(c, ne, 0, true);
-    cast_unused_temps(c);
-    c->indent--;
-    em_line(c, "}");
-    em_names_free(&c->local);
+    nest_open(c, k);
+    emit_nest_loops(c, &c->p->nests[k], 0, true);
+    nest_close(c);
 }
 
 /* A row group: one loop over the rows, each member nest's inner loops inside it. */

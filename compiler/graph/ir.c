@@ -257,6 +257,23 @@ static int read_axes(nest_function *f, ir_op op, int nin, const int32_t *in, int
     return NEST_OK;
 }
 
+/* The output shape of broadcast or one_hot without its new axes (mask) must be the operand's. */
+static int check_kept_dims(nest_function *f, ir_op op, int nin, const int32_t *in, int rank,
+                           const int64_t *shape, uint32_t mask)
+{
+    const ir_node *a = &f->nodes[in[0]];
+    for (int i = 0, j = 0; i < rank; i++) {
+        if (mask & (1u << i))
+            continue;
+        if (shape[i] != a->shape[j])
+            return op_error(f, NEST_ERR_TYPE, op, nin, in,
+                            "output dimension %d is %lld but the operand's dimension %d is %lld",
+                            i, (long long)shape[i], j, (long long)a->shape[j]);
+        j++;
+    }
+    return NEST_OK;
+}
+
 static int64_t *dup_shape(nest_function *f, int rank, const int64_t *shape)
 {
     int64_t *s = arena_alloc(&f->arena, (size_t)rank * sizeof(int64_t)); /* never NULL for rank 0 */
@@ -491,16 +508,8 @@ static int infer_model_op(nest_function *f, ir_node *n, ir_op op, int nin, const
                             "the shape has rank %d, so the operand must have rank %d", r, r - 1);
         if ((st = check_axis(f, op, nin, in, at->index, r)))
             return st;
-        for (int i = 0, j = 0; i < r; i++) {
-            if (i == at->index)
-                continue;
-            if (at->shape[i] != a->shape[j])
-                return op_error(f, NEST_ERR_TYPE, op, nin, in,
-                                "output dimension %d is %lld but the operand's dimension %d is "
-                                "%lld",
-                                i, (long long)at->shape[i], j, (long long)a->shape[j]);
-            j++;
-        }
+        if ((st = check_kept_dims(f, op, nin, in, r, at->shape, 1u << at->index)))
+            return st;
         n->etype = a->etype;
         n->rank = (uint8_t)r;
         n->shape = dup_shape(f, r, at->shape);
@@ -696,16 +705,8 @@ static int infer(nest_function *f, ir_node *n, ir_op op, int nin, const int32_t 
                             "the shape has rank %d with %d new axes, so the operand must have "
                             "rank %d",
                             at->rank, at->naxes, at->rank - at->naxes);
-        for (int i = 0, j = 0; i < at->rank; i++) {
-            if (mask & (1u << i))
-                continue;
-            if (at->shape[i] != a->shape[j])
-                return op_error(f, NEST_ERR_TYPE, op, nin, in,
-                                "output dimension %d is %lld but the operand's dimension %d is "
-                                "%lld",
-                                i, (long long)at->shape[i], j, (long long)a->shape[j]);
-            j++;
-        }
+        if ((st = check_kept_dims(f, op, nin, in, at->rank, at->shape, mask)))
+            return st;
         n->etype = a->etype;
         n->rank = (uint8_t)at->rank;
         n->shape = dup_shape(f, at->rank, at->shape);
