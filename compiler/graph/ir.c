@@ -348,9 +348,10 @@ static int infer_pad(nest_function *f, ir_node *n, ir_op op, int nin, const int3
             return op_error(f, NEST_ERR_TYPE, op, nin, in,
                             "axis %d: interior padding %lld is negative", i, (long long)mid[i]);
         /* the operand with `interior` elements between neighbours, then below and above */
-        int64_t d = 0, len;
-        bool huge = a->shape[i] > 0 && (mul_overflows(a->shape[i] - 1, mid[i] + 1, &d) ||
-                                        add_overflows(d, 1, &d));
+        int64_t d = 0, step, len;
+        bool huge = a->shape[i] > 0 &&
+                    (add_overflows(mid[i], 1, &step) || mul_overflows(a->shape[i] - 1, step, &d) ||
+                     add_overflows(d, 1, &d));
         huge = huge || add_overflows(d, lo[i], &len) || add_overflows(len, hi[i], &len);
         if (huge || len >= IR_MAX_BYTES)
             return op_error(f, NEST_ERR_LIMIT, op, nin, in, "axis %d: the padded extent is too large",
