@@ -42,12 +42,11 @@
 
 #include "eigen.h"
 #include "handfused.h"
-#include "benchutil.h"
 #include "nest.h"
+#include "peer.h"
 
 extern char **environ;
 
-#define PYTHON_DEFAULT "/usr/bin/python3"
 #define PEERS "bench/peers.py"
 #define NESTC "bin/nestc"
 #define WORKDIR "build/bench"
@@ -57,11 +56,17 @@ extern char **environ;
 #define PAUSE_MS 250        /* between processes: spinning OpenMP (200 ms) and BLAS threads sleep */
 
 static bool quick;
-const char *bench_program = "bench";
 
 /* ---------------------------------------------------------------------------------------------
  * Small helpers
  * ------------------------------------------------------------------------------------------- */
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
 
 static void sleep_ms(int ms)
 {
@@ -69,6 +74,31 @@ static void sleep_ms(int ms)
     nanosleep(&t, NULL);
 }
 
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "bench: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    exit(1);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* A float32 array of count elements in its own page-aligned mapping, huge pages from 4 MiB. */
 static float *alloc_f32(int64_t count)
 {
     size_t bytes = (size_t)(count > 0 ? count : 1) * sizeof(float);
@@ -598,16 +628,6 @@ static double time_local(bench_case *bc, contender c, int *iters)
 }
 
 /* ---------------------------------------------------------------------------------------------
- * The Python peers: a peers.py --serve process on two pipes
- * ------------------------------------------------------------------------------------------- */
-
-static const char *python_path(void)
-{
-    const char *p = getenv("BENCH_PYTHON");
-    return p && *p ? p : PYTHON_DEFAULT;
-}
-
-/* ---------------------------------------------------------------------------------------------
  * Throughput
  * ------------------------------------------------------------------------------------------- */
 
@@ -777,7 +797,7 @@ static void measure_memory(const char *self, workload w, int si)
         if (!c_active((contender)c, sizes[si]))
             continue;
         if (is_python((contender)c))
-            snprintf(cmd, sizeof cmd, "%s %s --mem %s %lld %s 2>/dev/null", python_path(), PEERS,
+            snprintf(cmd, sizeof cmd, "%s %s --mem %s %lld %s 2>/dev/null", peer_python(), PEERS,
                      wl_name[w], (long long)sizes[si], c_id[c]);
         else
             snprintf(cmd, sizeof cmd, "%s --mem %s %lld %s 2>/dev/null", self, wl_name[w],
@@ -1020,7 +1040,7 @@ static void print_machine(peer *py)
     out("- CPU: %s, %ld cores online\n", model, sysconf(_SC_NPROCESSORS_ONLN));
     out("- date: %s; nest commit %s%s\n", date, commit,
         strcmp(dirty, "0") != 0 ? " (with uncommitted changes in the work tree)" : "");
-    out("- %s; %s; Eigen %s; %s (%s)\n", clang, gcc, eg_version(), info, python_path());
+    out("- %s; %s; Eigen %s; %s (%s)\n", clang, gcc, eg_version(), info, peer_python());
     out("- transparent huge pages: %s\n", thp);
     out("- load average at the start: %s (the machine is shared: other work runs meanwhile)\n\n",
         load_average());
@@ -1221,7 +1241,7 @@ int main(int argc, char **argv)
     const char *self = argv[0];
 
     peer py;
-    peer_start(&py, python_path(), PEERS);
+    peer_start(&py, PEERS, "--serve");
     print_machine(&py);
     double t0 = now_s();
     for (int w = 0; w < W_COUNT; w++)

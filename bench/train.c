@@ -25,10 +25,39 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "benchutil.h"
 #include "nest.h"
+#include "peer.h"
 
-const char *bench_program = "bench/train";
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "bench/train: ");
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    exit(1);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
 
 /* ---- the model ---- */
 
@@ -211,7 +240,7 @@ int main(int argc, char **argv)
     double secs = quick ? 0.1 : 0.2;
     FILE *rep = report ? fopen(report, "a") : NULL;
     peer py;
-    peer_start(&py, "/usr/bin/python3", "bench/train_peers.py");
+    peer_start(&py, "bench/train_peers.py", "--serve");
     const char *info = peer_cmd(&py, "info");
     char torch_version[64];
     snprintf(torch_version, sizeof torch_version, "%s", info);
