@@ -211,9 +211,9 @@ run-onnx: $(B)/tests/onnx_cases $(B)/onnx/node/.done $(B)/onnx/models/.done $(JI
 	$(Q)$(B)/tests/onnx_cases --table $(B)/onnx/node-table.md $(B)/onnx/node
 	$(Q)$(B)/tests/onnx_cases $(ONNX_MODELS_TOL) $(B)/onnx/models
 
-# Tests that are programs of their own: the layers against the includes, the package checks,
-# numpy against `nestc run`, the manual page against nestc, a staged install (skipped under
-# sanitizers).
+# Tests that are programs of their own: the layers against the includes and the calls, the
+# package checks, numpy against `nestc run`, the manual page against nestc, a staged install
+# (skipped under sanitizers).
 SCRIPT_TESTS := tests/test_layers.sh tests/test_deps.sh tests/test_run.py tests/test_docs.sh \
                 tests/test_install.sh
 
