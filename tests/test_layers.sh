@@ -42,15 +42,15 @@ for h in $(sed -n 's/^#include "\([^"/]*\)"$/\1/p' runtime/jit.cpp); do
     case "$h" in nest.h|rt.h) ;; *) echo "test_layers: runtime/jit.cpp includes \"$h\""; fail=1 ;; esac
 done
 
-# The calls, from the objects of this build ($B/obj): a name an object uses must be defined in
-# its own layer or one below it (nm and join, a few hundred milliseconds). Layers, bottom up: common; the compiler's graph, passes (on
-# graph), emit (on passes), front (on graph and the ONNX schema's C), pipeline.c (on all of
-# them); the runtime (on common alone); driver.c (on the compiler and the runtime); nestc's
-# files (on everything).
+# The calls, from the library's and nestc's objects of this build ($B/obj; not the tests'): a
+# name an object uses must be defined in its own layer or one below it (nm and join, a few hundred
+# milliseconds). Layers, bottom up: common; the compiler's graph, passes (on graph), emit (on
+# passes), front (on graph and the ONNX schema's C), pipeline.c (on all of them); the runtime (on
+# common alone); driver.c (on the compiler and the runtime); nestc's files (on everything).
 B=${B:-build}
 if [ -d "$B/obj/compiler" ]; then
     tmp=$(mktemp -d)
-    (cd "$B/obj" && find . -name '*.o' | sed 's|^\./||' | sort) > "$tmp/objs"
+    (cd "$B/obj" && find common gen compiler runtime driver -name '*.o' 2>/dev/null | sort) > "$tmp/objs"
     while read -r o; do
         nm -g --defined-only "$B/obj/$o" | awk -v o="$o" 'NF == 3 { print $3, o }'
     done < "$tmp/objs" | sort -k1,1 > "$tmp/defs"
