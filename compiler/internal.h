@@ -186,7 +186,8 @@ typedef struct ir_attrs {
  * Returns its index, or NEST_NONE with the error on f. */
 int32_t ir_build(nest_function *f, ir_op op, int nin, const int32_t *in, const ir_attrs *at);
 
-/* A constant of `shape` whose elements are all v (converted to etype: it must fit); its node, or
+/* A constant of `shape` whose elements are all v (converted to etype; integers truncated and
+ * saturated at their range, NaN 0, as nest_convert does); its node, or
  * NEST_NONE with the error on f. */
 int32_t ir_fill(nest_function *f, int etype, double v, int rank, const int64_t *shape);
 /* topk of x: its values and indices nodes, then the tuple of both, which it returns (or

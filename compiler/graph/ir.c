@@ -955,6 +955,19 @@ int32_t ir_build(nest_function *f, ir_op op, int nin, const int32_t *in, const i
     return f->nnodes++;
 }
 
+/* value as an integer in [lo, hi]: truncated, saturated at the range, NaN 0 (nest_convert's
+ * rule); a plain cast of an out-of-range double is undefined. */
+static int64_t saturate(double value, int64_t lo, int64_t hi)
+{
+    if (value != value)
+        return 0;
+    if (value <= (double)lo)
+        return lo;
+    if (value >= (double)hi)
+        return hi;
+    return (int64_t)value;
+}
+
 int32_t ir_fill(nest_function *f, int etype, double v, int rank, const int64_t *shape)
 {
     union {
@@ -967,8 +980,8 @@ int32_t ir_fill(nest_function *f, int etype, double v, int rank, const int64_t *
     switch (etype) {
     case NEST_F32: d.f32 = (float)v; break;
     case NEST_F64: d.f64 = v; break;
-    case NEST_I32: d.i32 = (int32_t)v; break;
-    case NEST_I64: d.i64 = (int64_t)v; break;
+    case NEST_I32: d.i32 = (int32_t)saturate(v, INT32_MIN, INT32_MAX); break;
+    case NEST_I64: d.i64 = saturate(v, INT64_MIN, INT64_MAX); break;
     default: d.b = v != 0; break;
     }
     ir_attrs at = {.type = etype, .rank = rank, .shape = shape, .data = &d, .count = 1};
