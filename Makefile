@@ -324,6 +324,10 @@ FUZZ_TIME  ?= 60
 FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
               -fno-sanitize-recover=all $(WARN) -Iinclude -Icommon -Icompiler
 
+# The targets of the text form, of ONNX and of graph building compile the compiler's sources, with
+# the C of the ONNX schema.
+FUZZ_SRC   := $(COMMON_SRC) $(COMPILER_SRC) $(GEN)/onnx.pb-c.c
+
 $(B)/fuzz/fuzz_parse: tests/fuzz_parse.c $(FUZZ_SRC) $(HEADERS) $(GEN)/state_code.inc | deps-fuzz
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  FUZZCC  $@")
