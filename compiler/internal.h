@@ -17,7 +17,7 @@
 #include "util.h"
 
 /* ---------------------------------------------------------------------------------------------
- * graph/types.c: element types, status texts, identifiers (below the IR: every file may use them)
+ * graph/types.c: element types, status texts, identifiers and the names C claims (below the IR)
  * ------------------------------------------------------------------------------------------- */
 
 /* nest_type_name, nest_type_size and nest_status_str of nest.h live here too. */
@@ -29,6 +29,10 @@
  * for a function (not a C keyword or a reserved prefix). */
 bool is_identifier(const char *s, size_t len);
 bool is_c_keyword(const char *s);
+/* Whether name is declared by the C library headers the generated C includes, predefined by C
+ * compilers, or a C++ keyword: the emitter renames parameters and values of that name, the
+ * pipeline refuses a function of it, importers rename it. */
+bool is_c_library_name(const char *name);
 #define IR_MAX_NAME 255
 
 /* ---------------------------------------------------------------------------------------------
@@ -45,6 +49,7 @@ typedef enum ir_op {
 typedef enum ir_kind {
     K_PARAM,     /* a.param */
     K_CONST,     /* a.constant */
+    K_STATE,     /* a.state: the value of a module state tensor at the call's entry */
     K_EW,        /* element-wise; result type = operand type */
     K_CMP,       /* element-wise comparison; result bool */
     K_SELECT,    /* element-wise c ? a : b */
@@ -57,9 +62,19 @@ typedef enum ir_kind {
     K_REDUCE,    /* a.axes = reduced axes of the input */
     K_TUPLE,     /* operands are the elements */
     K_GET,       /* a.index */
+    /* the op set of real models */
+    K_ARGREDUCE, /* a.axis: the axis searched (removed); result i64 */
+    K_PAD,       /* a.pad; in[1] is the padding value (a scalar) */
+    K_REVERSE,   /* a.axes: the axes read backwards */
+    K_REPLACE_SLICE, /* a.slice: the box of in[0] that in[1] replaces */
+    K_ONE_HOT,   /* a.axis: the new axis of the output */
+    K_GATHER,    /* a.axis: the axis of in[0] that the indices in[1] select along */
+    K_SOFTMAX,   /* a.axes: the axes normalized over */
+    K_BATCH_DOT, /* numpy's matmul of in[0] and in[1] */
+    K_TOPK,      /* a.topk: the values (which 0) or the indices (which 1) */
 } ir_kind;
 
-typedef enum ir_types { TY_NUM, TY_FLOAT, TY_ANY } ir_types;
+typedef enum ir_types { TY_NUM, TY_FLOAT, TY_BOOL, TY_ANY } ir_types;
 
 typedef struct ir_opinfo {
     const char *name;
@@ -92,12 +107,23 @@ typedef struct ir_node {
             void *data;         /* count elements of etype */
             int64_t count;      /* 1 (fills the shape) or the element count */
         } constant;             /* K_CONST */
-        uint32_t axes;          /* K_BROADCAST: new output axes; K_REDUCE: reduced input axes */
+        uint32_t axes;          /* K_BROADCAST: new output axes; K_REDUCE: reduced input axes;
+                                 * K_REVERSE: reversed axes; K_SOFTMAX: normalized axes */
         uint8_t *order;         /* K_RESHAPE: in[0]'s axes in reading order (rank of in[0]) */
         struct {
             int64_t *lower, *upper, *step; /* rank entries each */
-        } slice;                /* K_SLICE */
-        int32_t axis;           /* K_CONCAT */
+        } slice;                /* K_SLICE, K_REPLACE_SLICE */
+        struct {
+            int64_t *below, *above, *interior; /* rank entries each */
+        } pad;                  /* K_PAD */
+        struct {
+            int64_t k;          /* how many */
+            int32_t axis;
+            uint8_t largest;    /* 1: the largest first; 0: the smallest */
+            uint8_t which;      /* 0: the values; 1: their indices (the next node) */
+        } topk;                 /* K_TOPK */
+        int32_t axis;           /* K_CONCAT, K_ARGREDUCE, K_ONE_HOT, K_GATHER */
+        int32_t state;          /* K_STATE: index into the module's states */
         struct {
             int32_t index;      /* the element taken */
             int32_t target;     /* the node that element is, through any GETs: never a GET */
@@ -122,30 +148,59 @@ struct nest_function {
     int status;
     char *errmsg;   /* malloc'd, or NULL */
     int32_t line, col; /* where the text form defined the function, or 0 */
+    nest_module *module;  /* the module whose state it may read and assign, or NULL */
+    struct ir_assign *assigns; /* assign(state, value) statements, in order (arena, grows) */
+    int32_t nassigns;
+    size_t capassigns;
 };
+
+/* One assignment of a function: state tensor `state` takes the value of node `node` when the
+ * call returns. */
+typedef struct ir_assign {
+    int32_t state;
+    int32_t node;
+    int32_t line, col;   /* where the text form wrote it, or 0 */
+} ir_assign;
 
 /* Operands and attributes for ir_build. Fields unused by an op are ignored. */
 typedef struct ir_attrs {
     int type;               /* K_CONVERT target; K_PARAM, K_CONST element type */
-    int rank;               /* K_PARAM, K_CONST, K_BROADCAST, K_RESHAPE: output rank */
+    int rank;               /* K_PARAM, K_CONST, K_BROADCAST, K_RESHAPE, K_ONE_HOT: output rank */
     const int64_t *shape;   /* ... and shape */
-    int naxes;              /* K_BROADCAST, K_REDUCE */
+    int naxes;              /* K_BROADCAST, K_REDUCE, K_REVERSE, K_SOFTMAX */
     const int64_t *axes;
     const int64_t *order;   /* K_RESHAPE, rank of the operand, or NULL */
-    const int64_t *lower, *upper, *step; /* K_SLICE; step may be NULL */
-    int64_t index;          /* K_CONCAT axis, K_GET index */
+    const int64_t *lower, *upper, *step; /* K_SLICE, K_REPLACE_SLICE; step may be NULL */
+    int64_t index;          /* K_CONCAT, K_ARGREDUCE, K_ONE_HOT, K_GATHER axis, K_GET index */
+    const int64_t *below, *above, *interior; /* K_PAD; interior may be NULL */
+    int64_t k;              /* K_TOPK */
+    int largest, which;     /* K_TOPK */
     const void *data;       /* K_CONST */
     int64_t count;
     const char *name;       /* K_PARAM */
     int layout;             /* K_PARAM */
+    int32_t state;          /* K_STATE */
 } ir_attrs;
 
 /* Builds one node: checks the operands and attributes, infers the result type, appends it.
  * Returns its index, or NEST_NONE with the error on f. */
 int32_t ir_build(nest_function *f, ir_op op, int nin, const int32_t *in, const ir_attrs *at);
 
+/* A constant of `shape` whose elements are all v (converted to etype; integers truncated and
+ * saturated at their range, NaN 0, as nest_convert does); its node, or
+ * NEST_NONE with the error on f. */
+int32_t ir_fill(nest_function *f, int etype, double v, int rank, const int64_t *shape);
+/* topk of x: its values and indices nodes, then the tuple of both, which it returns (or
+ * NEST_NONE with the error on f). */
+int32_t ir_topk(nest_function *f, int32_t x, int64_t k, int64_t axis, int largest);
+/* Whether node i is the tuple of a topk (the text form prints it as the topk call). */
+static inline bool ir_is_topk_tuple(const nest_function *f, int32_t i);
+
 /* Records an error on f (replacing the last one) and returns `status`. */
 int ir_error(nest_function *f, int status, const char *fmt, ...) FORMAT(3, 4);
+/* The same for any handle: *errmsg (malloc'd, replaced) and *status take the error; returns the
+ * status (NEST_ERR_NOMEM when the message could not be made). */
+int ir_verror(char **errmsg, int *status, int code, const char *fmt, va_list ap);
 
 /* Element counts and helpers on nodes. */
 int64_t ir_count(const ir_node *n); /* product of the shape (1 for scalars) */
@@ -164,6 +219,11 @@ static inline int32_t ir_resolve(const nest_function *f, int32_t v)
 {
     return f->nodes[v].op == OP_GET ? f->nodes[v].a.get.target : v;
 }
+static inline bool ir_is_topk_tuple(const nest_function *f, int32_t i)
+{
+    const ir_node *n = &f->nodes[i];
+    return n->op == OP_TUPLE && n->nin == 2 && f->nodes[n->in[0]].op == OP_TOPK;
+}
 /* Looks up an op by its text name; OP_COUNT if none. */
 ir_op ir_op_lookup(const char *name, size_t len);
 /* Finds a node by user name; -1 if none. */
@@ -176,16 +236,59 @@ int ir_check_name(nest_function *f, const char *what, const char *name);
 bool ir_verify(const nest_function *f);
 
 /* ---------------------------------------------------------------------------------------------
- * front/parse.c: the text form
+ * graph/state.c: modules and their state: variables and persistent tensors, reads, assignments
  * ------------------------------------------------------------------------------------------- */
 
+/* A tensor of a module's state: `var` (trainable) or `persistent`. */
+typedef struct ir_state {
+    const char *name;
+    uint8_t etype;
+    uint8_t rank;
+    bool trainable;
+    int64_t *shape;
+    int64_t count;
+    nest_init init;
+    int32_t line, col;   /* where the text form declared it, or 0 */
+} ir_state;
+
 struct nest_module {
-    nest_function **fns;
+    char *name;          /* NAME of the generated NAME_state (malloc'd) */
+    nest_function **fns; /* owned */
     int nfns, capfns;
+    ir_state *states;    /* in declaration order (arena, grows) */
+    int32_t nstates;
+    size_t capstates;
+    arena arena;
     int status;
     char *errmsg;
     int line, col;
 };
+
+/* Records an error on m (replacing the last one) and returns `status`. */
+int ir_module_error(nest_module *m, int status, const char *fmt, ...) FORMAT(3, 4);
+/* The state named `name` (len bytes) of f's module, or -1. */
+int32_t ir_state_find(const nest_module *m, const char *name, size_t len);
+/* Declares a state tensor (the checks of nest_variable); its index, or -1 with the error on m. */
+int32_t ir_state_declare(nest_module *m, const char *name, bool trainable, nest_type type,
+                         int rank, const int64_t *shape, const nest_init *init);
+/* The read node of state s in f, made on first use; NEST_NONE with the error on f. */
+int32_t ir_state_read(nest_function *f, int32_t s);
+/* Whether f reads (in a node a result or an assignment needs) or assigns module state. The
+ * generated entry points of such a function take the state first. */
+bool ir_uses_state(const nest_function *f);
+/* A hash of the module's state layout (names, types, shapes): a state object and a compiled
+ * function fit each other when their layouts hash alike and have as many tensors. */
+uint64_t ir_state_layout_hash(const nest_module *m);
+/* The module name a file name gives: its stem, with every character that cannot be in an
+ * identifier replaced by '_' ("model" for "dir/model.nest"); malloc'd. */
+char *ir_module_name_of_file(const char *filename);
+
+/* ---------------------------------------------------------------------------------------------
+ * front/parse.c: the text form
+ * ------------------------------------------------------------------------------------------- */
+
+/* Frees a function whatever owns it (nest_function_free leaves a module's functions alone). */
+void ir_function_destroy(nest_function *f);
 
 /* Deepest nesting of calls the parser accepts. */
 #define PARSE_MAX_DEPTH 1000
@@ -219,11 +322,27 @@ void print_function(buf *b, const nest_function *f);
 /* Appends "name = op(operands, attributes)" for one node (constants abbreviated past `maxvals`
  * values). */
 void print_node(buf *b, const namer *nm, int32_t node, int64_t maxvals);
-/* Appends function number k of a Graphviz digraph: one node per op with its name, op, type and
- * shape; with cluster (per node: -1, or which of the nclusters labelled groups it belongs to),
- * the groups are drawn as dashed clusters. */
-void print_dot_function(buf *b, const nest_function *f, int k, const int32_t *cluster,
-                        int nclusters, char *const *labels);
+/* What a picture of a function shows of its plan: each loop nest a cluster of the nodes it
+ * computes, and where values are stored (pipeline.c fills it). */
+typedef enum dot_store {
+    DOT_FUSED,     /* computed where it is used: no memory */
+    DOT_WORKSPACE, /* a temporary in the workspace */
+    DOT_ROW,       /* a temporary of one row, a local array of its row group's loop */
+    DOT_VIEW,      /* a view no nest computes: index arithmetic in the nests that read it */
+} dot_store;
+typedef struct dot_marks {
+    int nclusters;
+    char *const *labels;    /* per cluster */
+    const int *parent;      /* per cluster: the cluster it is drawn in (a row group), or -1 */
+    const int32_t *cluster; /* per node: its cluster, or -1 (parameters, constants, shared views) */
+    const uint8_t *store;   /* per node: dot_store */
+} dot_marks;
+/* Appends function number k of a Graphviz digraph: one node per op ("name = op"; a parameter
+ * with its type), each edge labelled with the type and shape of the value it carries; with
+ * marks, the loop nests as filled clusters (inside the cluster of their row group), views
+ * dashed (in the nest that reads them, if only one does), and stored temporaries framed twice,
+ * their edges bold. */
+void print_dot_function(buf *b, const nest_function *f, int k, const dot_marks *marks);
 /* The shortest %g text of a finite v that reads back as the same value of etype (f32 or f64). */
 void format_float(char *s, size_t n, int etype, double v);
 /* Formats one element of a constant so that it parses back to the same value. */
@@ -233,19 +352,33 @@ void print_scalar(buf *b, int etype, const void *data, int64_t i);
  * graph/interp.c: the reference interpreter
  * ------------------------------------------------------------------------------------------- */
 
-/* Evaluates f into the result arrays (see nest_evaluate). */
-int interp_run(nest_function *f, void *const *args, void *const *results);
+/* Evaluates f into the result arrays (see nest_evaluate); `state` (NULL for a function without
+ * state) holds the module's state tensors, which take the assigned values at the end. */
+int interp_run(nest_function *f, void *const *args, void *const *results, void *const *state);
+/* nest_evaluate's checks of the counts and arrays, then interp_run. */
+int interp_call(nest_function *f, void *const *state, void *const *args, int nargs,
+                void *const *results, int nresults);
 
 /* ---------------------------------------------------------------------------------------------
  * The plan: what the passes below turn a function into. Buffers hold tensors; nests are loop
  * nests over an iteration space; fx are the element expressions evaluated inside them.
  * ------------------------------------------------------------------------------------------- */
 
-typedef enum pbuf_kind { BUF_PARAM, BUF_RESULT, BUF_TEMP, BUF_CONST } pbuf_kind;
+typedef enum pbuf_kind {
+    BUF_PARAM,
+    BUF_RESULT,
+    BUF_TEMP,
+    BUF_CONST,
+    BUF_STATE,     /* a state tensor of the module: read (its entry value), and written in place
+                    * by an assignment when inplace.c finds that safe */
+    BUF_STATE_NEW, /* the new value of an assigned state tensor, until inplace.c makes it the
+                    * state tensor itself or a temporary copied into it at the end */
+} pbuf_kind;
 
 typedef struct pbuf {
     pbuf_kind kind;
-    int32_t index;      /* BUF_PARAM / BUF_RESULT: position; BUF_CONST: constant number */
+    int32_t index;      /* BUF_PARAM / BUF_RESULT: position; BUF_CONST: constant number;
+                         * BUF_STATE, BUF_STATE_NEW: the state tensor */
     int32_t node;       /* the graph node whose value it holds */
     uint8_t etype;
     int64_t count;      /* elements */
@@ -256,7 +389,10 @@ typedef struct pbuf {
 } pbuf;
 
 typedef enum fx_kind {
-    FX_LOAD,   /* buf[off + sum(i_k * st[k])] */
+    FX_LOAD,   /* buf[off + sum(i_k * st[k]) + sum(gst[j] * take(args[j], gdim[j]))]: a strided
+                * view, plus nargs gather terms whose index is another expression (take(v, n)
+                * counts a negative v from the end and clamps to [0, n)); buf FX_IOTA: the
+                * index itself, off + sum(i_k * st[k]), an i64 */
     FX_IMM,    /* a scalar literal: imm */
     FX_OP,     /* op(args): an element-wise op of ops.def (convert: etype is the target) */
     FX_CONCAT, /* along `axis`, arg j covers [starts[j], starts[j+1]) and sees index i - starts[j] */
@@ -271,9 +407,10 @@ struct fx {
     int32_t nargs;       /* FX_OP, FX_CONCAT */
     fx **args;
     int rank;            /* rank of the index space it is expressed in (FX_LOAD, FX_CONCAT) */
-    int32_t buf;         /* FX_LOAD */
+    int32_t buf;         /* FX_LOAD: a buffer, or FX_IOTA */
     int64_t off;         /* FX_LOAD */
     int64_t *st;         /* FX_LOAD: rank strides in elements */
+    int64_t *gst, *gdim; /* FX_LOAD: per gather term (nargs), its stride and the extent taken */
     union {
         double f;
         int64_t i;
@@ -290,7 +427,9 @@ typedef struct nout {
     int64_t off;
     int64_t *st;         /* over the iteration space; 0 on reduced axes */
     fx *value;
-    int16_t reduce;      /* OP_SUM, OP_MAX, OP_MIN, or -1 for a store */
+    int16_t reduce;      /* OP_SUM, OP_PRODUCT, OP_MAX, OP_MIN, OP_ARGMAX, OP_ARGMIN (the index
+                          * along the one folded axis, which is the nest's innermost), or -1
+                          * for a store */
     int32_t node;        /* the graph node computed */
     bool drop;           /* tile.c: the fold feeds the nest's other outputs and is not stored */
 } nout;
@@ -310,9 +449,15 @@ typedef struct nest {
     int tile_vb;         /* tile.c: the vector bytes the tile was sized for (16, 32, 64) */
     fx *tile_a, *tile_b; /* tile.c: its factors: a load ignoring J, an expression ignoring I */
     bool a_first;        /* tile.c: the product is tile_a * tile_b (else tile_b * tile_a) */
-    int32_t pack;        /* tile.c: the workspace buffer of its packed panel, or -1 */
+    int32_t pack;        /* tile.c: the workspace buffer of its packed panel, or -1 (a local
+                          * array: a batch of products) */
     int32_t group;       /* rows.c: the first nest of its row group (its own index if alone) */
     bool rowed;          /* rows.c: in a group of several nests sharing the outer loop */
+    bool values_first;   /* inplace.c: the body reads every output's value before it stores
+                          * any (a swap of two tensors in place, through registers) */
+    int16_t special;     /* OP_TOPK: a nest of its own code (outs: the values and the indices,
+                          * each reading the operand's load; pack: a scratch buffer or -1);
+                          * the passes leave it as it is. -1 otherwise */
 } nest;
 
 /* Whether any output of n folds (the nest is a reduction, its values ready only at its end). */
@@ -320,6 +465,16 @@ static inline bool nest_folds(const nest *n)
 {
     for (int i = 0; i < n->nouts; i++)
         if (n->outs[i].reduce >= 0)
+            return true;
+    return false;
+}
+
+/* Whether a nest folds an argmax or argmin: an index, one element after the other, so its one
+ * folded axis stays innermost (flatten.c) and its accumulators are scalars (emit/). */
+static inline bool nest_has_arg(const nest *n)
+{
+    for (int i = 0; i < n->nouts; i++)
+        if (n->outs[i].reduce == OP_ARGMAX || n->outs[i].reduce == OP_ARGMIN)
             return true;
     return false;
 }
@@ -354,6 +509,14 @@ void layout_strides(int rank, const int64_t *shape, int layout, int64_t *st);
 /* Expressions are hash-consed: equal expressions are the same pointer. NULL when out of memory
  * (p->status says so). */
 fx *fx_load(plan *p, int32_t buf, int64_t off, int rank, const int64_t *st, int32_t node);
+/* The buffer of a load that reads no memory: its value is its index (an i64). */
+#define FX_IOTA (-1)
+/* The most gather terms of one load (more: the caller stores the operand): a pad with interior
+ * padding or a strided replace_slice takes one per axis. */
+#define FX_MAX_TERMS NEST_MAX_RANK
+/* A load with nterms gather terms (idx: their index expressions, over the load's space). */
+fx *fx_gload(plan *p, int32_t buf, int64_t off, int rank, const int64_t *st, int nterms,
+             fx *const *idx, const int64_t *gst, const int64_t *gdim, int32_t node);
 fx *fx_imm(plan *p, int etype, double f, int64_t i);
 fx *fx_op(plan *p, ir_op op, int etype, int nargs, fx *const *args, int32_t node);
 fx *fx_concat(plan *p, int rank, int axis, int nargs, fx *const *args, const int64_t *starts,
@@ -371,6 +534,13 @@ fx *fx_reshape(plan *p, fx *e, int in_rank, const int64_t *in_shape, int rank,
 fx *fx_substitute(plan *p, fx *e, fx *from, fx *to);
 /* e over an index space whose axis `axis` is shifted by delta: e'(i) = e(i + delta). */
 fx *fx_shift(plan *p, fx *e, int axis, int64_t delta);
+/* e (over `shape`) read backwards along the axes in mask: strides negated. */
+fx *fx_reverse(plan *p, fx *e, int rank, const int64_t *shape, uint32_t mask);
+/* e (over a space of rank in_rank, extent n along `axis`) read at the positions an index
+ * expression gives along that axis: the result is over a space of rank in_rank - 1 + ri where
+ * axes axis .. axis + ri - 1 are the index's, and idx is an expression over that space. NULL when
+ * e concatenates along the axis or a load would take too many gather terms. */
+fx *fx_gather(plan *p, fx *e, int in_rank, int axis, int64_t n, fx *idx, int ri);
 /* e with the axes of a nest merged or dropped: new axis k takes the strides of old axis
  * from[k+1]-1, the innermost of the axes it merges (the others merged or had extent 1). */
 fx *fx_regroup(plan *p, fx *e, int rank, const int *from);
@@ -390,6 +560,8 @@ bool fx_walk(plan *p, fx *const *roots, int nroots, void (*fn)(fx *e, void *ctx)
  * passes/fuse.c: which values are stored, and the nests that compute them
  * ------------------------------------------------------------------------------------------- */
 
+/* topk keeps its k best in order by insertion up to this k; beyond, it merge-sorts each row. */
+#define TOPK_INSERT 16
 /* Lowers p->f into buffers and nests: element-wise chains, views and the reductions that
  * consume them fuse into one nest unless opts->fuse is 0; then adjacent nests over the same
  * space merge so that a value feeding several outputs is computed once. */
@@ -411,16 +583,33 @@ int pass_rows(plan *p);
  * axes whose strides agree for every access; drops axes of extent 1. The shared outer axis of a
  * row group stays where it is. */
 int pass_flatten(plan *p);
+/* Reorders a nest's axes: new axis k is old axis order[k] (dims, folded axes, every output's
+ * strides and expressions). False when out of memory. */
+bool nest_permute(plan *p, nest *n, const uint8_t *order);
 
 /* ---------------------------------------------------------------------------------------------
  * passes/tile.c: register tiles for matrix products
  * ------------------------------------------------------------------------------------------- */
 
-/* Tiles the [I, K, J] nests of contracting dots (the result block in registers, B packed into
- * panels) and absorbs the element-wise nest that follows into the tile's store. */
+/* A tiled batch of products packs its panels into a local array of each thread (pack -1) when
+ * they take at most this many bytes (libomp's and glibc's threads have megabytes of stack). */
+#define TILE_LOCAL_PANEL (64 * 1024)
+/* Tiles the [batch..., I, K, J] nests of contracting dots and batch_dots (the result block in
+ * registers, B packed into panels) and absorbs the element-wise nest that follows into the
+ * tile's store. */
 int pass_tile(plan *p);
 /* The register tile (rows ti, columns tj) for an element type and a vector width in bytes. */
 void tile_shape(int etype, int vector_bytes, int *ti, int *tj);
+
+/* ---------------------------------------------------------------------------------------------
+ * passes/inplace.c: assignments of state in place
+ * ------------------------------------------------------------------------------------------- */
+
+/* Makes each assignment's store write the state tensor itself when no later read of the entry
+ * value can see it (the update w = w - lr * v runs in place), ordering the stores of a nest so
+ * that every read of a tensor comes before its store; otherwise the store goes to a temporary
+ * that a nest at the end copies into the tensor. */
+int pass_inplace(plan *p);
 
 /* ---------------------------------------------------------------------------------------------
  * passes/memplan.c: the workspace
@@ -451,10 +640,12 @@ void emit_preamble(buf *b, uint64_t helpers, emit_mode mode);
 bool emit_const_is_data(int64_t count, int etype);
 /* The declarations of one function's entry points, with shapes in comments. */
 void emit_header_decls(buf *b, const plan *p);
-/* Whether name is declared by the C library headers the generated C includes, predefined by C
- * compilers, or a C++ keyword: parameters and values of that name are renamed in the C, and a
- * function cannot have it. */
-bool emit_name_taken(const char *name);
+/* emit_state.c: the C of a module's state (the NAME_state type; in the .c file, its table and
+ * the functions NAME_state_new ... NAME_state_load; in the header, their declarations) before
+ * the functions that take it. */
+void emit_state(buf *b, const nest_module *m, emit_mode mode, bool header);
+/* Whether a function called `name` would clash with the state entry points of module m. */
+bool emit_state_name_taken(const nest_module *m, const char *name);
 
 /* ---------------------------------------------------------------------------------------------
  * pipeline.c: the passes in order
@@ -465,7 +656,7 @@ bool emit_name_taken(const char *name);
 int pipeline_plan(plan *p, nest_function *f, arena *a, const nest_options *opts,
                   const char *dump_after, buf *dump);
 /* The passes, in order, as nestc --dump-after names them. */
-#define PIPELINE_PASSES "fuse, rows, flatten, tile, memplan"
+#define PIPELINE_PASSES "fuse, rows, flatten, tile, inplace, memplan"
 bool pipeline_has_pass(const char *name);
 /* Prints a plan (nests, their outputs and expressions) for --dump-after. */
 void plan_dump(buf *b, const plan *p);
@@ -485,8 +676,9 @@ char *pipeline_emit_jit(nest_function *f, const nest_options *opts, jit_info *in
 /* The plans of n functions after the pass named `pass` (fuse, flatten, memplan); NULL for an
  * unknown pass or an error (on the function). */
 char *pipeline_dump(nest_function *const *fns, int n, const nest_options *opts, const char *pass);
-/* A Graphviz digraph of n functions with each loop nest's ops drawn as a cluster (nest_print_dot
- * with these options). NULL with the error on the function at fault. */
+/* A Graphviz digraph of n functions with each loop nest's ops drawn as a cluster and the
+ * temporaries it stores marked (nest_print_dot with these options; see print_dot_function).
+ * NULL with the error on the function at fault. */
 char *pipeline_dot(nest_function *const *fns, int n, const nest_options *opts);
 
 #endif /* NEST_INTERNAL_H */

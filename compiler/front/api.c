@@ -25,6 +25,12 @@ nest_function *nest_function_new(const char *name)
 
 void nest_function_free(nest_function *f)
 {
+    if (f && !f->module) /* a module's functions go with it */
+        ir_function_destroy(f);
+}
+
+void ir_function_destroy(nest_function *f)
+{
     if (!f)
         return;
     arena_free(&f->arena);
@@ -74,11 +80,15 @@ int nest_set_name(nest_function *f, nest_value v, const char *name)
     if (ir_check_name(f, "value", name))
         return f->status;
     int32_t other = ir_find_name(f, name);
+    if (f->module && ir_state_find(f->module, name, strlen(name)) >= 0 && other != v)
+        return ir_error(f, NEST_ERR_ARG, "the name '%s' is a state tensor of module %s", name,
+                        f->module->name);
     if (other >= 0 && other != v)
         return ir_error(f, NEST_ERR_ARG, "the name '%s' is already used in function %s", name,
                         f->name);
-    if (f->nodes[v].op == OP_PARAMETER && other != v)
-        return ir_error(f, NEST_ERR_ARG, "parameter %s keeps its name", f->nodes[v].name);
+    if ((f->nodes[v].op == OP_PARAMETER || f->nodes[v].op == OP_STATE) && other != v)
+        return ir_error(f, NEST_ERR_ARG, "%s %s keeps its name",
+                        f->nodes[v].op == OP_STATE ? "state tensor" : "parameter", f->nodes[v].name);
     const char *s = arena_strdup(&f->arena, name);
     if (!s)
         return ir_error(f, NEST_ERR_NOMEM, "out of memory");
@@ -121,8 +131,6 @@ UNARY(exp, EXP)
 UNARY(log, LOG)
 UNARY(sqrt, SQRT)
 UNARY(tanh, TANH)
-#undef BINARY
-#undef UNARY
 
 nest_value nest_select(nest_function *f, nest_value c, nest_value a, nest_value b)
 {
@@ -193,6 +201,105 @@ nest_value nest_get(nest_function *f, nest_value tuple, int64_t index)
 {
     ir_attrs at = {.index = index};
     return ir_build(f, OP_GET, 1, &tuple, &at);
+}
+
+/* ---- the op set of real models ---- */
+
+UNARY(sin, SIN)
+UNARY(cos, COS)
+UNARY(tan, TAN)
+UNARY(asin, ASIN)
+UNARY(acos, ACOS)
+UNARY(atan, ATAN)
+UNARY(sinh, SINH)
+UNARY(cosh, COSH)
+UNARY(floor, FLOOR)
+UNARY(ceiling, CEILING)
+UNARY(erf, ERF)
+UNARY(sign, SIGN)
+UNARY(relu, RELU)
+UNARY(sigmoid, SIGMOID)
+UNARY(not, NOT)
+BINARY(and, AND)
+BINARY(or, OR)
+BINARY(not_equal, NOT_EQUAL)
+BINARY(less_eq, LESS_EQ)
+BINARY(greater_eq, GREATER_EQ)
+#undef BINARY
+#undef UNARY
+
+nest_value nest_product(nest_function *f, nest_value a, int naxes, const int64_t *axes)
+{
+    return reduce(f, OP_PRODUCT, a, naxes, axes);
+}
+
+static nest_value argreduce(nest_function *f, ir_op op, nest_value a, int64_t axis)
+{
+    ir_attrs at = {.index = axis};
+    return ir_build(f, op, 1, &a, &at);
+}
+
+nest_value nest_argmax(nest_function *f, nest_value a, int64_t axis)
+{
+    return argreduce(f, OP_ARGMAX, a, axis);
+}
+
+nest_value nest_argmin(nest_function *f, nest_value a, int64_t axis)
+{
+    return argreduce(f, OP_ARGMIN, a, axis);
+}
+
+nest_value nest_pad(nest_function *f, nest_value a, nest_value value, const int64_t *below,
+                    const int64_t *above, const int64_t *interior)
+{
+    int32_t in[2] = {a, value};
+    ir_attrs at = {.below = below, .above = above, .interior = interior};
+    return ir_build(f, OP_PAD, 2, in, &at);
+}
+
+nest_value nest_reverse(nest_function *f, nest_value a, int naxes, const int64_t *axes)
+{
+    ir_attrs at = {.naxes = naxes, .axes = axes};
+    return ir_build(f, OP_REVERSE, 1, &a, &at);
+}
+
+nest_value nest_replace_slice(nest_function *f, nest_value a, nest_value b, const int64_t *lower,
+                              const int64_t *upper, const int64_t *strides)
+{
+    int32_t in[2] = {a, b};
+    ir_attrs at = {.lower = lower, .upper = upper, .step = strides};
+    return ir_build(f, OP_REPLACE_SLICE, 2, in, &at);
+}
+
+nest_value nest_one_hot(nest_function *f, nest_value indices, int rank, const int64_t *shape,
+                        int64_t axis)
+{
+    ir_attrs at = {.rank = rank, .shape = shape, .index = axis};
+    return ir_build(f, OP_ONE_HOT, 1, &indices, &at);
+}
+
+nest_value nest_gather(nest_function *f, nest_value a, nest_value indices, int64_t axis)
+{
+    int32_t in[2] = {a, indices};
+    ir_attrs at = {.index = axis};
+    return ir_build(f, OP_GATHER, 2, in, &at);
+}
+
+nest_value nest_softmax(nest_function *f, nest_value a, int naxes, const int64_t *axes)
+{
+    ir_attrs at = {.naxes = naxes, .axes = axes};
+    return ir_build(f, OP_SOFTMAX, 1, &a, &at);
+}
+
+nest_value nest_batch_dot(nest_function *f, nest_value a, nest_value b)
+{
+    int32_t in[2] = {a, b};
+    return ir_build(f, OP_BATCH_DOT, 2, in, NULL);
+}
+
+nest_value nest_topk(nest_function *f, nest_value a, int64_t k, int64_t axis, int largest)
+{
+    return ir_topk(f, a, k, axis, largest);
 }
 
 /* The most results a function may have. */
@@ -352,16 +459,6 @@ nest_value nest_result(const nest_function *f, int i)
 
 /* ---- modules ---- */
 
-void nest_module_free(nest_module *m)
-{
-    if (!m)
-        return;
-    for (int i = 0; i < m->nfns; i++)
-        nest_function_free(m->fns[i]);
-    free(m->fns);
-    free(m->errmsg);
-    free(m);
-}
 
 int nest_module_errcode(const nest_module *m) { return m ? m->status : NEST_ERR_ARG; }
 
@@ -403,6 +500,16 @@ int nest_evaluate(nest_function *f, void *const *args, int nargs, void *const *r
     if (!f->has_return)
         return ir_error(f, NEST_ERR_ARG, "function %s has no results (nest_return was not called)",
                         f->name);
+    if (ir_uses_state(f))
+        return ir_error(f, NEST_ERR_CALL,
+                        "function %s reads or assigns state of module %s: use nest_evaluate_state",
+                        f->name, f->module->name);
+    return interp_call(f, NULL, args, nargs, results, nresults);
+}
+
+int interp_call(nest_function *f, void *const *state, void *const *args, int nargs,
+                void *const *results, int nresults)
+{
     if (nargs != f->nparams || nresults != f->nresults)
         return ir_error(f, NEST_ERR_CALL,
                         "function %s takes %d argument%s and %d result%s; given %d and %d",
@@ -418,7 +525,7 @@ int nest_evaluate(nest_function *f, void *const *args, int nargs, void *const *r
     for (int i = 0; i < nresults; i++)
         if (!results[i] && ir_count(&f->nodes[f->results[i]]) > 0)
             return ir_error(f, NEST_ERR_CALL, "result %d is NULL", i + 1);
-    return interp_run(f, args, results);
+    return interp_run(f, args, results, state);
 }
 
 void nest_options_init(nest_options *o)
@@ -432,4 +539,49 @@ void nest_options_init(nest_options *o)
     o->fuse = 1;
     o->openmp = 1;
     o->cache = 1;
+}
+
+/* ---- modules: their functions (graph/state.c holds the rest of a module) ---- */
+
+void nest_module_free(nest_module *m)
+{
+    if (!m)
+        return;
+    for (int i = 0; i < m->nfns; i++)
+        ir_function_destroy(m->fns[i]);
+    free(m->fns);
+    free(m->name);
+    free(m->errmsg);
+    arena_free(&m->arena);
+    free(m);
+}
+
+nest_function *nest_module_add_function(nest_module *m, const char *name)
+{
+    if (!m)
+        return NULL;
+    for (int i = 0; name && i < m->nfns; i++)
+        if (m->fns[i]->name && strcmp(m->fns[i]->name, name) == 0) {
+            ir_module_error(m, NEST_ERR_ARG, "module %s already has a function %s",
+                            nest_module_name(m), name);
+            return NULL;
+        }
+    if (m->nfns == m->capfns) {
+        int cap = m->capfns ? m->capfns * 2 : 4;
+        nest_function **p = realloc(m->fns, (size_t)cap * sizeof *p);
+        if (!p) {
+            ir_module_error(m, NEST_ERR_NOMEM, "out of memory");
+            return NULL;
+        }
+        m->fns = p;
+        m->capfns = cap;
+    }
+    nest_function *f = nest_function_new(name);
+    if (!f) {
+        ir_module_error(m, NEST_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    f->module = m;
+    m->fns[m->nfns++] = f;
+    return f;
 }

@@ -27,24 +27,10 @@ static int64_t count_of(int rank, const int64_t *shape)
     return n;
 }
 
-/* A constant of one value filling a shape. */
+/* A constant of one value filling a shape (integers saturate, as nest_convert does). */
 static nest_value full(ox *c, int etype, double value, int rank, const int64_t *shape)
 {
-    union {
-        float f32;
-        double f64;
-        int32_t i32;
-        int64_t i64;
-        uint8_t b;
-    } u;
-    switch (etype) {
-    case NEST_F32: u.f32 = (float)value; break;
-    case NEST_F64: u.f64 = value; break;
-    case NEST_I32: u.i32 = (int32_t)value; break;
-    case NEST_I64: u.i64 = (int64_t)value; break;
-    default: u.b = value != 0; break;
-    }
-    return nest_constant(c->f, (nest_type)etype, rank, shape, &u, 1);
+    return ir_fill(c->f, etype, value, rank, shape);
 }
 
 /* A constant of v's type and shape. */
@@ -736,6 +722,8 @@ static int lower_split(ox *c)
     if (n == -2 || (n < 0 && c->opset >= 13 && ox_has(c, 1)))
         return NEST_ERR_ARG;
     if (n < 0) {
+        if (c->nout < 1)
+            return ox_err(c, NEST_ERR_ARG, "no outputs to split into");
         if (dim % c->nout)
             return ox_err(c, NEST_ERR_ARG, "%lld does not split in %d equal parts",
                           (long long)dim, c->nout);

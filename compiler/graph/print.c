@@ -181,7 +181,8 @@ static void print_op(buf *b, const namer *nm, const ir_node *n, int64_t maxvals)
         print_list(b, n->rank, n->shape);
         break;
     }
-    case K_SLICE: {
+    case K_SLICE:
+    case K_REPLACE_SLICE: {
         buf_puts(b, ", lower=");
         print_list(b, n->rank, n->a.slice.lower);
         buf_puts(b, ", upper=");
@@ -204,6 +205,38 @@ static void print_op(buf *b, const namer *nm, const ir_node *n, int64_t maxvals)
         break;
     case K_GET:
         buf_printf(b, ", %d", n->a.get.index);
+        break;
+    case K_ARGREDUCE:
+    case K_GATHER:
+        buf_printf(b, ", axis=%d", n->a.axis);
+        break;
+    case K_PAD: {
+        buf_puts(b, ", below=");
+        print_list(b, n->rank, n->a.pad.below);
+        buf_puts(b, ", above=");
+        print_list(b, n->rank, n->a.pad.above);
+        bool none = true;
+        for (int i = 0; i < n->rank; i++)
+            none &= n->a.pad.interior[i] == 0;
+        if (!none) {
+            buf_puts(b, ", interior=");
+            print_list(b, n->rank, n->a.pad.interior);
+        }
+        break;
+    }
+    case K_REVERSE:
+    case K_SOFTMAX:
+        buf_puts(b, ", axes=");
+        print_axes(b, n->a.axes);
+        break;
+    case K_ONE_HOT:
+        buf_puts(b, ", shape=");
+        print_list(b, n->rank, n->shape);
+        buf_printf(b, ", axis=%d", n->a.axis);
+        break;
+    case K_TOPK:
+        buf_printf(b, ", k=%lld, axis=%d, largest=%s", (long long)n->a.topk.k, n->a.topk.axis,
+                   n->a.topk.largest ? "true" : "false");
         break;
     default:
         break;
@@ -246,12 +279,15 @@ void print_function(buf *b, const nest_function *f)
     buf_puts(b, " {\n");
     for (int32_t i = 0; i < f->nnodes; i++) {
         const ir_node *n = &f->nodes[i];
-        if (n->op == OP_PARAMETER)
-            continue;
+        if (n->op == OP_PARAMETER || n->op == OP_STATE || n->op == OP_TOPK)
+            continue; /* a topk's two nodes print as the call that makes their tuple */
         buf_printf(b, "  %s = ", namer_name(&nm, i));
-        print_op(b, &nm, n, INT64_MAX);
+        print_op(b, &nm, ir_is_topk_tuple(f, i) ? &f->nodes[n->in[0]] : n, INT64_MAX);
         buf_putc(b, '\n');
     }
+    for (int32_t i = 0; i < f->nassigns; i++)
+        buf_printf(b, "  assign(%s, %s)\n", f->module->states[f->assigns[i].state].name,
+                   namer_name(&nm, f->assigns[i].node));
     buf_puts(b, "  return");
     for (int32_t i = 0; i < f->nreturned; i++)
         buf_printf(b, "%s %s", i ? "," : "", namer_name(&nm, f->returned[i]));
@@ -259,11 +295,57 @@ void print_function(buf *b, const nest_function *f)
     namer_free(&nm);
 }
 
+/* A number of an initializer: the shortest text that reads back as the same double. */
+static void print_init_number(buf *b, int etype, double v)
+{
+    if (etype == NEST_BOOL) {
+        buf_puts(b, v != 0 ? "true" : "false");
+        return;
+    }
+    if (etype == NEST_I32 || etype == NEST_I64) {
+        buf_printf(b, "%lld", (long long)v); /* a whole number in range: checked when declared */
+        return;
+    }
+    print_scalar(b, NEST_F64, &v, 0);
+}
+
+/* "var w: f32[3,4] = uniform(-0.5, 0.5, seed=7)" for each state tensor of m. */
+static void print_states(buf *b, const nest_module *m)
+{
+    for (int32_t i = 0; i < m->nstates; i++) {
+        const ir_state *s = &m->states[i];
+        buf_printf(b, "%s %s: ", s->trainable ? "var" : "persistent", s->name);
+        print_tensor_type(b, s->etype, s->rank, s->shape, NEST_ROW_MAJOR);
+        buf_puts(b, " = ");
+        switch (s->init.kind) {
+        case NEST_INIT_ZEROS: buf_puts(b, "zeros"); break;
+        case NEST_INIT_CONSTANT: print_init_number(b, s->etype, s->init.a); break;
+        case NEST_INIT_UNIFORM:
+        case NEST_INIT_NORMAL:
+            buf_puts(b, s->init.kind == NEST_INIT_UNIFORM ? "uniform(" : "normal(");
+            print_init_number(b, s->etype, s->init.a);
+            buf_puts(b, ", ");
+            print_init_number(b, s->etype, s->init.b);
+            buf_printf(b, ", seed=%llu)", (unsigned long long)s->init.seed);
+            break;
+        }
+        buf_putc(b, '\n');
+    }
+    if (m->nstates)
+        buf_putc(b, '\n');
+}
+
 char *nest_print(nest_function *const *fns, int n)
 {
     if (n < 0 || (n > 0 && !fns))
         return NULL;
     buf b = {0};
+    /* the state of the functions' module first, so that every function sees it */
+    for (int i = 0; i < n; i++)
+        if (fns[i] && fns[i]->module && fns[i]->module->nstates) {
+            print_states(&b, fns[i]->module);
+            break;
+        }
     for (int i = 0; i < n; i++) {
         if (!fns[i] || !fns[i]->name) {
             if (fns[i])
@@ -281,10 +363,56 @@ char *nest_print(nest_function *const *fns, int n)
     return s;
 }
 
+char *nest_module_print(nest_module *m)
+{
+    if (!m)
+        return NULL;
+    buf b = {0};
+    print_states(&b, m);
+    for (int i = 0; i < m->nfns; i++) {
+        if (!m->fns[i]->name) {
+            ir_error(m->fns[i], NEST_ERR_ARG, "print: the function has no valid name");
+            buf_reset(&b);
+            return NULL;
+        }
+        if (i)
+            buf_putc(&b, '\n');
+        print_function(&b, m->fns[i]);
+    }
+    char *s = buf_finish(&b);
+    if (!s)
+        ir_module_error(m, NEST_ERR_NOMEM, "print: out of memory");
+    return s;
+}
+
 /* ---- Graphviz ---- */
 
-void print_dot_function(buf *b, const nest_function *f, int k, const int32_t *cluster,
-                        int nclusters, char *const *labels)
+/* Cluster c of function k and the clusters inside it: the loop nests, each with the ops it
+ * computes. */
+static void dot_cluster(buf *b, int k, int32_t nnodes, const dot_marks *m, int c, int indent)
+{
+    bool group = false;
+    for (int d = 0; d < m->nclusters && !group; d++)
+        group = m->parent[d] == c;
+    buf_printf(b, "%*ssubgraph cluster_%d_%d {\n%*slabel=\"%s\";\n", indent, "", k, c, indent + 2,
+               "", m->labels && m->labels[c] ? m->labels[c] : "");
+    if (group)
+        buf_printf(b, "%*sstyle=\"rounded,dashed\";\n%*scolor=\"#7f9cc7\";\n", indent + 2, "",
+                   indent + 2, "");
+    else
+        buf_printf(b, "%*sstyle=\"rounded,filled\";\n%*sfillcolor=\"#eef3fb\";\n"
+                      "%*scolor=\"#7f9cc7\";\n",
+                   indent + 2, "", indent + 2, "", indent + 2, "");
+    for (int d = 0; d < m->nclusters; d++)
+        if (m->parent[d] == c)
+            dot_cluster(b, k, nnodes, m, d, indent + 2);
+    for (int32_t i = 0; i < nnodes; i++)
+        if (m->cluster[i] == c)
+            buf_printf(b, "%*sf%d_n%d;\n", indent + 2, "", k, i);
+    buf_printf(b, "%*s}\n", indent, "");
+}
+
+void print_dot_function(buf *b, const nest_function *f, int k, const dot_marks *marks)
 {
     namer nm;
     if (!namer_init(&nm, f)) {
@@ -292,31 +420,54 @@ void print_dot_function(buf *b, const nest_function *f, int k, const int32_t *cl
         b->failed = true;
         return;
     }
-    buf_printf(b, "  subgraph cluster_%d {\n    label=\"%s\";\n", k, f->name);
-    /* the fused nests: each a cluster of the ops it computes */
-    for (int c = 0; c < nclusters; c++) {
-        buf_printf(b, "    subgraph cluster_%d_%d {\n      label=\"%s\";\n      style=dashed;\n", k,
-                   c, labels && labels[c] ? labels[c] : "");
-        for (int32_t i = 0; i < f->nnodes; i++)
-            if (cluster && cluster[i] == c)
-                buf_printf(b, "      f%d_n%d;\n", k, i);
-        buf_puts(b, "    }\n");
-    }
+    buf_printf(b, "  subgraph cluster_%d {\n    label=\"%s\";\n    fontsize=18;\n", k, f->name);
+    for (int c = 0; marks && c < marks->nclusters; c++)
+        if (marks->parent[c] < 0)
+            dot_cluster(b, k, f->nnodes, marks, c, 4);
     for (int32_t i = 0; i < f->nnodes; i++) {
         const ir_node *nd = &f->nodes[i];
-        buf_printf(b, "    f%d_n%d [label=\"%s = %s\\n", k, i, namer_name(&nm, i), ir_ops[nd->op].name);
-        ir_format_type(b, f, i);
+        ir_kind kind = ir_kind_of(nd);
+        int store = marks ? marks->store[i] : DOT_FUSED;
+        buf_printf(b, "    f%d_n%d [label=\"", k, i);
+        if (kind == K_PARAM) {
+            buf_printf(b, "%s: ", namer_name(&nm, i));
+            ir_format_type(b, f, i);
+        } else if (kind == K_CONST) {
+            print_node(b, &nm, i, 4);
+        } else {
+            buf_printf(b, "%s = %s", namer_name(&nm, i), ir_ops[nd->op].name);
+        }
+        if (store == DOT_WORKSPACE)
+            buf_puts(b, "\\nstored in the workspace");
+        else if (store == DOT_ROW)
+            buf_puts(b, "\\nstored one row at a time");
         buf_puts(b, "\"");
-        if (nd->op == OP_PARAMETER)
-            buf_puts(b, ", style=rounded");
+        if (kind == K_PARAM)
+            buf_puts(b, ", style=\"rounded,filled\"");
+        else if (kind == K_CONST)
+            buf_puts(b, ", style=\"rounded,filled\", color=gray40");
+        else if (store == DOT_VIEW)
+            buf_puts(b, ", style=\"dashed,filled\"");
+        if (store == DOT_WORKSPACE || store == DOT_ROW)
+            buf_puts(b, ", peripheries=2");
         buf_puts(b, "];\n");
-        for (int j = 0; j < nd->nin; j++)
-            buf_printf(b, "    f%d_n%d -> f%d_n%d;\n", k, nd->in[j], k, i);
+        for (int j = 0; j < nd->nin; j++) {
+            int32_t src = nd->in[j];
+            buf_printf(b, "    f%d_n%d -> f%d_n%d [label=\"", k, src, k, i);
+            ir_format_type(b, f, src);
+            buf_puts(b, "\"");
+            if (marks && (marks->store[src] == DOT_WORKSPACE || marks->store[src] == DOT_ROW))
+                buf_puts(b, ", style=bold, color=\"#b03030\"");
+            buf_puts(b, "];\n");
+        }
     }
-    for (int32_t i = 0; i < f->nresults; i++)
+    for (int32_t i = 0; i < f->nresults; i++) {
         buf_printf(b, "    f%d_r%d [label=\"result %d\", shape=plaintext];\n"
-                      "    f%d_n%d -> f%d_r%d;\n",
+                      "    f%d_n%d -> f%d_r%d [label=\"",
                    k, i, i, k, f->results[i], k, i);
+        ir_format_type(b, f, f->results[i]);
+        buf_puts(b, "\"];\n");
+    }
     buf_puts(b, "  }\n");
     namer_free(&nm);
 }
