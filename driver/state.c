@@ -1,7 +1,7 @@
 /*
  * state.c - the state objects of nest.h: a module's state tensors in one block, initialized,
- * saved and loaded by the same code the generated C prints (compiler/emit/state_code.h), and
- * nest_evaluate_state.
+ * saved and loaded by the same code the generated C prints (compiler/emit/state_code.h), or
+ * over the caller's arrays (nest_state_wrap), and nest_evaluate_state.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,7 +26,15 @@ void nest_state_free(nest_state *st)
     free(st);
 }
 
-nest_state *nest_state_new(nest_module *m)
+static bool overlaps(const void *p, int64_t bytes, const void *q, int64_t qbytes)
+{
+    const char *a = p, *b = q;
+    return p && q && bytes > 0 && qbytes > 0 && a < b + qbytes && b < a + bytes;
+}
+
+/* A state object of m: its tensors in one block, initialized (data NULL), or the caller's arrays
+ * data[i] as they are. */
+static nest_state *state_make(nest_module *m, void *const *data)
 {
     if (!m)
         return NULL;
@@ -61,13 +69,45 @@ nest_state *nest_state_new(nest_module *m)
         st->bytes[i] = s->count * (int64_t)nest_type_size((nest_type)s->etype);
         st->size += (size_t)st->bytes[i];
     }
-    if (nest_st_alloc(st->d, n, st->t, &st->block))
-        goto nomem;
+    if (!data) {
+        if (nest_st_alloc(st->d, n, st->t, &st->block))
+            goto nomem;
+        return st;
+    }
+    for (int i = 0; i < n; i++) {
+        if (!data[i] && st->bytes[i] > 0) {
+            ir_module_error(m, NEST_ERR_ARG, "state of module %s: the array of %s is NULL",
+                            nest_module_name(m), st->d[i].name);
+            goto fail;
+        }
+        for (int j = 0; j < i; j++)
+            if (overlaps(data[i], st->bytes[i], data[j], st->bytes[j])) {
+                ir_module_error(m, NEST_ERR_ARG,
+                                "state of module %s: the arrays of %s and %s overlap",
+                                nest_module_name(m), st->d[j].name, st->d[i].name);
+                goto fail;
+            }
+        st->t[i] = data[i];
+    }
     return st;
 nomem:
     ir_module_error(m, NEST_ERR_NOMEM, "state of module %s: out of memory", nest_module_name(m));
+fail:
     nest_state_free(st);
     return NULL;
+}
+
+nest_state *nest_state_new(nest_module *m) { return state_make(m, NULL); }
+
+nest_state *nest_state_wrap(nest_module *m, void *const *data)
+{
+    if (m && !data && m->nstates > 0) {
+        ir_module_error(m, NEST_ERR_ARG, "state of module %s: no arrays (data is NULL)",
+                        nest_module_name(m));
+        return NULL;
+    }
+    static void *const none[1] = {NULL};
+    return state_make(m, data ? data : none);
 }
 
 int nest_state_count(const nest_state *st) { return st ? st->n : -1; }
@@ -140,11 +180,6 @@ int nest_state_load(nest_state *st, const char *path)
 
 /* ---- calls with a state ---- */
 
-static bool overlaps(const void *p, int64_t bytes, const void *q, int64_t qbytes)
-{
-    const char *a = p, *b = q;
-    return p && q && bytes > 0 && qbytes > 0 && a < b + qbytes && b < a + bytes;
-}
 
 int state_check_call(const nest_state *st, int nstates, uint64_t layout, const char *fname,
                      void *const *args, int nargs, const int64_t *arg_bytes, void *const *results,

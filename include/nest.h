@@ -395,6 +395,18 @@ typedef struct nest_state nest_state;
 nest_state *nest_state_new(nest_module *m);
 void nest_state_free(nest_state *st);
 
+/* A state object over the caller's arrays, used in place: tensor i of m's state (in declaration
+ * order) is data[i], dense and row-major of the tensor's type and shape. Nothing is allocated
+ * for the tensors and nothing is initialized: the arrays keep their values, calls read and
+ * assign them, nest_state_save and nest_state_load work on them. The arrays must not overlap
+ * and must outlive the state object; they need no alignment beyond their element type's. This
+ * is how one array serves the state objects of several modules (a front end's variable read by
+ * a training step and by a prediction compiled apart): calls with any of those state objects
+ * must then not overlap. NULL with the error on m: NEST_ERR_ARG for a NULL data or a NULL array
+ * of a non-empty tensor, or two arrays that overlap; NEST_ERR_NOMEM. The caller frees it with
+ * nest_state_free, which leaves the arrays alone. */
+nest_state *nest_state_wrap(nest_module *m, void *const *data);
+
 /* The state's tensors, in declaration order: their count, the bytes of all their data, and for
  * tensor i its name, type, rank, shape (belonging to the state) and data (dense, row-major; read
  * and write it freely between calls). Out-of-range indexes give NULL or -1. */

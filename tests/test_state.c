@@ -3,7 +3,8 @@
  * their initializers (against a Python implementation of the documented generator, bit for
  * bit), entry-value semantics of assignments (a swap in one call), in-place updates, state
  * objects side by side, save and load (round trips, truncated and mismatched files leave the
- * state unchanged), the JIT through nest_call_state and the AOT state functions of a .so.
+ * state unchanged), state objects over the caller's arrays (nest_state_wrap), the JIT through
+ * nest_call_state and the AOT state functions of a .so.
  */
 #include <dlfcn.h>
 #include <ftw.h>
@@ -773,6 +774,101 @@ static void test_save_load(void **state)
     nest_module_free(m3);
 }
 
+/* nest_state_wrap: a state over the caller's arrays, read and assigned in place, shared by the
+ * state objects of two modules (a training step and a prediction compiled apart). */
+static void test_wrap(void **state)
+{
+    (void)state;
+    nest_module *m = parse(sgd_text);
+    nest_module *mp = parse("var w: f32[4,3] = 0\nvar b: f32[3] = 0\n"
+                            "func predict2(x: f32[2,4]) -> f32[2,3] {\n"
+                            "  return add(dot(x, w), broadcast(b, shape=[2,3], axes=[0]))\n}\n");
+    nest_function *step = nest_module_find(m, "step"), *predict = nest_module_find(m, "predict");
+    nest_kernel *ks = nest_compile(step, NULL), *kp = nest_compile(predict, NULL);
+    nest_kernel *kp2 = nest_compile(nest_module_find(mp, "predict2"), NULL);
+    assert_non_null(ks);
+    assert_non_null(kp);
+    assert_non_null(kp2);
+    nest_state *ref = nest_state_new(m);
+    float w[12], b[3], v[12];
+    int32_t steps = 5;
+    memcpy(w, nest_state_tensor(ref, "w"), sizeof w);
+    memcpy(b, nest_state_tensor(ref, "b"), sizeof b);
+    memcpy(v, nest_state_tensor(ref, "v"), sizeof v);
+    *(int32_t *)nest_state_tensor(ref, "steps") = 5;
+    void *data[4] = {w, b, v, &steps};
+    nest_state *st = nest_state_wrap(m, data);
+    assert_non_null(st);
+    assert_ptr_equal(nest_state_tensor(st, "w"), w);
+    assert_ptr_equal(nest_state_data(st, 3), &steps);
+    assert_int_equal(nest_state_size(st), nest_state_size(ref));
+    void *pdata[2] = {w, b};
+    nest_state *sp = nest_state_wrap(mp, pdata);
+    assert_non_null(sp);
+    float x[8], y[6], la, lb;
+    for (int i = 0; i < 8; i++)
+        x[i] = (float)((i * 5) % 7 - 3) / 4;
+    for (int i = 0; i < 6; i++)
+        y[i] = (float)(i % 3);
+    void *args[2] = {x, y}, *ra[1] = {&la}, *rb[1] = {&lb};
+    for (int it = 0; it < 3; it++) { /* the same kernel on equal values: equal bits */
+        assert_int_equal(nest_call_state(ks, st, args, 2, ra, 1), NEST_OK);
+        assert_int_equal(nest_call_state(ks, ref, args, 2, rb, 1), NEST_OK);
+        assert_exact(NEST_F32, &la, &lb, 1);
+    }
+    assert_exact(NEST_F32, w, nest_state_tensor(ref, "w"), 12);
+    assert_exact(NEST_F32, v, nest_state_tensor(ref, "v"), 12);
+    assert_int_equal(steps, 8);
+    /* the other module's state sees the trained arrays */
+    float pa[6], pb[6];
+    void *pargs[1] = {x}, *pra[1] = {pa}, *prb[1] = {pb};
+    assert_int_equal(nest_call_state(kp2, sp, pargs, 1, pra, 1), NEST_OK);
+    assert_int_equal(nest_call_state(kp, ref, pargs, 1, prb, 1), NEST_OK);
+    assert_exact(NEST_F32, pa, pb, 6);
+    /* the two layouts differ: each state fits its own module's kernels only */
+    assert_int_equal(nest_call_state(kp, sp, pargs, 1, pra, 1), NEST_ERR_CALL);
+    /* an argument in a wrapped array is refused as for an allocated one */
+    void *alias[1] = {w};
+    assert_int_equal(nest_call_state(kp2, sp, alias, 1, pra, 1), NEST_ERR_CALL);
+    assert_non_null(strstr(nest_kernel_errmsg(kp2), "argument 1 is state tensor w"));
+    /* save and load go through the arrays */
+    char path[128];
+    snprintf(path, sizeof path, "%s/wrap.state", tmproot);
+    assert_int_equal(nest_state_save(st, path), NEST_OK);
+    float w0[12];
+    memcpy(w0, w, sizeof w0);
+    for (int i = 0; i < 12; i++)
+        w[i] = 0;
+    assert_int_equal(nest_state_load(st, path), NEST_OK);
+    assert_exact(NEST_F32, w, w0, 12);
+    /* errors: no arrays, a NULL array, arrays that overlap; the module's error says which */
+    assert_null(nest_state_wrap(m, NULL));
+    assert_int_equal(nest_module_errcode(m), NEST_ERR_ARG);
+    assert_non_null(strstr(nest_module_errmsg(m), "no arrays"));
+    void *holes[4] = {w, NULL, v, &steps};
+    assert_null(nest_state_wrap(m, holes));
+    assert_non_null(strstr(nest_module_errmsg(m), "the array of b is NULL"));
+    void *overlap[4] = {w, b, w + 11, &steps};
+    assert_null(nest_state_wrap(m, overlap));
+    assert_non_null(strstr(nest_module_errmsg(m), "the arrays of w and v overlap"));
+    assert_null(nest_state_wrap(NULL, data));
+    /* a module without state needs no arrays */
+    nest_module *empty = nest_module_new("empty");
+    nest_state *se = nest_state_wrap(empty, NULL);
+    assert_non_null(se);
+    assert_int_equal(nest_state_count(se), 0);
+    nest_state_free(se);
+    nest_module_free(empty);
+    nest_state_free(st); /* leaves the arrays alone (ASan would see a free of the stack) */
+    nest_state_free(sp);
+    nest_state_free(ref);
+    nest_kernel_free(ks);
+    nest_kernel_free(kp);
+    nest_kernel_free(kp2);
+    nest_module_free(m);
+    nest_module_free(mp);
+}
+
 /* nestc --run --jit runs a function with state on new states, interpreter against kernel. */
 static void test_nestc_run(void **state)
 {
@@ -811,6 +907,7 @@ int main(void)
         cmocka_unit_test(test_aot),
         cmocka_unit_test(test_entry_points_bind_locally),
         cmocka_unit_test(test_save_load),
+        cmocka_unit_test(test_wrap),
         cmocka_unit_test(test_nestc_run),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
