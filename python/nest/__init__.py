@@ -23,7 +23,8 @@ from .ops import (absolute, add, axes_with_order, broadcast, cast_axes, concat_a
                   multiply, negative, not_equal, placeholder, power, reciprocal, relu, select,
                   sigmoid, softmax, sqrt, square, subtract, sum, tanh, tensor_slice, transpose,
                   flatten_axes, unflatten_axes)
-from .state import assign, persistent_tensor, set_value, value_of, variable
+from .state import (assign, deriv, normal, persistent_tensor, set_value, uniform, value_of,
+                    variable)
 
 __all__ = [
     "NestError", "Axes", "Axis", "AxisError", "make_axes", "make_axis", "Computation",
@@ -33,5 +34,5 @@ __all__ = [
     "mean", "min", "minimum", "multiply", "negative", "not_equal", "placeholder", "power",
     "reciprocal", "relu", "select", "sigmoid", "softmax", "sqrt", "square", "subtract", "sum",
     "tanh", "tensor_slice", "transpose", "assign", "persistent_tensor", "set_value",
-    "value_of", "variable", "flatten_axes", "unflatten_axes",
+    "value_of", "variable", "flatten_axes", "unflatten_axes", "deriv", "uniform", "normal",
 ]

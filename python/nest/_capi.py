@@ -16,6 +16,7 @@ import numpy as np
 F32, F64, I32, I64, BOOL = 0, 1, 2, 3, 4
 ROW_MAJOR = 0
 ERR_ARG = 2  # NEST_ERR_ARG
+ERR_IO = 8  # NEST_ERR_IO
 NONE = -1  # NEST_NONE, a failed builder
 
 DTYPES = {F32: np.dtype(np.float32), F64: np.dtype(np.float64), I32: np.dtype(np.int32),
@@ -61,6 +62,15 @@ class OnnxOptions(ctypes.Structure):
                 ("ndims", ctypes.c_int), ("data_dir", ctypes.c_char_p),
                 ("_reserved", ctypes.c_char * 256)]
 
+
+class Init(ctypes.Structure):
+    """nest_init: how a state tensor starts (kind: ZEROS, CONSTANT a, UNIFORM [a, b), NORMAL
+    mean a, deviation b; seed for the last two)."""
+    _fields_ = [("kind", ctypes.c_int), ("a", ctypes.c_double), ("b", ctypes.c_double),
+                ("seed", ctypes.c_uint64)]
+
+
+INIT_ZEROS, INIT_CONSTANT, INIT_UNIFORM, INIT_NORMAL = 0, 1, 2, 3
 
 # name: (restype, argtypes). Values and statuses are int32; handles are void pointers.
 _SIGNATURES = {
@@ -113,16 +123,55 @@ _SIGNATURES = {
     "nest_kernel_workspace_size": (ctypes.c_size_t, [_vp]),
     "nest_kernel_compile_ms": (ctypes.c_double, [_vp]),
     "nest_kernel_free": (None, [_vp]),
+    "nest_module_new": (_vp, [ctypes.c_char_p]),
+    "nest_module_free": (None, [_vp]),
+    "nest_module_errcode": (ctypes.c_int, [_vp]),
+    "nest_module_errmsg": (ctypes.c_char_p, [_vp]),
+    "nest_module_add_function": (_vp, [_vp, ctypes.c_char_p]),
+    "nest_module_print": (_vp, [_vp]),
+    "nest_variable": (ctypes.c_int, [_vp, ctypes.c_char_p, ctypes.c_int, ctypes.c_int,
+                                     _c_int64_p, ctypes.POINTER(Init)]),
+    "nest_persistent": (ctypes.c_int, [_vp, ctypes.c_char_p, ctypes.c_int, ctypes.c_int,
+                                       _c_int64_p, ctypes.POINTER(Init)]),
+    "nest_read": (ctypes.c_int32, [_vp, ctypes.c_char_p]),
+    "nest_assign": (ctypes.c_int, [_vp, ctypes.c_int32, ctypes.c_int32]),
+    "nest_grad": (ctypes.c_int32, [_vp, ctypes.c_int32, ctypes.c_int,
+                                   ctypes.POINTER(ctypes.c_int32)]),
+    "nest_state_new": (_vp, [_vp]),
+    "nest_state_wrap": (_vp, [_vp, ctypes.POINTER(_vp)]),
+    "nest_state_free": (None, [_vp]),
+    "nest_state_count": (ctypes.c_int, [_vp]),
+    "nest_state_data": (_vp, [_vp, ctypes.c_int]),
+    "nest_state_save": (ctypes.c_int, [_vp, ctypes.c_char_p]),
+    "nest_state_load": (ctypes.c_int, [_vp, ctypes.c_char_p]),
+    "nest_state_errmsg": (ctypes.c_char_p, [_vp]),
+    "nest_evaluate_state": (ctypes.c_int, [_vp, _vp, _vp, ctypes.c_int, _vp, ctypes.c_int]),
+    # as nest_call: raw pointer arrays, no argtypes conversion
+    "nest_call_state": (ctypes.c_int, None),
+    "nest_pad": (ctypes.c_int32, [_vp, ctypes.c_int32, ctypes.c_int32, _c_int64_p, _c_int64_p,
+                                  _c_int64_p]),
+    "nest_replace_slice": (ctypes.c_int32, [_vp, ctypes.c_int32, ctypes.c_int32, _c_int64_p,
+                                            _c_int64_p, _c_int64_p]),
+    "nest_one_hot": (ctypes.c_int32, [_vp, ctypes.c_int32, ctypes.c_int, _c_int64_p,
+                                      ctypes.c_int64]),
+    "nest_gather": (ctypes.c_int32, [_vp, ctypes.c_int32, ctypes.c_int32, ctypes.c_int64]),
+    "nest_argmax": (ctypes.c_int32, [_vp, ctypes.c_int32, ctypes.c_int64]),
+    "nest_argmin": (ctypes.c_int32, [_vp, ctypes.c_int32, ctypes.c_int64]),
+    "nest_topk": (ctypes.c_int32, [_vp, ctypes.c_int32, ctypes.c_int64, ctypes.c_int64,
+                                   ctypes.c_int]),
     "nest_build_so": (ctypes.c_int, [ctypes.POINTER(_vp), ctypes.c_int, ctypes.c_char_p,
                                      ctypes.c_char_p, ctypes.POINTER(Options),
                                      ctypes.POINTER(_vp)]),
 }
 
 # The builders of one or two operands, by the op names the front end uses.
-UNARY = ("negative", "abs", "exp", "log", "sqrt", "tanh")
+UNARY = ("negative", "abs", "exp", "log", "sqrt", "tanh", "sin", "cos", "tan", "asin", "acos",
+         "atan", "sinh", "cosh", "floor", "ceiling", "erf", "sign", "relu", "sigmoid", "not")
 BINARY = ("add", "subtract", "multiply", "divide", "maximum", "minimum", "power",
-          "less", "greater", "equal")
-REDUCTIONS = ("sum", "max", "min")
+          "less", "greater", "equal", "not_equal", "less_eq", "greater_eq", "and", "or",
+          "batch_dot")
+# ops over a list of axes: nest_sum(f, a, naxes, axes)
+REDUCTIONS = ("sum", "max", "min", "product", "softmax", "reverse")
 for _n in UNARY:
     _SIGNATURES["nest_" + _n] = (ctypes.c_int32, [_vp, ctypes.c_int32])
 for _n in BINARY:

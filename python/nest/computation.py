@@ -1,10 +1,11 @@
 """ng.computation: a graph lowered to one nest function, compiled once in process, called with
 numpy arrays.
 
-The function's parameters are the placeholders, in the order given, then the state tensors the
-computation reads or assigns; its results are the requested tensors, then the new value of
-each assigned state tensor. A call checks each argument's type, shape and layout, allocates
-the results and calls the kernel through arrays of pointers prepared once.
+The function's parameters are the placeholders, in the order given; its results the requested
+tensors. A computation that reads or assigns state is a function of a module (nest_module)
+declaring the state tensors it uses, called with a state object over their arrays
+(nest_state_wrap, nest_call_state). A call checks each argument's type, shape and layout,
+allocates the results and calls the kernel through arrays of pointers prepared once.
 """
 import ctypes
 import os
@@ -16,6 +17,7 @@ from . import _capi
 from ._capi import NestError, lib
 from .axes import Axes, Axis
 from .graph import PLACEHOLDER, STATE_KINDS, Builder, Tensor
+from .state import Declared, call_lock
 
 
 _from_buffer = ctypes.c_char.from_buffer
@@ -76,15 +78,16 @@ class Computation:
             raise ValueError("computation: %s is assigned twice" % twice.describe())
         self._state = [n for n in nodes if n.op in STATE_KINDS]
         self.placeholders = tuple(placeholders)
-        self._build(results, assigns)
+        self._build(results, assigns, nodes)
         self._compile()
 
     def _setup(self, name, options):
         self.name = name
         self._options = options
-        self._lock = threading.Lock()
         self._k = None
         self._b = None
+        self._decl = None
+        self._st = None
 
     @classmethod
     def of_function(cls, builder, options):
@@ -101,7 +104,7 @@ class Computation:
             axes = [Axis(n, "%s_%d" % (pname, k)) for k, n in enumerate(builder.shape(v))]
             phs.append(Tensor(PLACEHOLDER, (), Axes(axes), builder.dtype(v), name=pname))
         self.placeholders = tuple(phs)
-        self._state, self._assigned = [], []
+        self._state = []
         outs = [lib.nest_result(builder.fn, i) for i in range(lib.nest_result_count(builder.fn))]
         self._outs = [(builder.shape(v), builder.dtype(v)) for v in outs]
         self._slots = list(range(len(outs)))
@@ -111,19 +114,29 @@ class Computation:
 
     # ---- building and compiling
 
-    def _build(self, results, assigns):
-        self._b = b = Builder(self.name)
-        bound = {}
+    def _build(self, results, assigns, nodes):
+        if self._state:
+            self._decl = Declared.declare(self.name, self._state)
+            self._b = b = self._decl.builder
+            bound = self._decl.reads()
+        else:
+            self._b = b = Builder(self.name)
+            bound = {}
         for i, p in enumerate(self.placeholders):
             bound[p] = b.parameter(b.unique(p.name, "arg%d" % i), p.dtype, p.axes.lengths)
-        for i, s in enumerate(self._state):
-            bound[s] = b.parameter(b.unique(s.name, "state%d" % i), s.dtype, s.axes.lengths)
+        for n in nodes:  # the derivatives of each loss, for one nest_grad
+            if n.op == "deriv":
+                group = b.deriv_groups.setdefault(n.args[0], [])
+                if n.args[1] not in group:
+                    group.append(n.args[1])
         outs = [r for r in results if r.op != "assign"]
         vals = b.lower(outs + [a.args[1] for a in assigns], bound)
         for k, a in enumerate(assigns):
             target, value = a.args
-            j = len(outs) + k
-            vals[j] = b.align(vals[j], value.axes, target.axes)
+            v = b.align(vals[len(outs) + k], value.axes, target.axes)
+            if lib.nest_assign(b.fn, bound[target], v) != 0:
+                raise b.error()
+        vals = vals[:len(outs)]
         arr = (ctypes.c_int32 * max(len(vals), 1))(*vals)
         if lib.nest_return(b.fn, len(vals), arr, None) != 0:
             raise b.error()
@@ -134,7 +147,6 @@ class Computation:
             k += r.op != "assign"
         self._slots = slots
         self._outs = [(tuple(r.axes.lengths), r.dtype) for r in outs]
-        self._assigned = [a.args[0].value for a in assigns]
 
     def _compile(self):
         b = self._b
@@ -142,20 +154,21 @@ class Computation:
         if not k:
             raise b.error()
         self._k = ctypes.c_void_p(k)
-        n_in = len(self.placeholders) + len(self._state)
-        n_out = len(self._outs) + len(self._assigned)
-        self._nargs, self._nres = n_in, n_out
+        if self._decl is not None:
+            self._st = self._decl.wrap()
+        self._nargs, self._nres = len(self.placeholders), len(self._outs)
         self._argv, self._resv = self._pointer_arrays()
         self._tls = threading.local()
         # (dtype, shape, alignment mask) of each argument
         self._specs = [(p.dtype, tuple(p.axes.lengths), p.dtype.alignment - 1)
                        for p in self.placeholders]
-        self._state_slots = [s.value for s in self._state]
 
     def __del__(self):
         if getattr(self, "_k", None):
             lib.nest_kernel_free(self._k)
             self._k = None
+        if getattr(self, "_decl", None) is not None:
+            self._decl.free()
         if getattr(self, "_b", None):
             self._b.free()
             self._b = None
@@ -203,13 +216,9 @@ class Computation:
             ptrs.append(_address(a))
         outs = [np.empty(shape, dtype) for shape, dtype in self._outs]
         rptrs = [_address(o) for o in outs]
-        if self._state_slots:
-            with self._lock:  # calls take turns: an assignment swaps the buffers at return
-                ptrs += [s.addr for s in self._state_slots]
-                rptrs += [s.spare_addr for s in self._assigned]
+        if self._st:
+            with call_lock:  # calls with state take turns (computations share variables)
                 self._run(self._argv, self._resv, ptrs, rptrs)
-                for s in self._assigned:
-                    s.swap()
         else:  # calls from several threads run at once, each with its own pointer arrays
             try:
                 argv, resv = self._tls.arrays
@@ -224,7 +233,10 @@ class Computation:
     def _run(self, argv, resv, ptrs, rptrs):
         argv[:len(ptrs)] = ptrs
         resv[:len(rptrs)] = rptrs
-        rc = lib.nest_call(self._k, argv, self._nargs, resv, self._nres)
+        if self._st:
+            rc = lib.nest_call_state(self._k, self._st, argv, self._nargs, resv, self._nres)
+        else:
+            rc = lib.nest_call(self._k, argv, self._nargs, resv, self._nres)
         if rc != 0:
             msg = lib.nest_kernel_errmsg(self._k)
             raise NestError(msg.decode("utf-8", "replace") if msg else "call failed", rc)
@@ -265,9 +277,13 @@ class Computation:
         return self._emit(1)
 
     def ir(self):
-        """The nest function in the canonical text form (.nest)."""
-        fns = (ctypes.c_void_p * 1)(self._b.fn)
-        s = _capi.take_string(lib.nest_print(fns, 1))
+        """The nest function in the canonical text form (.nest); with its module's state
+        declarations when it has state."""
+        if self._b.m is not None:
+            s = _capi.take_string(lib.nest_module_print(self._b.m))
+        else:
+            fns = (ctypes.c_void_p * 1)(self._b.fn)
+            s = _capi.take_string(lib.nest_print(fns, 1))
         if s is None:
             raise self._b.error()
         return s
@@ -275,8 +291,9 @@ class Computation:
     def save(self, path, cc=None):
         """Compiles the computation ahead of time: PATH.so (PATH is given with or without
         .so) and its header PATH.h, exporting NAME and NAME_call (nest's ABI, see nest.h).
-        State tensors are parameters (after the placeholders) and their new values results
-        (after the requested ones). Returns (so_path, h_path)."""
+        With state, NAME and NAME_call take a NAME_state first, and the .so exports
+        NAME_state_new, NAME_state_load (which reads what save_state writes) and the rest of
+        docs/api.md's state functions. Returns (so_path, h_path)."""
         path = os.fspath(path)
         stem = path[:-3] if path.endswith(".so") else path
         so_path, h_path = stem + ".so", stem + ".h"
@@ -290,52 +307,59 @@ class Computation:
         return so_path, h_path
 
     def evaluate(self, *args):
-        """The results by nest's reference interpreter (slow; state is read, not assigned)."""
-        arrays = [self._argument(i, a) for i, a in enumerate(args)] \
-            if len(args) == len(self._specs) else None
-        if arrays is None:
+        """The results by nest's reference interpreter (slow). With state, as a call: reads
+        see the state, assignments change it."""
+        if len(args) != len(self._specs):
             raise TypeError("%s takes %d arguments, given %d"
                             % (self.name, len(self._specs), len(args)))
-        arrays += [s.array for s in self._state_slots]
+        arrays = [self._argument(i, a) for i, a in enumerate(args)]
         outs = [np.empty(shape, dtype) for shape, dtype in self._outs]
-        spares = [np.empty_like(s.array) for s in self._assigned]
         argv = (ctypes.c_void_p * max(len(arrays), 1))(*map(_address, arrays))
-        resv = (ctypes.c_void_p * max(len(outs) + len(spares), 1))(
-            *map(_address, outs + spares))
-        if lib.nest_evaluate(self._b.fn, argv, len(arrays), resv, len(outs) + len(spares)):
+        resv = (ctypes.c_void_p * max(len(outs), 1))(*map(_address, outs))
+        if self._st:
+            with call_lock:
+                rc = lib.nest_evaluate_state(self._b.fn, self._st, argv, len(arrays), resv,
+                                             len(outs))
+        else:
+            rc = lib.nest_evaluate(self._b.fn, argv, len(arrays), resv, len(outs))
+        if rc:
             raise self._b.error()
         return self._pick(outs)
 
     @property
     def state(self):
-        """{name: a copy of the value} of the state tensors the computation uses."""
-        return {self._state_name(i): s.value.array.copy() for i, s in enumerate(self._state)}
+        """{name: a copy of the value} of the state tensors the computation uses, under their
+        names in its module (the tensor's name, or state0, state1... for one without a
+        usable name)."""
+        if self._decl is None:
+            return {}
+        with call_lock:
+            return {n: t.value.array.copy()
+                    for n, t in zip(self._decl.names, self._decl.tensors)}
 
-    def _state_name(self, i):
-        s = self._state[i]
-        return s.name if s.name else "state%d" % i
+    @property
+    def state_tensors(self):
+        """{name: tensor} of the state tensors the computation uses."""
+        if self._decl is None:
+            return {}
+        return dict(zip(self._decl.names, self._decl.tensors))
+
+    def _need_state(self, what):
+        if self._decl is None:
+            raise ValueError("%s: computation %s has no state" % (what, self.name))
 
     def save_state(self, path):
-        """Writes the values of the computation's state tensors to an .npz file."""
-        np.savez(path, **self.state)
+        """Writes the values of the computation's state tensors to a state file (nest's format,
+        docs/api.md: what NAME_state_load of a .so from save() reads)."""
+        self._need_state("save_state")
+        self._decl.save(os.fsencode(path))
 
     def load_state(self, path):
-        """Reads values written by save_state; every state tensor must be in the file with
-        its shape and type. On any error nothing changes."""
-        with np.load(path) as f:
-            new = []
-            for i, s in enumerate(self._state):
-                n = self._state_name(i)
-                if n not in f.files:
-                    raise ValueError("load_state: %s has no value for %s" % (path, n))
-                v = f[n]
-                if v.shape != s.axes.lengths or v.dtype != s.dtype:
-                    raise ValueError("load_state: %s in %s is %s %s; %s is %s %s"
-                                     % (n, path, v.dtype, v.shape, s.describe(), s.dtype,
-                                        s.axes.lengths))
-                new.append((s, v))
-        for s, v in new:
-            s.value.set(v)
+        """Reads a state file of the same state tensors (names, types and shapes), written by
+        save_state, a .so's NAME_state_save or nestc. The file is checked whole first: on any
+        error nothing changes (NestError with the reason)."""
+        self._need_state("load_state")
+        self._decl.load(os.fsencode(path))
 
 
 def computation(results, *placeholders, **options):

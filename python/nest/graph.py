@@ -160,15 +160,47 @@ def check_node(node):
         b.free()
 
 
-class Builder:
-    """One nest_function being built; every failing call raises NestError with the library's
-    message."""
+def module_error(m):
+    msg = lib.nest_module_errmsg(m)
+    return NestError(msg.decode("utf-8", "replace") if msg else "error",
+                     lib.nest_module_errcode(m))
 
-    def __init__(self, name):
-        self.fn = lib.nest_function_new(name.encode())
-        if not self.fn:
-            raise MemoryError("nest_function_new")
+
+def valid_name(name):
+    """Whether the C library takes `name` for a function, parameter or state tensor (an
+    identifier that is no C keyword, does not start with nest_, ...): it is asked."""
+    if not (isinstance(name, str) and name.isidentifier() and name.isascii()
+            and len(name) <= 64):
+        return False
+    f = lib.nest_function_new(name.encode())
+    if not f:
+        raise MemoryError("nest_function_new")
+    ok = lib.nest_errcode(f) == 0
+    lib.nest_function_free(f)
+    return ok
+
+
+class Builder:
+    """One nest_function being built, on its own or in a module (nest_module_new, which the
+    builder then owns: a function that reads or assigns state); every failing call raises
+    NestError with the library's message."""
+
+    def __init__(self, name, module=None):
+        self.m = module
         self._names = set()
+        self.memo = {}
+        self.grads = {}         # loss node -> (the tuple of nest_grad, {wrt node: index})
+        self.deriv_groups = {}  # loss node -> every wrt node it is derived for, in order
+        if module is not None:
+            self.fn = lib.nest_module_add_function(module, name.encode())
+            if not self.fn:
+                err = module_error(module)
+                self.free()
+                raise err
+        else:
+            self.fn = lib.nest_function_new(name.encode())
+            if not self.fn:
+                raise MemoryError("nest_function_new")
         if lib.nest_errcode(self.fn):
             err = self.error()
             self.free()
@@ -178,13 +210,20 @@ class Builder:
     def adopt(cls, fn):
         """A builder over a function made elsewhere (it takes the function over)."""
         b = cls.__new__(cls)
-        b.fn = fn
-        b._names = set()
+        b.fn, b.m = fn, None
+        b._names, b.memo, b.grads, b.deriv_groups = set(), {}, {}, {}
         return b
 
     def free(self):
-        lib.nest_function_free(self.fn)
-        self.fn = None
+        if self.m is not None:
+            lib.nest_module_free(self.m)  # frees its function too
+        else:
+            lib.nest_function_free(self.fn)
+        self.fn = self.m = None
+
+    def reserve(self, name):
+        """Takes a name (a state tensor's) so that no parameter or value gets it."""
+        self._names.add(name)
 
     def name(self):
         return lib.nest_function_name(self.fn).decode()
@@ -204,8 +243,8 @@ class Builder:
         return v
 
     def unique(self, name, fallback):
-        """A parameter name: `name` if it is a plain identifier not yet taken, else fallback
-        (made unique)."""
+        """A parameter or state name: `name` if it is a plain identifier not yet taken, else
+        fallback (made unique)."""
         ok = (isinstance(name, str) and name.isidentifier() and name.isascii()
               and not name.startswith(("nest_", "__")) and len(name) <= 64)
         base = name if ok else fallback
@@ -294,7 +333,8 @@ class Builder:
     def lower(self, roots, bound):
         """The values of roots, lowering what they depend on once each (iteratively: graphs may
         be deeper than Python's recursion limit). `bound` maps leaves to their values."""
-        memo = dict(bound)
+        memo = self.memo
+        memo.update(bound)
         stack = [(r, False) for r in reversed(roots)]
         while stack:
             node, ready = stack.pop()

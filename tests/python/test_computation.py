@@ -1,6 +1,6 @@
-"""Computations: calling with numpy arrays and the checks of the arguments, state across
-calls, the generated C, the ahead-of-time .so, and errors that carry the C library's
-message."""
+"""Computations: calling with numpy arrays and the checks of the arguments, the generated C,
+the ahead-of-time .so, calls from threads, and errors that carry the C library's message
+(state and training: test_state.py)."""
 import ctypes
 import os
 import threading
@@ -118,54 +118,6 @@ def test_zero_sized_axes():
     got = f(np.empty((0, 4), np.float32))
     assert got[0].shape == (0, 4)
     np.testing.assert_array_equal(got[1], np.zeros(4, np.float32))
-
-
-def test_state_reads_see_the_entry_values_and_assignments_land_at_return():
-    w = ng.variable([F], initial_value=np.arange(4, dtype=np.float32), name="w")
-    v = ng.persistent_tensor([F], initial_value=1.0, name="v")
-    x = ng.placeholder([F])
-    step = ng.computation([w * v, ng.assign(w, w + x), ng.assign(v, v * 2)], x)
-    read = ng.computation(w + 0, name="read")
-    one = np.ones(4, np.float32)
-    got = step(one)
-    np.testing.assert_array_equal(got[0], np.arange(4))
-    got = step(one)
-    np.testing.assert_array_equal(got[0], (np.arange(4) + 1) * 2)
-    np.testing.assert_array_equal(ng.value_of(w), np.arange(4) + 2)
-    np.testing.assert_array_equal(read(), np.arange(4) + 2)  # another computation sees it
-    np.testing.assert_array_equal(step.state["v"], np.full(4, 4))
-    ng.set_value(w, 0)
-    np.testing.assert_array_equal(read(), np.zeros(4))
-
-
-def test_state_assignment_broadcasts_and_is_checked():
-    w = ng.variable([N, F], name="w")
-    b = ng.variable([F], name="b")
-    with pytest.raises(ng.AxisError):
-        ng.assign(b, w)
-    with pytest.raises(TypeError):
-        ng.assign(b, ng.placeholder([F], np.float64))
-    with pytest.raises(TypeError):
-        ng.assign(ng.placeholder([F]), 1.0)
-    with pytest.raises(ValueError, match="assigned twice"):
-        ng.computation([ng.assign(b, 1.0), ng.assign(b, 2.0)])
-    ng.computation(ng.assign(w, b + 1))()
-    np.testing.assert_array_equal(ng.value_of(w), np.ones((6, 4)))
-
-
-def test_save_and_load_state(tmp_path):
-    w = ng.variable([F], initial_value=np.arange(4, dtype=np.float32), name="w")
-    bump = ng.computation(ng.assign(w, w * 3))
-    bump()
-    path = str(tmp_path / "state.npz")
-    bump.save_state(path)
-    bump()
-    np.testing.assert_array_equal(ng.value_of(w), np.arange(4) * 9)
-    bump.load_state(path)
-    np.testing.assert_array_equal(ng.value_of(w), np.arange(4) * 3)
-    other = ng.computation(ng.assign(ng.variable([N], name="w"), 1.0))
-    with pytest.raises(ValueError, match="is float32 \\(4,\\)"):
-        other.load_state(path)
 
 
 def test_save_writes_a_shared_object_and_header(tmp_path):

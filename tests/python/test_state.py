@@ -1,0 +1,264 @@
+"""State and training from Python: variables and persistent tensors through the C library's
+modules and state objects (shared by computations), initializers, derivatives (nest_grad)
+against closed forms and central differences, state files read independently, and a .so
+with its state functions."""
+import ctypes
+
+import numpy as np
+import pytest
+
+import nest as ng
+from trainutil import read_state
+
+N = ng.make_axis(length=6, name="N")
+F = ng.make_axis(length=4, name="F")
+
+
+def test_state_reads_see_the_entry_values_and_assignments_land_at_return():
+    w = ng.variable([F], initial_value=np.arange(4, dtype=np.float32), name="w")
+    v = ng.persistent_tensor([F], initial_value=1.0, name="v")
+    x = ng.placeholder([F])
+    step = ng.computation([w * v, ng.assign(w, w + x), ng.assign(v, v * 2)], x)
+    read = ng.computation(w + 0, name="read")
+    one = np.ones(4, np.float32)
+    got = step(one)
+    np.testing.assert_array_equal(got[0], np.arange(4))
+    got = step(one)
+    np.testing.assert_array_equal(got[0], (np.arange(4) + 1) * 2)
+    np.testing.assert_array_equal(ng.value_of(w), np.arange(4) + 2)
+    np.testing.assert_array_equal(read(), np.arange(4) + 2)  # another computation sees it
+    np.testing.assert_array_equal(step.state["v"], np.full(4, 4))
+    ng.set_value(w, 0)
+    np.testing.assert_array_equal(read(), np.zeros(4))
+
+
+def test_a_swap_in_one_call():
+    a = ng.variable([F], initial_value=np.arange(4, dtype=np.float32), name="a")
+    b = ng.variable([F], initial_value=-np.arange(4, dtype=np.float32), name="b")
+    swap = ng.computation([ng.assign(a, b), ng.assign(b, a)])
+    swap()
+    np.testing.assert_array_equal(ng.value_of(a), -np.arange(4))
+    np.testing.assert_array_equal(ng.value_of(b), np.arange(4))
+
+
+def test_state_assignment_broadcasts_and_is_checked():
+    w = ng.variable([N, F], name="w")
+    b = ng.variable([F], name="b")
+    with pytest.raises(ng.AxisError):
+        ng.assign(b, w)
+    with pytest.raises(TypeError):
+        ng.assign(b, ng.placeholder([F], np.float64))
+    with pytest.raises(TypeError):
+        ng.assign(ng.placeholder([F]), 1.0)
+    with pytest.raises(ValueError, match="assigned twice"):
+        ng.computation([ng.assign(b, 1.0), ng.assign(b, 2.0)])
+    ng.computation(ng.assign(w, b + 1))()
+    np.testing.assert_array_equal(ng.value_of(w), np.ones((6, 4)))
+
+
+def test_the_module_declares_what_the_computation_uses():
+    w = ng.variable([F], initial_value=2.0, name="w")
+    k = ng.persistent_tensor([], np.int32, initial_value=0, name="steps")
+    unnamed = ng.variable([F], initial_value=ng.uniform(0, 1, seed=3))
+    x = ng.placeholder([F], name="x")
+    f = ng.computation([ng.dot(x, w + unnamed), ng.assign(k, k + 1)], x, name="f")
+    text = f.ir()
+    assert "var w: f32[4] = 2\n" in text and "persistent steps: i32[] = zeros\n" in text
+    assert "var state1: f32[4] = uniform(0, 1, seed=3)\n" in text
+    assert sorted(f.state) == ["state1", "steps", "w"]
+    assert f.state_tensors["w"] is w
+    a = np.arange(4, dtype=np.float32)
+    np.testing.assert_allclose(f(a)[0], a @ (2 + ng.value_of(unnamed)), rtol=1e-6)
+    assert ng.value_of(k) == 1
+    # a name the C library refuses, or one taken, falls back to stateN
+    odd = ng.variable([F], name="double")
+    twice = ng.variable([F], name="w")
+    g = ng.computation(ng.assign(odd, w + twice), name="g")
+    assert sorted(g.state) == ["state0", "state2", "w"]
+
+
+def test_initializers_are_nests_generator():
+    # the values of test_state.c (a Python implementation of the documented generator)
+    a = ng.variable([ng.make_axis(6)], initial_value=ng.uniform(-0.5, 0.5, seed=1))
+    want = np.array([0.06656157225370407, 0.2457817643880844, 0.4710027575492859,
+                     -0.05564078316092491, -0.05573529750108719, 0.2628943920135498],
+                    np.float32)
+    np.testing.assert_array_equal(ng.value_of(a), want)
+    d = ng.variable([ng.make_axis(4)], initial_value=ng.normal(0, 1, seed=3))
+    want = np.array([-0.1507893055677414, 1.235966682434082, -0.45784690976142883,
+                     0.41243278980255127], np.float32)
+    np.testing.assert_array_equal(ng.value_of(d), want)
+    with pytest.raises(ng.NestError, match="uniform initializers take f32 or f64, not i32"):
+        ng.variable([F], np.int32, initial_value=ng.uniform(0, 1))
+    with pytest.raises(ValueError, match="seed"):
+        ng.uniform(0, 1, seed=-1)
+    with pytest.raises(ng.AxisError, match="shape"):
+        ng.variable([F], initial_value=np.zeros(3))
+
+
+def test_state_files_save_load_and_errors(tmp_path):
+    w = ng.variable([F], initial_value=np.arange(4, dtype=np.float32), name="w")
+    steps = ng.persistent_tensor([], np.int64, name="steps")
+    bump = ng.computation([ng.assign(w, w * 3), ng.assign(steps, steps + 1)], name="bump")
+    bump()
+    path = str(tmp_path / "bump.state")
+    bump.save_state(path)
+    saved = read_state(path)  # nest's format, read without nest
+    np.testing.assert_array_equal(saved["w"], np.arange(4) * 3)
+    assert saved["steps"] == 1 and saved["steps"].dtype == np.int64
+    bump()
+    np.testing.assert_array_equal(ng.value_of(w), np.arange(4) * 9)
+    bump.load_state(path)
+    np.testing.assert_array_equal(ng.value_of(w), np.arange(4) * 3)
+    assert ng.value_of(steps) == 1
+    other = ng.computation([ng.assign(ng.variable([N], name="w"), 1.0),
+                            ng.assign(ng.persistent_tensor([], np.int64, name="steps"), 0)])
+    with pytest.raises(ng.NestError, match="tensor 'w' has dimension 0 of 4 in the file, 6"):
+        other.load_state(path)
+    data = open(path, "rb").read()
+    open(path, "wb").write(data[:-3])
+    with pytest.raises(ng.NestError, match="truncated"):
+        bump.load_state(path)
+    np.testing.assert_array_equal(ng.value_of(w), np.arange(4) * 3)  # unchanged
+    with pytest.raises(ng.NestError):
+        bump.save_state(str(tmp_path / "no" / "such" / "dir"))
+    with pytest.raises(ValueError, match="has no state"):
+        ng.computation(ng.constant(1.0)).save_state(path)
+
+
+def test_deriv_against_closed_forms():
+    B = ng.make_axis(length=5, name="B")
+    rng = np.random.default_rng(4)
+    w0 = rng.standard_normal(4).astype(np.float32)
+    w = ng.variable([F], initial_value=w0, name="w")
+    b = ng.variable([], initial_value=0.5, name="b")
+    x = ng.placeholder([B, F], name="x")
+    y = ng.placeholder([B], name="y")
+    err = ng.dot(x, w) + b - y
+    loss = ng.sum(err * err)
+    gw, gb, gx = ng.deriv(loss, [w, b, x])
+    assert gw.axes == w.axes and gx.axes == x.axes
+    f = ng.computation([loss, gw, gb, gx], x, y)
+    xs = rng.standard_normal((5, 4)).astype(np.float32)
+    ys = rng.standard_normal(5).astype(np.float32)
+    got = f(xs, ys)
+    e = xs @ w0 + 0.5 - ys
+    np.testing.assert_allclose(got[0], e @ e, rtol=1e-5)
+    np.testing.assert_allclose(got[1], 2 * xs.T @ e, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got[2], 2 * e.sum(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got[3], 2 * np.outer(e, w0), rtol=1e-4, atol=1e-5)
+
+
+def _central_differences(fn, x, h=1e-6):
+    g = np.zeros_like(x)
+    for i in np.ndindex(*x.shape):
+        xp, xm = x.copy(), x.copy()
+        xp[i] += h
+        xm[i] -= h
+        g[i] = (fn(xp) - fn(xm)) / (2 * h)
+    return g
+
+
+@pytest.mark.parametrize("name", ["tanh", "sigmoid", "softmax_xent", "named_axes", "slices"])
+def test_deriv_by_central_differences(name):
+    C, K = ng.make_axis(length=3, name="C"), ng.make_axis(length=4, name="K")
+    x = ng.placeholder([C, K], np.float64, name="x")
+    t = ng.constant(np.eye(3, 4)[::-1].copy(), [C, K], np.float64)
+    if name == "tanh":
+        loss = ng.sum(ng.tanh(x) * t)
+    elif name == "sigmoid":
+        loss = ng.sum(ng.sigmoid(x * 2.0) ** 2.0)
+    elif name == "softmax_xent":
+        loss = ng.cross_entropy_multi(ng.softmax(x, normalization_axes=[K]), t)
+    elif name == "named_axes":  # a transposed operand, a broadcast along C, a product over K
+        v = ng.constant(np.arange(4.0), [K], np.float64)
+        loss = ng.sum(ng.dot(ng.axes_with_order(x, [K, C]) - v, v) ** 2.0)
+    else:
+        loss = ng.sum((x[:, 1:] - x[:, :-1]) ** 2.0)
+    f = ng.computation([loss, ng.deriv(loss, x)], x)
+    xs = np.random.default_rng(5).standard_normal((3, 4))
+    got = f(xs)
+    want = _central_differences(lambda a: float(f(a)[0]), xs)
+    np.testing.assert_allclose(got[1], want, rtol=1e-5, atol=1e-7)
+
+
+def test_deriv_errors():
+    w = ng.variable([F], name="w")
+    v = ng.persistent_tensor([F], name="v")
+    x = ng.placeholder([F], np.int32, name="x")
+    with pytest.raises(ng.AxisError, match="scalar"):
+        ng.deriv(w * 2, w)
+    with pytest.raises(TypeError, match="persistent"):
+        ng.deriv(ng.sum(v), v)
+    with pytest.raises(TypeError, match="not a variable or a placeholder"):
+        ng.deriv(ng.sum(w), w * 2)
+    with pytest.raises(ng.NestError):  # the C library: an integer loss
+        ng.deriv(ng.sum(x), ng.placeholder([F], name="y"))
+    with pytest.raises(ng.NestError):  # the C library: an integer wrt
+        ng.deriv(ng.sum(w), x)
+
+
+def test_sgd_with_momentum_by_deriv_matches_numpy():
+    rng = np.random.default_rng(3)
+    B = ng.make_axis(length=32, name="batch")
+    xs = rng.standard_normal((10, 32, 4)).astype(np.float32)
+    true_w = rng.standard_normal(4).astype(np.float32)
+    ys = (xs @ true_w + 0.5).astype(np.float32)
+    w = ng.variable([F], name="w")
+    b = ng.variable([], name="b")
+    vw = ng.persistent_tensor([F], name="vw")
+    vb = ng.persistent_tensor([], name="vb")
+    x, y = ng.placeholder([B, F], name="x"), ng.placeholder([B], name="y")
+    err = ng.dot(x, w) + b - y
+    loss = ng.mean(err * err)
+    lr, mu = 0.05, 0.5
+    nvw, nvb = vw * mu + ng.deriv(loss, w), vb * mu + ng.deriv(loss, b)
+    step = ng.computation([loss, ng.assign(vw, nvw), ng.assign(vb, nvb),
+                           ng.assign(w, w - nvw * lr), ng.assign(b, b - nvb * lr)], x, y,
+                          name="step")
+    predict = ng.computation(ng.dot(x, w) + b, x, name="predict")
+    nw, nb, mvw, mvb = np.zeros(4), 0.0, np.zeros(4), 0.0
+    for epoch in range(20):
+        for xb, yb in zip(xs, ys):
+            got = float(step(xb, yb)[0])
+            e = xb @ nw + nb - yb
+            assert got == pytest.approx(float(np.mean(e * e)), rel=1e-3, abs=1e-5)
+            mvw, mvb = mvw * mu + 2 / 32 * (e @ xb), mvb * mu + 2 * np.mean(e)
+            nw, nb = nw - lr * mvw, nb - lr * mvb
+    np.testing.assert_allclose(ng.value_of(w), nw, rtol=1e-3, atol=1e-4)
+    np.testing.assert_allclose(ng.value_of(w), true_w, atol=1e-2)
+    np.testing.assert_allclose(predict(xs[0]), ys[0], atol=5e-2)  # shares the weights
+
+
+def test_a_shared_object_with_state(tmp_path):
+    w = ng.variable([F], initial_value=ng.uniform(-1, 1, seed=9), name="w")
+    x = ng.placeholder([F], name="x")
+    f = ng.computation([ng.dot(x, w), ng.assign(w, w + x)], x, name="acc")
+    a = np.arange(4, dtype=np.float32)
+    w0 = ng.value_of(w)
+    f(a)  # trained once in Python
+    path = str(tmp_path / "acc.state")
+    f.save_state(path)
+    so, h = f.save(str(tmp_path / "acc"))
+    header = open(h).read()
+    assert "acc_state *acc_state_new(void);" in header
+    lib = ctypes.CDLL(so)
+    vp = ctypes.c_void_p
+    lib.acc_state_new.restype = vp
+    lib.acc_state_load.argtypes = [vp, ctypes.c_char_p]
+    lib.acc_state_tensor.restype = vp
+    lib.acc_state_tensor.argtypes = [vp, ctypes.c_char_p]
+    lib.acc_state_free.argtypes = [vp]
+    lib.acc.argtypes = [vp, vp, vp]
+    st = lib.acc_state_new()
+    # NAME_state_new starts with the declared initializer: Python's first value
+    fresh = np.ctypeslib.as_array(ctypes.cast(lib.acc_state_tensor(st, b"w"),
+                                              ctypes.POINTER(ctypes.c_float)), (4,))
+    np.testing.assert_array_equal(fresh, w0)
+    assert lib.acc_state_load(st, path.encode()) == 0
+    out = np.zeros((), np.float32)
+    want = f(a)[0]
+    assert lib.acc(st, a.ctypes.data, out.ctypes.data) == 0
+    assert out == want
+    np.testing.assert_array_equal(fresh, ng.value_of(w))
+    lib.acc_state_free(st)
