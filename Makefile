@@ -265,9 +265,10 @@ test:
 	$(Q)$(MAKE) --no-print-directory python-test
 
 # The Python front end (python/nest) against numpy, over this build's libnest.so.
-python-test: $(B)/lib/libnest.so $(JITLIB) | deps-test
+python-test: $(B)/lib/libnest.so $(JITLIB) $(B)/samples/train | deps-test
 	@echo "== tests/python (pytest)"
-	$(Q)NEST_LIBRARY=$(abspath $(B)/lib/libnest.so) $(PYTHON) -m pytest -q -p no:cacheprovider tests/python
+	$(Q)NEST_LIBRARY=$(abspath $(B)/lib/libnest.so) NEST_TRAIN=$(abspath $(B)/samples/train) \
+	    $(PYTHON) -m pytest -q -p no:cacheprovider tests/python
 
 # LeakSanitizer's tracking of dynamic TLS (gcc 12's libsanitizer with this glibc) reads garbage
 # ranges for threads of a dlopened library that uses TLS (libomp's workers, in JIT'd OpenMP
