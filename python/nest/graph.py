@@ -191,6 +191,7 @@ class Builder:
         self.memo = {}
         self.grads = {}         # loss node -> (the tuple of nest_grad, {wrt node: index})
         self.deriv_groups = {}  # loss node -> every wrt node it is derived for, in order
+        self.shared = {}        # values that several nodes share (a topk's tuple), by key
         if module is not None:
             self.fn = lib.nest_module_add_function(module, name.encode())
             if not self.fn:
@@ -211,7 +212,7 @@ class Builder:
         """A builder over a function made elsewhere (it takes the function over)."""
         b = cls.__new__(cls)
         b.fn, b.m = fn, None
-        b._names, b.memo, b.grads, b.deriv_groups = set(), {}, {}, {}
+        b._names, b.memo, b.grads, b.deriv_groups, b.shared = set(), {}, {}, {}, {}
         return b
 
     def free(self):

@@ -48,7 +48,8 @@ def _elementwise(op, *args):
 
 
 @lowering("add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "less",
-          "greater", "equal", "negative", "abs", "exp", "log", "sqrt", "tanh", "select")
+          "greater", "equal", "not_equal", "less_eq", "greater_eq", "and", "or", "select",
+          *_capi.UNARY)
 def _lower_elementwise(b, node, vals):
     aligned = [b.align(v, a.axes, node.axes) for v, a in zip(vals, node.args)]
     return b.op(node.op, *aligned)
@@ -102,15 +103,31 @@ def equal(x, y):
 
 
 def not_equal(x, y):
-    return equal(equal(x, y), False)
+    """x != y (a NaN differs from everything)."""
+    return _elementwise("not_equal", x, y)
 
 
 def less_equal(x, y):
-    return select(less(x, y), True, equal(x, y))
+    return _elementwise("less_eq", x, y)
 
 
 def greater_equal(x, y):
-    return select(greater(x, y), True, equal(x, y))
+    return _elementwise("greater_eq", x, y)
+
+
+def logical_and(x, y):
+    """x and y, of bool tensors (also x & y)."""
+    return _elementwise("and", x, y)
+
+
+def logical_or(x, y):
+    """x or y, of bool tensors (also x | y)."""
+    return _elementwise("or", x, y)
+
+
+def logical_not(x):
+    """not x, of a bool tensor (also ~x)."""
+    return _elementwise("not", x)
 
 
 def negative(x):
@@ -148,14 +165,35 @@ def reciprocal(x):
 
 
 def relu(x):
-    """max(x, 0)."""
-    return maximum(x, 0)
+    """x < 0 ? 0 : x (NaN stays NaN; the derivative at 0 is 0, as PyTorch's)."""
+    return _elementwise("relu", x)
 
 
 def sigmoid(x):
     """1 / (1 + exp(-x))."""
-    x = as_tensor(x)
-    return reciprocal(exp(-x) + 1)
+    return _elementwise("sigmoid", x)
+
+
+def _math(op, doc):
+    def fn(x):
+        return _elementwise(op, x)
+    fn.__name__ = fn.__qualname__ = {"ceiling": "ceil"}.get(op, op)
+    fn.__doc__ = doc
+    return fn
+
+
+sin = _math("sin", "sin(x), of floats (as C's libm).")
+cos = _math("cos", "cos(x).")
+tan = _math("tan", "tan(x).")
+asin = _math("asin", "asin(x).")
+acos = _math("acos", "acos(x).")
+atan = _math("atan", "atan(x).")
+sinh = _math("sinh", "sinh(x).")
+cosh = _math("cosh", "cosh(x).")
+floor = _math("floor", "floor(x), of floats.")
+ceil = _math("ceiling", "ceil(x), of floats.")
+erf = _math("erf", "erf(x), the error function.")
+sign = _math("sign", "1, -1, or x itself for 0, -0 and NaN; of floats.")
 
 
 def select(cond, x, y):
@@ -236,7 +274,7 @@ def _reduce(kind, x, reduction_axes, out_axes):
     return make(kind, (x,), out, {"reduced": red})
 
 
-@lowering("sum", "max", "min")
+@lowering("sum", "max", "min", "product")
 def _lower_reduce(b, node, vals):
     x = node.args[0]
     red = node.attrs["reduced"]
@@ -256,6 +294,33 @@ def max(x, reduction_axes=None, out_axes=None):  # noqa: A001
 
 def min(x, reduction_axes=None, out_axes=None):  # noqa: A001
     return _reduce("min", x, reduction_axes, out_axes)
+
+
+def prod(x, reduction_axes=None, out_axes=None):
+    """The product over reduction_axes (default: all); of nothing it is 1."""
+    return _reduce("product", x, reduction_axes, out_axes)
+
+
+def _arg(kind, x, axis):
+    x = as_tensor(x)
+    a = resolve(x, [axis], kind)[0]
+    return make(kind, (x,), x.axes - Axes(a), {"axis": x.axes.index(a)})
+
+
+def argmax(x, axis):
+    """The index (int64) of the largest element along axis, which is removed; ties give the
+    lowest index, and the first NaN wins (as numpy)."""
+    return _arg("argmax", x, axis)
+
+
+def argmin(x, axis):
+    """The index (int64) of the smallest element along axis (see argmax)."""
+    return _arg("argmin", x, axis)
+
+
+@lowering("argmax", "argmin")
+def _lower_arg(b, node, vals):
+    return b.check(getattr(_capi.lib, "nest_" + node.op)(b.fn, vals[0], node.attrs["axis"]))
 
 
 def mean(x, reduction_axes=None, out_axes=None):
@@ -480,15 +545,28 @@ def _lower_concat(b, node, vals):
 
 def softmax(x, normalization_axes=None):
     """exp(x) / sum(exp(x)) over normalization_axes (required unless x has one axis), with
-    the maximum subtracted first."""
+    the maximum subtracted first: nest's softmax, one pass over each group."""
     x = as_tensor(x)
     if normalization_axes is None:
         if len(x.axes) != 1:
             raise AxisError("softmax: name the normalization_axes of %s" % x.describe())
         normalization_axes = x.axes
-    m = max(x, reduction_axes=normalization_axes)
-    e = exp(x - m)
-    return e / sum(e, reduction_axes=normalization_axes)
+    norm = resolve(x, normalization_axes, "softmax")
+    return make("softmax", (x,), x.axes, {"axes": [x.axes.index(a) for a in norm]})
+
+
+@lowering("softmax", "reverse")
+def _lower_axes_op(b, node, vals):
+    return b.reduce(node.op, vals[0], node.attrs["axes"])
+
+
+def reverse(x, axes):
+    """x with the given axes read backwards (a view)."""
+    x = as_tensor(x)
+    rev = resolve(x, axes, "reverse")
+    if not rev:
+        return x
+    return make("reverse", (x,), x.axes, {"axes": [x.axes.index(a) for a in rev]})
 
 
 def cross_entropy_multi(y, t, reduction_axes=None):
@@ -514,6 +592,11 @@ def _install_operators():
     Tensor.__gt__ = lambda self, other: greater(self, other)
     Tensor.__le__ = lambda self, other: less_equal(self, other)
     Tensor.__ge__ = lambda self, other: greater_equal(self, other)
+    Tensor.__and__ = lambda self, other: logical_and(self, other)
+    Tensor.__rand__ = lambda self, other: logical_and(other, self)
+    Tensor.__or__ = lambda self, other: logical_or(self, other)
+    Tensor.__ror__ = lambda self, other: logical_or(other, self)
+    Tensor.__invert__ = logical_not
     Tensor.__neg__ = negative
     Tensor.__pos__ = lambda self: self
     Tensor.__abs__ = absolute

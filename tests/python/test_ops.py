@@ -1,5 +1,7 @@
 """Every op of the front end against numpy, through the JIT (and some through the reference
 interpreter as well)."""
+import math
+
 import numpy as np
 import pytest
 
@@ -78,6 +80,11 @@ UNARY = [
     (ng.relu, lambda a: np.maximum(a, 0), -3, 3),
     (ng.sigmoid, lambda a: 1 / (1 + np.exp(-a)), -6, 6),
     (lambda t: -t, np.negative, -3, 3), (abs, np.abs, -3, 3),
+    (ng.sin, np.sin, -3, 3), (ng.cos, np.cos, -3, 3), (ng.tan, np.tan, -1.2, 1.2),
+    (ng.asin, np.arcsin, -0.99, 0.99), (ng.acos, np.arccos, -0.99, 0.99),
+    (ng.atan, np.arctan, -5, 5), (ng.sinh, np.sinh, -3, 3), (ng.cosh, np.cosh, -3, 3),
+    (ng.floor, np.floor, -3, 3), (ng.ceil, np.ceil, -3, 3), (ng.sign, np.sign, -3, 3),
+    (ng.erf, np.vectorize(math.erf), -3, 3),
 ]
 
 
