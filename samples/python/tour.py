@@ -90,6 +90,38 @@ print("after 3 calls, total[:4] =", ng.value_of(total)[:4],
       " (3 x the batch sum:", (3 * np.maximum(xv @ wv.T + bv, 0).sum(axis=0))[:4], ")")
 
 # %% [markdown]
+# ## Training with ng.deriv
+#
+# A softmax classifier of points in three clusters. `ng.deriv` gives the gradient of the loss
+# with respect to each variable (one reverse pass by the C library); one call of `train` is a
+# whole step: forward, backward and the updates, in place. `classify` shares the weights.
+
+# %%
+P = ng.make_axis(length=96, name="P")     # points of a batch
+Dm = ng.make_axis(length=2, name="D")      # coordinates
+Cl = ng.make_axis(length=3, name="class")
+centers = np.array([[0, 2], [2, -1], [-2, -1]], np.float32)
+labels = rng.integers(0, 3, 96)
+points = (centers[labels] + 0.6 * rng.standard_normal((96, 2))).astype(np.float32)
+onehot = np.eye(3, dtype=np.float32)[labels]
+
+wc = ng.variable([Dm, Cl], initial_value=ng.normal(0, 0.1, seed=1), name="wc")
+bc = ng.variable([Cl], name="bc")
+xp, yp = ng.placeholder([P, Dm], name="x"), ng.placeholder([P, Cl], name="y")
+logits = ng.dot(xp, wc) + bc
+loss = ng.cross_entropy_multi(ng.softmax(logits, normalization_axes=[Cl]), yp) / 96.0
+gw, gb = ng.deriv(loss, [wc, bc])
+train = ng.computation([loss, ng.assign(wc, wc - gw * 0.5), ng.assign(bc, bc - gb * 0.5)],
+                       xp, yp, name="train")
+classify = ng.computation(ng.argmax(logits, Cl), xp, name="classify")
+for it in range(60):
+    value = float(train(points, onehot)[0])
+    if it % 20 == 0:
+        print("step %2d: loss %.4f" % (it, value))
+print("accuracy after 60 steps: %.2f" % (classify(points) == labels).mean())
+print("trained weights (D, class):\n", ng.value_of(wc).round(2))
+
+# %% [markdown]
 # ## The generated C
 #
 # `c_source()` is the C that nest compiled; `save(path)` builds it ahead of time into a
