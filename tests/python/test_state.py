@@ -75,6 +75,10 @@ def test_the_module_declares_what_the_computation_uses():
     twice = ng.variable([F], name="w")
     g = ng.computation(ng.assign(odd, w + twice), name="g")
     assert sorted(g.state) == ["state0", "state2", "w"]
+    hostile = ng.variable([F], name='w"); system("x'), ng.variable([F], name="nest_w")
+    h = ng.computation(ng.assign(hostile[0], hostile[1] * 2.0), name="h")
+    assert sorted(h.state) == ["state0", "state1"]
+    assert "system" not in h.c_source() and "nest_w" not in h.c_source()
 
 
 def test_initializers_are_nests_generator():
@@ -262,3 +266,14 @@ def test_a_shared_object_with_state(tmp_path):
     assert out == want
     np.testing.assert_array_equal(fresh, ng.value_of(w))
     lib.acc_state_free(st)
+
+
+def test_the_reference_interpreter_reads_and_assigns_state_as_a_call():
+    w = ng.variable([F], initial_value=np.arange(4, dtype=np.float64), dtype=np.float64)
+    x = ng.placeholder([F], np.float64)
+    f = ng.computation([w * x, ng.assign(w, w + x)], x)
+    a = np.full(4, 0.5)
+    got = f.evaluate(a)[0]
+    np.testing.assert_array_equal(got, np.arange(4) * 0.5)
+    np.testing.assert_array_equal(f(a)[0], (np.arange(4) + 0.5) * 0.5)
+    np.testing.assert_array_equal(ng.value_of(w), np.arange(4) + 1.0)
