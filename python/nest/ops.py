@@ -235,10 +235,30 @@ def dot(x, y, batch_axes=None):
     if not shared:
         return multiply(x, y) if not batch else axes_with_order(
             multiply(x, y), batch + ((x.axes - batch) + (y.axes - batch)))
-    if batch:  # a product per batch element: summed products, which nest fuses into one nest
-        return axes_with_order(sum(multiply(x, y), reduction_axes=shared),
-                               batch + (x.axes - batch - shared) + (y.axes - batch - shared))
+    if batch:
+        return make("batch_dot", (x, y),
+                    batch + (x.axes - batch - shared) + (y.axes - batch - shared),
+                    {"shared": shared, "batch": batch})
     return make("dot", (x, y), (x.axes - shared) + (y.axes - shared), {"shared": shared})
+
+
+@lowering("batch_dot")
+def _lower_batch_dot(b, node, vals):
+    """nest's batch_dot (tiled) on [batch, x's free, shared] x [batch, shared, y's free], each
+    group of axes merged into one; where the computation takes derivatives, the summed products
+    instead (nest_grad has no rule for batch_dot), which fuse into one loop nest."""
+    x, y = node.args
+    shared, batch = node.attrs["shared"], node.attrs["batch"]
+    xf, yf = x.axes - batch - shared, y.axes - batch - shared
+    if b.deriv_groups:
+        aligned = [b.align(v, t.axes, batch + xf + yf + shared) for v, t in zip(vals, node.args)]
+        return b.reduce("sum", b.op("multiply", *aligned),
+                        list(range(len(node.axes), len(node.axes) + len(shared))))
+    a = b.reorder(vals[0], x.axes, batch + xf + shared)
+    c = b.reorder(vals[1], y.axes, batch + shared + yf)
+    a = b.reshape(a, (batch.size, xf.size, shared.size))
+    c = b.reshape(c, (batch.size, shared.size, yf.size))
+    return b.reshape(b.op("batch_dot", a, c), node.axes.lengths)
 
 
 @lowering("dot")

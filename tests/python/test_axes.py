@@ -188,3 +188,27 @@ def test_dot_with_batch_axes():
                                rtol=1e-5, atol=1e-6)
     with pytest.raises(ng.AxisError):
         ng.dot(a, ng.placeholder([K]), batch_axes=[N])
+
+
+def test_dot_with_batch_axes_tiled_or_differentiated():
+    # two batch axes, two shared ones, axes in scattered orders; without a derivative in the
+    # computation it is nest's batch_dot, with one the summed products (which have gradients)
+    M, K, P, Q = (ng.make_axis(length=n, name=s) for n, s in ((3, "M"), (4, "K"), (2, "P"),
+                                                               (6, "Q")))
+    T = ng.make_axis(length=2, name="T")
+    a, b = ng.placeholder([K, N, M, T, Q], np.float64), ng.placeholder([T, Q, P, N, K],
+                                                                       np.float64)
+    x, y = data(4, 5, 3, 2, 6).astype(np.float64), data(2, 6, 2, 5, 4).astype(np.float64)
+    r = ng.dot(a, b, batch_axes=[T, "N"])
+    assert r.axes.names == ("T", "N", "M", "P")
+    want = np.einsum("knmtq,tqpnk->tnmp", x, y)
+    tiled = ng.computation(r, a, b)
+    assert "batch_dot" in tiled.ir()
+    np.testing.assert_allclose(tiled(x, y), want, rtol=1e-12)
+    loss = ng.sum(r * r)
+    grads = ng.computation([r, ng.deriv(loss, a)], a, b)
+    assert "batch_dot" not in grads.ir()
+    got = grads(x, y)
+    np.testing.assert_allclose(got[0], want, rtol=1e-12)
+    np.testing.assert_allclose(got[1], 2 * np.einsum("tnmp,tqpnk->knmtq", want, y),
+                               rtol=1e-12)
