@@ -38,8 +38,9 @@ COMMON_SRC   := common/util.c
 COMPILER_SRC := compiler/graph/types.c compiler/graph/ir.c compiler/graph/print.c \
                 compiler/graph/interp.c \
                 compiler/front/api.c compiler/front/parse.c \
-                compiler/passes/layout.c compiler/passes/fuse.c compiler/passes/rows.c \
-                compiler/passes/flatten.c compiler/passes/tile.c compiler/passes/memplan.c \
+                compiler/passes/layout.c compiler/passes/walk.c compiler/passes/fuse.c \
+                compiler/passes/rows.c compiler/passes/flatten.c compiler/passes/tile.c \
+                compiler/passes/memplan.c \
                 compiler/emit/emit_text.c compiler/emit/emit_loops.c compiler/emit/emit_c.c \
                 compiler/pipeline.c
 RUNTIME_SRC  := runtime/loader.c runtime/cache.c runtime/jit.c runtime/aot.c

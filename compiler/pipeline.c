@@ -327,11 +327,13 @@ char *pipeline_dot(nest_function *const *fns, int n, const nest_options *opts)
                 if (ne->dead)
                     continue;
                 cl.c = nlabels;
+                fx *vals[ne->nouts > 0 ? ne->nouts : 1];
                 for (int o = 0; o < ne->nouts; o++) {
                     if (ne->outs[o].node >= 0 && cl.of[ne->outs[o].node] < 0)
                         cl.of[ne->outs[o].node] = nlabels;
-                    fx_walk(&p, &ne->outs[o].value, 1, mark_cluster, &cl);
+                    vals[o] = ne->outs[o].value;
                 }
+                fx_walk(&p, vals, ne->nouts, mark_cluster, &cl);
                 buf t = {0};
                 buf_printf(&t, "nest %d: loops over [", k);
                 for (int d = 0; d < ne->rank; d++)
