@@ -333,7 +333,7 @@ char *pipeline_dot(nest_function *const *fns, int n, const nest_options *opts)
                         cl.of[ne->outs[o].node] = nlabels;
                     vals[o] = ne->outs[o].value;
                 }
-                fx_walk(&p, vals, ne->nouts, mark_cluster, &cl);
+                fx_visit(&p, vals, ne->nouts, NULL, mark_cluster, &cl);
                 buf t = {0};
                 buf_printf(&t, "nest %d: loops over [", k);
                 for (int d = 0; d < ne->rank; d++)

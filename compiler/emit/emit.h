@@ -107,6 +107,7 @@ typedef struct ctx {
     int32_t nbodies;                  /* bodies emitted so far: the next one's stamp */
     const char *tile_text;
     bool fold_calls;                  /* folds combine their lanes in helpers (EMIT_FOLD_CALLS) */
+    uint32_t concat_axes;             /* the nest's axes that a concat splits */
 } ctx;
 
 typedef struct valref {

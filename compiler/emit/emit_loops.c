@@ -137,6 +137,15 @@ static void emit_range(ctx *c, int lvl, int64_t lo, int64_t hi, fx **vals)
 {
     const nest *ne = c->ne;
     bounds bs = {.axis = lvl, .lo = lo, .hi = hi};
+    if (!(c->concat_axes & (1u << lvl))) { /* no concat splits this loop */
+        if (lo < hi) {
+            char l[32], h[32];
+            snprintf(l, sizeof l, "%lld", (long long)lo);
+            snprintf(h, sizeof h, "%lld", (long long)hi);
+            emit_loop(c, lvl, l, h, hi - lo, vals);
+        }
+        return;
+    }
     /* only concats not inside another concat on this axis: resolve the outer ones first by
      * selecting [lo, hi), which keeps the straddling ones */
     fx *sel[ne->nouts];
@@ -149,7 +158,7 @@ static void emit_range(ctx *c, int lvl, int64_t lo, int64_t hi, fx **vals)
     }
     /* boundaries of the concats that remain at the top (not inside a part of another concat
      * on this axis): those straddle [lo, hi) */
-    if (!fx_walk_pruned(c->mp, sel, ne->nouts, outside_concat, collect_bounds, &bs) || bs.oom) {
+    if (!fx_visit(c->mp, sel, ne->nouts, outside_concat, collect_bounds, &bs) || bs.oom) {
         free(bs.v);
         c->b->failed = true;
         return;
@@ -583,7 +592,7 @@ void em_nest_comment(ctx *c)
     fx *vals[ne->nouts > 0 ? ne->nouts : 1];
     for (int i = 0; i < ne->nouts; i++)
         vals[i] = ne->outs[i].value;
-    fx_walk(c->mp, vals, ne->nouts, collect_node, &s);
+    fx_visit(c->mp, vals, ne->nouts, NULL, collect_node, &s);
     for (int i = 0; i < ne->nnodes; i++)
         add_node(&s, ne->nodes[i]);
     for (size_t i = 0; i < s.n; i++)
@@ -708,6 +717,12 @@ static int64_t nest_work(const nest *ne)
 }
 
 /* The loops of one nest from level `from` (0, or 1 inside a row group whose loop is var[0]). */
+static void concat_axis(fx *e, void *ctx_)
+{
+    if (e->kind == FX_CONCAT)
+        *(uint32_t *)ctx_ |= 1u << e->axis;
+}
+
 static void emit_nest_loops(ctx *c, const nest *ne, int from, bool may_par)
 {
     c->ne = ne;
@@ -722,12 +737,15 @@ static void emit_nest_loops(ctx *c, const nest *ne, int from, bool may_par)
     fx *vals[ne->nouts > 0 ? ne->nouts : 1];
     for (int i = 0; i < ne->nouts; i++)
         vals[i] = ne->outs[i].value;
+    c->concat_axes = 0;
+    if (!fx_visit(c->mp, vals, ne->nouts, NULL, concat_axis, &c->concat_axes))
+        c->b->failed = true;
     /* several cores for big nests: over the outermost loop when it is kept, else in chunks of
      * a whole-array fold */
     bool par = may_par && c->p->opts->openmp && nest_work(ne) >= PAR_MIN && ne->rank > 0;
     c->par_outer = par && !(ne->reduced & 1u) && ne->dims[0] >= 2;
     c->par_chunks = par && nest_folds(ne) && (ne->reduced & 1u) && folds_in_registers(ne) &&
-                    ne->dims[0] >= 2 * PAR_CHUNK && !fx_has_concat(c->mp, vals, ne->nouts, 0);
+                    ne->dims[0] >= 2 * PAR_CHUNK && !(c->concat_axes & 1u);
     c->from = from;
     emit_level(c, from, vals);
     c->par_outer = c->par_chunks = false;

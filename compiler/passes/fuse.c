@@ -552,7 +552,7 @@ static void add_to_body(fx *e, void *ctx)
 static int64_t body_take(merger *m, fx *const *vals, int n)
 {
     body_walk bw = {m, 0};
-    fx_walk_pruned(m->p, vals, n, outside_body, add_to_body, &bw);
+    fx_visit(m->p, vals, n, outside_body, add_to_body, &bw);
     return bw.added;
 }
 
@@ -694,66 +694,85 @@ static void merge_adjacent(plan *p)
     fx_map_free(&m.fwd);
 }
 
-/* Drops stores into temporaries that no nest reads any more: a count of the outputs reading
- * each buffer, and a worklist of the temporaries nobody reads. Dropping a store may leave the
- * buffers its value read unread in turn. */
+/* The loads of nest k's outputs that store into no dead temporary, as a new list in reads[k];
+ * the buffers the old list had and the new one lacks lose a reader, and the temporaries left
+ * without any go onto the worklist. */
+static bool reread(plan *p, int32_t k, int32_t **reads, int32_t *nreads, int32_t *readers,
+                   int32_t *work, int32_t *nwork)
+{
+    const nest *n = &p->nests[k];
+    fx **vals = malloc(((size_t)n->nouts + 1) * sizeof *vals);
+    if (!vals)
+        return false;
+    int nv = 0;
+    for (int i = 0; i < n->nouts; i++)
+        if (!(p->bufs[n->outs[i].buf].kind == BUF_TEMP && p->bufs[n->outs[i].buf].dead))
+            vals[nv++] = n->outs[i].value;
+    int32_t *now;
+    int32_t nn = fx_loads(p, vals, nv, &now);
+    free(vals);
+    if (nn < 0)
+        return false;
+    for (int32_t i = 0, j = 0; i < nreads[k]; i++) { /* both ascend */
+        int32_t b = reads[k][i];
+        while (j < nn && now[j] < b)
+            j++;
+        if (j < nn && now[j] == b)
+            continue;
+        if (--readers[b] == 0 && p->bufs[b].kind == BUF_TEMP && !p->bufs[b].dead)
+            work[(*nwork)++] = b;
+    }
+    free(reads[k]);
+    reads[k] = now;
+    nreads[k] = nn;
+    return true;
+}
+
+/* Drops stores into temporaries that no nest reads any more: per buffer, a count of the nests
+ * reading it, and a worklist of the temporaries nobody reads. Dropping a store may leave the
+ * buffers its value read unread in turn: the nest's loads are taken again. */
 static void drop_dead_stores(plan *p)
 {
-    int32_t *readers = calloc((size_t)p->nbufs + 1, sizeof *readers);
-    int32_t *nwriters = calloc((size_t)p->nbufs + 2, sizeof *nwriters);
-    int32_t *work = malloc(((size_t)p->nbufs + 1) * sizeof *work);
-    int64_t *outs = NULL; /* per buffer, the outputs writing it: nest << 32 | output */
-    int32_t nwork = 0;
-    if (!readers || !nwriters || !work)
+    size_t nb = (size_t)p->nbufs + 1, nn = (size_t)p->nnests + 1;
+    int32_t *readers = calloc(nb, sizeof *readers), *work = malloc(nb * sizeof *work);
+    int32_t **reads = calloc(nn, sizeof *reads), *nreads = calloc(nn, sizeof *nreads);
+    int32_t *writers = calloc(nb + 1, sizeof *writers); /* CSR: per buffer, the nests writing */
+    int32_t *wnest = NULL, nwork = 0;
+    if (!readers || !work || !reads || !nreads || !writers)
         goto oom;
     int64_t total = 0;
     for (int32_t k = 0; k < p->nnests; k++) {
         const nest *n = &p->nests[k];
         if (n->dead)
             continue;
-        for (int i = 0; i < n->nouts; i++) {
-            int32_t *bufs;
-            int32_t nb = fx_loads(p, &n->outs[i].value, 1, &bufs);
-            for (int32_t j = 0; j < nb; j++)
-                readers[bufs[j]]++;
-            free(bufs);
-            if (nb < 0)
-                goto oom;
-            nwriters[n->outs[i].buf + 1]++;
-            total++;
-        }
+        nreads[k] = nest_loads(p, n, &reads[k]);
+        if (nreads[k] < 0)
+            goto oom;
+        for (int32_t j = 0; j < nreads[k]; j++)
+            readers[reads[k][j]]++;
+        for (int i = 0; i < n->nouts; i++, total++)
+            writers[n->outs[i].buf + 1]++;
     }
     for (int32_t b = 0; b < p->nbufs; b++)
-        nwriters[b + 1] += nwriters[b]; /* now the start of b's outputs in outs */
-    outs = malloc(((size_t)total + 1) * sizeof *outs);
-    if (!outs)
+        writers[b + 1] += writers[b];
+    if (!(wnest = malloc(((size_t)total + 1) * sizeof *wnest)))
         goto oom;
-    for (int32_t k = 0; k < p->nnests; k++) {
-        const nest *n = &p->nests[k];
-        for (int i = 0; !n->dead && i < n->nouts; i++)
-            outs[nwriters[n->outs[i].buf]++] = (int64_t)k << 32 | i;
-    }
+    for (int32_t k = 0; k < p->nnests; k++)
+        for (int i = 0; !p->nests[k].dead && i < p->nests[k].nouts; i++)
+            wnest[writers[p->nests[k].outs[i].buf]++] = k;
     for (int32_t b = p->nbufs; b > 0; b--) /* back to the starts */
-        nwriters[b] = nwriters[b - 1];
-    nwriters[0] = 0;
+        writers[b] = writers[b - 1];
+    writers[0] = 0;
     for (int32_t b = 0; b < p->nbufs; b++)
         if (p->bufs[b].kind == BUF_TEMP && !p->bufs[b].dead && readers[b] == 0)
             work[nwork++] = b;
     while (nwork > 0) {
         int32_t b = work[--nwork];
         p->bufs[b].dead = true;
-        for (int32_t w = nwriters[b]; w < nwriters[b + 1]; w++) {
-            nout *o = &p->nests[outs[w] >> 32].outs[outs[w] & 0xffffffff];
-            int32_t *bufs;
-            int32_t nb = fx_loads(p, &o->value, 1, &bufs);
-            for (int32_t j = 0; j < nb; j++)
-                if (--readers[bufs[j]] == 0 && p->bufs[bufs[j]].kind == BUF_TEMP &&
-                    !p->bufs[bufs[j]].dead)
-                    work[nwork++] = bufs[j];
-            free(bufs);
-            if (nb < 0)
+        for (int32_t w = writers[b]; w < writers[b + 1]; w++)
+            if ((w == writers[b] || wnest[w] != wnest[w - 1]) &&
+                !reread(p, wnest[w], reads, nreads, readers, work, &nwork))
                 goto oom;
-        }
     }
     /* the stores of dead temporaries go; nests left without outputs too */
     for (int32_t k = 0; k < p->nnests; k++) {
@@ -773,10 +792,14 @@ oom:
     if (!p->status)
         p->status = NEST_ERR_NOMEM;
 out:
+    for (int32_t k = 0; reads && k < p->nnests; k++)
+        free(reads[k]);
+    free(reads);
+    free(nreads);
     free(readers);
-    free(nwriters);
     free(work);
-    free(outs);
+    free(writers);
+    free(wnest);
 }
 
 /* ---- the pass ---- */

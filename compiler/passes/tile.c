@@ -57,7 +57,7 @@ static void ignores_axis(fx *e, void *ctx)
 static bool ignores(plan *p, fx *e, int axis)
 {
     indep d = {axis, true};
-    return fx_walk(p, &e, 1, ignores_axis, &d) && d.ok;
+    return fx_visit(p, &e, 1, NULL, ignores_axis, &d) && d.ok;
 }
 
 /* Splits value = A * B into the factor that ignores the columns (a plain load) and the one that

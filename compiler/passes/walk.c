@@ -87,7 +87,7 @@ static int by_id(const void *a, const void *b)
  * (unless another path reaches them). NULL with p->status set when out of memory; NULL with
  * *n 0 when there is nothing. */
 static fx **gather(plan *p, fx *const *roots, int nroots, bool (*enter)(const fx *e, void *ctx),
-                   void *ctx, size_t *n)
+                   void *ctx, size_t *n, bool sorted)
 {
     size_t cap = 0, sp = 0, scap = 0;
     fx **seen = NULL, **stack = NULL;
@@ -125,7 +125,7 @@ static fx **gather(plan *p, fx *const *roots, int nroots, bool (*enter)(const fx
         *n = 0;
         return NULL;
     }
-    if (*n > 1)
+    if (sorted && *n > 1)
         qsort(seen, *n, sizeof *seen, by_id);
     return seen;
 oom:
@@ -136,11 +136,11 @@ oom:
     return NULL;
 }
 
-bool fx_walk_pruned(plan *p, fx *const *roots, int nroots, bool (*enter)(const fx *e, void *ctx),
-                    void (*fn)(fx *e, void *ctx), void *ctx)
+static bool walk(plan *p, fx *const *roots, int nroots, bool (*enter)(const fx *e, void *ctx),
+                 void (*fn)(fx *e, void *ctx), void *ctx, bool sorted)
 {
     size_t n;
-    fx **seen = gather(p, roots, nroots, enter, ctx, &n);
+    fx **seen = gather(p, roots, nroots, enter, ctx, &n, sorted);
     if (!seen && p->status)
         return false;
     for (size_t i = 0; i < n; i++)
@@ -149,9 +149,21 @@ bool fx_walk_pruned(plan *p, fx *const *roots, int nroots, bool (*enter)(const f
     return true;
 }
 
+bool fx_walk_pruned(plan *p, fx *const *roots, int nroots, bool (*enter)(const fx *e, void *ctx),
+                    void (*fn)(fx *e, void *ctx), void *ctx)
+{
+    return walk(p, roots, nroots, enter, fn, ctx, true);
+}
+
 bool fx_walk(plan *p, fx *const *roots, int nroots, void (*fn)(fx *e, void *ctx), void *ctx)
 {
-    return fx_walk_pruned(p, roots, nroots, NULL, fn, ctx);
+    return walk(p, roots, nroots, NULL, fn, ctx, true);
+}
+
+bool fx_visit(plan *p, fx *const *roots, int nroots, bool (*enter)(const fx *e, void *ctx),
+              void (*fn)(fx *e, void *ctx), void *ctx)
+{
+    return walk(p, roots, nroots, enter, fn, ctx, false);
 }
 
 typedef struct find_buf {
@@ -169,7 +181,7 @@ static void find_load(fx *e, void *ctx)
 bool fx_reads(plan *p, fx *e, int32_t bufi)
 {
     find_buf fb = {bufi, false};
-    fx_walk(p, &e, 1, find_load, &fb);
+    fx_visit(p, &e, 1, NULL, find_load, &fb);
     return fb.found;
 }
 
@@ -188,7 +200,7 @@ static void find_concat_on(fx *e, void *ctx)
 bool fx_has_concat(plan *p, fx *const *roots, int nroots, int axis)
 {
     find_concat fc = {axis, false};
-    return !fx_walk(p, roots, nroots, find_concat_on, &fc) || fc.found;
+    return !fx_visit(p, roots, nroots, NULL, find_concat_on, &fc) || fc.found;
 }
 
 /* ---- weights ---- */
@@ -218,7 +230,7 @@ int64_t nest_weight(plan *p, const nest *ne)
     }
     for (int i = 0; i < ne->nouts; i++)
         vals[i] = ne->outs[i].value;
-    fx_walk(p, vals, ne->nouts, add_weight, &w);
+    fx_visit(p, vals, ne->nouts, NULL, add_weight, &w);
     free(vals);
     return w;
 }
@@ -256,7 +268,7 @@ int32_t fx_loads(plan *p, fx *const *roots, int nroots, int32_t **out)
 {
     loads l = {.p = p};
     buf_marks_clear(p);
-    bool ok = fx_walk(p, roots, nroots, add_load, &l) && !l.oom && !p->status;
+    bool ok = fx_visit(p, roots, nroots, NULL, add_load, &l) && !l.oom && !p->status;
     if (!ok) {
         if (!p->status)
             p->status = NEST_ERR_NOMEM;
