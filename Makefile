@@ -2,13 +2,16 @@
 #
 #   make            libraries (build/lib) and bin/nestc
 #   make test       install missing Debian packages (or say how), build, run the test suite
+#                   (the C tests, then the Python front end's with pytest)
 #   make sanitize   the test suite built with -fsanitize=address,undefined, run
+#   make tsan       tests/test_threads.c under ThreadSanitizer
 #   make demo       compile and run the samples, show the generated C
 #   make bench      nest against numpy, numexpr, Eigen, OpenBLAS and hand-fused C
 #   make fuzz       the long randomized differential run (runs fuzz-parse first)
 #   make fuzz-random  random graphs, JIT against the interpreter: NEST_FUZZ_COUNT graphs
 #                   (default 20000) from seed NEST_FUZZ_SEED (default: the time)
 #   make fuzz-parse the text-form parser under libFuzzer for FUZZ_TIME seconds (default 60)
+#   make fuzz-onnx  the ONNX reader under libFuzzer, as long
 #   make deps       install the Debian packages nest needs (as root) or print the command
 #   make install    PREFIX=/usr/local
 #   make clean
@@ -20,6 +23,9 @@ PREFIX  ?= /usr/local
 B       ?= build
 BINDIR  ?= bin
 LLVM    ?= /usr/lib/llvm-14
+PYTHON  ?= /usr/bin/python3
+# where `make install` puts the Python package (Debian's path for PREFIX's Python 3 packages)
+PYTHONDIR ?= $(PREFIX)/lib/python$(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo 3)/dist-packages
 
 ifeq ($(V),1)
 Q :=
@@ -30,7 +36,11 @@ endif
 WARN     := -Wall -Wextra -Werror -pedantic -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS   ?= -O2 -g
 NCFLAGS  := -std=c11 -D_GNU_SOURCE -fPIC $(WARN) -Iinclude -Icommon -Icompiler -Iruntime $(SANFLAGS)
-LDLIBS   := -lm -ldl -lpthread
+LDLIBS   := -lprotobuf-c -lm -ldl -lpthread
+
+# The ONNX schema (Debian's libonnx-dev) becomes C with protoc-c at build time.
+ONNX_PROTO ?= /usr/include/onnx/onnx.proto
+GEN        := $(B)/gen
 
 # The source, by stage: common/ below everything; the compiler turns graphs into C text (graph/,
 # front/, passes/, emit/); the runtime turns C text into code; the driver joins the two.
@@ -38,6 +48,7 @@ COMMON_SRC   := common/util.c
 COMPILER_SRC := compiler/graph/types.c compiler/graph/ir.c compiler/graph/print.c \
                 compiler/graph/interp.c \
                 compiler/front/api.c compiler/front/parse.c \
+                compiler/front/onnx_read.c compiler/front/onnx_ops.c \
                 compiler/passes/layout.c compiler/passes/walk.c compiler/passes/fuse.c \
                 compiler/passes/rows.c compiler/passes/flatten.c compiler/passes/tile.c \
                 compiler/passes/memplan.c \
@@ -46,10 +57,11 @@ COMPILER_SRC := compiler/graph/types.c compiler/graph/ir.c compiler/graph/print.
 RUNTIME_SRC  := runtime/loader.c runtime/cache.c runtime/jit.c runtime/aot.c
 DRIVER_SRC   := driver/driver.c
 NESTC_SRC    := driver/nestc.c
-TEST_NAMES   := test_ir test_parse test_interp test_runtime test_fuse test_diff test_random \
-                test_scale
+TEST_NAMES   := test_ir test_parse test_interp test_runtime test_fuse test_diff test_random test_onnx \
+                test_oom test_faults test_threads test_sizes test_scale
 
-LIB_OBJ   := $(patsubst %.c,$(B)/obj/%.o,$(COMMON_SRC) $(COMPILER_SRC) $(RUNTIME_SRC) $(DRIVER_SRC))
+LIB_OBJ   := $(patsubst %.c,$(B)/obj/%.o,$(COMMON_SRC) $(COMPILER_SRC) $(RUNTIME_SRC) $(DRIVER_SRC)) \
+             $(B)/obj/gen/onnx.pb-c.o
 NESTC_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(NESTC_SRC))
 TESTS     := $(addprefix $(B)/tests/,$(TEST_NAMES))
 HEADERS   := include/nest.h common/util.h compiler/internal.h compiler/ops.def compiler/emit/emit.h \
@@ -63,7 +75,9 @@ JITFLAGS  := -isystem $(LLVM)/include $(shell $(LLVM)/bin/llvm-config --cxxflags
              -Iinclude -Iruntime -DNEST_LLVM_DIR='"$(LLVM)"'
 JITLIBS   := -L$(LLVM)/lib -lclang-cpp -lLLVM-14 -Wl,-rpath,$(LLVM)/lib -Wl,--no-undefined
 
-.PHONY: all test sanitize demo bench fuzz fuzz-parse fuzz-random deps install clean check-deps run-tests
+PHONY_ONNX := run-onnx fuzz-onnx
+.PHONY: $(PHONY_ONNX) all test sanitize tsan demo bench fuzz fuzz-parse fuzz-build fuzz-jit \
+        fuzz-random deps install clean check-deps run-tests python-test
 .DELETE_ON_ERROR:
 
 all: $(B)/lib/libnest.a $(B)/lib/libnest.so $(BINDIR)/nestc $(JITLIB)
@@ -79,6 +93,20 @@ $(B)/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(NCFLAGS) $(CFLAGS) -c $< -o $@
+
+$(GEN)/onnx.pb-c.c $(GEN)/onnx.pb-c.h: $(ONNX_PROTO)
+	@mkdir -p $(GEN)
+	@$(if $(Q),echo "  PROTOC  $<")
+	$(Q)cp $< $(GEN)/onnx.proto && protoc-c --proto_path=$(GEN) --c_out=$(GEN) $(GEN)/onnx.proto
+
+$(B)/obj/gen/onnx.pb-c.o: $(GEN)/onnx.pb-c.c $(GEN)/onnx.pb-c.h
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(NCFLAGS) $(CFLAGS) -I$(GEN) -c $< -o $@
+
+$(B)/obj/compiler/front/onnx_%.o: NCFLAGS += -I$(GEN)
+$(B)/obj/compiler/front/onnx_read.o $(B)/obj/compiler/front/onnx_ops.o: compiler/front/onnx.h \
+    $(GEN)/onnx.pb-c.h
 
 # The loader falls back to the shim where this build put it.
 $(B)/obj/runtime/loader.o: NCFLAGS += -DNEST_JIT_PATH="\"$(abspath $(JITLIB))\""
@@ -108,16 +136,70 @@ $(B)/tests/%: tests/%.c tests/testutil.h $(B)/lib/libnest.a $(HEADERS)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(NCFLAGS) $(CFLAGS) -Wno-missing-prototypes -Itests -o $@ $< $(B)/lib/libnest.a -lcmocka $(LDLIBS)
 
-$(TESTS): $(JITLIB)
+# The fault tests route every allocation and write of libnest.a through tests/faults.c, which
+# fails them on request (the k-th allocation, a write past n bytes): the library's sources are
+# built as they ship.
+FAULT_WRAP  := malloc calloc realloc aligned_alloc posix_memalign strdup strndup write
+FAULT_TESTS := $(B)/tests/test_oom $(B)/tests/test_faults
+$(FAULT_TESTS): $(B)/tests/%: tests/%.c tests/faults.c tests/faults.h tests/testutil.h \
+                $(B)/lib/libnest.a $(HEADERS)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(NCFLAGS) $(CFLAGS) -Wno-missing-prototypes -Itests -o $@ $< tests/faults.c \
+	    $(B)/lib/libnest.a $(foreach f,$(FAULT_WRAP),-Wl,--wrap=$(f)) -lcmocka $(LDLIBS)
 
-run-tests: $(TESTS) $(BINDIR)/nestc $(JITLIB)
+$(TESTS): $(JITLIB)
+$(B)/tests/test_onnx: NCFLAGS += -I$(GEN)
+$(B)/tests/test_onnx: $(GEN)/onnx.pb-c.h
+
+# The ONNX case runner (tests/onnx_cases.c) and the cases: the ONNX backend node tests, made by
+# python3-onnx's generators (tests/onnx_gen.py), and whole models exported from PyTorch
+# (tests/onnx_models.py).
+$(B)/tests/onnx_cases: tests/onnx_cases.c $(B)/lib/libnest.a include/nest.h $(GEN)/onnx.pb-c.h
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(NCFLAGS) $(CFLAGS) -I$(GEN) -o $@ $< $(B)/lib/libnest.a $(LDLIBS)
+
+$(B)/onnx/node/.done: tests/onnx_gen.py
+	@rm -rf $(B)/onnx/node && mkdir -p $(B)/onnx
+	@echo "  GEN     $(B)/onnx/node (the ONNX backend node tests)"
+	$(Q)/usr/bin/python3 tests/onnx_gen.py $(B)/onnx >$(B)/onnx/gen.log 2>&1 || \
+	    { cat $(B)/onnx/gen.log; exit 1; }
+	@touch $@
+
+$(B)/onnx/models/.done: tests/onnx_models.py
+	@rm -rf $(B)/onnx/models && mkdir -p $(B)/onnx/models
+	@echo "  GEN     $(B)/onnx/models (models exported from PyTorch)"
+	$(Q)/usr/bin/python3 tests/onnx_models.py $(B)/onnx/models >$(B)/onnx/models.log 2>&1 || \
+	    { cat $(B)/onnx/models.log; exit 1; }
+	@touch $@
+
+# Whole models: torch's outputs to 1e-4 relative (1e-5 absolute near 0).
+ONNX_MODELS_TOL := --rtol 1e-4 --atol 1e-5
+
+run-onnx: $(B)/tests/onnx_cases $(B)/onnx/node/.done $(B)/onnx/models/.done $(JITLIB)
+	$(Q)$(B)/tests/onnx_cases --table $(B)/onnx/node-table.md $(B)/onnx/node
+	$(Q)$(B)/tests/onnx_cases $(ONNX_MODELS_TOL) $(B)/onnx/models
+
+run-tests: $(TESTS) $(BINDIR)/nestc $(JITLIB) $(B)/tests/onnx_cases $(B)/onnx/node/.done \
+           $(B)/onnx/models/.done
 	@failed=0; for t in $(TESTS); do \
 	    echo "== $$t"; NESTC=$(BINDIR)/nestc $$t || failed=1; \
 	done; \
+	echo "== ONNX backend node tests (skipped: what nest refuses at import; make run-onnx lists them)"; \
+	$(B)/tests/onnx_cases --quiet --table $(B)/onnx/node-table.md $(B)/onnx/node || failed=1; \
+	echo "== ONNX models exported from PyTorch"; \
+	$(B)/tests/onnx_cases --quiet $(ONNX_MODELS_TOL) $(B)/onnx/models || failed=1; \
 	if [ $$failed = 0 ]; then echo "all tests passed"; else echo "SOME TESTS FAILED"; exit 1; fi
 
 test: check-deps
 	$(Q)$(MAKE) --no-print-directory run-tests
+	$(Q)$(MAKE) --no-print-directory python-test
+
+# The Python front end (python/nest) against numpy, over this build's libnest.so.
+python-test: $(B)/lib/libnest.so $(JITLIB)
+	@echo "== tests/python (pytest)"
+	$(Q)NEST_LIBRARY=$(abspath $(B)/lib/libnest.so) $(PYTHON) -m pytest -q -p no:cacheprovider tests/python
 
 # LeakSanitizer's tracking of dynamic TLS (gcc 12's libsanitizer with this glibc) reads garbage
 # ranges for threads of a dlopened library that uses TLS (libomp's workers, in JIT'd OpenMP
@@ -127,6 +209,24 @@ sanitize: check-deps
 	    $(MAKE) --no-print-directory B=build/san BINDIR=build/san/bin \
 	    SANFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
 	    CFLAGS="-O1 -g" run-tests
+
+# ThreadSanitizer on tests/test_threads.c (8 threads parsing, emitting, compiling with the cache
+# shared, and calling one kernel at once), the library and the JIT shim both built with
+# -fsanitize=thread. clang and LLVM inside the shim are not instrumented: TSan sees their locks
+# (pthread calls are intercepted wherever they come from) but not their memory accesses. The JIT'd
+# kernels are not instrumented either: the test checks their results against the interpreter.
+TSAN_JITLIB := build/tsan/lib/libnest_jit.so
+$(TSAN_JITLIB): runtime/jit.cpp runtime/rt.h include/nest.h
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CXX     $@")
+	$(Q)$(CXX) $(JITFLAGS) -fsanitize=thread -g -shared -o $@ $< $(JITLIBS)
+
+tsan: check-deps $(TSAN_JITLIB)
+	$(Q)$(MAKE) --no-print-directory B=build/tsan BINDIR=build/tsan/bin SANFLAGS="-fsanitize=thread" \
+	    CFLAGS="-O1 -g" build/tsan/tests/test_threads
+	TSAN_OPTIONS="halt_on_error=1 suppressions=$(abspath tests/tsan.supp) $${TSAN_OPTIONS:-}" \
+	    NEST_JIT_LIB=$(abspath $(TSAN_JITLIB)) \
+	    build/tsan/tests/test_threads
 
 # The text-form parser under libFuzzer, built with clang against the compiler sources (not the
 # runtime): any bytes parse or fail with a positioned error, and what parses prints, parses back
@@ -146,12 +246,56 @@ fuzz-parse: $(B)/fuzz/fuzz_parse
 	$(B)/fuzz/fuzz_parse -max_total_time=$(FUZZ_TIME) -dict=tests/fuzz_parse.dict \
 	    -artifact_prefix=$(B)/fuzz/ $(B)/fuzz/corpus-parse tests/corpus/parse
 
+# The ONNX reader under libFuzzer: any bytes import or fail with an error naming the source and
+# nothing to emit; the corpus is the ONNX backend node tests' models.
+$(B)/fuzz/fuzz_onnx: tests/fuzz_onnx.c $(COMMON_SRC) $(COMPILER_SRC) $(GEN)/onnx.pb-c.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  FUZZCC  $@")
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -I$(GEN) -o $@ tests/fuzz_onnx.c $(COMMON_SRC) $(COMPILER_SRC) \
+	    $(GEN)/onnx.pb-c.c -lprotobuf-c -lm
+
+fuzz-onnx: $(B)/fuzz/fuzz_onnx $(B)/onnx/node/.done
+	@mkdir -p $(B)/fuzz/corpus-onnx $(B)/fuzz/seed-onnx
+	$(Q)for d in $(B)/onnx/node/*/; do cp $$d/model.onnx $(B)/fuzz/seed-onnx/$$(basename $$d).onnx; done
+	$(B)/fuzz/fuzz_onnx -max_total_time=$(FUZZ_TIME) -max_len=65536 -artifact_prefix=$(B)/fuzz/ \
+	    $(B)/fuzz/corpus-onnx $(B)/fuzz/seed-onnx
+
+# The C API's builders under libFuzzer (tests/fuzz_build.c): bytes become builder calls, valid
+# or not; failures carry errors, values are what they say, results print, parse back and emit.
+$(B)/fuzz/fuzz_build: tests/fuzz_build.c $(COMMON_SRC) $(COMPILER_SRC) $(GEN)/onnx.pb-c.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  FUZZCC  $@")
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -I$(GEN) -o $@ tests/fuzz_build.c $(COMMON_SRC) $(COMPILER_SRC) \
+	    $(GEN)/onnx.pb-c.c -lprotobuf-c -lm
+
+fuzz-build: $(B)/fuzz/fuzz_build
+	@mkdir -p $(B)/fuzz/corpus-build
+	$(B)/fuzz/fuzz_build -max_total_time=$(FUZZ_TIME) -artifact_prefix=$(B)/fuzz/ \
+	    $(B)/fuzz/corpus-build tests/corpus/build
+
+# Compile and compare under libFuzzer: tests/test_random.c's generator drawing its choices from
+# the input's bytes (NEST_LIBFUZZER), each graph compiled in process and compared with the
+# interpreter. The compiler and runtime are instrumented; clang and LLVM (the JIT shim) are not.
+$(B)/fuzz/fuzz_jit: tests/test_random.c tests/testutil.h $(COMMON_SRC) $(COMPILER_SRC) $(RUNTIME_SRC) \
+                    $(DRIVER_SRC) $(GEN)/onnx.pb-c.c $(HEADERS) $(JITLIB)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  FUZZCC  $@")
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -Wno-missing-prototypes -Wno-unused-function -DNEST_LIBFUZZER -Iruntime -Itests -I$(GEN) \
+	    -DNEST_JIT_PATH="\"$(abspath $(JITLIB))\"" -o $@ tests/test_random.c $(COMMON_SRC) \
+	    $(COMPILER_SRC) $(RUNTIME_SRC) $(DRIVER_SRC) $(GEN)/onnx.pb-c.c -lcmocka $(LDLIBS)
+
+fuzz-jit: $(B)/fuzz/fuzz_jit
+	@mkdir -p $(B)/fuzz/corpus-jit
+	ASAN_OPTIONS="$${ASAN_OPTIONS:+$$ASAN_OPTIONS:}intercept_tls_get_addr=0" \
+	    $(B)/fuzz/fuzz_jit -max_total_time=$(FUZZ_TIME) -timeout=60 -rss_limit_mb=4096 \
+	    -artifact_prefix=$(B)/fuzz/ $(B)/fuzz/corpus-jit tests/corpus/jit
+
 # Random graphs (tests/test_random.c) through the JIT against the reference interpreter; a
 # failing graph prints its seed and text form (NEST_FUZZ_SEED=<seed> NEST_FUZZ_COUNT=1 reruns it).
 fuzz-random: $(B)/tests/test_random $(JITLIB)
 	NEST_FUZZ_COUNT=$${NEST_FUZZ_COUNT:-20000} $(B)/tests/test_random
 
-fuzz: fuzz-parse fuzz-random
+fuzz: fuzz-parse fuzz-onnx fuzz-build fuzz-jit fuzz-random
 
 # The samples: l2 through the C API and the JIT, dense ahead of time through its header.
 $(B)/samples/l2: samples/l2.c $(B)/lib/libnest.a include/nest.h
@@ -165,6 +309,16 @@ $(B)/samples/dense.so $(B)/samples/dense.h: samples/dense.nest $(BINDIR)/nestc
 $(B)/samples/dense_main: samples/dense_main.c $(B)/samples/dense.so $(B)/samples/dense.h
 	$(Q)$(CC) -std=c11 -O2 -Wall -Wextra -Werror -I$(B)/samples -o $@ $< $(B)/samples/dense.so \
 	    -Wl,-rpath,$(abspath $(B)/samples) -lm
+
+# ONNX: a classifier exported from PyTorch, compiled by nestc, called from C and from Python.
+$(B)/samples/onnx/classifier.so $(B)/samples/onnx/classifier.h: samples/onnx_export.py $(BINDIR)/nestc
+	@mkdir -p $(B)/samples/onnx
+	$(Q)/usr/bin/python3 samples/onnx_export.py $(B)/samples/onnx
+	$(Q)$(BINDIR)/nestc $(B)/samples/onnx/classifier.onnx -o $(B)/samples/onnx/classifier.so
+
+$(B)/samples/onnx/main: samples/onnx_main.c $(B)/samples/onnx/classifier.so
+	$(Q)$(CC) -std=c11 -O2 -Wall -Wextra -Werror -I$(B)/samples/onnx -o $@ $< \
+	    $(B)/samples/onnx/classifier.so -Wl,-rpath,$(abspath $(B)/samples/onnx) -lm
 
 demo: check-deps
 	$(Q)$(MAKE) --no-print-directory all $(B)/samples/l2 $(B)/samples/dense_main
@@ -187,6 +341,14 @@ demo: check-deps
 	@echo "== and from Python with ctypes (samples/dense.py):"
 	$(Q)if command -v python3 >/dev/null; then python3 samples/dense.py $(B)/samples/dense.so; \
 	    else echo "(python3 is not installed: skipped)"; fi
+	@echo "== an ONNX model exported from PyTorch (samples/onnx_export.py), compiled by"
+	@echo "   bin/nestc classifier.onnx -o classifier.so, called from C and from Python:"
+	$(Q)$(MAKE) --no-print-directory $(B)/samples/onnx/main
+	$(Q)$(B)/samples/onnx/main $(B)/samples/onnx
+	$(Q)/usr/bin/python3 samples/onnx_run.py $(B)/samples/onnx
+	@echo
+	@echo "== the Python front end, named axes (PYTHONPATH=python $(PYTHON) samples/python/tour.py):"
+	$(Q)PYTHONPATH=python NEST_LIBRARY=$(abspath $(B)/lib/libnest.so) $(PYTHON) samples/python/tour.py
 
 # The benchmark (bench/, docs/performance.md). The hand-fused C loops are built with the flags
 # nest's JIT uses (runtime/jit.c); Eigen with -O3 -march=native. Writes build/bench.md.
@@ -244,6 +406,7 @@ bench:
 	$(Q)$(B)/bench/bench -o $(B)/bench.md
 	$(Q){ echo; echo '## Cross-check: two threads at 16M, best of 10 calls in turn'; echo; \
 	    echo '```'; $(B)/bench/crosscheck; echo '```'; } | tee -a $(B)/bench.md
+	$(Q){ echo; NEST_LIBRARY=$(abspath $(B)/lib/libnest.so) $(PYTHON) bench/python_call.py; } | tee -a $(B)/bench.md
 	$(Q)$(B)/bench/scale -o $(B)/bench.md
 
 install: all
@@ -254,6 +417,10 @@ install: all
 	install -m 755 $(BINDIR)/nestc $(DESTDIR)$(PREFIX)/bin/
 	install -d $(DESTDIR)$(PREFIX)/lib/nest
 	install -m 755 $(JITLIB) $(DESTDIR)$(PREFIX)/lib/nest/
+	install -d $(DESTDIR)$(PYTHONDIR)/nest
+	install -m 644 python/nest/*.py $(DESTDIR)$(PYTHONDIR)/nest/
+	printf '# written by make install: where libnest.so is\nLIBDIR = "%s"\n' '$(PREFIX)/lib' \
+	    > $(DESTDIR)$(PYTHONDIR)/nest/_install.py
 
 clean:
 	rm -rf build bin

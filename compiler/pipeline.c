@@ -230,6 +230,14 @@ static int emit_all(nest_function *const *fns, int n, nest_emit_kind kind, emit_
     return NEST_OK;
 }
 
+int pipeline_consts(nest_function *f, const nest_options *opts, jit_info *info)
+{
+    buf out = {0};
+    int st = emit_all(&f, 1, NEST_EMIT_H, EMIT_AOT, opts, &out, info);
+    buf_reset(&out);
+    return st;
+}
+
 char *nest_emit(nest_function *const *fns, int n, nest_emit_kind kind, const nest_options *opts)
 {
     if (n < 0 || (n > 0 && !fns) || (kind != NEST_EMIT_C && kind != NEST_EMIT_H))
@@ -322,7 +330,8 @@ char *pipeline_dot(nest_function *const *fns, int n, const nest_options *opts)
             for (int32_t j = 0; j < f->nnodes; j++)
                 cl.of[j] = -1;
             labels = calloc((size_t)p.nnests + 1, sizeof *labels);
-            for (int32_t k = 0; labels && k < p.nnests; k++) {
+            bool ok = labels != NULL;
+            for (int32_t k = 0; ok && k < p.nnests; k++) {
                 const nest *ne = &p.nests[k];
                 if (ne->dead)
                     continue;
@@ -333,7 +342,7 @@ char *pipeline_dot(nest_function *const *fns, int n, const nest_options *opts)
                         cl.of[ne->outs[o].node] = nlabels;
                     vals[o] = ne->outs[o].value;
                 }
-                fx_visit(&p, vals, ne->nouts, NULL, mark_cluster, &cl);
+                ok = fx_visit(&p, vals, ne->nouts, NULL, mark_cluster, &cl);
                 buf t = {0};
                 buf_printf(&t, "nest %d: loops over [", k);
                 for (int d = 0; d < ne->rank; d++)
@@ -342,10 +351,15 @@ char *pipeline_dot(nest_function *const *fns, int n, const nest_options *opts)
                 buf_puts(&t, "]");
                 if (ne->rowed)
                     buf_printf(&t, ", rows with nest %d", ne->group);
-                labels[nlabels++] = buf_finish(&t);
+                if (ok && !(labels[nlabels++] = buf_finish(&t)))
+                    ok = false;
+                buf_reset(&t);
             }
-            print_dot_function(&out, f, i, cl.of, nlabels, labels);
+            if (!ok)
+                st = ir_error(f, NEST_ERR_NOMEM, "print: out of memory");
         }
+        if (st == NEST_OK)
+            print_dot_function(&out, f, i, cl.of, nlabels, labels);
         for (int j = 0; j < nlabels; j++)
             free(labels[j]);
         free(labels);

@@ -16,7 +16,11 @@
  *   until the handle's next failing call or its free.
  * - Arrays passed to and from functions are dense and row-major unless a parameter or result is
  *   declared column-major; bool elements are one byte holding 0 or 1.
- * - Handles are not safe to use from two threads at once; distinct handles are independent.
+ * - Threads: distinct handles are independent, so functions can be built, printed, emitted and
+ *   compiled in many threads at once (compiles share the compile cache safely, also across
+ *   processes). One function or module handle is not safe to use from two threads at once. A
+ *   kernel is: nest_call (and the kernel_* getters) may run on one kernel from many threads at
+ *   once; nest_kernel_errmsg gives the calling thread's last error.
  */
 #ifndef NEST_H
 #define NEST_H
@@ -195,6 +199,9 @@ int nest_value_rank(const nest_function *f, nest_value v);
 const int64_t *nest_value_shape(const nest_function *f, nest_value v);
 nest_value nest_param(const nest_function *f, int i);
 nest_value nest_result(const nest_function *f, int i);
+/* The name of a value (a parameter's, or one given by nest_set_name), or NULL if it has none or v
+ * is out of range. It belongs to the function. */
+const char *nest_value_name(const nest_function *f, nest_value v);
 
 /* ---------------------------------------------------------------------------------------------
  * Text form
@@ -228,6 +235,36 @@ char *nest_print_dot(nest_function *const *fns, int n);
 
 /* Frees a string nest returned. NULL is a no-op. */
 void nest_string_free(char *s);
+
+/* ---------------------------------------------------------------------------------------------
+ * ONNX import
+ * ------------------------------------------------------------------------------------------- */
+
+/* The value of a dynamic dimension: an input dim that the model names (dim_param). */
+typedef struct nest_dim {
+    const char *name;
+    int64_t value;
+} nest_dim;
+
+typedef struct nest_onnx_options {
+    const char *name;       /* the function's name (NULL: the file's stem made an identifier;
+                             * "model" when imported from memory) */
+    const nest_dim *dims;   /* ndims values of named dims; a named dim not given is an error */
+    int ndims;
+    const char *data_dir;   /* the folder of external data files (NULL: the model's folder;
+                             * from memory, external data is then an error) */
+} nest_onnx_options;
+
+/* Imports an ONNX model (opsets 7 to 17 of the default domain) as a function: its parameters
+ * are the graph inputs that are not initializers, in order; its results the graph outputs, in
+ * order. Initializers become constants (binary data, never C literals); nodes whose inputs are
+ * all known at import are evaluated then. `opts` may be NULL. Returns NULL only when out of
+ * memory; otherwise a function the caller frees with nest_function_free, which on error holds
+ * it (nest_errcode, nest_errmsg: "FILE: node N 'name' (Op, opset K): what"). An error leaves
+ * no results, so nothing can be emitted from it. */
+nest_function *nest_import_onnx(const char *path, const nest_onnx_options *opts);
+/* The same from `len` bytes in memory (copied as needed; the caller keeps them). */
+nest_function *nest_import_onnx_mem(const void *data, size_t len, const nest_onnx_options *opts);
 
 /* ---------------------------------------------------------------------------------------------
  * Reference interpreter
@@ -271,13 +308,21 @@ typedef struct nest_kernel nest_kernel;
 nest_kernel *nest_compile(nest_function *f, const nest_options *opts);
 
 /* Calls the kernel: args and results as for nest_evaluate. Returns NEST_OK, NEST_ERR_CALL for a
- * wrong count (the message says which), or NEST_ERR_NOMEM. A kernel owns its workspace: calls on
- * one kernel must not overlap; use one kernel per thread. */
+ * wrong count (the message says which), or NEST_ERR_NOMEM. Calls on one kernel may run in many
+ * threads at once: the kernel owns one workspace, and a call that finds it in use allocates its
+ * own for the call (NEST_ERR_NOMEM if it cannot). */
 int nest_call(nest_kernel *k, void *const *args, int nargs, void *const *results, int nresults);
 
+/* The message of the last failed nest_call on k in the calling thread ("" if none). It lives in
+ * the thread until its next failing call or the kernel's free. */
 const char *nest_kernel_errmsg(const nest_kernel *k);
 /* 1 if the kernel came from the compile cache, 0 if it was compiled. */
 int nest_kernel_cache_hit(const nest_kernel *k);
+/* Why the compile cache was not used for the kernel, or "" when it was (or was turned off): the
+ * cache directory is refused when another user owns it (a symlink to their directory, say) or
+ * others can write to it, since code loaded from it runs in this process; a store that failed
+ * ("No space left on device") leaves the kernel good but uncached. Belongs to the kernel. */
+const char *nest_kernel_cache_note(const nest_kernel *k);
 /* Bytes of scratch memory the kernel uses (0 when everything fuses into its results). */
 size_t nest_kernel_workspace_size(const nest_kernel *k);
 /* Wall time of nest_compile for this kernel, in milliseconds. */

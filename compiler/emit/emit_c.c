@@ -216,7 +216,7 @@ static void signature_comment(ctx *c)
     if (f->nresults != 1)
         buf_putc(&t, ')');
     buf_puts(&t, " */");
-    char *s = buf_finish(&t);
+    char *s = em_finish(c, &t);
     em_line(c, "%s", s ? s : "");
     free(s);
 }
@@ -234,6 +234,18 @@ static void emit_constants(ctx *c)
         c->bufname[b] = em_unique(&c->fn, nm);
         if (c->mode == EMIT_JIT)
             continue;
+        if (emit_const_is_data(pb->count, pb->etype)) {
+            buf b2 = {0};
+            ir_format_type(&b2, c->f, pb->node);
+            char *t = buf_finish(&b2);
+            buf_printf(c->b, "/* %s: %s, %lld bytes of data linked beside this C, not text */\n",
+                       namer_name(&c->nm, pb->node), t ? t : "?",
+                       (long long)(pb->count * (int64_t)nest_type_size((nest_type)pb->etype)));
+            free(t);
+            buf_printf(c->b, "extern const %s %s[%lld] __attribute__((visibility(\"hidden\"), "
+                       "aligned(64)));\n", em_ctype(pb->etype), c->bufname[b], (long long)pb->count);
+            continue;
+        }
         buf_printf(c->b, "static const %s %s[%lld] = {", em_ctype(pb->etype), c->bufname[b],
                    (long long)(pb->count > 0 ? pb->count : 1));
         for (int64_t i = 0; i < pb->count; i++) {
@@ -255,6 +267,11 @@ static void emit_constants(ctx *c)
         snprintf(nm, sizeof nm, "nest_consts_%s", c->f->name);
         buf_printf(c->b, "const void *%s[%d];\n", nm, p->nconsts);
     }
+}
+
+bool emit_const_is_data(int64_t count, int etype)
+{
+    return count * (int64_t)nest_type_size((nest_type)etype) > EMIT_DATA_BYTES;
 }
 
 /* ---- parts ---- */
@@ -430,7 +447,7 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
     c.bufname = abi;
     buf sig = {0};
     param_list(&c, &sig, true, ws);
-    char *sigs = buf_finish(&sig);
+    char *sigs = em_finish(&c, &sig);
     c.bufname = save;
     signature_comment(&c);
     if (ws)
@@ -468,7 +485,7 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
         em_line(&c, "}");
         em_line(&c, "%s", "");
         call_args(&c, &ca, "(unsigned char *)workspace", "args", "results");
-        char *a = buf_finish(&ca);
+        char *a = em_finish(&c, &ca);
         em_line(&c, "int %s_call_ws(void *const *args, void *const *results, void *workspace)", f->name);
         em_line(&c, "{");
         if (f->nparams == 0)
@@ -483,7 +500,7 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
         c.bufname = abi;
         param_list(&c, &pl, true, false);
         c.bufname = save;
-        char *ps = buf_finish(&pl);
+        char *ps = em_finish(&c, &pl);
         em_line(&c, "int %s(%s)", f->name, ps ? ps : "");
         free(ps);
         em_line(&c, "{");
@@ -494,7 +511,7 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
         buf cl = {0};
         for (int32_t i = 0; i < f->nparams + f->nresults; i++)
             buf_printf(&cl, "%s, ", abi[i]);
-        char *cls = buf_finish(&cl);
+        char *cls = em_finish(&c, &cl);
         em_line(&c, "    rc = %s_impl(%sws);", f->name, cls ? cls : "");
         free(cls);
         em_line(&c, "    free(ws);");
@@ -506,7 +523,7 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
     const char *an = strcmp(f->name, "args") ? "args" : "nest_args";
     const char *rn = strcmp(f->name, "results") ? "results" : "nest_results";
     call_args(&c, &ca, NULL, an, rn);
-    char *a = buf_finish(&ca);
+    char *a = em_finish(&c, &ca);
     em_line(&c, "int %s_call(void *const *%s, void *const *%s)", f->name, an, rn);
     em_line(&c, "{");
     if (f->nparams == 0)
@@ -518,6 +535,9 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
     em_line(&c, "%s", "");
     free(a);
 out:
+    /* out of memory in a scope of names or in an expression made during emission */
+    if (c.fn.oom || c.mp->status != NEST_OK)
+        b->failed = true;
     free(abi);
     free(c.hoist);
     free(c.bufname);
@@ -538,12 +558,12 @@ void emit_header_decls(buf *b, const plan *p)
 {
     const nest_function *f = p->f;
     ctx c = {.b = b, .p = p, .f = f};
-    reserve_names(&c);
     if (!namer_init(&c.nm, f)) {
         namer_free(&c.nm);
         b->failed = true;
         return;
     }
+    reserve_names(&c);
     const char **names_ = abi_names(&c);
     if (!names_) {
         namer_free(&c.nm);
@@ -555,7 +575,7 @@ void emit_header_decls(buf *b, const plan *p)
     signature_comment(&c);
     buf pl = {0};
     param_list(&c, &pl, false, false);
-    char *ps = buf_finish(&pl);
+    char *ps = em_finish(&c, &pl);
     em_line(&c, "int %s(%s);", f->name, ps ? ps : "");
     free(ps);
     em_line(&c, "int %s_call(void *const *args, void *const *results);", f->name);
@@ -565,6 +585,8 @@ void emit_header_decls(buf *b, const plan *p)
              f->name);
     }
     em_line(&c, "%s", "");
+    if (c.fn.oom)
+        b->failed = true;
     free(names_);
     em_names_free(&c.fn);
     namer_free(&c.nm);

@@ -15,8 +15,10 @@ nest_function *nest_function_new(const char *name)
         return NULL;
     if (ir_check_name(f, "function", name) == NEST_OK) {
         f->name = arena_strdup(&f->arena, name);
-        if (!f->name)
-            ir_error(f, NEST_ERR_NOMEM, "out of memory");
+        if (!f->name) { /* NULL only when out of memory, as documented */
+            nest_function_free(f);
+            return NULL;
+        }
     }
     return f;
 }
@@ -330,6 +332,12 @@ const int64_t *nest_value_shape(const nest_function *f, nest_value v)
 {
     const ir_node *n = value(f, v);
     return n && n->etype != IR_TUPLE ? n->shape : NULL;
+}
+
+const char *nest_value_name(const nest_function *f, nest_value v)
+{
+    const ir_node *n = value(f, v);
+    return n ? n->name : NULL;
 }
 
 nest_value nest_param(const nest_function *f, int i)
