@@ -77,7 +77,7 @@ static void wide_of_20000(void **state)
     nest_function *f = *state;
     nest_value p[8];
     for (int i = 0; i < 8; i++) {
-        char name[8];
+        char name[16];
         snprintf(name, sizeof name, "p%d", i);
         p[i] = nest_parameter(f, name, NEST_F32, 1, SHAPE(64), NEST_ROW_MAJOR);
     }

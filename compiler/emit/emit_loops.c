@@ -422,23 +422,33 @@ static void emit_fold_end(ctx *c)
         int et = o->value->etype;
         if (o->reduce < 0)
             continue;
+        /* pairwise: lane u takes lane u + w for halving widths, each width in an array of
+         * its own (rewriting the lanes in place, compilers keep them in memory), in a helper in
+         * large functions */
+        const char *v = a;
+        char nb[IR_MAX_NAME + 32];
         int h = c->fold_calls && c->accs > 1 ? em_fold_helper(o->reduce, et, c->accs) : -1;
         if (h >= 0) {
             *c->helpers |= 1ull << h;
-            em_line(c, "%s[0] = nest_fold_%s_%s_%d(%s);", a, ir_ops[o->reduce].name,
-                    nest_type_name((nest_type)et), c->accs, a);
+            snprintf(nb, sizeof nb, "%s_1", a);
+            v = em_unique(&c->local, nb);
+            em_line(c, "const %s %s = nest_fold_%s_%s_%d(%s);", em_ctype(et), v,
+                    ir_ops[o->reduce].name, nest_type_name((nest_type)et), c->accs, a);
         }
-        /* pairwise: lane u takes lane u + w for halving widths */
         for (int w = h >= 0 ? 0 : c->accs / 2; w >= 1; w /= 2) {
             char l[IR_MAX_NAME + 64], r[IR_MAX_NAME + 64];
-            snprintf(l, sizeof l, w > 1 ? "%s[u]" : "%s[0]", a);
-            snprintf(r, sizeof r, w > 1 ? "%s[u + %d]" : "%s[%d]", a, w);
-            char *s = em_combine(c, o->reduce, et, l, r);
-            if (s && w > 1)
-                em_line(c, "for (int u = 0; u < %d; u++) %s = %s;", w, l, s);
-            else if (s)
-                em_line(c, "%s = %s;", l, s);
-            free(s);
+            snprintf(l, sizeof l, w > 1 ? "%s[u]" : "%s[0]", v);
+            snprintf(r, sizeof r, w > 1 ? "%s[u + %d]" : "%s[1]", v, w);
+            char *cs = em_combine(c, o->reduce, et, l, r);
+            snprintf(nb, sizeof nb, "%s_%d", a, w);
+            v = em_unique(&c->local, nb);
+            if (cs && w > 1) {
+                em_line(c, "%s %s[%d];", em_ctype(et), v, w);
+                em_line(c, "for (int u = 0; u < %d; u++) %s[u] = %s;", w, v, cs);
+            } else if (cs) {
+                em_line(c, "const %s %s = %s;", em_ctype(et), v, cs);
+            }
+            free(cs);
         }
         buf t = {0};
         if (c->fold_dst)
@@ -450,7 +460,7 @@ static void emit_fold_end(ctx *c)
         em_node_comment(c, &cm, c->fold_dst ? -1 : o->node);
         char *cs = em_finish(c, &cm);
         if (d)
-            em_line(c, "%s = %s%s;%s", d, a, c->accs > 1 ? "[0]" : "", cs ? cs : "");
+            em_line(c, "%s = %s;%s", d, v, cs ? cs : "");
         free(d);
         free(cs);
     }

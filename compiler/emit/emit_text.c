@@ -39,15 +39,21 @@ static void emit_fold_helper(buf *b, int h)
                   "static NEST_NOINLINE %s nest_fold_%s_%s_%d(%s *a)\n{\n",
                info->name, lanes, t, info->name, nest_type_name((nest_type)et), lanes, t);
     for (int w = lanes / 2; w >= 1; w /= 2) {
-        char l[16], r[32];
-        snprintf(l, sizeof l, "a[u]");
-        snprintf(r, sizeof r, "a[u + %d]", w);
+        char l[32], r[32];
+        if (w * 2 == lanes) {
+            snprintf(l, sizeof l, "a[u]");
+            snprintf(r, sizeof r, "a[u + %d]", w);
+        } else {
+            snprintf(l, sizeof l, "a%d[u]", w * 2);
+            snprintf(r, sizeof r, "a%d[u + %d]", w * 2, w);
+        }
         const char *args[2] = {l, r};
-        buf_printf(b, "    for (int u = 0; u < %d; u++)\n        a[u] = ", w);
+        buf_printf(b, "    %s a%d[%d];\n    for (int u = 0; u < %d; u++)\n        a%d[u] = ", t, w,
+                   w, w, w);
         expand(b, info->cfloat, et, args);
         buf_puts(b, ";\n");
     }
-    buf_puts(b, "    return a[0];\n}\n\n");
+    buf_puts(b, "    return a1[0];\n}\n\n");
 }
 
 /* The micro-kernel of a tiled product, a function of its own so that every compiler keeps its
