@@ -711,12 +711,16 @@ static void declare_temps(ctx *c, int32_t first, int32_t last, int32_t group, bo
 }
 
 /* Casts away the temporaries declared for the block being closed that its code never names
- * (their only reads were in loops without iterations, or folded into constants). */
+ * (their only reads were in loops without iterations, or folded into constants). Their names
+ * die with the block's scope: a later block that fails (out of memory) before declaring them
+ * again reads "_", never a freed name. */
 static void cast_unused_temps(ctx *c)
 {
-    for (size_t i = 0; i < c->ndecl; i++)
+    for (size_t i = 0; i < c->ndecl; i++) {
         if (!c->refd[c->decl[i]])
             em_line(c, "(void)%s;", c->bufname[c->decl[i]]);
+        c->bufname[c->decl[i]] = "_";
+    }
     c->ndecl = 0;
 }
 

@@ -571,12 +571,13 @@ static void count_uses(fx *e, void *ctx_)
 {
     body *bd = ctx_;
     valref *v = grow_array(bd->v, &bd->cap, bd->n, sizeof *v);
+    if (v)
+        bd->v = v;
     int32_t *stamp = em_id_int(bd->c, &bd->c->refbody, e), *idx = em_id_int(bd->c, &bd->c->refidx, e);
     if (!v || !stamp || !idx) {
         bd->oom = true;
         return;
     }
-    bd->v = v;
     *stamp = bd->stamp;
     *idx = (int32_t)bd->n;
     bd->v[bd->n++] = (valref){e, NULL, 0, 0};
