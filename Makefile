@@ -446,12 +446,18 @@ $(B)/bench/eigen.o: bench/eigen.cpp bench/eigen.h
 	$(Q)$(BENCH_CXX) -std=c++17 -O3 -march=native -DNDEBUG -Wall -Wextra -Werror \
 	    -isystem /usr/include/eigen3 -c $< -o $@
 
-$(B)/bench/bench.o: bench/bench.c bench/handfused.h bench/eigen.h include/nest.h
+$(B)/bench/blascore.o: bench/blascore.c bench/blascore.h
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(NCFLAGS) -O2 -c $< -o $@
 
-$(B)/bench/bench: $(B)/bench/bench.o $(B)/bench/handfused.o $(B)/bench/eigen.o $(B)/lib/libnest.a
+$(B)/bench/bench.o: bench/bench.c bench/blascore.h bench/handfused.h bench/eigen.h include/nest.h
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(NCFLAGS) -O2 -c $< -o $@
+
+$(B)/bench/bench: $(B)/bench/bench.o $(B)/bench/blascore.o $(B)/bench/handfused.o $(B)/bench/eigen.o \
+                 $(B)/lib/libnest.a
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(BENCH_CXX) -fopenmp -o $@ $^ -Wl,-rpath,$(LLVM)/lib -lmvec $(LDLIBS)
 

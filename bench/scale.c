@@ -8,7 +8,7 @@
  *
  * Each graph is measured in a fresh process: its text (bench/graphgen.c) is parsed, planned by
  * the passes, emitted as the JIT's C, and compiled by clang in process (the cache off). Each
- * stage's time is wall time on one core; its memory the rise of the resident set's high-water
+ * stage's time is CPU time on one core; its memory the rise of the resident set's high-water
  * mark during the stage (VmHWM, reset through /proc/self/clear_refs before it).
  */
 #ifndef _GNU_SOURCE
@@ -266,7 +266,8 @@ int main(int argc, char **argv)
     result res[8][8];
     buf md = {0};
     buf_printf(&md, "## Compile scale\n\n"
-                    "Per stage, wall time on one core and the rise of the resident set's peak "
+                    "Per stage, CPU time on one core (the machine is shared: wall time would count "
+                    "the others' work) and the rise of the resident set's peak "
                     "(the graph's text parsed, planned by the passes, emitted as the JIT's C, "
                     "compiled by clang in process with the cache off; clang up to %d nodes). "
                     "µs/node: passes and emission together, per graph node.\n\n",
