@@ -23,8 +23,9 @@
  *
  * `make test` runs a few hundred fixed seeds, two graphs of thousands of ops drawn the same way
  * over small values (the passes and the emitter at the size of real models), and the graphs
- * that once failed (kept as text, since any change to the generator changes what a seed builds). `make fuzz` runs NEST_FUZZ_COUNT
- * graphs from seed NEST_FUZZ_SEED (default: the time), printing progress. A failing graph prints
+ * that once failed (kept as text, since any change to the generator changes what a seed builds).
+ * `make fuzz` runs NEST_FUZZ_COUNT graphs from seed NEST_FUZZ_SEED (default: the time), printing
+ * progress. A failing graph prints
  * its seed and its text form; NEST_FUZZ_SEED=<seed> NEST_FUZZ_COUNT=1 build/tests/test_random
  * reproduces it (NEST_FUZZ_PRINT=1 prints every graph; NEST_FUZZ_FILE=graph.nest runs a text
  * graph, say a reduced one, against the interpreter; NEST_FUZZ_NOFUSE=1 runs every graph with
