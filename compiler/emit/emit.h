@@ -42,7 +42,10 @@ enum {
     H_FOLD = H_TILE + 6,   /* + 4 * (sum, max, min) + 2 * (f64) + (half the lanes): the
                             * combining of a fold's partial accumulators, in large functions */
     H_NOINLINE = H_FOLD + 12, /* the NEST_NOINLINE macro (tiles, folds, parts) */
-    H_COUNT,
+    H_SIGMOID = H_NOINLINE + 1, /* + (f64): the op set of real models */
+    H_TAKE = H_SIGMOID + 2, /* a gathered index, clamped */
+    H_TOPK = H_TAKE + 1,   /* + element type (f32, f64, i32, i64): topk of a row */
+    H_COUNT = H_TOPK + 4,
 };
 
 /* An int per expression node, by id (walk.c's dense ids), growing with the plan's nodes; new
@@ -90,7 +93,9 @@ typedef struct ctx {
     names local;
     const char *var[NEST_MAX_RANK];   /* loop variable per axis */
     const char *expr[NEST_MAX_RANK];  /* its value in index expressions ("i1" or "i1 + u") */
-    const char **acc;                 /* per output: accumulator array (case A) */
+    const char **acc;                 /* per output: accumulator array (case A); an argmax's or
+                                       * argmin's index */
+    const char **best;                /* per output: an argmax's or argmin's best value */
     int accs;                         /* partial accumulators in use (1 or lanes) */
     bool unrolled;                    /* inside the lane-wide loop: `u` picks the accumulator */
     bool par_outer;                   /* the outermost loop runs on several cores */
@@ -164,6 +169,8 @@ void em_init_text(buf *b, int op, int etype);
 /* "acc op= value" as the template of the reduction. */
 char *em_combine(ctx *c, int op, int etype, const char *acc, const char *value);
 
+/* Whether a reduction is argmax or argmin: it folds an index, one step at a time. */
+static inline bool em_is_arg(int reduce) { return reduce == OP_ARGMAX || reduce == OP_ARGMIN; }
 /* emit_loops.c */
 /* Evaluates vals and stores or folds each into its output. */
 void em_outputs(ctx *c, const nout *outs, fx *const *vals, int nouts);

@@ -212,6 +212,8 @@ int fx_weight(const fx *e)
         return 0;
     switch (e->op) {
     case OP_EXP: case OP_LOG: case OP_TANH: case OP_POWER: return 10;
+    case OP_SIN: case OP_COS: case OP_TAN: case OP_ASIN: case OP_ACOS: case OP_ATAN:
+    case OP_SINH: case OP_COSH: case OP_ERF: case OP_SIGMOID: return 10;
     case OP_DIVIDE: case OP_SQRT: return 3;
     default: return 1;
     }
@@ -246,7 +248,7 @@ typedef struct loads {
 static void add_load(fx *e, void *ctx)
 {
     loads *l = ctx;
-    if (e->kind != FX_LOAD || l->oom || !buf_mark(l->p, e->buf))
+    if (e->kind != FX_LOAD || e->buf == FX_IOTA || l->oom || !buf_mark(l->p, e->buf))
         return;
     int32_t *v = grow_array(l->v, &l->cap, l->n, sizeof *v);
     if (!v) {
