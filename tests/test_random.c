@@ -1040,7 +1040,7 @@ static bool step_concat(gen *g)
 }
 
 /* op (O_SUM, O_MAX or O_MIN) of a over the axes of its own where all, else over a random few. */
-static val *reduce(gen *g, opk op, val *a, bool all)
+static val *reduce_val(gen *g, opk op, val *a, bool all)
 {
     int64_t axes[MAXRANK];
     int na = 0;
@@ -1079,8 +1079,8 @@ static bool step_reduce(gen *g)
     val *a = pick(g, is_numeric_val);
     if (!a)
         return false;
-    a->uses--; /* pick counted the use reduce() counts */
-    return reduce(g, op, a, chance(&g->r, 25)) != NULL;
+    a->uses--; /* pick counted the use reduce_val() counts */
+    return reduce_val(g, op, a, chance(&g->r, 25)) != NULL;
 }
 
 /* The values nothing reads (numbers, not the parameters), each summed to a scalar in f64, added
@@ -1093,7 +1093,7 @@ static val *gather_leaves(gen *g)
         val *v = &g->vals[i];
         if (v->uses != 0 || v->in.special || !isnum(v->t) || v->count == 0 || v->count > 1 << 16)
             continue;
-        val *s = reduce(g, O_SUM, v, true);
+        val *s = reduce_val(g, O_SUM, v, true);
         val *d = s ? convert(g, s, NEST_F64) : NULL;
         val *b = d ? bounded(g, d, 1e6) : NULL;
         if (!b)
@@ -1438,6 +1438,8 @@ static void generate(gen *g, uint64_t seed, int ops)
         g->broken = true;
     }
 }
+
+#ifndef NEST_RANDOM_GENERATOR_ONLY /* tests/test_grad.c takes the generator alone */
 
 /* ---- running one graph ---- */
 
@@ -1992,3 +1994,5 @@ int main(void)
     return rc;
 }
 #endif /* NEST_LIBFUZZER */
+
+#endif /* NEST_RANDOM_GENERATOR_ONLY */

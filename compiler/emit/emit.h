@@ -115,6 +115,11 @@ typedef struct ctx {
     const char *tile_text;
     bool fold_calls;                  /* folds combine their lanes in helpers (EMIT_FOLD_CALLS) */
     uint32_t concat_axes;             /* the nest's axes that a concat splits */
+    /* the module state the function reads or assigns, in the state's order (emit_c.c) */
+    int nst;
+    int32_t *st_index;                /* the state tensor */
+    bool *st_written;                 /* assigned by the function */
+    const char *stn;                  /* the wrappers' name of the state pointer ("st") */
 } ctx;
 
 typedef struct valref {
