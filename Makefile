@@ -35,17 +35,20 @@ LDLIBS   := -lm -ldl -lpthread
 # The source, by stage: common/ below everything; the compiler turns graphs into C text (graph/,
 # front/, passes/, emit/); the runtime turns C text into code; the driver joins the two.
 COMMON_SRC   := common/util.c
-COMPILER_SRC := compiler/graph/types.c compiler/graph/ir.c compiler/graph/print.c \
-                compiler/graph/interp.c \
+COMPILER_SRC := compiler/graph/types.c compiler/graph/ir.c compiler/graph/window.c \
+                compiler/graph/print.c compiler/graph/interp.c compiler/graph/interp_window.c \
                 compiler/front/api.c compiler/front/parse.c \
-                compiler/passes/layout.c compiler/passes/fuse.c compiler/passes/rows.c \
+                compiler/passes/layout.c compiler/passes/fuse.c compiler/passes/conv.c \
+                compiler/passes/rows.c \
                 compiler/passes/flatten.c compiler/passes/tile.c compiler/passes/memplan.c \
-                compiler/emit/emit_text.c compiler/emit/emit_loops.c compiler/emit/emit_c.c \
+                compiler/emit/emit_text.c compiler/emit/emit_loops.c compiler/emit/emit_conv.c \
+                compiler/emit/emit_c.c \
                 compiler/pipeline.c
 RUNTIME_SRC  := runtime/loader.c runtime/cache.c runtime/jit.c runtime/aot.c
 DRIVER_SRC   := driver/driver.c
 NESTC_SRC    := driver/nestc.c
-TEST_NAMES   := test_ir test_parse test_interp test_runtime test_fuse test_diff test_random
+TEST_NAMES   := test_ir test_parse test_interp test_runtime test_fuse test_diff test_random \
+                test_conv
 
 LIB_OBJ   := $(patsubst %.c,$(B)/obj/%.o,$(COMMON_SRC) $(COMPILER_SRC) $(RUNTIME_SRC) $(DRIVER_SRC))
 NESTC_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(NESTC_SRC))
@@ -101,7 +104,7 @@ $(BINDIR)/nestc: $(NESTC_OBJ) $(B)/lib/libnest.a
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(SANFLAGS) -o $@ $^ $(LDLIBS)
 
-$(B)/tests/%: tests/%.c tests/testutil.h $(B)/lib/libnest.a $(HEADERS)
+$(B)/tests/%: tests/%.c tests/testutil.h tests/random_window.h $(B)/lib/libnest.a $(HEADERS)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(NCFLAGS) $(CFLAGS) -Wno-missing-prototypes -Itests -o $@ $< $(B)/lib/libnest.a -lcmocka $(LDLIBS)

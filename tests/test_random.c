@@ -5,8 +5,9 @@
  * A generator with its own PRNG builds a function of a few to ~30 ops: element-wise arithmetic
  * and math, comparisons and select, convert, broadcast (new axes anywhere), reshape (transposes,
  * contiguous merges and splits, general reorders), strided slices, concat, sum/max/min over
- * random axes, dot (scaling, vector, matrix), constants, tuples; shapes of rank 0 to 4 with small
- * dims (1 and sometimes 0), several results, some column-major parameters and results. Each
+ * random axes, dot (scaling, vector, matrix), convolution and pooling (random_window.h),
+ * constants, tuples; shapes of rank 0 to 4 with small dims (1 and sometimes 0), several
+ * results, some column-major parameters and results. Each
  * graph runs through the interpreter (the oracle) and through nest_compile with fusion on, and
  * for every fourth seed with fusion off as well.
  *
@@ -94,7 +95,7 @@ typedef enum opk {
 } opk;
 
 enum { C_BINARY, C_UNARY, C_COMPARE, C_CONVERT, C_BROADCAST, C_RESHAPE, C_SLICE, C_CONCAT,
-       C_REDUCE, C_DOT, C_CONST, C_TUPLE, C_ROWS, C_DENSE, C_COUNT };
+       C_REDUCE, C_DOT, C_CONST, C_TUPLE, C_ROWS, C_DENSE, C_CONV, C_POOL, C_COUNT };
 
 typedef struct gen {
     rng r;
@@ -1279,6 +1280,8 @@ static bool step_tuple(gen *g)
 
 /* ---- a whole graph ---- */
 
+#include "random_window.h" /* step_conv, step_pool */
+
 static void generate(gen *g, uint64_t seed)
 {
     memset(g, 0, sizeof *g);
@@ -1296,7 +1299,7 @@ static void generate(gen *g, uint64_t seed)
     static const int base[C_COUNT] = {
         [C_BINARY] = 24, [C_UNARY] = 12, [C_COMPARE] = 7, [C_CONVERT] = 5, [C_BROADCAST] = 8,
         [C_RESHAPE] = 10, [C_SLICE] = 8, [C_CONCAT] = 6, [C_REDUCE] = 8, [C_DOT] = 6,
-        [C_CONST] = 2, [C_TUPLE] = 1, [C_ROWS] = 5, [C_DENSE] = 3,
+        [C_CONST] = 2, [C_TUPLE] = 1, [C_ROWS] = 5, [C_DENSE] = 3, [C_CONV] = 3, [C_POOL] = 2,
     };
     for (int c = 0; c < C_COUNT; c++) /* each graph leans its own way */
         g->weight[c] = base[c] * (chance(&g->r, 15) ? 0 : 1 + below(&g->r, 3));
@@ -1342,6 +1345,8 @@ static void generate(gen *g, uint64_t seed)
         case C_TUPLE: ok = step_tuple(g); break;
         case C_ROWS: ok = step_rows(g); break;
         case C_DENSE: ok = step_dense(g); break;
+        case C_CONV: ok = step_conv(g); break;
+        case C_POOL: ok = step_pool(g); break;
         }
         built += ok || g->n > before;
     }

@@ -289,6 +289,7 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
             c.bufname[bi] = abi[f->nparams + pb->index];
     }
     emit_constants(&c);
+    em_window_kernels(&c);
 
     bool ws = p->ws_size > 0;
     /* the typed entry: parameters and results by name (with the workspace: the impl) */

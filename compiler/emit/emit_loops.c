@@ -846,25 +846,42 @@ static void emit_tiled(ctx *c, int32_t k)
     em_names_free(&c->local);
 }
 
-void em_nest(ctx *c, int32_t k)
+void em_nest_open(ctx *c, int32_t k)
 {
-    if (c->p->nests[k].tile_i) {
-        emit_tiled(c, k);
-        return;
-    }
-    const nest *ne = &c->p->nests[k];
-    c->ne = ne;
+    c->ne = &c->p->nests[k];
     memset(&c->local, 0, sizeof c->local);
     c->local.outer = &c->fn;
     em_nest_comment(c);
     em_line(c, "{");
     c->indent++;
     declare_temps(c, k, k, -1, false);
-    emit_nest_loops(c, ne, 0, true);
+}
+
+void em_nest_close(ctx *c)
+{
     cast_unused_temps(c);
     c->indent--;
     em_line(c, "}");
     em_names_free(&c->local);
+}
+
+void em_omp_for(ctx *c) { omp_parallel_for(c); }
+
+void em_assign(ctx *c, const char *dst, fx *value) { emit_assign(c, dst, value); }
+
+void em_nest(ctx *c, int32_t k)
+{
+    if (c->p->nests[k].tile_i) {
+        emit_tiled(c, k);
+        return;
+    }
+    if (c->p->nests[k].win) {
+        em_window(c, k);
+        return;
+    }
+    em_nest_open(c, k);
+    emit_nest_loops(c, c->ne, 0, true);
+    em_nest_close(c);
 }
 
 /* A row group: one loop over the rows, each member nest's inner loops inside it. */

@@ -64,6 +64,10 @@ bool em_is_float(int etype) { return etype == NEST_F32 || etype == NEST_F64; }
 
 static void emit_helper(buf *b, int h)
 {
+    if (h >= H_VEC) {
+        em_vec_helper(b, h);
+        return;
+    }
     if (h >= H_TILE) {
         emit_tile_helper(b, h);
         return;

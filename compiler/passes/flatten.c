@@ -178,8 +178,8 @@ int pass_flatten(plan *p)
 {
     for (int32_t k = 0; k < p->nnests; k++) {
         nest *n = &p->nests[k];
-        if (n->dead)
-            continue;
+        if (n->dead || n->win)
+            continue; /* convolutions and pools keep their own loops (conv.c) */
         if (!reorder(p, n) || !flatten_nest(p, n)) {
             if (!p->status)
                 p->status = NEST_ERR_NOMEM;

@@ -27,12 +27,13 @@ static int host_vector_bytes(void)
 static int host_vector_bytes(void) { return 16; }
 #endif
 
-/* The vector width the generated code is compiled for. */
-static int vector_bytes(const nest_options *o)
+int tile_vector_bytes(const nest_options *o)
 {
     const char *m = o->march ? o->march : "native";
     if (strcmp(m, "native") == 0)
         return host_vector_bytes();
+    if (strcmp(m, "x86-64") == 0 || strcmp(m, "x86-64-v2") == 0)
+        return 16;
     if (strstr(m, "avx512") || strcmp(m, "x86-64-v4") == 0 || strstr(m, "sapphirerapids") ||
         strstr(m, "icelake") || strstr(m, "skylake-avx512") || strstr(m, "znver4"))
         return 64;
@@ -96,7 +97,7 @@ static bool absorb(plan *p, int32_t k)
     nest *ep = &p->nests[e];
     const nout *prod = &n->outs[0];
     int64_t ij[2] = {n->dims[0], n->dims[2]};
-    if (ep->reduced || ep->rowed || ep->tile_i || ep->rank < 1 || ep->rank > 2 ||
+    if (ep->reduced || ep->rowed || ep->tile_i || ep->win || ep->rank < 1 || ep->rank > 2 ||
         ep->dims[0] * (ep->rank == 2 ? ep->dims[1] : 1) != ij[0] * ij[1] ||
         (ep->rank == 2 && (ep->dims[0] != ij[0] || ep->dims[1] != ij[1])))
         return true;
@@ -201,9 +202,10 @@ static bool tile_nest(plan *p, int32_t k, int vbytes)
 
 int pass_tile(plan *p)
 {
-    int vbytes = vector_bytes(p->opts);
+    int vbytes = tile_vector_bytes(p->opts);
     for (int32_t k = 0; k < p->nnests; k++) {
-        p->nests[k].pack = -1;
+        if (!p->nests[k].win)
+            p->nests[k].pack = -1; /* a convolution's is its copy of the input (conv.c) */
         if (!p->opts->fuse)
             continue; /* --no-fuse shows the plain nests */
         if (!tile_nest(p, k, vbytes)) {
