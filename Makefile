@@ -9,6 +9,7 @@
 #   make fuzz-random  random graphs, JIT against the interpreter: NEST_FUZZ_COUNT graphs
 #                   (default 20000) from seed NEST_FUZZ_SEED (default: the time)
 #   make fuzz-parse the text-form parser under libFuzzer for FUZZ_TIME seconds (default 60)
+#   make fuzz-onnx  the ONNX reader under libFuzzer, as long
 #   make deps       install the Debian packages nest needs (as root) or print the command
 #   make install    PREFIX=/usr/local
 #   make clean
@@ -30,7 +31,11 @@ endif
 WARN     := -Wall -Wextra -Werror -pedantic -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS   ?= -O2 -g
 NCFLAGS  := -std=c11 -D_GNU_SOURCE -fPIC $(WARN) -Iinclude -Icommon -Icompiler -Iruntime $(SANFLAGS)
-LDLIBS   := -lm -ldl -lpthread
+LDLIBS   := -lprotobuf-c -lm -ldl -lpthread
+
+# The ONNX schema (Debian's libonnx-dev) becomes C with protoc-c at build time.
+ONNX_PROTO ?= /usr/include/onnx/onnx.proto
+GEN        := $(B)/gen
 
 # The source, by stage: common/ below everything; the compiler turns graphs into C text (graph/,
 # front/, passes/, emit/); the runtime turns C text into code; the driver joins the two.
@@ -38,6 +43,7 @@ COMMON_SRC   := common/util.c
 COMPILER_SRC := compiler/graph/types.c compiler/graph/ir.c compiler/graph/window.c \
                 compiler/graph/print.c compiler/graph/interp.c compiler/graph/interp_window.c \
                 compiler/front/api.c compiler/front/parse.c \
+                compiler/front/onnx_read.c compiler/front/onnx_ops.c \
                 compiler/passes/layout.c compiler/passes/fuse.c compiler/passes/conv.c \
                 compiler/passes/rows.c \
                 compiler/passes/flatten.c compiler/passes/tile.c compiler/passes/memplan.c \
@@ -47,10 +53,11 @@ COMPILER_SRC := compiler/graph/types.c compiler/graph/ir.c compiler/graph/window
 RUNTIME_SRC  := runtime/loader.c runtime/cache.c runtime/jit.c runtime/aot.c
 DRIVER_SRC   := driver/driver.c
 NESTC_SRC    := driver/nestc.c
-TEST_NAMES   := test_ir test_parse test_interp test_runtime test_fuse test_diff test_random \
+TEST_NAMES   := test_ir test_parse test_interp test_runtime test_fuse test_diff test_random test_onnx \
                 test_conv
 
-LIB_OBJ   := $(patsubst %.c,$(B)/obj/%.o,$(COMMON_SRC) $(COMPILER_SRC) $(RUNTIME_SRC) $(DRIVER_SRC))
+LIB_OBJ   := $(patsubst %.c,$(B)/obj/%.o,$(COMMON_SRC) $(COMPILER_SRC) $(RUNTIME_SRC) $(DRIVER_SRC)) \
+             $(B)/obj/gen/onnx.pb-c.o
 NESTC_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(NESTC_SRC))
 TESTS     := $(addprefix $(B)/tests/,$(TEST_NAMES))
 HEADERS   := include/nest.h common/util.h compiler/internal.h compiler/ops.def compiler/emit/emit.h \
@@ -64,7 +71,8 @@ JITFLAGS  := -isystem $(LLVM)/include $(shell $(LLVM)/bin/llvm-config --cxxflags
              -Iinclude -Iruntime -DNEST_LLVM_DIR='"$(LLVM)"'
 JITLIBS   := -L$(LLVM)/lib -lclang-cpp -lLLVM-14 -Wl,-rpath,$(LLVM)/lib -Wl,--no-undefined
 
-.PHONY: all test sanitize demo bench fuzz fuzz-parse fuzz-random deps install clean check-deps run-tests
+PHONY_ONNX := run-onnx fuzz-onnx
+.PHONY: $(PHONY_ONNX) all test sanitize demo bench fuzz fuzz-parse fuzz-random deps install clean check-deps run-tests
 .DELETE_ON_ERROR:
 
 all: $(B)/lib/libnest.a $(B)/lib/libnest.so $(BINDIR)/nestc $(JITLIB)
@@ -80,6 +88,20 @@ $(B)/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(NCFLAGS) $(CFLAGS) -c $< -o $@
+
+$(GEN)/onnx.pb-c.c $(GEN)/onnx.pb-c.h: $(ONNX_PROTO)
+	@mkdir -p $(GEN)
+	@$(if $(Q),echo "  PROTOC  $<")
+	$(Q)cp $< $(GEN)/onnx.proto && protoc-c --proto_path=$(GEN) --c_out=$(GEN) $(GEN)/onnx.proto
+
+$(B)/obj/gen/onnx.pb-c.o: $(GEN)/onnx.pb-c.c $(GEN)/onnx.pb-c.h
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(NCFLAGS) $(CFLAGS) -I$(GEN) -c $< -o $@
+
+$(B)/obj/compiler/front/onnx_%.o: NCFLAGS += -I$(GEN)
+$(B)/obj/compiler/front/onnx_read.o $(B)/obj/compiler/front/onnx_ops.o: compiler/front/onnx.h \
+    $(GEN)/onnx.pb-c.h
 
 # The loader falls back to the shim where this build put it.
 $(B)/obj/runtime/loader.o: NCFLAGS += -DNEST_JIT_PATH="\"$(abspath $(JITLIB))\""
@@ -110,11 +132,47 @@ $(B)/tests/%: tests/%.c tests/testutil.h tests/random_window.h $(B)/lib/libnest.
 	$(Q)$(CC) $(NCFLAGS) $(CFLAGS) -Wno-missing-prototypes -Itests -o $@ $< $(B)/lib/libnest.a -lcmocka $(LDLIBS)
 
 $(TESTS): $(JITLIB)
+$(B)/tests/test_onnx: NCFLAGS += -I$(GEN)
+$(B)/tests/test_onnx: $(GEN)/onnx.pb-c.h
 
-run-tests: $(TESTS) $(BINDIR)/nestc $(JITLIB)
+# The ONNX case runner (tests/onnx_cases.c) and the cases: the ONNX backend node tests, made by
+# python3-onnx's generators (tests/onnx_gen.py), and whole models exported from PyTorch
+# (tests/onnx_models.py).
+$(B)/tests/onnx_cases: tests/onnx_cases.c $(B)/lib/libnest.a include/nest.h $(GEN)/onnx.pb-c.h
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(NCFLAGS) $(CFLAGS) -I$(GEN) -o $@ $< $(B)/lib/libnest.a $(LDLIBS)
+
+$(B)/onnx/node/.done: tests/onnx_gen.py
+	@rm -rf $(B)/onnx/node && mkdir -p $(B)/onnx
+	@echo "  GEN     $(B)/onnx/node (the ONNX backend node tests)"
+	$(Q)/usr/bin/python3 tests/onnx_gen.py $(B)/onnx >$(B)/onnx/gen.log 2>&1 || \
+	    { cat $(B)/onnx/gen.log; exit 1; }
+	@touch $@
+
+$(B)/onnx/models/.done: tests/onnx_models.py
+	@rm -rf $(B)/onnx/models && mkdir -p $(B)/onnx/models
+	@echo "  GEN     $(B)/onnx/models (models exported from PyTorch)"
+	$(Q)/usr/bin/python3 tests/onnx_models.py $(B)/onnx/models >$(B)/onnx/models.log 2>&1 || \
+	    { cat $(B)/onnx/models.log; exit 1; }
+	@touch $@
+
+# Whole models: torch's outputs to 1e-4 relative (1e-5 absolute near 0).
+ONNX_MODELS_TOL := --rtol 1e-4 --atol 1e-5
+
+run-onnx: $(B)/tests/onnx_cases $(B)/onnx/node/.done $(B)/onnx/models/.done $(JITLIB)
+	$(Q)$(B)/tests/onnx_cases --table $(B)/onnx/node-table.md $(B)/onnx/node
+	$(Q)$(B)/tests/onnx_cases $(ONNX_MODELS_TOL) $(B)/onnx/models
+
+run-tests: $(TESTS) $(BINDIR)/nestc $(JITLIB) $(B)/tests/onnx_cases $(B)/onnx/node/.done \
+           $(B)/onnx/models/.done
 	@failed=0; for t in $(TESTS); do \
 	    echo "== $$t"; NESTC=$(BINDIR)/nestc $$t || failed=1; \
 	done; \
+	echo "== ONNX backend node tests (skipped: what nest refuses at import; make run-onnx lists them)"; \
+	$(B)/tests/onnx_cases --quiet --table $(B)/onnx/node-table.md $(B)/onnx/node || failed=1; \
+	echo "== ONNX models exported from PyTorch"; \
+	$(B)/tests/onnx_cases --quiet $(ONNX_MODELS_TOL) $(B)/onnx/models || failed=1; \
 	if [ $$failed = 0 ]; then echo "all tests passed"; else echo "SOME TESTS FAILED"; exit 1; fi
 
 test: check-deps
@@ -147,12 +205,26 @@ fuzz-parse: $(B)/fuzz/fuzz_parse
 	$(B)/fuzz/fuzz_parse -max_total_time=$(FUZZ_TIME) -dict=tests/fuzz_parse.dict \
 	    -artifact_prefix=$(B)/fuzz/ $(B)/fuzz/corpus-parse tests/corpus/parse
 
+# The ONNX reader under libFuzzer: any bytes import or fail with an error naming the source and
+# nothing to emit; the corpus is the ONNX backend node tests' models.
+$(B)/fuzz/fuzz_onnx: tests/fuzz_onnx.c $(COMMON_SRC) $(COMPILER_SRC) $(GEN)/onnx.pb-c.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  FUZZCC  $@")
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -I$(GEN) -o $@ tests/fuzz_onnx.c $(COMMON_SRC) $(COMPILER_SRC) \
+	    $(GEN)/onnx.pb-c.c -lprotobuf-c -lm
+
+fuzz-onnx: $(B)/fuzz/fuzz_onnx $(B)/onnx/node/.done
+	@mkdir -p $(B)/fuzz/corpus-onnx $(B)/fuzz/seed-onnx
+	$(Q)for d in $(B)/onnx/node/*/; do cp $$d/model.onnx $(B)/fuzz/seed-onnx/$$(basename $$d).onnx; done
+	$(B)/fuzz/fuzz_onnx -max_total_time=$(FUZZ_TIME) -max_len=65536 -artifact_prefix=$(B)/fuzz/ \
+	    $(B)/fuzz/corpus-onnx $(B)/fuzz/seed-onnx
+
 # Random graphs (tests/test_random.c) through the JIT against the reference interpreter; a
 # failing graph prints its seed and text form (NEST_FUZZ_SEED=<seed> NEST_FUZZ_COUNT=1 reruns it).
 fuzz-random: $(B)/tests/test_random $(JITLIB)
 	NEST_FUZZ_COUNT=$${NEST_FUZZ_COUNT:-20000} $(B)/tests/test_random
 
-fuzz: fuzz-parse fuzz-random
+fuzz: fuzz-parse fuzz-onnx fuzz-random
 
 # The samples: l2 through the C API and the JIT, dense ahead of time through its header.
 $(B)/samples/l2: samples/l2.c $(B)/lib/libnest.a include/nest.h
@@ -166,6 +238,16 @@ $(B)/samples/dense.so $(B)/samples/dense.h: samples/dense.nest $(BINDIR)/nestc
 $(B)/samples/dense_main: samples/dense_main.c $(B)/samples/dense.so $(B)/samples/dense.h
 	$(Q)$(CC) -std=c11 -O2 -Wall -Wextra -Werror -I$(B)/samples -o $@ $< $(B)/samples/dense.so \
 	    -Wl,-rpath,$(abspath $(B)/samples) -lm
+
+# ONNX: a classifier exported from PyTorch, compiled by nestc, called from C and from Python.
+$(B)/samples/onnx/classifier.so $(B)/samples/onnx/classifier.h: samples/onnx_export.py $(BINDIR)/nestc
+	@mkdir -p $(B)/samples/onnx
+	$(Q)/usr/bin/python3 samples/onnx_export.py $(B)/samples/onnx
+	$(Q)$(BINDIR)/nestc $(B)/samples/onnx/classifier.onnx -o $(B)/samples/onnx/classifier.so
+
+$(B)/samples/onnx/main: samples/onnx_main.c $(B)/samples/onnx/classifier.so
+	$(Q)$(CC) -std=c11 -O2 -Wall -Wextra -Werror -I$(B)/samples/onnx -o $@ $< \
+	    $(B)/samples/onnx/classifier.so -Wl,-rpath,$(abspath $(B)/samples/onnx) -lm
 
 demo: check-deps
 	$(Q)$(MAKE) --no-print-directory all $(B)/samples/l2 $(B)/samples/dense_main
@@ -188,6 +270,11 @@ demo: check-deps
 	@echo "== and from Python with ctypes (samples/dense.py):"
 	$(Q)if command -v python3 >/dev/null; then python3 samples/dense.py $(B)/samples/dense.so; \
 	    else echo "(python3 is not installed: skipped)"; fi
+	@echo "== an ONNX model exported from PyTorch (samples/onnx_export.py), compiled by"
+	@echo "   bin/nestc classifier.onnx -o classifier.so, called from C and from Python:"
+	$(Q)$(MAKE) --no-print-directory $(B)/samples/onnx/main
+	$(Q)$(B)/samples/onnx/main $(B)/samples/onnx
+	$(Q)/usr/bin/python3 samples/onnx_run.py $(B)/samples/onnx
 
 # The benchmark (bench/, docs/performance.md). The hand-fused C loops are built with the flags
 # nest's JIT uses (runtime/jit.c); Eigen with -O3 -march=native. Writes build/bench.md.

@@ -234,6 +234,15 @@ struct nest_module {
 #define PARSE_MAX_DEPTH 1000
 
 /* ---------------------------------------------------------------------------------------------
+ * front/onnx_read.c, front/onnx_ops.c: ONNX import (nest_import_onnx of nest.h)
+ * ------------------------------------------------------------------------------------------- */
+
+/* onnx_read.c reads the protobuf (protobuf-c over onnx.proto, generated at build time into
+ * build/gen), checks the graph and builds the function node by node, folding the nodes whose
+ * inputs are known; onnx_ops.c holds one lowering per operator. What the two share is in
+ * front/onnx.h, which only they include. */
+
+/* ---------------------------------------------------------------------------------------------
  * graph/print.c: canonical text and Graphviz
  * ------------------------------------------------------------------------------------------- */
 
@@ -530,6 +539,10 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers);
 /* The preamble: includes (for the JIT, the few declarations the code needs) and the helpers in
  * the mask. */
 void emit_preamble(buf *b, uint64_t helpers, emit_mode mode);
+/* Constants above EMIT_DATA_BYTES are not C text ahead of time: the C declares them extern
+ * (nest_const_NAME_K, K their number) and nest_build_so links their bytes in as data. */
+#define EMIT_DATA_BYTES 64
+bool emit_const_is_data(int64_t count, int etype);
 /* The declarations of one function's entry points, with shapes in comments. */
 void emit_header_decls(buf *b, const plan *p);
 /* Whether name is declared by the C library headers the generated C includes, predefined by C
@@ -557,6 +570,9 @@ typedef struct jit_info {
     int32_t nconsts;
     int32_t *const_nodes;
 } jit_info;
+/* The graph nodes of f's constants in their numbering (info->const_nodes, malloc'd), as
+ * pipeline_emit_jit gives them. Returns NEST_OK or the error on f. */
+int pipeline_consts(nest_function *f, const nest_options *opts, jit_info *info);
 /* The C of one function for the JIT: constants come through nest_consts_NAME. Malloc'd, or NULL
  * with the error on f. */
 char *pipeline_emit_jit(nest_function *f, const nest_options *opts, jit_info *info);

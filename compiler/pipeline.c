@@ -232,6 +232,14 @@ static int emit_all(nest_function *const *fns, int n, nest_emit_kind kind, emit_
     return NEST_OK;
 }
 
+int pipeline_consts(nest_function *f, const nest_options *opts, jit_info *info)
+{
+    buf out = {0};
+    int st = emit_all(&f, 1, NEST_EMIT_H, EMIT_AOT, opts, &out, info);
+    buf_reset(&out);
+    return st;
+}
+
 char *nest_emit(nest_function *const *fns, int n, nest_emit_kind kind, const nest_options *opts)
 {
     if (n < 0 || (n > 0 && !fns) || (kind != NEST_EMIT_C && kind != NEST_EMIT_H))

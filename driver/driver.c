@@ -213,9 +213,51 @@ int nest_build_so(nest_function *const *fns, int n, const char *so_path, const c
         free(src);
         return nest_errcode(fns[0]) ? nest_errcode(fns[0]) : NEST_ERR_NOMEM;
     }
+    /* constants above EMIT_DATA_BYTES: binary data under the names the C declares */
+    rt_blob *blobs = NULL;
+    char (*syms)[IR_MAX_NAME + 64] = NULL;
+    int nblobs = 0, st = NEST_OK;
+    for (int i = 0; i < n && st == NEST_OK; i++) {
+        jit_info info = {0};
+        if ((st = pipeline_consts(fns[i], opts, &info)) != NEST_OK)
+            break;
+        rt_blob *nb = realloc(blobs, ((size_t)nblobs + (size_t)info.nconsts + 1) * sizeof *nb);
+        char (*ns)[IR_MAX_NAME + 64] = realloc(syms, ((size_t)nblobs + (size_t)info.nconsts + 1) *
+                                                         sizeof *ns);
+        if (nb)
+            blobs = nb;
+        if (ns)
+            syms = ns;
+        if (!nb || !ns)
+            st = ir_error(fns[i], NEST_ERR_NOMEM, "out of memory");
+        for (int32_t k = 0; st == NEST_OK && k < info.nconsts; k++) {
+            const ir_node *c = &fns[i]->nodes[info.const_nodes[k]];
+            if (!emit_const_is_data(c->a.constant.count, c->etype))
+                continue;
+            snprintf(syms[nblobs], sizeof syms[nblobs], "nest_const_%s_%d", fns[i]->name, k);
+            blobs[nblobs].symbol = syms[nblobs];
+            blobs[nblobs].data = c->a.constant.data;
+            blobs[nblobs].size = (size_t)c->a.constant.count * nest_type_size((nest_type)c->etype);
+            nblobs++;
+        }
+        free(info.const_nodes);
+    }
+    if (st != NEST_OK) {
+        free(blobs);
+        free(syms);
+        free(src);
+        free(hdr);
+        return st;
+    }
+    /* syms[] moved with realloc: point the blobs at the final array */
+    for (int i = 0; i < nblobs; i++)
+        blobs[i].symbol = syms[i];
     rt_opts ro = runtime_opts(opts);
     char *err = NULL;
-    int st = rt_build_so(src, strlen(src), so_path, opts->cc, &ro, opts->verbose ? log : NULL, &err);
+    st = rt_build_so_data(src, strlen(src), blobs, nblobs, so_path, opts->cc, &ro,
+                          opts->verbose ? log : NULL, &err);
+    free(blobs);
+    free(syms);
     if (st != NEST_OK)
         ir_error(fns[0], st, "building %s: %s", so_path, err ? err : nest_status_str(st));
     if (st == NEST_OK && hdr) {

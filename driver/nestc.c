@@ -1,4 +1,5 @@
-/* nestc.c - the command line: parse a .nest file, then print, run or compile it. */
+/* nestc.c - the command line: parse a .nest file or import an .onnx model, then print, run or
+ * compile it. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@ enum { EXIT_INPUT = 1, EXIT_USAGE = 2 };
 
 static const char usage[] =
     "usage: nestc [options] FILE.nest        (FILE may be - for standard input)\n"
+    "       nestc [options] MODEL.onnx       (an ONNX model, opsets 7 to 17)\n"
     "\n"
     "  -o OUT.so          compile every function to OUT.so and write OUT.h\n"
     "  -O0 .. -O3         optimization level of the C compiler (default -O3)\n"
@@ -29,6 +31,8 @@ static const char usage[] =
     "                     bool: (i + p) mod 2)\n"
     "  --jit              with --run: compile in process and run the compiled code, checked\n"
     "                     against the interpreter (-v: compile time and compile-cache hit)\n"
+    "  --name=NAME        ONNX: the function's name (default: the file's stem)\n"
+    "  --dim NAME=N       ONNX: the value of the dynamic dimension NAME (repeatable)\n"
     "  --help             show this text\n"
     "\n"
     "Exit status: 0 success, 1 an error in the input, 2 wrong usage.\n";
@@ -227,9 +231,92 @@ static bool put_text(char *text, nest_function *const *fns, int n)
     return true;
 }
 
+typedef struct action {
+    const char *emit, *out, *dump;
+    bool do_run;
+    const char *run;
+    bool jit;
+    const char *file;
+} action;
+
+/* What the options ask of the functions: dump, emit, build, run. Returns the exit status. */
+static int act(nest_function *const *fns, int n, const action *ac, const nest_options *opts)
+{
+    const char *emit = ac->emit, *out = ac->out, *dump = ac->dump, *run = ac->run;
+    int rc = 0;
+    if (dump && !put_text(pipeline_dump(fns, n, opts, dump), fns, n))
+        return EXIT_INPUT;
+    if (emit && !put_text(strcmp(emit, "ir") == 0    ? nest_print(fns, n)
+                          : strcmp(emit, "dot") == 0 ? pipeline_dot(fns, n, opts)
+                          : nest_emit(fns, n, strcmp(emit, "c") == 0 ? NEST_EMIT_C : NEST_EMIT_H,
+                                      opts),
+                          fns, n))
+        return EXIT_INPUT;
+    if (out) {
+        /* OUT.so and OUT.h: the header replaces a .so suffix, or is appended */
+        size_t ol = strlen(out);
+        char *hdr = malloc(ol + 4);
+        if (!hdr)
+            return EXIT_INPUT;
+        memcpy(hdr, out, ol + 1);
+        if (ol > 3 && strcmp(out + ol - 3, ".so") == 0)
+            strcpy(hdr + ol - 3, ".h");
+        else
+            strcat(hdr, ".h");
+        char *log = NULL;
+        if (nest_build_so(fns, n, out, hdr, opts, &log) != NEST_OK) {
+            fprintf(stderr, "nestc: %s\n", n ? nest_errmsg(fns[0]) : "nothing to compile");
+            rc = EXIT_INPUT;
+        } else if (log) {
+            fprintf(stderr, "%s%s", log, log[0] && log[strlen(log) - 1] != '\n' ? "\n" : "");
+        }
+        if (rc == 0 && opts->verbose)
+            fprintf(stderr, "nestc: wrote %s and %s\n", out, hdr);
+        free(log);
+        free(hdr);
+    }
+    if (ac->do_run) {
+        bool found = false;
+        for (int i = 0; i < n; i++) {
+            if (run && strcmp(run, fns[i]->name) != 0)
+                continue;
+            found = true;
+            if (run_function(fns[i], opts, ac->jit))
+                rc = EXIT_INPUT;
+        }
+        if (run && !found) {
+            fprintf(stderr, "nestc: %s has no function '%s'\n", ac->file, run);
+            rc = EXIT_USAGE;
+        }
+    }
+    return rc;
+}
+
+/* An ONNX model: imported, then acted on as a .nest file's functions. */
+static int onnx_main(const char *file, const char *name, const nest_dim *dims, int ndims,
+                     const action *ac, const nest_options *opts)
+{
+    nest_onnx_options o = {name, dims, ndims, NULL};
+    nest_function *f = nest_import_onnx(file, &o);
+    if (!f) {
+        fprintf(stderr, "nestc: out of memory\n");
+        return EXIT_INPUT;
+    }
+    int rc = EXIT_INPUT;
+    if (nest_errcode(f) != NEST_OK)
+        fprintf(stderr, "nestc: %s\n", nest_errmsg(f));
+    else
+        rc = act(&f, 1, ac, opts);
+    nest_function_free(f);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
-    const char *file = NULL, *emit = NULL, *out = NULL, *run = NULL, *dump = NULL;
+    const char *file = NULL, *emit = NULL, *out = NULL, *run = NULL, *dump = NULL, *name = NULL;
+    nest_dim dims[64];
+    static char dimnames[64][256];
+    int ndims = 0;
     bool do_run = false, jit = false;
     nest_options opts;
     nest_options_init(&opts);
@@ -262,6 +349,28 @@ int main(int argc, char **argv)
             dump = a + 13;
             if (!pipeline_has_pass(dump))
                 return fail_usage("unknown pass '%s' for --dump-after (" PIPELINE_PASSES ")", dump);
+        } else if (strncmp(a, "--name=", 7) == 0 || strcmp(a, "--name") == 0) {
+            if (!a[6] && ++i == argc)
+                return fail_usage("%s needs a name", a);
+            name = a[6] ? a + 7 : argv[i];
+        } else if (strncmp(a, "--dim=", 6) == 0 || strcmp(a, "--dim") == 0) {
+            if (!a[5] && ++i == argc)
+                return fail_usage("%s needs NAME=N", a);
+            const char *d = a[5] ? a + 6 : argv[i], *eq = strchr(d, '=');
+            char *end = NULL;
+            errno = 0;
+            long long v = eq ? strtoll(eq + 1, &end, 10) : -1;
+            if (!eq || eq == d || !eq[1] || *end || errno || v < 0)
+                return fail_usage("--dim takes NAME=N with N >= 0, not '%s'", d);
+            if (ndims == (int)countof(dims))
+                return fail_usage("%s", "too many --dim options");
+            if ((size_t)(eq - d) >= sizeof dimnames[0])
+                return fail_usage("--dim: the name in '%s' is too long", d);
+            memcpy(dimnames[ndims], d, (size_t)(eq - d));
+            dimnames[ndims][eq - d] = '\0';
+            dims[ndims].value = v;
+            dims[ndims].name = dimnames[ndims];
+            ndims++;
         } else if (strcmp(a, "--jit") == 0) {
             jit = true;
         } else if (strcmp(a, "--run") == 0) {
@@ -286,6 +395,14 @@ int main(int argc, char **argv)
     if (out && strlen(out) < 1)
         return fail_usage("%s", "-o needs a file name");
 
+    size_t flen = strlen(file);
+    bool onnx = flen > 5 && strcmp(file + flen - 5, ".onnx") == 0;
+    if (!onnx && (name || ndims))
+        return fail_usage("%s", "--name and --dim apply to ONNX models (FILE.onnx)");
+    if (onnx)
+        return onnx_main(file, name, dims, ndims,
+                         &(action){emit, out, dump, do_run, run, jit, file}, &opts);
+
     size_t len;
     char *src = read_all(file, &len);
     if (!src) {
@@ -305,59 +422,7 @@ int main(int argc, char **argv)
         rc = EXIT_INPUT;
         goto done;
     }
-    nest_function **fns = m->fns;
-    int n = m->nfns;
-    if (dump && !put_text(pipeline_dump(fns, n, &opts, dump), fns, n)) {
-        rc = EXIT_INPUT;
-        goto done;
-    }
-    if (emit && !put_text(strcmp(emit, "ir") == 0    ? nest_print(fns, n)
-                          : strcmp(emit, "dot") == 0 ? pipeline_dot(fns, n, &opts)
-                          : nest_emit(fns, n, strcmp(emit, "c") == 0 ? NEST_EMIT_C : NEST_EMIT_H,
-                                      &opts),
-                          fns, n)) {
-        rc = EXIT_INPUT;
-        goto done;
-    }
-    if (out) {
-        /* OUT.so and OUT.h: the header replaces a .so suffix, or is appended */
-        size_t ol = strlen(out);
-        char *hdr = malloc(ol + 4);
-        if (!hdr) {
-            rc = EXIT_INPUT;
-            goto done;
-        }
-        memcpy(hdr, out, ol + 1);
-        if (ol > 3 && strcmp(out + ol - 3, ".so") == 0)
-            strcpy(hdr + ol - 3, ".h");
-        else
-            strcat(hdr, ".h");
-        char *log = NULL;
-        if (nest_build_so(fns, n, out, hdr, &opts, &log) != NEST_OK) {
-            fprintf(stderr, "nestc: %s\n", n ? nest_errmsg(fns[0]) : "nothing to compile");
-            rc = EXIT_INPUT;
-        } else if (log) {
-            fprintf(stderr, "%s%s", log, log[0] && log[strlen(log) - 1] != '\n' ? "\n" : "");
-        }
-        if (rc == 0 && opts.verbose)
-            fprintf(stderr, "nestc: wrote %s and %s\n", out, hdr);
-        free(log);
-        free(hdr);
-    }
-    if (do_run) {
-        bool found = false;
-        for (int i = 0; i < n; i++) {
-            if (run && strcmp(run, fns[i]->name) != 0)
-                continue;
-            found = true;
-            if (run_function(fns[i], &opts, jit))
-                rc = EXIT_INPUT;
-        }
-        if (run && !found) {
-            fprintf(stderr, "nestc: %s has no function '%s'\n", file, run);
-            rc = EXIT_USAGE;
-        }
-    }
+    rc = act(m->fns, m->nfns, &(action){emit, out, dump, do_run, run, jit, file}, &opts);
 done:
     nest_module_free(m);
     free(src);

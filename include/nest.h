@@ -260,6 +260,36 @@ char *nest_print_dot(nest_function *const *fns, int n);
 void nest_string_free(char *s);
 
 /* ---------------------------------------------------------------------------------------------
+ * ONNX import
+ * ------------------------------------------------------------------------------------------- */
+
+/* The value of a dynamic dimension: an input dim that the model names (dim_param). */
+typedef struct nest_dim {
+    const char *name;
+    int64_t value;
+} nest_dim;
+
+typedef struct nest_onnx_options {
+    const char *name;       /* the function's name (NULL: the file's stem made an identifier;
+                             * "model" when imported from memory) */
+    const nest_dim *dims;   /* ndims values of named dims; a named dim not given is an error */
+    int ndims;
+    const char *data_dir;   /* the folder of external data files (NULL: the model's folder;
+                             * from memory, external data is then an error) */
+} nest_onnx_options;
+
+/* Imports an ONNX model (opsets 7 to 17 of the default domain) as a function: its parameters
+ * are the graph inputs that are not initializers, in order; its results the graph outputs, in
+ * order. Initializers become constants (binary data, never C literals); nodes whose inputs are
+ * all known at import are evaluated then. `opts` may be NULL. Returns NULL only when out of
+ * memory; otherwise a function the caller frees with nest_function_free, which on error holds
+ * it (nest_errcode, nest_errmsg: "FILE: node N 'name' (Op, opset K): what"). An error leaves
+ * no results, so nothing can be emitted from it. */
+nest_function *nest_import_onnx(const char *path, const nest_onnx_options *opts);
+/* The same from `len` bytes in memory (copied as needed; the caller keeps them). */
+nest_function *nest_import_onnx_mem(const void *data, size_t len, const nest_onnx_options *opts);
+
+/* ---------------------------------------------------------------------------------------------
  * Reference interpreter
  * ------------------------------------------------------------------------------------------- */
 

@@ -86,8 +86,75 @@ static int run(char *const *argv, buf *output, int *status)
     return rc;
 }
 
+/* The data file and the assembler file that places the blobs: tmp_s gets the .s path. */
+static char *write_data(const char *tmpdir, const rt_blob *blobs, int n, char *tmp_s, size_t cap,
+                        char *tmp_bin, size_t capbin, int *st)
+{
+    *st = NEST_ERR_IO;
+    int nb = snprintf(tmp_bin, capbin, "%s/nest-XXXXXX.bin", tmpdir);
+    int ns = snprintf(tmp_s, cap, "%s/nest-XXXXXX.s", tmpdir);
+    int fd = -1;
+    if (nb < 0 || (size_t)nb >= capbin || ns < 0 || (size_t)ns >= cap ||
+        strpbrk(tmpdir, "\"\\\n"))
+        return rt_strf("the temporary folder %s cannot be named in an assembler file", tmpdir);
+    if ((fd = mkstemps(tmp_bin, 4)) < 0) {
+        tmp_bin[0] = '\0';
+        return rt_strf("cannot create a temporary file in %s: %s", tmpdir, strerror(errno));
+    }
+    buf as = {0};
+    static const char pad[64];
+    uint64_t off = 0;
+    bool ok = true;
+    buf_puts(&as, "\t.section .rodata.nest_data,\"a\",@progbits\n");
+    for (int i = 0; i < n && ok; i++) {
+        size_t gap = (size_t)((64 - off % 64) % 64);
+        ok = rt_write_all(fd, pad, gap) && rt_write_all(fd, blobs[i].data, blobs[i].size);
+        off += gap;
+        buf_printf(&as, "\t.balign 64\n\t.globl %s\n\t.hidden %s\n\t.type %s, @object\n"
+                   "\t.size %s, %zu\n%s:\n", blobs[i].symbol, blobs[i].symbol, blobs[i].symbol,
+                   blobs[i].symbol, blobs[i].size, blobs[i].symbol);
+        if (blobs[i].size)
+            buf_printf(&as, "\t.incbin \"%s\", %llu, %zu\n", tmp_bin, (unsigned long long)off,
+                       blobs[i].size);
+        else
+            buf_puts(&as, "\t.byte 0\n");
+        off += blobs[i].size;
+    }
+    buf_puts(&as, "\t.section .note.GNU-stack,\"\",@progbits\n");
+    if (close(fd) != 0)
+        ok = false;
+    if (!ok) {
+        buf_reset(&as);
+        return rt_strf("cannot write %s: %s", tmp_bin, strerror(errno));
+    }
+    char *text = buf_finish(&as);
+    if (!text) {
+        *st = NEST_ERR_NOMEM;
+        return rt_strf("out of memory");
+    }
+    if ((fd = mkstemps(tmp_s, 2)) < 0) {
+        tmp_s[0] = '\0';
+        free(text);
+        return rt_strf("cannot create a temporary file in %s: %s", tmpdir, strerror(errno));
+    }
+    ok = rt_write_all(fd, text, strlen(text));
+    if (close(fd) != 0)
+        ok = false;
+    free(text);
+    if (!ok)
+        return rt_strf("cannot write %s: %s", tmp_s, strerror(errno));
+    *st = NEST_OK;
+    return NULL;
+}
+
 int rt_build_so(const char *src, size_t len, const char *so_path, const char *cc,
                 const rt_opts *o, char **log, char **err)
+{
+    return rt_build_so_data(src, len, NULL, 0, so_path, cc, o, log, err);
+}
+
+int rt_build_so_data(const char *src, size_t len, const rt_blob *blobs, int nblobs,
+                     const char *so_path, const char *cc, const rt_opts *o, char **log, char **err)
 {
     if (log)
         *log = NULL;
@@ -108,11 +175,11 @@ int rt_build_so(const char *src, size_t len, const char *so_path, const char *cc
 
     /* The compiler command, split on spaces ("ccache gcc"). */
     char *words = rt_strf("%s", cc && *cc ? cc : "cc");
-    char olevel[8], march[80], tmp[4096];
+    char olevel[8], march[80], tmp[4096], tmp_s[4096], tmp_bin[4096];
     char *argv[MAX_CC_WORDS + 20];
     int argc = 0, fd = -1;
     buf output = {0}, cmd = {0};
-    tmp[0] = '\0';
+    tmp[0] = tmp_s[0] = tmp_bin[0] = '\0';
     if (!words) {
         st = NEST_ERR_NOMEM;
         goto out;
@@ -152,6 +219,10 @@ int rt_build_so(const char *src, size_t len, const char *so_path, const char *cc
         goto cleanup;
     }
 
+    if (nblobs > 0 && (e = write_data(tmpdir, blobs, nblobs, tmp_s, sizeof tmp_s, tmp_bin,
+                                      sizeof tmp_bin, &st)) != NULL)
+        goto cleanup;
+
     snprintf(olevel, sizeof olevel, "-O%d", o->opt_level);
     snprintf(march, sizeof march, "-march=%.60s", o->march ? o->march : "native");
     argv[argc++] = "-std=c99";
@@ -181,6 +252,8 @@ int rt_build_so(const char *src, size_t len, const char *so_path, const char *cc
     argv[argc++] = "-o";
     argv[argc++] = (char *)so_path;
     argv[argc++] = tmp;
+    if (nblobs > 0)
+        argv[argc++] = tmp_s;
     argv[argc++] = "-lm";
     argv[argc] = NULL;
 
@@ -219,6 +292,10 @@ int rt_build_so(const char *src, size_t len, const char *so_path, const char *cc
 cleanup:
     if (tmp[0] && fd >= 0)
         unlink(tmp);
+    if (tmp_s[0])
+        unlink(tmp_s);
+    if (tmp_bin[0])
+        unlink(tmp_bin);
     buf_reset(&cmd);
     buf_reset(&output);
     free(words);

@@ -132,4 +132,17 @@ void rt_code_free(rt_code *c);
 int rt_build_so(const char *src, size_t len, const char *so_path, const char *cc,
                 const rt_opts *o, char **log, char **err);
 
+/* Binary data linked into a shared object under a symbol (hidden: not exported). */
+typedef struct rt_blob {
+    const char *symbol;
+    const void *data;
+    size_t size;
+} rt_blob;
+
+/* rt_build_so with n blobs that the C declares extern: they go into one binary file beside the
+ * source, and an assembler file places each (64-byte aligned, read-only) with .incbin, so that
+ * weights never pass through the C compiler as text. */
+int rt_build_so_data(const char *src, size_t len, const rt_blob *blobs, int n, const char *so_path,
+                     const char *cc, const rt_opts *o, char **log, char **err);
+
 #endif /* NEST_RT_H */

@@ -6,7 +6,9 @@
 # and the script fails.
 set -eu
 
-PKGS="make gcc g++ libcmocka-dev clang-14 llvm-14-dev libclang-14-dev libclang-cpp14-dev libomp-14-dev"
+PKGS="make gcc g++ libcmocka-dev clang-14 llvm-14-dev libclang-14-dev libclang-cpp14-dev libomp-14-dev \
+      libprotobuf-c-dev protobuf-c-compiler libonnx-dev \
+      python3 python3-numpy python3-onnx python3-torch python3-torchvision"
 if [ "${1:-}" = bench ]; then
     PKGS="$PKGS python3 python3-numpy python3-numexpr libeigen3-dev libopenblas-dev hyperfine"
 fi

@@ -234,6 +234,18 @@ static void emit_constants(ctx *c)
         c->bufname[b] = em_unique(&c->fn, nm);
         if (c->mode == EMIT_JIT)
             continue;
+        if (emit_const_is_data(pb->count, pb->etype)) {
+            buf b2 = {0};
+            ir_format_type(&b2, c->f, pb->node);
+            char *t = buf_finish(&b2);
+            buf_printf(c->b, "/* %s: %s, %lld bytes of data linked beside this C, not text */\n",
+                       namer_name(&c->nm, pb->node), t ? t : "?",
+                       (long long)(pb->count * (int64_t)nest_type_size((nest_type)pb->etype)));
+            free(t);
+            buf_printf(c->b, "extern const %s %s[%lld] __attribute__((visibility(\"hidden\"), "
+                       "aligned(64)));\n", em_ctype(pb->etype), c->bufname[b], (long long)pb->count);
+            continue;
+        }
         buf_printf(c->b, "static const %s %s[%lld] = {", em_ctype(pb->etype), c->bufname[b],
                    (long long)(pb->count > 0 ? pb->count : 1));
         for (int64_t i = 0; i < pb->count; i++) {
@@ -255,6 +267,11 @@ static void emit_constants(ctx *c)
         snprintf(nm, sizeof nm, "nest_consts_%s", c->f->name);
         buf_printf(c->b, "const void *%s[%d];\n", nm, p->nconsts);
     }
+}
+
+bool emit_const_is_data(int64_t count, int etype)
+{
+    return count * (int64_t)nest_type_size((nest_type)etype) > EMIT_DATA_BYTES;
 }
 
 void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)

@@ -1,0 +1,88 @@
+"""Exports the whole models of the ONNX tests from PyTorch with random weights (nothing is
+downloaded) into DIR/NAME/model.onnx, with an input and torch's output in
+DIR/NAME/test_data_set_0/ as the ONNX backend tests lay them out (tests/onnx_cases.c runs them).
+
+    onnx_models.py DIR [NAME ...]     (default: every model)
+"""
+import os
+import sys
+import warnings
+
+import numpy as np
+import torch
+from onnx import numpy_helper
+
+warnings.simplefilter("ignore")
+torch.manual_seed(0)
+
+
+class MLP(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = torch.nn.Sequential(
+            torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 128),
+            torch.nn.ReLU(), torch.nn.Linear(128, 10))
+
+    def forward(self, x):
+        return torch.nn.functional.log_softmax(self.net(x), dim=1)
+
+
+class LeNet5(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1 = torch.nn.Conv2d(1, 6, 5, padding=2)
+        self.c2 = torch.nn.Conv2d(6, 16, 5)
+        self.f1 = torch.nn.Linear(16 * 5 * 5, 120)
+        self.f2 = torch.nn.Linear(120, 84)
+        self.f3 = torch.nn.Linear(84, 10)
+
+    def forward(self, x):
+        x = torch.nn.functional.max_pool2d(torch.relu(self.c1(x)), 2)
+        x = torch.nn.functional.max_pool2d(torch.relu(self.c2(x)), 2)
+        x = torch.flatten(x, 1)
+        return self.f3(torch.relu(self.f2(torch.relu(self.f1(x)))))
+
+
+def transformer():
+    layer = torch.nn.TransformerEncoderLayer(d_model=64, nhead=4, dim_feedforward=128,
+                                             dropout=0.0, batch_first=True)
+    return torch.nn.TransformerEncoder(layer, num_layers=2)
+
+
+def models():
+    import torchvision
+    return {
+        "mlp": (MLP, (2, 784)),
+        "lenet5": (LeNet5, (2, 1, 28, 28)),
+        "resnet18": (lambda: torchvision.models.resnet18(), (1, 3, 224, 224)),
+        "mobilenet_v2": (lambda: torchvision.models.mobilenet_v2(), (1, 3, 224, 224)),
+        "transformer": (transformer, (2, 16, 64)),
+    }
+
+
+def export(name, make, shape, out):
+    model = make().eval()
+    x = torch.randn(*shape)
+    with torch.no_grad():
+        y = model(x)
+    case = os.path.join(out, name)
+    os.makedirs(os.path.join(case, "test_data_set_0"), exist_ok=True)
+    # outside torch.no_grad(): the exporter then keeps the graph PyTorch runs
+    torch.onnx.export(model, (x,), os.path.join(case, "model.onnx"), opset_version=13,
+                      input_names=["input"], output_names=["output"])
+    for kind, t in (("input", x), ("output", y)):
+        tp = numpy_helper.from_array(t.detach().numpy().astype(np.float32))
+        with open(os.path.join(case, "test_data_set_0", kind + "_0.pb"), "wb") as f:
+            f.write(tp.SerializeToString())
+
+
+def main():
+    out = sys.argv[1]
+    names = sys.argv[2:] or list(models())
+    table = models()
+    for name in names:
+        export(name, *table[name], out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,491 @@
+/*
+ * test_onnx.c - the ONNX importer on models built here with protobuf-c: values against closed
+ * forms, weights as data in the AOT .so, external data, and the errors of bad files (garbage,
+ * truncation, unknown opsets and operators, missing inputs, cycles, named dims, hostile paths).
+ * The operators themselves are tested by the ONNX backend node tests (tests/onnx_cases.c).
+ */
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "testutil.h"
+#include "onnx.pb-c.h"
+
+/* ---- building models ---- */
+
+typedef struct model {
+    Onnx__ModelProto m;
+    Onnx__GraphProto g;
+    Onnx__OperatorSetIdProto opset, *opsets[1];
+    Onnx__NodeProto nodes[8], *pnodes[8];
+    Onnx__ValueInfoProto vin[4], vout[4], *pin[4], *pout[4];
+    Onnx__TypeProto types[8];
+    Onnx__TypeProto__Tensor tt[8];
+    Onnx__TensorShapeProto shapes[8];
+    Onnx__TensorShapeProto__Dimension dims[8][4], *pdims[8][4];
+    Onnx__TensorProto inits[4], *pinits[4];
+    int64_t idims[4][4];
+    char *ins[8][4], *outs[8][2];
+    int ntypes;
+} model;
+
+static void model_init(model *md, int64_t opset)
+{
+    memset(md, 0, sizeof *md);
+    md->m = (Onnx__ModelProto)ONNX__MODEL_PROTO__INIT;
+    md->g = (Onnx__GraphProto)ONNX__GRAPH_PROTO__INIT;
+    md->opset = (Onnx__OperatorSetIdProto)ONNX__OPERATOR_SET_ID_PROTO__INIT;
+    md->opset.domain = "";
+    md->opset.has_version = 1;
+    md->opset.version = opset;
+    md->opsets[0] = &md->opset;
+    md->m.n_opset_import = 1;
+    md->m.opset_import = md->opsets;
+    md->m.has_ir_version = 1;
+    md->m.ir_version = 8;
+    md->m.graph = &md->g;
+    md->g.name = "g";
+    md->g.node = md->pnodes;
+    md->g.input = md->pin;
+    md->g.output = md->pout;
+    md->g.initializer = md->pinits;
+}
+
+/* A float tensor type with up to 4 dims; a negative dim is the named dim "N". */
+static Onnx__TypeProto *ftype(model *md, int rank, const int64_t *shape)
+{
+    int k = md->ntypes++;
+    Onnx__TypeProto *t = &md->types[k];
+    *t = (Onnx__TypeProto)ONNX__TYPE_PROTO__INIT;
+    md->tt[k] = (Onnx__TypeProto__Tensor)ONNX__TYPE_PROTO__TENSOR__INIT;
+    md->tt[k].has_elem_type = 1;
+    md->tt[k].elem_type = 1;
+    md->shapes[k] = (Onnx__TensorShapeProto)ONNX__TENSOR_SHAPE_PROTO__INIT;
+    for (int i = 0; i < rank; i++) {
+        Onnx__TensorShapeProto__Dimension *d = &md->dims[k][i];
+        *d = (Onnx__TensorShapeProto__Dimension)ONNX__TENSOR_SHAPE_PROTO__DIMENSION__INIT;
+        if (shape[i] < 0) {
+            d->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
+            d->dim_param = "N";
+        } else {
+            d->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+            d->dim_value = shape[i];
+        }
+        md->pdims[k][i] = d;
+    }
+    md->shapes[k].n_dim = (size_t)rank;
+    md->shapes[k].dim = md->pdims[k];
+    md->tt[k].shape = &md->shapes[k];
+    t->value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
+    t->tensor_type = &md->tt[k];
+    return t;
+}
+
+static void input(model *md, char *name, int rank, const int64_t *shape)
+{
+    Onnx__ValueInfoProto *v = &md->vin[md->g.n_input];
+    *v = (Onnx__ValueInfoProto)ONNX__VALUE_INFO_PROTO__INIT;
+    v->name = name;
+    v->type = ftype(md, rank, shape);
+    md->pin[md->g.n_input++] = v;
+}
+
+static void output(model *md, char *name)
+{
+    Onnx__ValueInfoProto *v = &md->vout[md->g.n_output];
+    *v = (Onnx__ValueInfoProto)ONNX__VALUE_INFO_PROTO__INIT;
+    v->name = name;
+    md->pout[md->g.n_output++] = v;
+}
+
+static Onnx__NodeProto *node(model *md, char *op, char *in0, char *in1, char *out)
+{
+    int k = (int)md->g.n_node++;
+    Onnx__NodeProto *n = &md->nodes[k];
+    *n = (Onnx__NodeProto)ONNX__NODE_PROTO__INIT;
+    n->op_type = op;
+    n->name = op;
+    md->ins[k][0] = in0;
+    md->ins[k][1] = in1;
+    n->n_input = in1 ? 2 : 1;
+    n->input = md->ins[k];
+    md->outs[k][0] = out;
+    n->n_output = 1;
+    n->output = md->outs[k];
+    md->pnodes[k] = n;
+    return n;
+}
+
+static Onnx__TensorProto *init(model *md, char *name, int rank, const int64_t *shape,
+                               const float *data)
+{
+    Onnx__TensorProto *t = &md->inits[md->g.n_initializer];
+    *t = (Onnx__TensorProto)ONNX__TENSOR_PROTO__INIT;
+    t->name = name;
+    t->has_data_type = 1;
+    t->data_type = 1;
+    t->n_dims = (size_t)rank;
+    memcpy(md->idims[md->g.n_initializer], shape, (size_t)rank * sizeof *shape);
+    t->dims = md->idims[md->g.n_initializer];
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++)
+        n *= shape[i];
+    if (data) {
+        t->has_raw_data = 1;
+        t->raw_data.len = (size_t)n * 4;
+        t->raw_data.data = (uint8_t *)data;
+    }
+    md->pinits[md->g.n_initializer++] = t;
+    return t;
+}
+
+static uint8_t *pack(model *md, size_t *len)
+{
+    *len = onnx__model_proto__get_packed_size(&md->m);
+    uint8_t *b = malloc(*len + 1);
+    assert_non_null(b);
+    onnx__model_proto__pack(&md->m, b);
+    return b;
+}
+
+static nest_function *import_model(model *md, const nest_onnx_options *o)
+{
+    size_t len;
+    uint8_t *b = pack(md, &len);
+    nest_function *f = nest_import_onnx_mem(b, len, o);
+    free(b);
+    assert_non_null(f);
+    return f;
+}
+
+/* y = relu(x + w): x f32[2,3] (or [N,3]), w an initializer */
+static const float W6[6] = {1, -2, 3, -4, 5, -6};
+
+static void add_relu(model *md, int64_t opset, int64_t batch)
+{
+    model_init(md, opset);
+    input(md, "x.in", 2, (const int64_t[]){batch, 3});
+    init(md, "w", 2, (const int64_t[]){2, 3}, W6);
+    node(md, "Add", "x.in", "w", "s");
+    node(md, "Relu", "s", NULL, "y");
+    output(md, "y");
+}
+
+static void assert_msg(nest_function *f, int code, const char *part)
+{
+    if (nest_errcode(f) != code || !strstr(nest_errmsg(f), part))
+        fail_msg("expected error %d with '%s', got %d: %s", code, part, nest_errcode(f),
+                 nest_errmsg(f));
+    assert_true(strncmp(nest_errmsg(f), "<memory>: ", 10) == 0);
+    assert_int_equal(nest_result_count(f), 0);
+}
+
+/* ---- tests ---- */
+
+static void test_values(void **state)
+{
+    (void)state;
+    model md;
+    add_relu(&md, 13, 2);
+    nest_function *f = import_model(&md, NULL);
+    assert_int_equal(nest_errcode(f), NEST_OK);
+    assert_string_equal(nest_function_name(f), "model");
+    assert_int_equal(nest_param_count(f), 1); /* the initializer is no parameter */
+    assert_int_equal(nest_result_count(f), 1);
+    float x[6] = {0.5f, 0.5f, -3.5f, 1, -6, 7}, want[6], got[6], ref[6];
+    for (int i = 0; i < 6; i++)
+        want[i] = fmaxf(x[i] + W6[i], 0);
+    void *args[1] = {x}, *res[1] = {got}, *res2[1] = {ref};
+    assert_ok(f, nest_evaluate(f, args, 1, res2, 1));
+    assert_exact(NEST_F32, ref, want, 6);
+    nest_kernel *k = nest_compile(f, NULL);
+    assert_non_null(k);
+    assert_int_equal(nest_call(k, args, 1, res, 1), NEST_OK);
+    assert_exact(NEST_F32, got, want, 6);
+    nest_kernel_free(k);
+    nest_function_free(f);
+}
+
+static void test_named_dims(void **state)
+{
+    (void)state;
+    model md;
+    add_relu(&md, 13, -1);
+    nest_function *f = import_model(&md, NULL);
+    assert_msg(f, NEST_ERR_ARG, "dimension 0 is 'N'; give its value");
+    nest_function_free(f);
+    /* N = 2 fits the weight; N = 3 does not broadcast */
+    nest_dim d = {"N", 2};
+    nest_onnx_options o = {"relu_net", &d, 1, NULL};
+    f = import_model(&md, &o);
+    assert_int_equal(nest_errcode(f), NEST_OK);
+    assert_string_equal(nest_function_name(f), "relu_net");
+    assert_int_equal(nest_value_shape(f, nest_param(f, 0))[0], 2);
+    nest_function_free(f);
+    d.value = 3;
+    f = import_model(&md, &o);
+    assert_msg(f, NEST_ERR_TYPE, "node 0 'Add' (Add, opset 13): shapes do not broadcast");
+    nest_function_free(f);
+}
+
+static void test_garbage_and_truncation(void **state)
+{
+    (void)state;
+    nest_function *f = nest_import_onnx_mem("\xff\xff\xff\xff not a model", 18, NULL);
+    assert_msg(f, NEST_ERR_SYNTAX, "not an ONNX model");
+    nest_function_free(f);
+    model md;
+    add_relu(&md, 13, 2);
+    size_t len;
+    uint8_t *b = pack(&md, &len);
+    /* every truncation fails cleanly, or (cut at a field boundary) names what is missing */
+    for (size_t cut = 0; cut < len; cut++) {
+        f = nest_import_onnx_mem(b, cut, NULL);
+        assert_non_null(f);
+        assert_int_not_equal(nest_errcode(f), NEST_OK);
+        assert_true(strncmp(nest_errmsg(f), "<memory>: ", 10) == 0);
+        assert_int_equal(nest_result_count(f), 0);
+        nest_function_free(f);
+    }
+    free(b);
+}
+
+static void test_opsets(void **state)
+{
+    (void)state;
+    model md;
+    add_relu(&md, 99, 2);
+    nest_function *f = import_model(&md, NULL);
+    assert_msg(f, NEST_ERR_ARG, "opset 99 of the default domain is not supported");
+    nest_function_free(f);
+    add_relu(&md, 13, 2);
+    md.nodes[1].domain = "com.example";
+    f = import_model(&md, NULL);
+    assert_msg(f, NEST_ERR_ARG, "node 1 'Relu' (Relu of domain com.example, opset 13)");
+    nest_function_free(f);
+}
+
+static void test_unsupported_operator(void **state)
+{
+    (void)state;
+    model md;
+    add_relu(&md, 13, 2);
+    md.nodes[1].op_type = "FancyOp";
+    nest_function *f = import_model(&md, NULL);
+    assert_msg(f, NEST_ERR_ARG, "node 1 'Relu' (FancyOp, opset 13): operator FancyOp is not "
+                                "supported; supported: Abs, Add,");
+    nest_function_free(f);
+}
+
+static void test_graph_errors(void **state)
+{
+    (void)state;
+    model md;
+    add_relu(&md, 13, 2);
+    md.ins[1][0] = "nope";
+    nest_function *f = import_model(&md, NULL);
+    assert_msg(f, NEST_ERR_ARG, "node 1 'Relu' (Relu, opset 13): input 'nope' is not a graph "
+                                "input, an initializer or the output of a node");
+    nest_function_free(f);
+
+    /* a cycle: s = Add(x, y), y = Relu(s) */
+    add_relu(&md, 13, 2);
+    md.ins[0][1] = "y";
+    f = import_model(&md, NULL);
+    assert_msg(f, NEST_ERR_ARG, "a cycle in the graph");
+    nest_function_free(f);
+
+    /* an output defined twice */
+    add_relu(&md, 13, 2);
+    md.outs[1][0] = "s";
+    f = import_model(&md, NULL);
+    assert_msg(f, NEST_ERR_ARG, "output 's' is already defined");
+    nest_function_free(f);
+
+    /* an output nothing computes */
+    add_relu(&md, 13, 2);
+    md.vout[0].name = "z";
+    f = import_model(&md, NULL);
+    assert_msg(f, NEST_ERR_ARG, "graph output 'z' is not computed by any node");
+    nest_function_free(f);
+
+    /* a weight of the wrong size and one of an unsupported type */
+    add_relu(&md, 13, 2);
+    md.inits[0].raw_data.len = 20;
+    f = import_model(&md, NULL);
+    assert_msg(f, NEST_ERR_ARG, "initializer 'w': 20 bytes of data for 6 elements of float");
+    nest_function_free(f);
+    add_relu(&md, 13, 2);
+    md.inits[0].data_type = 2;
+    f = import_model(&md, NULL);
+    assert_msg(f, NEST_ERR_TYPE, "element type uint8 is not supported");
+    nest_function_free(f);
+
+    /* an attribute out of range */
+    add_relu(&md, 13, 2);
+    md.nodes[1].op_type = "Softmax";
+    Onnx__AttributeProto a = ONNX__ATTRIBUTE_PROTO__INIT, *pa = &a;
+    a.name = "axis";
+    a.has_i = 1;
+    a.i = 5;
+    md.nodes[1].n_attribute = 1;
+    md.nodes[1].attribute = &pa;
+    f = import_model(&md, NULL);
+    assert_msg(f, NEST_ERR_ARG, "(Softmax, opset 13): axis 5 is out of range for rank 2");
+    nest_function_free(f);
+}
+
+/* Nodes out of order in the file still import (in a topological order). */
+static void test_unsorted(void **state)
+{
+    (void)state;
+    model md;
+    add_relu(&md, 13, 2);
+    Onnx__NodeProto *t = md.pnodes[0];
+    md.pnodes[0] = md.pnodes[1];
+    md.pnodes[1] = t;
+    nest_function *f = import_model(&md, NULL);
+    assert_int_equal(nest_errcode(f), NEST_OK);
+    nest_function_free(f);
+}
+
+/* 64K floats of weights: no literals in the C; the .so carries them and computes right. */
+static void test_weights_are_data(void **state)
+{
+    (void)state;
+    enum { K = 256, M = 256 };
+    float *w = malloc(sizeof(float) * K * M);
+    for (int i = 0; i < K * M; i++)
+        w[i] = (float)((i * 7) % 13) - 6.0f;
+    model md;
+    model_init(&md, 13);
+    input(&md, "x", 2, (const int64_t[]){1, K});
+    init(&md, "fc.weight", 2, (const int64_t[]){K, M}, w);
+    node(&md, "MatMul", "x", "fc.weight", "y");
+    output(&md, "y");
+    nest_onnx_options o = {"fc", NULL, 0, NULL};
+    nest_function *f = import_model(&md, &o);
+    assert_int_equal(nest_errcode(f), NEST_OK);
+    char *c = nest_emit(&f, 1, NEST_EMIT_C, NULL);
+    assert_non_null(c);
+    assert_non_null(strstr(c, "/* fc_weight: f32[256,256], 262144 bytes of data"));
+    assert_non_null(strstr(c, "extern const float nest_const_fc_0[65536]"));
+    assert_true(strlen(c) < 20000); /* 64K numbers would not fit */
+    free(c);
+
+    char so[] = "/tmp/nest-test-onnx-XXXXXX.so";
+    int fd = mkstemps(so, 3);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_ok(f, nest_build_so(&f, 1, so, NULL, NULL, NULL));
+    void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+    assert_non_null(h);
+    int (*fn)(const float *, float *);
+    void *sym = dlsym(h, "fc");
+    assert_non_null(sym);
+    memcpy(&fn, &sym, sizeof sym);
+    assert_null(dlsym(h, "nest_const_fc_0")); /* hidden */
+    float x[K], y[M], want[M];
+    for (int i = 0; i < K; i++)
+        x[i] = (float)(i % 5) - 2.0f;
+    for (int j = 0; j < M; j++) {
+        double s = 0;
+        for (int i = 0; i < K; i++)
+            s += (double)x[i] * w[i * M + j];
+        want[j] = (float)s;
+    }
+    assert_int_equal(fn(x, y), 0);
+    assert_exact(NEST_F32, y, want, M); /* small integers: exact in any order */
+    dlclose(h);
+    unlink(so);
+    nest_function_free(f);
+    free(w);
+}
+
+static void test_external_data(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/nest-test-onnx-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[256], data[256];
+    snprintf(path, sizeof path, "%s/ext.onnx", dir);
+    snprintf(data, sizeof data, "%s/w.bin", dir);
+    FILE *out = fopen(data, "wb");
+    assert_non_null(out);
+    float pad[4] = {9, 9, 9, 9};
+    fwrite(pad, 4, 4, out);
+    fwrite(W6, 4, 6, out);
+    fclose(out);
+
+    model md;
+    add_relu(&md, 13, 2);
+    Onnx__StringStringEntryProto kv[3] = {ONNX__STRING_STRING_ENTRY_PROTO__INIT,
+                                          ONNX__STRING_STRING_ENTRY_PROTO__INIT,
+                                          ONNX__STRING_STRING_ENTRY_PROTO__INIT};
+    Onnx__StringStringEntryProto *pkv[3] = {&kv[0], &kv[1], &kv[2]};
+    kv[0].key = "location", kv[0].value = "w.bin";
+    kv[1].key = "offset", kv[1].value = "16";
+    kv[2].key = "length", kv[2].value = "24";
+    md.inits[0].has_raw_data = 0;
+    md.inits[0].has_data_location = 1;
+    md.inits[0].data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+    md.inits[0].n_external_data = 3;
+    md.inits[0].external_data = pkv;
+    size_t len;
+    uint8_t *b = pack(&md, &len);
+    out = fopen(path, "wb");
+    fwrite(b, 1, len, out);
+    fclose(out);
+    free(b);
+
+    nest_function *f = nest_import_onnx(path, NULL);
+    assert_int_equal(nest_errcode(f), NEST_OK);
+    assert_string_equal(nest_function_name(f), "ext");
+    float x[6] = {0}, y[6], want[6];
+    for (int i = 0; i < 6; i++)
+        want[i] = fmaxf(W6[i], 0);
+    void *args[1] = {x}, *res[1] = {y};
+    assert_ok(f, nest_evaluate(f, args, 1, res, 1));
+    assert_exact(NEST_F32, y, want, 6);
+    nest_function_free(f);
+
+    /* from memory, external data needs a folder */
+    f = import_model(&md, NULL);
+    assert_msg(f, NEST_ERR_ARG, "needs the model's folder");
+    nest_function_free(f);
+    /* a location outside the folder is refused */
+    kv[0].value = "../w.bin";
+    nest_onnx_options o = {NULL, NULL, 0, dir};
+    f = import_model(&md, &o);
+    assert_msg(f, NEST_ERR_ARG, "is not a plain path inside the model's folder");
+    nest_function_free(f);
+    /* more bytes than the file holds */
+    kv[0].value = "w.bin";
+    kv[1].value = "100";
+    f = import_model(&md, &o);
+    assert_msg(f, NEST_ERR_IO, "holds fewer than 24 bytes from offset 100");
+    nest_function_free(f);
+
+    unlink(path);
+    unlink(data);
+    rmdir(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_values),
+        cmocka_unit_test(test_named_dims),
+        cmocka_unit_test(test_garbage_and_truncation),
+        cmocka_unit_test(test_opsets),
+        cmocka_unit_test(test_unsupported_operator),
+        cmocka_unit_test(test_graph_errors),
+        cmocka_unit_test(test_unsorted),
+        cmocka_unit_test(test_weights_are_data),
+        cmocka_unit_test(test_external_data),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
