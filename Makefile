@@ -4,7 +4,7 @@
 #   make test       install missing Debian packages (or say how), build, run the test suite
 #   make sanitize   the test suite built with -fsanitize=address,undefined, run
 #   make demo       compile and run the samples, show the generated C
-#   make bench      nest against numpy, numexpr, Eigen, OpenBLAS and hand-fused C
+#   make bench      nest against numpy, numexpr, Eigen, OpenBLAS, hand-fused C and PyTorch
 #   make fuzz       the long randomized differential run (runs fuzz-parse first)
 #   make fuzz-random  random graphs, JIT against the interpreter: NEST_FUZZ_COUNT graphs
 #                   (default 20000) from seed NEST_FUZZ_SEED (default: the time)
@@ -283,7 +283,7 @@ BENCH_CXX     ?= clang++-14
 BENCH_JITFLAGS := -O3 -march=native -mtune=generic -fPIC -fopenmp-simd -fopenmp -fno-math-errno \
                   -fveclib=libmvec
 BENCH_BIN     := $(B)/bench/bench $(B)/bench/trivial_plain $(B)/bench/trivial_nest \
-                 $(B)/bench/crosscheck
+                 $(B)/bench/crosscheck $(B)/bench/conv
 
 $(B)/bench/handfused.o: bench/handfused.c bench/handfused.h
 	@mkdir -p $(dir $@)
@@ -296,14 +296,19 @@ $(B)/bench/eigen.o: bench/eigen.cpp bench/eigen.h
 	$(Q)$(BENCH_CXX) -std=c++17 -O3 -march=native -DNDEBUG -Wall -Wextra -Werror \
 	    -isystem /usr/include/eigen3 -c $< -o $@
 
-$(B)/bench/bench.o: bench/bench.c bench/handfused.h bench/eigen.h include/nest.h
+$(B)/bench/%.o: bench/%.c bench/benchutil.h bench/handfused.h bench/eigen.h include/nest.h
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(NCFLAGS) -O2 -c $< -o $@
 
-$(B)/bench/bench: $(B)/bench/bench.o $(B)/bench/handfused.o $(B)/bench/eigen.o $(B)/lib/libnest.a
+$(B)/bench/bench: $(B)/bench/bench.o $(B)/bench/benchutil.o $(B)/bench/handfused.o \
+                  $(B)/bench/eigen.o $(B)/lib/libnest.a
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(BENCH_CXX) -fopenmp -o $@ $^ -Wl,-rpath,$(LLVM)/lib -lmvec $(LDLIBS)
+
+$(B)/bench/conv: $(B)/bench/conv.o $(B)/bench/benchutil.o $(B)/lib/libnest.a
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) -o $@ $^ $(LDLIBS)
 
 $(B)/bench/crosscheck: bench/crosscheck.c bench/handfused.h $(B)/bench/handfused.o $(B)/lib/libnest.a
 	@mkdir -p $(dir $@)
@@ -325,6 +330,7 @@ bench:
 	$(Q)$(B)/bench/bench -o $(B)/bench.md
 	$(Q){ echo; echo '## Cross-check: two threads at 16M, best of 10 calls in turn'; echo; \
 	    echo '```'; $(B)/bench/crosscheck; echo '```'; } | tee -a $(B)/bench.md
+	$(Q)$(B)/bench/conv | tee -a $(B)/bench.md
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin

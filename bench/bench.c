@@ -40,13 +40,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "benchutil.h"
 #include "eigen.h"
 #include "handfused.h"
 #include "nest.h"
 
 extern char **environ;
 
-#define PYTHON_DEFAULT "/usr/bin/python3"
 #define PEERS "bench/peers.py"
 #define NESTC "bin/nestc"
 #define WORKDIR "build/bench"
@@ -60,71 +60,6 @@ static bool quick;
 /* ---------------------------------------------------------------------------------------------
  * Small helpers
  * ------------------------------------------------------------------------------------------- */
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&t, NULL);
-}
-
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "bench: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-    exit(1);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-/* A float32 array of count elements in its own page-aligned mapping, huge pages from 4 MiB. */
-static float *alloc_f32(int64_t count)
-{
-    size_t bytes = (size_t)(count > 0 ? count : 1) * sizeof(float);
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
-        die("cannot map %zu bytes: %s", bytes, strerror(errno));
-    if (bytes >= (4u << 20))
-        madvise(p, bytes, MADV_HUGEPAGE);
-    memset(p, 0, bytes);
-    return p;
-}
-
-static void free_f32(float *p, int64_t count)
-{
-    if (p)
-        munmap(p, (size_t)(count > 0 ? count : 1) * sizeof(float));
-}
-
-/* The values peers.py's fill() writes: a hash of the index mapped to [-1, 1). */
-static void fill(float *a, int64_t count, int seed)
-{
-    for (int64_t i = 0; i < count; i++) {
-        uint64_t h = ((uint64_t)i * 2654435761u + (uint64_t)seed * 40503u) % (1ull << 32);
-        a[i] = (float)((h >> 8) & 1023) / 512.0f - 1.0f;
-    }
-}
 
 /* One line of a command's standard output (trailing newline removed), or "?" */
 static void command_line(const char *cmd, char *out, size_t size)
@@ -630,69 +565,6 @@ static double time_local(bench_case *bc, contender c, int *iters)
 /* ---------------------------------------------------------------------------------------------
  * The Python peers: a peers.py --serve process on two pipes
  * ------------------------------------------------------------------------------------------- */
-
-static const char *python_path(void)
-{
-    const char *p = getenv("BENCH_PYTHON");
-    return p && *p ? p : PYTHON_DEFAULT;
-}
-
-typedef struct {
-    pid_t pid;
-    FILE *to, *from;
-} peer;
-
-static void peer_start(peer *p)
-{
-    int in[2], outp[2];
-    if (pipe(in) != 0 || pipe(outp) != 0)
-        die("pipe: %s", strerror(errno));
-    p->pid = fork();
-    if (p->pid < 0)
-        die("fork: %s", strerror(errno));
-    if (p->pid == 0) {
-        dup2(in[0], 0);
-        dup2(outp[1], 1);
-        close(in[0]);
-        close(in[1]);
-        close(outp[0]);
-        close(outp[1]);
-        execl(python_path(), "python3", PEERS, "--serve", (char *)NULL);
-        fprintf(stderr, "bench: cannot run %s: %s\n", python_path(), strerror(errno));
-        _exit(127);
-    }
-    close(in[0]);
-    close(outp[1]);
-    p->to = fdopen(in[1], "w");
-    p->from = fdopen(outp[0], "r");
-}
-
-/* Sends one command and returns the reply line (static storage). */
-static const char *peer_cmd(peer *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static const char *peer_cmd(peer *p, const char *fmt, ...)
-{
-    static char line[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vfprintf(p->to, fmt, ap);
-    va_end(ap);
-    fputc('\n', p->to);
-    fflush(p->to);
-    if (!fgets(line, sizeof line, p->from))
-        die("the Python peers (%s %s) stopped; is python3-numpy installed for it?",
-            python_path(), PEERS);
-    line[strcspn(line, "\n")] = '\0';
-    return line;
-}
-
-static void peer_stop(peer *p)
-{
-    peer_cmd(p, "info"); /* keeps the pipe in step before quitting */
-    fprintf(p->to, "quit\n");
-    fclose(p->to);
-    fclose(p->from);
-    waitpid(p->pid, NULL, 0);
-}
 
 /* ---------------------------------------------------------------------------------------------
  * Throughput
@@ -1308,7 +1180,7 @@ int main(int argc, char **argv)
     const char *self = argv[0];
 
     peer py;
-    peer_start(&py);
+    peer_start(&py, PEERS);
     print_machine(&py);
     double t0 = now_s();
     for (int w = 0; w < W_COUNT; w++)

@@ -485,6 +485,8 @@ bool conv_plan(plan *p, nest *ne, int32_t node, fx *x, fx *filters);
 /* Absorbs into each convolution or pooling nest the element-wise nest after it that reads its
  * value only where it is written. */
 int pass_conv(plan *p);
+/* One line of --dump-after on a convolution's or pool's plan. */
+void conv_describe(buf *b, const nest *ne);
 
 /* ---------------------------------------------------------------------------------------------
  * passes/rows.c: outer-loop fusion

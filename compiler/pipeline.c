@@ -97,6 +97,8 @@ void plan_dump(buf *b, const plan *p)
             buf_printf(b, "%s%lld%s", d ? "," : "", (long long)ne->dims[d],
                        (ne->reduced & (1u << d)) ? "r" : "");
         buf_puts(b, "]\n");
+        if (ne->win)
+            conv_describe(b, ne);
         for (int i = 0; i < ne->nouts; i++) {
             const nout *o = &ne->outs[i];
             buf_printf(b, "    b%d[%lld", o->buf, (long long)o->off);

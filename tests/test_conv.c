@@ -539,6 +539,12 @@ static const spec CONV2[] = {
     {2, 1, 3, 4, 1, S3(5, 5, 0), S3(2, 2, 0), {0}, {0}, S3(1, 0, 0), S3(0, 1, 0), {0}, E_TWICE},
     /* stride larger than the window, dilation with stride */
     {2, 1, 2, 3, 1, S3(13, 11, 0), S3(2, 3, 0), S3(3, 2, 0), S3(1, 2, 0), {0}, {0}, {0}, 0},
+    /* empty: no input channels (zeros, then the bias), an empty axis inside the padding, no
+     * output channels, no images */
+    {2, 1, 0, 3, 1, S3(4, 5, 0), S3(3, 3, 0), {0}, {0}, S3(1, 1, 0), S3(1, 1, 0), {0}, E_BIAS},
+    {2, 1, 2, 3, 1, S3(0, 3, 0), S3(2, 2, 0), {0}, {0}, S3(1, 1, 0), S3(1, 1, 0), {0}, 0},
+    {2, 1, 2, 0, 1, S3(4, 4, 0), S3(3, 3, 0), {0}, {0}, {0}, {0}, {0}, E_RELU},
+    {2, 0, 2, 3, 1, S3(4, 4, 0), S3(3, 3, 0), {0}, {0}, {0}, {0}, {0}, 0},
 };
 
 static void test_conv2d(void **state)

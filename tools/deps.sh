@@ -11,6 +11,7 @@ PKGS="make gcc g++ libcmocka-dev clang-14 llvm-14-dev libclang-14-dev libclang-c
       python3 python3-numpy python3-onnx python3-torch python3-torchvision"
 if [ "${1:-}" = bench ]; then
     PKGS="$PKGS python3 python3-numpy python3-numexpr libeigen3-dev libopenblas-dev hyperfine"
+    PKGS="$PKGS python3-torch"
 fi
 
 missing=""

@@ -184,6 +184,14 @@ static void close_block(ctx *c)
     em_line(c, "}");
 }
 
+/* The image and the channel of a loop variable nc over both, as expressions (an input that
+ * ignores either never names a variable left unused). */
+static void image_channel(const char *nc, int64_t channels, char *n, char *ch, size_t size)
+{
+    snprintf(n, size, "%s / %lld", nc, (long long)channels);
+    snprintf(ch, size, "%s %% %lld", nc, (long long)channels);
+}
+
 /* ---- convolution: the copy of the input ---- */
 
 typedef struct copy_names {
@@ -290,6 +298,15 @@ static void emit_copy(ctx *c, const wplan *w, const char *xp, int64_t count)
             w->cstride != w->plane ? ", one plane per phase of the stride" : "",
             dil ? ", dilated" : "");
     free(ds);
+    int64_t elements = nc;
+    for (int i = 0; i < nsp; i++)
+        elements *= w->d[i];
+    if (elements == 0) { /* nothing of x: zeros throughout */
+        const char *e = nm(c, "e");
+        em_line(c, "for (int64_t %s = 0; %s < %lld; %s++)", e, e, (long long)count, e);
+        em_line(c, "    %s[%s] = 0;", xp, e);
+        return;
+    }
     em_line(c, "{");
     c->indent++;
     /* the copy's names live in its block */
@@ -319,13 +336,14 @@ static void emit_copy(ctx *c, const wplan *w, const char *xp, int64_t count)
                 ts ? ts : "");
         free(ts);
     }
-    const char *ncv = nm(c, "nc"), *n = nm(c, "n"), *ch = nm(c, "c"), *pl = nm(c, "pl");
+    const char *ncv = nm(c, "nc"), *pl = nm(c, "pl");
+    char n[IR_MAX_NAME + 32], ch[IR_MAX_NAME + 32];
+    image_channel(ncv, w->C, n, ch, sizeof n);
     if (parallel(c, nc, w->cstride))
         em_omp_for(c);
-    em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", ncv, ncv, nc, ncv);
+    em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) { /* image and channel */", ncv, ncv, nc,
+            ncv);
     c->indent++;
-    em_line(c, "const int64_t %s = %s / %lld, %s = %s %% %lld;", n, ncv, (long long)w->C, ch, ncv,
-            (long long)w->C);
     c->expr[0] = n;
     c->expr[1] = ch;
     for (int i = 0; i < nsp; i++)
@@ -352,7 +370,7 @@ static void emit_copy(ctx *c, const wplan *w, const char *xp, int64_t count)
     while (loops--)
         close_block(c);
     close_block(c);
-    if (count > nc * w->cstride) {
+    if (count > nc * w->cstride) { /* (with no channel, nothing reads the slack) */
         const char *e = nm(c, "e");
         em_line(c, "for (int64_t %s = %lld; %s < %lld; %s++) /* read by the last tile */", e,
                 nc * (long long)w->cstride, e, (long long)count, e);
@@ -499,7 +517,9 @@ static void emit_pool(ctx *c, int32_t k)
         whole *= win->window[i];
     }
     em_nest_open(c, k);
-    const char *ncv = nm(c, "nc"), *n = nm(c, "n"), *ch = nm(c, "c"), *acc = nm(c, "acc");
+    const char *ncv = nm(c, "nc"), *acc = nm(c, "acc");
+    char n[IR_MAX_NAME + 32], ch[IR_MAX_NAME + 32];
+    image_channel(ncv, w->C, n, ch, sizeof n);
     const char *o[IR_MAX_SPATIAL], *a[IR_MAX_SPATIAL], *lo[IR_MAX_SPATIAL], *hi[IR_MAX_SPATIAL];
     const char *in[IR_MAX_SPATIAL];
     static const char *const base[][IR_MAX_SPATIAL] = {
@@ -514,10 +534,9 @@ static void emit_pool(ctx *c, int32_t k)
     }
     if (parallel(c, nc, per))
         em_omp_for(c);
-    em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", ncv, ncv, nc, ncv);
+    em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) { /* image and channel */", ncv, ncv, nc,
+            ncv);
     c->indent++;
-    em_line(c, "const int64_t %s = %s / %lld, %s = %s %% %lld;", n, ncv, (long long)w->C, ch, ncv,
-            (long long)w->C);
     for (int i = 0; i < nsp; i++) {
         long long s = win->stride[i], pb = win->pad_below[i], f = win->window[i], d = w->d[i];
         em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", o[i], o[i], (long long)w->o[i], o[i]);

@@ -43,9 +43,10 @@ static void choose_tile(wplan *w, int etype, int vb)
     w->vb = vb;
     for (int nv = 1; nv <= 4; nv++)
         for (int ti = 1; ti * nv <= budget && (ti <= kg || ti == 1); ti++) {
-            /* cycles per step of the sum: one FMA per accumulator, and at least 8 accumulators'
-             * worth (the FMA units' latency) */
-            double cyc = ti * nv > 8 ? ti * nv : 8;
+            /* cycles per step of the sum: one FMA per accumulator, at least 8 accumulators'
+             * worth (the FMA units' latency), and a quarter cycle per load (ti broadcast weights
+             * and nv vectors of positions: a tall thin tile loads more per FMA) */
+            double cyc = (ti * nv > 8 ? ti * nv : 8) + (ti + nv) / 4.0;
             double cols = (double)ceil_div(w->q, (int64_t)nv * lanes);
             double cost = (double)ceil_div(kg, ti) * cols * cyc;
             if (kg % ti)
@@ -190,6 +191,24 @@ static bool make_copy(plan *p, nest *ne)
     }
     ne->pack = plan_buffer(p, BUF_TEMP, -1, w->node, w->x->etype, count);
     return ne->pack >= 0;
+}
+
+void conv_describe(buf *b, const nest *ne)
+{
+    const wplan *w = ne->win;
+    if (w->wbuf < 0) {
+        buf_puts(b, "    (a pool: loops over the output and its window)\n");
+        return;
+    }
+    buf_printf(b, "    (direct: tiles of %d channels x %d positions, %lld per image in ", w->ti,
+               w->nv * w->lanes, (long long)w->q);
+    for (int i = 0; i < w->win->nsp; i++)
+        buf_printf(b, "%s%lld", i ? " x " : "", (long long)w->hq[i]);
+    if (w->in_place)
+        buf_puts(b, " planes read in place)\n");
+    else
+        buf_printf(b, " planes x %lld per channel, copied into b%d)\n",
+                   (long long)(w->cstride / w->plane), ne->pack);
 }
 
 /* ---- the pass: element-wise work absorbed into the store ---- */
