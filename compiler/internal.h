@@ -472,11 +472,19 @@ typedef struct wplan {
     int64_t hq[IR_MAX_SPATIAL]; /* a plane's extents */
     int64_t qst[IR_MAX_SPATIAL];/* position q of output o: sum o_i * qst[i] */
     int64_t plane, cstride;     /* elements of a plane, of one channel's planes */
-    int64_t q;                  /* positions computed per image and group */
+    int64_t q;                  /* positions computed per image and group (margins too) */
+    int64_t p;                  /* output positions per image */
     bool in_place;              /* x is a dense buffer read in place (xbuf from xoff) */
     int32_t xbuf;
     int64_t xoff;
-    int ti, nv, lanes, vb;      /* the register tile: ti channels x nv vectors of lanes (vb bytes) */
+    /* the register tile: ti rows by nv vectors of lanes (vb bytes): rows are output channels
+     * and lanes positions, or with by_channels, rows are positions and lanes channels (the
+     * filters then packed in the workspace at packoff: per group and tile of tj channels, a
+     * panel [C/G x taps][tj]; kpad is the group's channels rounded up to whole tiles) */
+    bool by_channels;
+    int ti, nv, lanes, vb;
+    int64_t kpad, packoff;
+    bool filters_outer;         /* tiles of positions run innermost (see emit_conv.c) */
 } wplan;
 
 /* Makes ne, a nest over node's output that stores its value, a convolution or pooling nest:

@@ -495,6 +495,9 @@ static const spec CONV1[] = {
     {1, 3, 5, 5, 5, S3(8, 0, 0), S3(5, 0, 0), {0}, {0}, S3(2, 0, 0), S3(2, 0, 0), {0}, 0},
     {1, 1, 3, 17, 1, S3(40, 0, 0), S3(1, 0, 0), {0}, {0}, {0}, {0}, {0}, 0},
     {1, 1, 1, 1, 1, S3(1, 0, 0), S3(1, 0, 0), {0}, {0}, {0}, {0}, {0}, 0},
+    {1, 2, 16, 32, 1, S3(5, 0, 0), S3(3, 0, 0), {0}, {0}, S3(1, 0, 0), S3(1, 0, 0), {0}, E_RELU},
+    /* a long filter: more taps than the kernels write out, so they loop over a table */
+    {1, 1, 2, 3, 1, S3(100, 0, 0), S3(70, 0, 0), {0}, {0}, S3(3, 0, 0), {0}, {0}, 0},
 };
 
 static void test_conv1d(void **state)
@@ -539,6 +542,15 @@ static const spec CONV2[] = {
     {2, 1, 3, 4, 1, S3(5, 5, 0), S3(2, 2, 0), {0}, {0}, S3(1, 0, 0), S3(0, 1, 0), {0}, E_TWICE},
     /* stride larger than the window, dilation with stride */
     {2, 1, 2, 3, 1, S3(13, 11, 0), S3(2, 3, 0), S3(3, 2, 0), S3(1, 2, 0), {0}, {0}, {0}, 0},
+    /* small images, channels in vector lanes (the filters packed): 3x3 at 7x7, batch 2, bias
+     * and ReLU; 1x1 at 5x5 read in place; grouped with stride 2; a partial tile of channels */
+    {2, 2, 8, 32, 1, S3(7, 7, 0), S3(3, 3, 0), {0}, {0}, S3(1, 1, 0), S3(1, 1, 0), {0},
+     E_BIAS | E_RELU},
+    {2, 1, 16, 16, 1, S3(5, 5, 0), S3(1, 1, 0), {0}, {0}, {0}, {0}, {0}, E_RES},
+    {2, 1, 32, 64, 2, S3(6, 6, 0), S3(3, 3, 0), S3(2, 2, 0), {0}, S3(1, 1, 0), S3(1, 1, 0), {0},
+     E_BN},
+    {2, 1, 24, 40, 1, S3(4, 3, 0), S3(3, 3, 0), {0}, {0}, S3(1, 1, 0), S3(1, 1, 0), {0}, E_KEEP},
+    {2, 2, 8, 32, 1, S3(7, 7, 0), S3(9, 9, 0), {0}, {0}, S3(4, 4, 0), S3(4, 4, 0), {0}, E_RELU},
     /* empty: no input channels (zeros, then the bias), an empty axis inside the padding, no
      * output channels, no images */
     {2, 1, 0, 3, 1, S3(4, 5, 0), S3(3, 3, 0), {0}, {0}, S3(1, 1, 0), S3(1, 1, 0), {0}, E_BIAS},
@@ -563,6 +575,7 @@ static const spec CONV3[] = {
      {0}, 0},
     {3, 1, 3, 3, 3, S3(4, 5, 3), S3(2, 2, 2), {0}, {0}, {0}, {0}, S3(2, 1, 2), E_RES},
     {3, 1, 2, 5, 1, S3(3, 4, 5), S3(1, 1, 1), {0}, {0}, {0}, {0}, {0}, 0},
+    {3, 1, 8, 32, 1, S3(3, 3, 3), S3(3, 3, 3), {0}, {0}, S3(1, 1, 1), S3(1, 1, 1), {0}, E_BIAS},
 };
 
 static void test_conv3d(void **state)
@@ -1035,6 +1048,49 @@ static void test_emit_warnings(void **state)
     nest_function_free(g);
 }
 
+/* The kernels' plain C, for compilers without GNU C's vector types: the generated C with every
+ * `#ifdef __GNUC__` turned off, built with cc, against the interpreter. */
+static void test_plain_c(void **state)
+{
+    (void)state;
+    specs sp = {CONV2, countof_(CONV2), NEST_F32};
+    nest_function *f = build("plain", build_convs, &sp, false, NULL);
+    char *text = nest_emit(&f, 1, NEST_EMIT_C, NULL);
+    assert_non_null(text);
+    for (char *q = text; (q = strstr(q, "#ifdef __GNUC__")) != NULL; q++)
+        memcpy(q, "#if 0 /*GNUC_*/", strlen("#ifdef __GNUC__")); /* as long as it */
+    char path[256], so[300], cmd[1024];
+    snprintf(path, sizeof path, "%s/plain.c", g_tmp);
+    snprintf(so, sizeof so, "%s/plain.so", g_tmp);
+    FILE *fp = fopen(path, "w");
+    assert_non_null(fp);
+    fputs(text, fp);
+    fclose(fp);
+    nest_string_free(text);
+    snprintf(cmd, sizeof cmd, "cc -std=c99 -O1 -shared -fPIC -o %s %s -lm", so, path);
+    if (system(cmd) != 0)
+        fail_msg("%s failed", cmd);
+    void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+    void *fn = h ? dlsym(h, "plain_call") : NULL;
+    assert_non_null(fn);
+    call_fn call;
+    memcpy(&call, &fn, sizeof call);
+    arrays args, want, got;
+    arrays_alloc(&args, f, false);
+    arrays_alloc(&want, f, true);
+    arrays_alloc(&got, f, true);
+    fill(&args, 7, false);
+    assert_ok(f, nest_evaluate(f, args.p, args.n, want.p, want.n));
+    assert_int_equal(call(args.p, got.p), 0);
+    int64_t bad = compare("plain C", f, &got, &want, NULL, 0);
+    arrays_free(&args);
+    arrays_free(&want);
+    arrays_free(&got);
+    dlclose(h);
+    nest_function_free(f);
+    assert_int_equal(bad, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1052,6 +1108,7 @@ int main(void)
         cmocka_unit_test(test_chains),
         cmocka_unit_test(test_colmajor),
         cmocka_unit_test(test_emit_warnings),
+        cmocka_unit_test(test_plain_c),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

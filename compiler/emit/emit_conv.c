@@ -51,10 +51,25 @@ void em_vec_helper(buf *b, int h)
 
 /* ---- kernels ---- */
 
+/* Kernels of at most this many taps run them as straight code, each with its offsets as
+ * constants (no loop counter, no table: 3% of a 3x3 kernel's instructions); longer windows
+ * loop over a table of offsets. */
+#define UNROLL_TAPS 64
+
 static const char *kernel_name(ctx *c, int32_t k, char *s, size_t n)
 {
     snprintf(s, n, "nest_conv_%s_%d", c->f->name, (int)k);
     return s;
+}
+
+/* The table of the taps' offsets (the loops that are not straight code read it). */
+static void emit_offsets(ctx *c, const wplan *w)
+{
+    buf_printf(c->b, "    static const int64_t off[%lld] = {", (long long)w->taps);
+    for (int64_t t = 0; t < w->taps; t++)
+        buf_printf(c->b, "%s%lld", t ? (t % 12 ? ", " : ",\n        ") : "",
+                   (long long)w->tapoff[t]);
+    buf_puts(c->b, "};\n");
 }
 
 /* The kernel of convolution nest k: out[ii * tj + jj] = sum over the group's input channels c
@@ -79,30 +94,37 @@ static void emit_kernel(ctx *c, int32_t k)
                "static NEST_CONTRACT void %s(int rows, int lanes, const %s *restrict w,\n"
                "    const %s *restrict x, %s *restrict out)\n{\n",
                name, T, T, T);
-    buf_printf(b, "    static const int64_t off[%lld] = {", taps);
-    for (int64_t t = 0; t < w->taps; t++)
-        buf_printf(b, "%s%lld", t ? (t % 12 ? ", " : ",\n        ") : "", (long long)w->tapoff[t]);
-    buf_puts(b, "};\n#ifdef __GNUC__\n");
+    emit_offsets(c, w);
+    buf_puts(b, "#ifdef __GNUC__\n");
     buf_printf(b, "    if (rows == %d && lanes == %d) {\n        %s", ti, tj, V);
     for (int i = 0; i < ti; i++)
         for (int j = 0; j < nv; j++)
             buf_printf(b, "%s s%d_%d = {0}", i || j ? "," : "", i, j);
     buf_printf(b,
                ";\n        for (int64_t c = 0; c < %lld; c++) {\n"
-               "            const %s *restrict xc = x + c * %lld, *restrict wc = w + c * %lld;\n"
-               "            for (int t = 0; t < %lld; t++) {\n"
-               "                const %s *restrict p = xc + off[t];\n                const %s",
-               cg, T, cs, taps, taps, T, V);
-    for (int j = 0; j < nv; j++)
-        buf_printf(b, "%s b%d = *(const %s *)(p + %d)", j ? "," : "", j, V, j * L);
-    buf_printf(b, ";\n                %s a;\n", T);
-    for (int i = 0; i < ti; i++) {
-        buf_printf(b, "                a = wc[%lld + t];", (long long)i * crs);
+               "            const %s *restrict xc = x + c * %lld, *restrict wc = w + c * %lld;\n",
+               cg, T, cs, taps);
+    bool unroll = w->taps <= UNROLL_TAPS;
+    if (!unroll)
+        buf_printf(b, "            for (int t = 0; t < %lld; t++) {\n", taps);
+    for (int64_t t = 0; t < (unroll ? w->taps : 1); t++) {
+        char tt[32], ot[32];
+        snprintf(tt, sizeof tt, unroll ? "%lld" : "t", (long long)t);
+        snprintf(ot, sizeof ot, unroll ? "%lld" : "off[t]", (long long)w->tapoff[t]);
+        buf_printf(b, "            %s const %s *restrict p = xc + %s;\n                const %s",
+                   unroll ? "{" : "   ", T, ot, V);
         for (int j = 0; j < nv; j++)
-            buf_printf(b, " s%d_%d += a * b%d;", i, j, j);
-        buf_putc(b, '\n');
+            buf_printf(b, "%s b%d = *(const %s *)(p + %d)", j ? "," : "", j, V, j * L);
+        buf_printf(b, ";\n                %s a;\n", T);
+        for (int i = 0; i < ti; i++) {
+            buf_printf(b, "                a = wc[%lld + %s];", (long long)i * crs, tt);
+            for (int j = 0; j < nv; j++)
+                buf_printf(b, " s%d_%d += a * b%d;", i, j, j);
+            buf_putc(b, '\n');
+        }
+        buf_puts(b, "            }\n");
     }
-    buf_puts(b, "            }\n        }\n");
+    buf_puts(b, "        }\n");
     for (int i = 0; i < ti; i++)
         for (int j = 0; j < nv; j++)
             buf_printf(b, "        *(%s *)(out + %d) = s%d_%d;\n", V, i * tj + j * L, i, j);
@@ -120,11 +142,94 @@ static void emit_kernel(ctx *c, int32_t k)
                ti * tj, cg, taps, T, crs, taps, T, cs, tj);
 }
 
+/* The kernel of convolution nest k with channels in lanes: out[ii * tj + jj] = sum over the
+ * group's input channels c and taps t of x[q[ii] + c * cstride + tapoff[t]] * the packed filters
+ * [c][t][jj], for every ii < ti and jj < tj (the caller repeats a position to fill a tile, and
+ * the packed filters hold zeros past the group's channels). */
+static void emit_kernel_by_channels(ctx *c, int32_t k)
+{
+    const wplan *w = c->p->nests[k].win;
+    int et = c->p->bufs[c->p->nests[k].outs[0].buf].etype;
+    const char *T = em_ctype(et);
+    char V[32], name[IR_MAX_NAME + 32];
+    vec_name(V, sizeof V, et, w->vb);
+    kernel_name(c, k, name, sizeof name);
+    *c->helpers |= 1ull << vec_helper(et, w->vb) | 1ull << H_CONTRACT;
+    int ti = w->ti, nv = w->nv, L = w->lanes, tj = nv * L;
+    long long cg = w->C / w->G, taps = w->taps, cs = w->cstride;
+    buf *b = c->b;
+    buf_printf(b,
+               "/* out[%d x %d] = the sum over %lld input channels and %lld taps of input times "
+               "filters,\n * for %d positions (at x + q[i]) and %d output channels: one "
+               "register tile of %s */\n",
+               ti, tj, cg, taps, ti, tj, namer_name(&c->nm, w->node));
+    buf_printf(b,
+               "static NEST_CONTRACT void %s(const int64_t *restrict q, const %s *restrict w,\n"
+               "    const %s *restrict x, %s *restrict out)\n{\n",
+               name, T, T, T);
+    buf_puts(b, "#ifdef __GNUC__\n");
+    if (w->taps > UNROLL_TAPS)
+        emit_offsets(c, w);
+    buf_printf(b, "    const %s", T);
+    for (int i = 0; i < ti; i++)
+        buf_printf(b, "%s *restrict x%d = x + q[%d]", i ? "," : "", i, i);
+    buf_printf(b, ";\n    %s", V);
+    for (int i = 0; i < ti; i++)
+        for (int j = 0; j < nv; j++)
+            buf_printf(b, "%s s%d_%d = {0}", i || j ? "," : "", i, j);
+    buf_printf(b,
+               ";\n    for (int64_t c = 0; c < %lld; c++) {\n"
+               "        const %s *restrict wc = w + c * %lld;\n",
+               cg, T, taps * tj);
+    bool unroll = w->taps <= UNROLL_TAPS;
+    if (!unroll)
+        buf_printf(b, "        for (int t = 0; t < %lld; t++) {\n", taps);
+
+    for (int64_t t = 0; t < (unroll ? w->taps : 1); t++) {
+        char tt[32], ot[32];
+        snprintf(tt, sizeof tt, unroll ? "%lld" : "t", (long long)t);
+        snprintf(ot, sizeof ot, unroll ? "%lld" : "off[t]", (long long)w->tapoff[t]);
+        buf_printf(b, "        %s const int64_t o = c * %lld + %s;\n", unroll ? "{" : "   ", cs, ot);
+        buf_printf(b, "            const %s *restrict p = wc + %s * %d;\n            const %s", T,
+                   tt, tj, V);
+        for (int j = 0; j < nv; j++)
+            buf_printf(b, "%s b%d = *(const %s *)(p + %d)", j ? "," : "", j, V, j * L);
+        buf_printf(b, ";\n            %s a;\n", T);
+        for (int i = 0; i < ti; i++) {
+            buf_printf(b, "            a = x%d[o];", i);
+            for (int j = 0; j < nv; j++)
+                buf_printf(b, " s%d_%d += a * b%d;", i, j, j);
+            buf_putc(b, '\n');
+        }
+        buf_puts(b, "        }\n");
+    }
+    buf_puts(b, "    }\n");
+    for (int i = 0; i < ti; i++)
+        for (int j = 0; j < nv; j++)
+            buf_printf(b, "    *(%s *)(out + %d) = s%d_%d;\n", V, i * tj + j * L, i, j);
+    buf_puts(b, "#else\n");
+    emit_offsets(c, w);
+    buf_printf(b,
+               "    for (int i = 0; i < %d; i++)\n        out[i] = 0;\n"
+               "    for (int64_t c = 0; c < %lld; c++)\n"
+               "        for (int t = 0; t < %lld; t++)\n"
+               "            for (int ii = 0; ii < %d; ii++) {\n"
+               "                const %s a = x[q[ii] + c * %lld + off[t]];\n"
+               "                for (int jj = 0; jj < %d; jj++)\n"
+               "                    out[ii * %d + jj] += a * w[(c * %lld + t) * %d + jj];\n"
+               "            }\n#endif\n}\n\n",
+               ti * tj, cg, taps, ti, T, cs, tj, tj, taps, tj);
+}
+
 void em_window_kernels(ctx *c)
 {
     for (int32_t k = 0; k < c->p->nnests; k++) {
         const nest *ne = &c->p->nests[k];
-        if (!ne->dead && ne->win && ne->win->wbuf >= 0 && em_nest_runs(ne))
+        if (ne->dead || !ne->win || ne->win->wbuf < 0 || !em_nest_runs(ne))
+            continue;
+        if (ne->win->by_channels)
+            emit_kernel_by_channels(c, k);
+        else
             emit_kernel(c, k);
     }
 }
@@ -436,7 +541,28 @@ static void emit_tile_store(ctx *c, const nest *ne, const char *n, const char *k
     close_block(c);
 }
 
-static void emit_conv(ctx *c, int32_t k)
+/* The indexes of tile t: image n, group g, tile of channels kt (of kn) and of positions pt (of
+ * pn). The channels' tile runs innermost (a tile of positions stays in the cache for all of
+ * them), or with filters_outer the positions' (a tile of channels' filters stays in the cache
+ * for every image and position). */
+static void emit_tile_indexes(ctx *c, const wplan *w, const char *t, const char *n, const char *g,
+                              const char *kt, const char *pt, long long kn, long long pn)
+{
+    long long N = w->N, G = w->G;
+    if (!w->filters_outer) {
+        em_line(c, "const int64_t %s = %s %% %lld, %s = %s / %lld %% %lld;", kt, t, kn, pt, t, kn,
+                pn);
+        em_line(c, "const int64_t %s = %s / %lld %% %lld, %s = %s / %lld;", g, t, kn * pn, G, n, t,
+                kn * pn * G);
+    } else {
+        em_line(c, "const int64_t %s = %s %% %lld, %s = %s / %lld %% %lld;", pt, t, pn, n, t, pn, N);
+        em_line(c, "const int64_t %s = %s / %lld %% %lld, %s = %s / %lld;", kt, t, pn * N, kn, g, t,
+                pn * N * kn);
+    }
+}
+
+/* The tiles with output channels in rows and positions in lanes. */
+static void emit_tiles_by_positions(ctx *c, int32_t k, const char *xp)
 {
     const nest *ne = &c->p->nests[k];
     const wplan *w = ne->win;
@@ -447,23 +573,6 @@ static void emit_conv(ctx *c, int32_t k)
     long long tiles = w->N * w->G * kt * qb;
     char kern[IR_MAX_NAME + 32];
     kernel_name(c, k, kern, sizeof kern);
-    em_nest_open(c, k);
-    em_line(c, "/* direct: tiles of %d output channels x %d positions (%d vector%s of %d) in "
-               "registers,",
-            ti, tj, w->nv, w->nv > 1 ? "s" : "", w->lanes);
-    em_line(c, " * the sum over %lld input channels x %lld taps; %lld positions per %s */", cg,
-            (long long)w->taps, (long long)w->q,
-            w->win->nsp > 1 ? "image, with the planes' margins" : "image");
-    const char *xp = nm(c, "xp");
-    if (w->in_place) {
-        em_line(c, "const %s *restrict %s = %s + %lld;", T, xp, bufname(c, w->xbuf),
-                (long long)w->xoff);
-    } else {
-        const pbuf *pb = &c->p->bufs[ne->pack];
-        em_line(c, "%s *restrict %s = (%s *)(ws + %lld);", T, xp, T, (long long)pb->offset);
-        c->ws_refd = true;
-        emit_copy(c, w, xp, pb->count);
-    }
     const char *t = nm(c, "t"), *ktv = nm(c, "kt"), *qbv = nm(c, "qb"), *g = nm(c, "g");
     const char *n = nm(c, "n"), *k0 = nm(c, "k0"), *q0 = nm(c, "q0"), *rows = nm(c, "rows");
     const char *lanes = nm(c, "lanes"), *acc = nm(c, "acc");
@@ -472,9 +581,7 @@ static void emit_conv(ctx *c, int32_t k)
         em_omp_for(c);
     em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", t, t, tiles, t);
     c->indent++;
-    em_line(c, "const int64_t %s = %s %% %lld, %s = %s / %lld %% %lld;", ktv, t, kt, qbv, t, kt, qb);
-    em_line(c, "const int64_t %s = %s / %lld %% %lld, %s = %s / %lld;", g, t, kt * qb,
-            (long long)w->G, n, t, kt * qb * w->G);
+    emit_tile_indexes(c, w, t, n, g, ktv, qbv, kt, qb);
     em_line(c, "const int64_t %s = %s * %lld + %s * %d, %s = %s * %d;", k0, g, kg, ktv, ti, q0, qbv,
             tj);
     em_line(c, "const int %s = %lld - %s * %d < %d ? (int)(%lld - %s * %d) : %d;", rows, kg, ktv, ti,
@@ -498,6 +605,161 @@ static void emit_conv(ctx *c, int32_t k)
             (long long)w->C, g, cg, cs, q0, acc);
     emit_tile_store(c, ne, n, k0, q0, rows, acc);
     close_block(c);
+}
+
+/* The filters packed for the tiles with channels in lanes: per group and tile of tj output
+ * channels, a panel [input channel x tap][tj] (zeros past the group's channels), so that a
+ * tile reads its filters in sequence. */
+static void emit_pack(ctx *c, const wplan *w, const char *wp)
+{
+    const char *T = em_ctype(w->x->etype);
+    long long kg = w->K / w->G, ct = w->C / w->G * w->taps, tj = w->nv * w->lanes;
+    long long blocks = w->G * (w->kpad / tj);
+    const char *gb = nm(c, "gb"), *k0 = nm(c, "k0"), *src = nm(c, "src"), *dst = nm(c, "dst");
+    const char *e0 = nm(c, "e0"), *e = nm(c, "e"), *jj = nm(c, "jj");
+    em_line(c, "/* the filters packed: per group and %lld output channels, [%lld input channels x "
+               "taps][%lld] */",
+            tj, ct, tj);
+    if (parallel(c, blocks, ct * tj))
+        em_omp_for(c);
+    em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", gb, gb, blocks, gb);
+    c->indent++;
+    em_line(c, "const int64_t %s = %s %% %lld * %lld; /* the first channel of the panel */", k0,
+            gb, w->kpad / tj, tj);
+    em_line(c, "const %s *restrict %s = %s + %lld + (%s / %lld * %lld + %s) * %lld;", T, src,
+            bufname(c, w->wbuf), (long long)w->woff, gb, w->kpad / tj, kg, k0, ct);
+    em_line(c, "%s *restrict %s = %s + %s * %lld;", T, dst, wp, gb, ct * tj);
+    /* a block of 16 input channels x taps at a time, through a local block: the rows are read
+     * and the panel written in sequence */
+    const char *blk = nm(c, "blk"), *ne = nm(c, "ne"), *rows = nm(c, "rows");
+    em_line(c, "const int64_t %s = %lld - %s < %lld ? %lld - %s : %lld; /* the group's channels here */",
+            rows, kg, k0, tj, kg, k0, tj);
+    em_line(c, "for (int64_t %s = 0; %s < %lld; %s += 16) {", e0, e0, ct, e0);
+    c->indent++;
+    em_line(c, "const int64_t %s = %lld - %s < 16 ? %lld - %s : 16;", ne, ct, e0, ct, e0);
+    em_line(c, "%s %s[%lld][16];", T, blk, tj);
+    em_line(c, "for (int64_t %s = 0; %s < %lld; %s++)", jj, jj, tj, jj);
+    em_line(c, "    for (int64_t %s = 0; %s < 16; %s++)", e, e, e);
+    em_line(c, "        %s[%s][%s] = %s < %s && %s < %s ? %s[%s * %lld + %s + %s] : (%s)0;", blk,
+            jj, e, jj, rows, e, ne, src, jj, ct, e0, e, T);
+    em_line(c, "for (int64_t %s = 0; %s < %s; %s++)", e, e, ne, e);
+    em_line(c, "    for (int64_t %s = 0; %s < %lld; %s++)", jj, jj, tj, jj);
+    em_line(c, "        %s[(%s + %s) * %lld + %s] = %s[%s][%s];", dst, e0, e, tj, jj, blk, jj, e);
+    close_block(c);
+    close_block(c);
+}
+
+/* The tiles with positions in rows and output channels in lanes (the filters packed). */
+static void emit_tiles_by_channels(ctx *c, int32_t k, const char *xp, const char *wp)
+{
+    const nest *ne = &c->p->nests[k];
+    const wplan *w = ne->win;
+    const char *T = em_ctype(w->x->etype);
+    int nsp = w->win->nsp, ti = w->ti, tj = w->nv * w->lanes;
+    long long kg = w->K / w->G, cg = w->C / w->G, cs = w->cstride, P = w->p;
+    long long kt = w->kpad / tj, pt = (P + ti - 1) / ti;
+    long long tiles = w->N * w->G * kt * pt;
+    char kern[IR_MAX_NAME + 32];
+    kernel_name(c, k, kern, sizeof kern);
+    const char *t = nm(c, "t"), *ktv = nm(c, "kt"), *ptv = nm(c, "pt"), *g = nm(c, "g");
+    const char *n = nm(c, "n"), *k0 = nm(c, "k0"), *p0 = nm(c, "p0"), *rows = nm(c, "rows");
+    const char *cols = nm(c, "cols"), *acc = nm(c, "acc"), *q = nm(c, "q"), *ii = nm(c, "ii");
+    const char *jj = nm(c, "jj"), *pp = nm(c, "pos");
+    em_line(c, "/* %lld tiles: images x groups x positions x output channels */", tiles);
+    if (parallel(c, tiles, (long long)ti * tj * cg * w->taps))
+        em_omp_for(c);
+    em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", t, t, tiles, t);
+    c->indent++;
+    emit_tile_indexes(c, w, t, n, g, ktv, ptv, kt, pt);
+    em_line(c, "const int64_t %s = %s * %d, %s = %s * %d;", k0, ktv, tj, p0, ptv, ti);
+    em_line(c, "const int %s = %lld - %s < %d ? (int)(%lld - %s) : %d;", rows, P, p0, ti, P, p0, ti);
+    em_line(c, "const int %s = %lld - %s < %d ? (int)(%lld - %s) : %d;", cols, kg, k0, tj, kg, k0,
+            tj);
+    /* where each position of the tile is in the planes (a partial tile repeats its last) */
+    buf qe = {0};
+    int64_t div = 1;
+    for (int i = nsp - 1; i >= 0; i--) {
+        buf_printf(&qe, "%s%s / %lld %% %lld * %lld", i == nsp - 1 ? "" : " + ", pp,
+                   (long long)div, (long long)w->o[i], (long long)w->qst[i]);
+        div *= w->o[i];
+    }
+    char *qs = buf_finish(&qe);
+    em_line(c, "int64_t %s[%d];", q, ti);
+    em_line(c, "for (int %s = 0; %s < %d; %s++) {", ii, ii, ti, ii);
+    em_line(c, "    const int64_t %s = %s + (%s < %s ? %s : %s - 1);", pp, p0, ii, rows, ii, rows);
+    em_line(c, "    %s[%s] = %s;", q, ii, qs ? qs : "0");
+    em_line(c, "}");
+    free(qs);
+    em_line(c, "%s %s[%d];", T, acc, ti * tj);
+    em_line(c, "%s(%s, %s + (%s * %lld + %s) * %lld, %s + (%s * %lld + %s * %lld) * %lld, %s);",
+            kern, q, wp, g, kt, ktv, cg * w->taps * tj, xp, n, (long long)w->C, g, cg, cs, acc);
+    /* the stores: position by position, each output channel's run */
+    char kexpr[IR_MAX_NAME * 3 + 32], pexpr[IR_MAX_NAME * 2 + 8], oexpr[IR_MAX_SPATIAL][IR_MAX_NAME * 2 + 64];
+    char value[IR_MAX_NAME * 4 + 32];
+    snprintf(kexpr, sizeof kexpr, "%s * %lld + %s + %s", g, kg, k0, jj);
+    snprintf(pexpr, sizeof pexpr, "%s + %s", p0, ii);
+    c->expr[0] = n;
+    c->expr[1] = kexpr;
+    div = 1;
+    for (int i = nsp - 1; i >= 0; i--) {
+        if (i == nsp - 1 && nsp == 1)
+            snprintf(oexpr[i], sizeof oexpr[i], "%s", pexpr);
+        else if (i == nsp - 1)
+            snprintf(oexpr[i], sizeof oexpr[i], "(%s) %% %lld", pexpr, (long long)w->o[i]);
+        else if (i == 0)
+            snprintf(oexpr[i], sizeof oexpr[i], "(%s) / %lld", pexpr, (long long)div);
+        else
+            snprintf(oexpr[i], sizeof oexpr[i], "(%s) / %lld %% %lld", pexpr, (long long)div,
+                     (long long)w->o[i]);
+        c->expr[2 + i] = oexpr[i];
+        div *= w->o[i];
+    }
+    em_line(c, "for (int %s = 0; %s < %s; %s++)", jj, jj, cols, jj);
+    em_line(c, "    for (int %s = 0; %s < %s; %s++) {", ii, ii, rows, ii);
+    c->indent += 2;
+    snprintf(value, sizeof value, "%s[%s * %d + %s]", acc, ii, tj, jj);
+    emit_stores(c, ne, value);
+    close_block(c);
+    c->indent--;
+    close_block(c);
+}
+
+static void emit_conv(ctx *c, int32_t k)
+{
+    const nest *ne = &c->p->nests[k];
+    const wplan *w = ne->win;
+    const char *T = em_ctype(w->x->etype);
+    int ti = w->ti, tj = w->nv * w->lanes;
+    em_nest_open(c, k);
+    if (w->by_channels)
+        em_line(c, "/* direct: tiles of %d positions x %d output channels (%d vector%s of %d) in "
+                   "registers,",
+                ti, tj, w->nv, w->nv > 1 ? "s" : "", w->lanes);
+    else
+        em_line(c, "/* direct: tiles of %d output channels x %d positions (%d vector%s of %d) in "
+                   "registers,",
+                ti, tj, w->nv, w->nv > 1 ? "s" : "", w->lanes);
+    em_line(c, " * the sum over %lld input channels x %lld taps%s */", (long long)(w->C / w->G),
+            (long long)w->taps, w->by_channels ? "" : w->win->nsp > 1 ? "; positions with the planes' margins" : "");
+    const char *xp = nm(c, "xp"), *wp = nm(c, "wp");
+    const pbuf *pb = ne->pack >= 0 ? &c->p->bufs[ne->pack] : NULL;
+    if (w->in_place) {
+        em_line(c, "const %s *restrict %s = %s + %lld;", T, xp, bufname(c, w->xbuf),
+                (long long)w->xoff);
+    } else {
+        em_line(c, "%s *restrict %s = (%s *)(ws + %lld);", T, xp, T, (long long)pb->offset);
+        c->ws_refd = true;
+        emit_copy(c, w, xp, w->packoff);
+    }
+    if (w->by_channels) {
+        em_line(c, "%s *restrict %s = (%s *)(ws + %lld) + %lld;", T, wp, T, (long long)pb->offset,
+                (long long)w->packoff);
+        c->ws_refd = true;
+        emit_pack(c, w, wp);
+        emit_tiles_by_channels(c, k, xp, wp);
+    } else {
+        emit_tiles_by_positions(c, k, xp);
+    }
     em_nest_close(c);
 }
 

@@ -7,14 +7,20 @@
  * (zero-padded, dilated, and split by the phase of the stride along each axis), laid out so that
  * every tap of the window reads a run of consecutive positions: output position o (a
  * multi-index) is q = sum o_i * qst[i], and tap t of channel c reads the copy at
- * c * cstride + tapoff[t] + q. A register tile then holds `ti` output channels by `nv` vectors of
- * consecutive positions while the sum runs over the input channels of the group and the taps:
- * the filters are read in place (a broadcast of one weight per channel and tap), the input as
- * whole vectors. Positions of the planes' margins are computed too and never stored (a
- * 56-wide row padded to 58 spends 2 of 58 lanes). When nothing needs padding, dilating or
- * splitting and x is a dense buffer, x is read in place (a 1x1 convolution is then a plain
- * product). The tile's shape is the one that computes the fewest lanes, counting the vector
- * accumulators a tile needs to keep the FMA units busy.
+ * c * cstride + tapoff[t] + q. A register tile holds, in one of two forms:
+ *   - positions in lanes: `ti` output channels by `nv` vectors of consecutive positions while
+ *     the sum runs over the input channels of the group and the taps; the filters are read in
+ *     place (a broadcast of one weight per channel and tap), the input as whole vectors.
+ *     Positions of the planes' margins are computed too and never stored (a 56-wide row padded
+ *     to 58 spends 2 of 58 lanes);
+ *   - channels in lanes: `ti` positions by `nv` vectors of output channels; the filters are
+ *     packed once per call into panels of a tile's channels, the input broadcast. No margin is
+ *     computed: on small images (7x7: 49 positions of 61 in the planes, 64 lanes) the packing
+ *     pays for itself once a batch has a few images.
+ * When nothing needs padding, dilating or splitting and x is a dense buffer, x is read in place
+ * (a 1x1 convolution is then a plain product). The form and the tile's shape are those that
+ * take the fewest cycles by a small model: the lanes computed, the FMA units' latency, the
+ * loads per FMA, the store and the packing.
  *
  * A pooling nest loops over the output and its window directly; its input may be any
  * element-wise expression (an activation before it is computed there, never stored).
@@ -31,32 +37,74 @@
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-/* The register tile of a convolution: ti output channels by nv vectors, for vb-byte vectors. */
+/* Cycles per step of the sum for a tile of ti rows by nv vectors: one FMA per accumulator, at
+ * least 8 accumulators' worth (the FMA units' latency), and a quarter cycle per load (ti
+ * broadcasts and nv vectors: a tall thin tile loads more per FMA). */
+static double step_cycles(int ti, int nv) { return (ti * nv > 8 ? ti * nv : 8) + (ti + nv) / 4.0; }
+
+/* The register tile of a convolution, in the form that computes it in the fewest cycles:
+ * - positions in lanes: ti output channels by nv vectors of consecutive positions (the planes'
+ *   margins computed too), the filters read in place;
+ * - channels in lanes: ti output positions by nv vectors of output channels, the filters packed
+ *   once per call so that each tap's channels are consecutive (no margin is computed: it wins
+ *   on small images, 7x7 and 14x14, where the margins and a partial vector cost a quarter of
+ *   the lanes).
+ * Costs are cycles of the whole convolution: tiles x (steps x cycles per step + the store). */
 static void choose_tile(wplan *w, int etype, int vb)
 {
     int lanes = vb / (int)nest_type_size((nest_type)etype);
     int budget = vb >= 64 ? 16 : 12; /* vector accumulators: 32 registers, or 16 */
-    int64_t kg = w->G ? w->K / w->G : 0;
-    double best = -1;
+    int64_t kg = w->G ? w->K / w->G : 0, cg = w->G ? w->C / w->G : 0;
+    double steps = (double)cg * (double)w->taps, images = (double)w->N * (double)w->G, best = -1;
     w->ti = w->nv = 1;
     w->lanes = lanes;
     w->vb = vb;
-    for (int nv = 1; nv <= 4; nv++)
-        for (int ti = 1; ti * nv <= budget && (ti <= kg || ti == 1); ti++) {
-            /* cycles per step of the sum: one FMA per accumulator, at least 8 accumulators'
-             * worth (the FMA units' latency), and a quarter cycle per load (ti broadcast weights
-             * and nv vectors of positions: a tall thin tile loads more per FMA) */
-            double cyc = (ti * nv > 8 ? ti * nv : 8) + (ti + nv) / 4.0;
-            double cols = (double)ceil_div(w->q, (int64_t)nv * lanes);
-            double cost = (double)ceil_div(kg, ti) * cols * cyc;
-            if (kg % ti)
-                cost += cols * cyc * 2; /* the last channels' tiles run the general loop */
-            if (best < 0 || cost < best || (cost == best && ti * nv > w->ti * w->nv)) {
-                best = cost;
-                w->ti = ti;
-                w->nv = nv;
+    w->by_channels = false;
+    for (int form = 0; form < 2; form++)
+        for (int nv = 1; nv <= 4; nv++)
+            for (int ti = 1; ti * nv <= budget; ti++) {
+                double tiles, cost;
+                if (form == 0) {
+                    if (ti > kg && ti > 1)
+                        break;
+                    double cols = (double)ceil_div(w->q, (int64_t)nv * lanes);
+                    tiles = (double)ceil_div(kg, ti) * cols;
+                    cost = tiles * (steps * step_cycles(ti, nv) + 16.0 * ti * nv);
+                    if (kg % ti) /* the last channels' tiles run the general loop */
+                        cost += cols * steps * step_cycles(ti, nv) * 2;
+                } else {
+                    /* ti positions, each a pointer of its own: at most 10 (general registers) */
+                    if (ti > 10 || (ti > w->p && ti > 1) || kg < 1)
+                        break;
+                    tiles = (double)ceil_div(w->p, ti) * (double)ceil_div(kg, (int64_t)nv * lanes);
+                    /* the store goes by position (a division each); the pack transposes every
+                     * filter (about 3 cycles an element, measured) */
+                    cost = tiles * (steps * step_cycles(ti, nv) + 4.0 * ti * nv * lanes) +
+                           3.0 * (double)w->K * steps / images;
+                }
+                cost *= images;
+                if (best < 0 || cost < best * (form ? 0.95 : 1) ||
+                    (cost == best && ti * nv > w->ti * w->nv)) {
+                    best = cost;
+                    w->ti = ti;
+                    w->nv = nv;
+                    w->by_channels = form == 1;
+                }
             }
-        }
+    int64_t tj = (int64_t)w->nv * lanes, ktiles, ptiles;
+    if (w->by_channels) { /* each group's channels padded to whole tiles in the packed filters */
+        w->kpad = ceil_div(kg, tj) * tj;
+        ktiles = w->kpad / tj;
+        ptiles = ceil_div(w->p, w->ti);
+    } else {
+        ktiles = ceil_div(kg, w->ti);
+        ptiles = ceil_div(w->q, tj);
+    }
+    /* The order of the tiles: the bytes read from beyond the cache are about the filters once
+     * per tile of positions (the channels' tiles innermost), or the input once per tile of
+     * channels (the positions' innermost). */
+    double filters = (double)kg * steps, input = (double)cg * (double)w->cstride;
+    w->filters_outer = filters * (double)ptiles > input * (double)ktiles;
 }
 
 /* Whether e is a load of a dense row-major tensor of `shape` (any offset). */
@@ -112,9 +160,11 @@ static bool plan_planes(plan *p, wplan *w, const ir_node *xn)
         nplanes *= w->nph[i];
     }
     w->cstride = w->plane * nplanes;
-    w->q = 1;
-    for (int i = 0; i < nsp; i++)
+    w->q = w->p = 1;
+    for (int i = 0; i < nsp; i++) {
         w->q += (w->o[i] - 1) * w->qst[i];
+        w->p *= w->o[i];
+    }
     w->tapoff = arena_array(p->a, (size_t)w->taps + 1, sizeof(int64_t));
     if (!w->tapoff)
         return false;
@@ -177,19 +227,27 @@ bool conv_plan(plan *p, nest *ne, int32_t node, fx *x, fx *filters)
     return true;
 }
 
-/* The workspace buffer of a convolution's copy of its input (made after fuse.c, which drops
- * the temporaries no expression reads), with a tile's worth of slack: the last tile of
- * positions reads past the last plane. */
-static bool make_copy(plan *p, nest *ne)
+/* The workspace private to a convolution (made after fuse.c, which drops the temporaries no
+ * expression reads): the copy of its input, with a tile's worth of slack (the last tile of
+ * positions reads past the last plane), then its packed filters. */
+static bool make_private(plan *p, nest *ne)
 {
-    const wplan *w = ne->win;
-    int64_t count;
-    if (mul_overflows(w->N * w->C, w->cstride, &count) ||
-        add_overflows(count, (int64_t)w->nv * w->lanes, &count) || count > IR_MAX_BYTES / 8) {
+    wplan *w = ne->win;
+    int64_t copy = 0, filters = 0;
+    bool over = false;
+    if (!w->in_place)
+        over |= mul_overflows(w->N * w->C, w->cstride, &copy) ||
+                add_overflows(copy, (int64_t)w->nv * w->lanes, &copy);
+    if (w->by_channels)
+        over |= mul_overflows(w->G * (w->C / w->G) * w->taps, w->kpad, &filters);
+    w->packoff = copy;
+    if (over || add_overflows(copy, filters, &copy) || copy > IR_MAX_BYTES / 8) {
         p->status = NEST_ERR_LIMIT;
         return false;
     }
-    ne->pack = plan_buffer(p, BUF_TEMP, -1, w->node, w->x->etype, count);
+    if (copy == 0)
+        return true;
+    ne->pack = plan_buffer(p, BUF_TEMP, -1, w->node, w->x->etype, copy);
     return ne->pack >= 0;
 }
 
@@ -200,8 +258,12 @@ void conv_describe(buf *b, const nest *ne)
         buf_puts(b, "    (a pool: loops over the output and its window)\n");
         return;
     }
-    buf_printf(b, "    (direct: tiles of %d channels x %d positions, %lld per image in ", w->ti,
-               w->nv * w->lanes, (long long)w->q);
+    if (w->by_channels)
+        buf_printf(b, "    (direct: tiles of %d positions x %d channels, filters packed, ", w->ti,
+                   w->nv * w->lanes);
+    else
+        buf_printf(b, "    (direct: tiles of %d channels x %d positions, %lld per image in ",
+                   w->ti, w->nv * w->lanes, (long long)w->q);
     for (int i = 0; i < w->win->nsp; i++)
         buf_printf(b, "%s%lld", i ? " x " : "", (long long)w->hq[i]);
     if (w->in_place)
@@ -282,7 +344,7 @@ int pass_conv(plan *p)
         nest *ne = &p->nests[k];
         if (!ne->win || ne->dead)
             continue;
-        if ((ne->win->wbuf >= 0 && !ne->win->in_place && !make_copy(p, ne)) ||
+        if ((ne->win->wbuf >= 0 && !make_private(p, ne)) ||
             (p->opts->fuse && !absorb(p, k))) { /* --no-fuse: every op keeps its nest */
             if (!p->status)
                 p->status = NEST_ERR_NOMEM;
