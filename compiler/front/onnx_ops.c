@@ -27,6 +27,19 @@ static int64_t count_of(int rank, const int64_t *shape)
     return n;
 }
 
+/* value as an integer in [lo, hi]: truncated, saturated at the range, NaN 0 (nest_convert's
+ * rule); a plain cast of an out-of-range double is undefined. */
+static int64_t saturate(double value, int64_t lo, int64_t hi)
+{
+    if (value != value)
+        return 0;
+    if (value <= (double)lo)
+        return lo;
+    if (value >= (double)hi)
+        return hi;
+    return (int64_t)value;
+}
+
 /* A constant of one value filling a shape. */
 static nest_value full(ox *c, int etype, double value, int rank, const int64_t *shape)
 {
@@ -40,8 +53,8 @@ static nest_value full(ox *c, int etype, double value, int rank, const int64_t *
     switch (etype) {
     case NEST_F32: u.f32 = (float)value; break;
     case NEST_F64: u.f64 = value; break;
-    case NEST_I32: u.i32 = (int32_t)value; break;
-    case NEST_I64: u.i64 = (int64_t)value; break;
+    case NEST_I32: u.i32 = (int32_t)saturate(value, INT32_MIN, INT32_MAX); break;
+    case NEST_I64: u.i64 = saturate(value, INT64_MIN, INT64_MAX); break;
     default: u.b = value != 0; break;
     }
     return nest_constant(c->f, (nest_type)etype, rank, shape, &u, 1);
@@ -736,6 +749,8 @@ static int lower_split(ox *c)
     if (n == -2 || (n < 0 && c->opset >= 13 && ox_has(c, 1)))
         return NEST_ERR_ARG;
     if (n < 0) {
+        if (c->nout < 1)
+            return ox_err(c, NEST_ERR_ARG, "no outputs to split into");
         if (dim % c->nout)
             return ox_err(c, NEST_ERR_ARG, "%lld does not split in %d equal parts",
                           (long long)dim, c->nout);
