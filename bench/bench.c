@@ -40,10 +40,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "benchutil.h"
 #include "eigen.h"
 #include "handfused.h"
 #include "nest.h"
+#include "benchutil.h"
+#include "peer.h"
 
 extern char **environ;
 
@@ -58,7 +59,7 @@ extern char **environ;
 static bool quick;
 
 /* ---------------------------------------------------------------------------------------------
- * Small helpers
+ * Small helpers (the clock, medians, arrays and their values are in benchutil.c)
  * ------------------------------------------------------------------------------------------- */
 
 /* One line of a command's standard output (trailing newline removed), or "?" */
@@ -563,10 +564,6 @@ static double time_local(bench_case *bc, contender c, int *iters)
 }
 
 /* ---------------------------------------------------------------------------------------------
- * The Python peers: a peers.py --serve process on two pipes
- * ------------------------------------------------------------------------------------------- */
-
-/* ---------------------------------------------------------------------------------------------
  * Throughput
  * ------------------------------------------------------------------------------------------- */
 
@@ -736,7 +733,7 @@ static void measure_memory(const char *self, workload w, int si)
         if (!c_active((contender)c, sizes[si]))
             continue;
         if (is_python((contender)c))
-            snprintf(cmd, sizeof cmd, "%s %s --mem %s %lld %s 2>/dev/null", python_path(), PEERS,
+            snprintf(cmd, sizeof cmd, "%s %s --mem %s %lld %s 2>/dev/null", peer_python(), PEERS,
                      wl_name[w], (long long)sizes[si], c_id[c]);
         else
             snprintf(cmd, sizeof cmd, "%s --mem %s %lld %s 2>/dev/null", self, wl_name[w],
@@ -979,7 +976,7 @@ static void print_machine(peer *py)
     out("- CPU: %s, %ld cores online\n", model, sysconf(_SC_NPROCESSORS_ONLN));
     out("- date: %s; nest commit %s%s\n", date, commit,
         strcmp(dirty, "0") != 0 ? " (with uncommitted changes in the work tree)" : "");
-    out("- %s; %s; Eigen %s; %s (%s)\n", clang, gcc, eg_version(), info, python_path());
+    out("- %s; %s; Eigen %s; %s (%s)\n", clang, gcc, eg_version(), info, peer_python());
     out("- transparent huge pages: %s\n", thp);
     out("- load average at the start: %s (the machine is shared: other work runs meanwhile)\n\n",
         load_average());
@@ -1180,7 +1177,7 @@ int main(int argc, char **argv)
     const char *self = argv[0];
 
     peer py;
-    peer_start(&py, PEERS);
+    peer_start(&py, PEERS, "--serve");
     print_machine(&py);
     double t0 = now_s();
     for (int w = 0; w < W_COUNT; w++)

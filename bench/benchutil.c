@@ -10,9 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/wait.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "benchutil.h"
 
@@ -76,62 +74,4 @@ void fill(float *a, int64_t count, int seed)
         uint64_t h = ((uint64_t)i * 2654435761u + (uint64_t)seed * 40503u) % (1ull << 32);
         a[i] = (float)((h >> 8) & 1023) / 512.0f - 1.0f;
     }
-}
-
-const char *python_path(void)
-{
-    const char *p = getenv("BENCH_PYTHON");
-    return p && *p ? p : PYTHON_DEFAULT;
-}
-
-void peer_start(peer *p, const char *script)
-{
-    p->script = script;
-    int in[2], outp[2];
-    if (pipe(in) != 0 || pipe(outp) != 0)
-        die("pipe: %s", strerror(errno));
-    p->pid = fork();
-    if (p->pid < 0)
-        die("fork: %s", strerror(errno));
-    if (p->pid == 0) {
-        dup2(in[0], 0);
-        dup2(outp[1], 1);
-        close(in[0]);
-        close(in[1]);
-        close(outp[0]);
-        close(outp[1]);
-        execl(python_path(), "python3", script, "--serve", (char *)NULL);
-        fprintf(stderr, "bench: cannot run %s: %s\n", python_path(), strerror(errno));
-        _exit(127);
-    }
-    close(in[0]);
-    close(outp[1]);
-    p->to = fdopen(in[1], "w");
-    p->from = fdopen(outp[0], "r");
-}
-
-const char *peer_cmd(peer *p, const char *fmt, ...)
-{
-    static char line[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vfprintf(p->to, fmt, ap);
-    va_end(ap);
-    fputc('\n', p->to);
-    fflush(p->to);
-    if (!fgets(line, sizeof line, p->from))
-        die("the Python peers (%s %s) stopped; are the bench packages (tools/deps.sh bench) "
-            "installed for it?",
-            python_path(), p->script);
-    line[strcspn(line, "\n")] = '\0';
-    return line;
-}
-
-void peer_stop(peer *p)
-{
-    peer_cmd(p, "info"); /* keeps the pipe in step before quitting */
-    fprintf(p->to, "quit\n");
-    fclose(p->to);
-    fclose(p->from);
-    waitpid(p->pid, NULL, 0);
 }

@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "benchutil.h"
+#include "peer.h"
 #include "nest.h"
 
 #define PEER "bench/conv_peers.py"
@@ -394,7 +395,7 @@ int main(int argc, char **argv)
     }
     setenv("NEST_CACHE", "0", 0); /* every kernel compiled by this run */
     peer py;
-    peer_start(&py, PEER);
+    peer_start(&py, PEER, "--serve");
     const char *info = peer_cmd(&py, "info");
     char torch_info[128];
     snprintf(torch_info, sizeof torch_info, "%s", info);
