@@ -293,7 +293,8 @@ static bool absorb(plan *p, int32_t k)
         return true;
     nest *ep = &p->nests[e];
     const nout *val = &n->outs[0];
-    if (ep->win || ep->reduced || ep->dot || ep->pack >= 0 || ep->rank != n->rank ||
+    if (ep->win || ep->special >= 0 || ep->reduced || ep->dot || ep->pack >= 0 ||
+        ep->rank != n->rank ||
         memcmp(ep->dims, n->dims, (size_t)n->rank * sizeof *n->dims) != 0)
         return true;
     fx *view = fx_load(p, val->buf, val->off, n->rank, val->st, -1);
