@@ -3,13 +3,15 @@
 #   make            libraries (build/lib) and bin/nestc
 #   make test       install missing Debian packages (or say how), build, run the test suite
 #                   (the C tests, then the Python front end's with pytest)
+#   make python-test  the Python front end's tests alone (pytest)
+#   make run-onnx   the ONNX cases alone, with a table of what nest refuses at import
 #   make sanitize   the test suite built with -fsanitize=address,undefined, run
 #   make tsan       tests/test_threads.c under ThreadSanitizer
 #   make valgrind   the unit suites and the JIT path under valgrind memcheck
 #   make demo       compile and run the samples, show the generated C
 #   make bench      nest against numpy, numexpr, Eigen, OpenBLAS, hand-fused C and PyTorch
 #   make docs       the pictures of docs/img (Graphviz): layers, sample graphs before and after fusion
-#   make fuzz       the long randomized differential run (runs fuzz-parse first)
+#   make fuzz       every fuzz target below, one after the other
 #   make fuzz-random  random graphs, JIT against the interpreter: NEST_FUZZ_COUNT graphs
 #                   (default 20000) from seed NEST_FUZZ_SEED (default: the time)
 #   make fuzz-parse the text-form parser under libFuzzer for FUZZ_TIME seconds (default 60)
@@ -20,6 +22,7 @@
 #   make deps       install the Debian packages nest needs (as root) or print the command
 #   make install    PREFIX=/usr/local, DESTDIR= for a staged install; make uninstall
 #   make clean
+#   make help       this text
 # V=1 shows full command lines. Every target first checks the Debian packages it needs
 # (tools/deps.sh) and, when one is missing, prints the apt-get command instead of failing later.
 
@@ -58,27 +61,28 @@ GEN        := $(B)/gen
 COMMON_SRC   := common/util.c
 COMPILER_SRC := compiler/graph/types.c compiler/graph/ir.c compiler/graph/window.c \
                 compiler/graph/print.c compiler/graph/interp.c compiler/graph/interp_window.c \
+                compiler/graph/state.c compiler/graph/grad.c \
                 compiler/front/api.c compiler/front/parse.c \
                 compiler/front/onnx_read.c compiler/front/onnx_ops.c \
                 compiler/passes/layout.c compiler/passes/fuse.c compiler/passes/conv.c \
                 compiler/passes/rows.c \
                 compiler/passes/flatten.c compiler/passes/tile.c compiler/passes/memplan.c \
                 compiler/emit/emit_text.c compiler/emit/emit_loops.c compiler/emit/emit_conv.c \
-                compiler/emit/emit_c.c \
+                compiler/emit/emit_c.c compiler/emit/emit_state.c compiler/passes/inplace.c \
                 compiler/pipeline.c
 RUNTIME_SRC  := runtime/loader.c runtime/cache.c runtime/jit.c runtime/aot.c
-DRIVER_SRC   := driver/driver.c
+DRIVER_SRC   := driver/driver.c driver/state.c
 NESTC_SRC    := driver/cli.c driver/npy.c driver/run.c driver/nestc.c
 TEST_NAMES   := test_ir test_parse test_parse_ops test_interp test_interp_ops test_runtime \
                 test_fuse test_diff test_diff_ops test_random test_onnx test_oom test_faults \
-                test_threads test_sizes test_npy test_nestc test_conv
+                test_threads test_sizes test_npy test_nestc test_state test_grad test_conv
 
 LIB_OBJ   := $(patsubst %.c,$(B)/obj/%.o,$(COMMON_SRC) $(COMPILER_SRC) $(RUNTIME_SRC) $(DRIVER_SRC)) \
              $(B)/obj/gen/onnx.pb-c.o
 NESTC_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(NESTC_SRC))
 TESTS     := $(addprefix $(B)/tests/,$(TEST_NAMES))
 HEADERS   := include/nest.h common/util.h compiler/internal.h compiler/ops.def compiler/emit/emit.h \
-             $(wildcard runtime/*.h) driver/cli.h
+             compiler/emit/state_code.h driver/driver.h $(wildcard runtime/*.h) driver/cli.h
 
 # The JIT shim (runtime/jit.cpp, clang and LLVM) is a library of its own, loaded by libnest on
 # first use. It is never built with sanitizers: `make sanitize` (B=build/san) uses this one.
@@ -90,7 +94,7 @@ JITLIBS   := -L$(LLVM)/lib -lclang-cpp -lLLVM-14 -Wl,-rpath,$(LLVM)/lib -Wl,--no
 
 PHONY_ONNX := run-onnx fuzz-onnx
 .PHONY: $(PHONY_ONNX) all test sanitize tsan valgrind demo bench docs fuzz fuzz-parse fuzz-npy \
-        fuzz-build fuzz-jit fuzz-random deps install uninstall clean run-tests python-test
+        fuzz-build fuzz-jit fuzz-random deps install uninstall clean help run-tests python-test
 .DELETE_ON_ERROR:
 
 all: $(B)/lib/libnest.a $(B)/lib/libnest.so $(B)/lib/$(SONAME) $(BINDIR)/nestc $(JITLIB)
@@ -105,6 +109,10 @@ DEPS_SETS := build jit test bench docs fuzz valgrind
 deps:
 	@tools/deps.sh
 
+# The comment at the top of this file: a new target gets its line there.
+help:
+	@sed -n '1,/^$$/s/^#\( \|$$\)//p' $(firstword $(MAKEFILE_LIST))
+
 $(addprefix deps-,$(DEPS_SETS)): deps-%:
 	@tools/deps.sh --check $*
 
@@ -112,6 +120,15 @@ $(B)/obj/%.o: %.c $(HEADERS) | deps-build
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(NCFLAGS) $(CFLAGS) -c $< -o $@
+
+# compiler/emit/state_code.h is C the library compiles (driver/state.c) and text the emitter
+# prints (emit_state.c): this makes the text, one string per line.
+$(GEN)/state_code.inc: compiler/emit/state_code.h
+	@mkdir -p $(dir $@)
+	$(Q)sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n",/' $< > $@
+
+$(B)/obj/compiler/emit/emit_state.o: $(GEN)/state_code.inc
+$(B)/obj/compiler/emit/emit_state.o: NCFLAGS += -I$(GEN)
 
 # The schema is a file of libonnx-dev: when it is missing, the check says which packages to get.
 $(ONNX_PROTO): | deps-build
@@ -224,14 +241,14 @@ run-onnx: $(B)/tests/onnx_cases $(B)/onnx/node/.done $(B)/onnx/models/.done $(JI
 	$(Q)$(B)/tests/onnx_cases --table $(B)/onnx/node-table.md $(B)/onnx/node
 	$(Q)$(B)/tests/onnx_cases $(ONNX_MODELS_TOL) $(B)/onnx/models
 
-# Tests that are programs of their own: the layers against the includes, the package checks,
-# numpy against `nestc run`, the manual page against nestc, a staged install (skipped under
-# sanitizers).
+# Tests that are programs of their own: the layers against the includes and the calls, the
+# package checks, numpy against `nestc run`, the manual page against nestc, a staged install
+# (skipped under sanitizers).
 SCRIPT_TESTS := tests/test_layers.sh tests/test_deps.sh tests/test_run.py tests/test_docs.sh \
                 tests/test_install.sh
 
 run-tests: $(TESTS) $(BINDIR)/nestc $(JITLIB) $(B)/tests/onnx_cases $(B)/onnx/node/.done \
-           $(B)/onnx/models/.done
+           $(B)/onnx/models/.done $(B)/samples/train
 	@failed=0; for t in $(TESTS) $(SCRIPT_TESTS); do \
 	    echo "== $$t"; NESTC=$(BINDIR)/nestc B=$(B) BINDIR=$(BINDIR) SANFLAGS="$(SANFLAGS)" \
 	        $$t || failed=1; \
@@ -240,6 +257,8 @@ run-tests: $(TESTS) $(BINDIR)/nestc $(JITLIB) $(B)/tests/onnx_cases $(B)/onnx/no
 	$(B)/tests/onnx_cases --quiet --table $(B)/onnx/node-table.md $(B)/onnx/node || failed=1; \
 	echo "== ONNX models exported from PyTorch"; \
 	$(B)/tests/onnx_cases --quiet $(ONNX_MODELS_TOL) $(B)/onnx/models || failed=1; \
+	echo "== training the digits MLP of samples/ against PyTorch"; \
+	/usr/bin/python3 tests/test_train.py $(B)/samples/train samples/mlp.nest || failed=1; \
 	if [ $$failed = 0 ]; then echo "all tests passed"; else echo "SOME TESTS FAILED"; exit 1; fi
 
 test:
@@ -307,11 +326,11 @@ FUZZ_TIME  ?= 60
 FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
               -fno-sanitize-recover=all $(WARN) -Iinclude -Icommon -Icompiler
 
-# The targets of the text form and of ONNX build the compiler's sources, with the C of the ONNX
-# schema.
+# The targets of the text form, of ONNX and of graph building compile the compiler's sources, with
+# the C of the ONNX schema.
 FUZZ_SRC   := $(COMMON_SRC) $(COMPILER_SRC) $(GEN)/onnx.pb-c.c
 
-$(B)/fuzz/fuzz_parse: tests/fuzz_parse.c $(FUZZ_SRC) $(HEADERS) | deps-fuzz
+$(B)/fuzz/fuzz_parse: tests/fuzz_parse.c $(FUZZ_SRC) $(HEADERS) $(GEN)/state_code.inc | deps-fuzz
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  FUZZCC  $@")
 	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -I$(GEN) -o $@ tests/fuzz_parse.c $(FUZZ_SRC) -lprotobuf-c -lm
@@ -336,7 +355,7 @@ fuzz-parse: $(B)/fuzz/fuzz_parse
 
 # The ONNX reader under libFuzzer: any bytes import or fail with an error naming the source and
 # nothing to emit; the corpus is the ONNX backend node tests' models.
-$(B)/fuzz/fuzz_onnx: tests/fuzz_onnx.c $(FUZZ_SRC) $(HEADERS) | deps-fuzz
+$(B)/fuzz/fuzz_onnx: tests/fuzz_onnx.c $(FUZZ_SRC) $(HEADERS) $(GEN)/state_code.inc | deps-fuzz
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  FUZZCC  $@")
 	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -I$(GEN) -o $@ tests/fuzz_onnx.c $(FUZZ_SRC) -lprotobuf-c -lm
@@ -349,7 +368,7 @@ fuzz-onnx: $(B)/fuzz/fuzz_onnx $(B)/onnx/node/.done
 
 # The C API's builders under libFuzzer (tests/fuzz_build.c): bytes become builder calls, valid
 # or not; failures carry errors, values are what they say, results print, parse back and emit.
-$(B)/fuzz/fuzz_build: tests/fuzz_build.c $(FUZZ_SRC) $(HEADERS) | deps-fuzz
+$(B)/fuzz/fuzz_build: tests/fuzz_build.c $(FUZZ_SRC) $(HEADERS) $(GEN)/state_code.inc | deps-fuzz
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  FUZZCC  $@")
 	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -I$(GEN) -o $@ tests/fuzz_build.c $(FUZZ_SRC) -lprotobuf-c -lm
@@ -363,7 +382,7 @@ fuzz-build: $(B)/fuzz/fuzz_build
 # the input's bytes (NEST_LIBFUZZER), each graph compiled in process and compared with the
 # interpreter. The compiler and runtime are instrumented; clang and LLVM (the JIT shim) are not.
 $(B)/fuzz/fuzz_jit: tests/test_random.c tests/testutil.h $(COMMON_SRC) $(COMPILER_SRC) $(RUNTIME_SRC) \
-                    $(DRIVER_SRC) $(GEN)/onnx.pb-c.c $(HEADERS) $(JITLIB) | deps-fuzz
+                    $(DRIVER_SRC) $(GEN)/onnx.pb-c.c $(HEADERS) $(JITLIB) $(GEN)/state_code.inc | deps-fuzz
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  FUZZCC  $@")
 	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -Wno-missing-prototypes -Wno-unused-function -DNEST_LIBFUZZER -Iruntime -Itests -I$(GEN) \
@@ -383,7 +402,13 @@ fuzz-random: $(B)/tests/test_random $(JITLIB)
 
 fuzz: fuzz-parse fuzz-npy fuzz-onnx fuzz-build fuzz-jit fuzz-random
 
-# The samples: l2 through the C API and the JIT, dense ahead of time through its header.
+# The samples: l2 through the C API and the JIT, dense ahead of time through its header, train
+# (the digits of scikit-learn, read with zlib) through modules with state.
+$(B)/samples/train: samples/train.c $(B)/lib/libnest.a include/nest.h
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) -std=c11 -O2 -Wall -Wextra -Werror $(SANFLAGS) -Iinclude -o $@ $< $(B)/lib/libnest.a \
+	    -lz $(LDLIBS)
+
 $(B)/samples/l2: samples/l2.c $(B)/lib/libnest.a include/nest.h
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) -std=c11 -O2 -Wall -Wextra -Werror -Iinclude -o $@ $< $(B)/lib/libnest.a $(LDLIBS)
@@ -436,6 +461,10 @@ demo:
 	@echo
 	@echo "== the Python front end, named axes (PYTHONPATH=python $(PYTHON) samples/python/tour.py):"
 	$(Q)PYTHONPATH=python NEST_LIBRARY=$(abspath $(B)/lib/libnest.so) $(PYTHON) samples/python/tour.py
+	@echo "== samples/mlp.nest: a perceptron whose step (forward, grad, SGD with momentum, in"
+	@echo "   place) is one kernel, trained on scikit-learn's digits by samples/train.c:"
+	$(Q)$(MAKE) --no-print-directory $(B)/samples/train
+	$(Q)$(B)/samples/train samples/mlp.nest
 
 # The benchmark (bench/, docs/performance.md). The hand-fused C loops are built with the flags
 # nest's JIT uses (runtime/jit.c); Eigen with -O3 -march=native. Writes build/bench.md, and its
@@ -445,7 +474,13 @@ BENCH_CXX     ?= clang++-14
 BENCH_JITFLAGS := -O3 -march=native -mtune=generic -fPIC -fopenmp-simd -fopenmp -fno-math-errno \
                   -fveclib=libmvec
 BENCH_BIN     := $(B)/bench/bench $(B)/bench/trivial_plain $(B)/bench/trivial_nest \
-                 $(B)/bench/crosscheck $(B)/bench/ops $(B)/bench/conv
+                 $(B)/bench/crosscheck $(B)/bench/ops $(B)/bench/train \
+                 $(B)/bench/conv
+
+# the training table: nest's step kernels against PyTorch eager (bench/train_peers.py)
+$(B)/bench/train: bench/train.c bench/peer.h $(B)/bench/peer.o $(B)/lib/libnest.a include/nest.h
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(NCFLAGS) -O2 -o $@ $< $(B)/bench/peer.o $(B)/lib/libnest.a $(LDLIBS)
 
 $(B)/bench/handfused.o: bench/handfused.c bench/handfused.h
 	@mkdir -p $(dir $@)
@@ -499,6 +534,7 @@ bench:
 	$(Q){ echo; echo '## Cross-check: two threads at 16M, best of 10 calls in turn'; echo; \
 	    echo '```'; $(B)/bench/crosscheck; echo '```'; } | tee -a $(B)/bench.md
 	$(Q)$(B)/bench/ops -o $(B)/bench.md
+	$(Q)$(B)/bench/train -o $(B)/bench.md
 	$(Q){ echo; NEST_LIBRARY=$(abspath $(B)/lib/libnest.so) $(PYTHON) bench/python_call.py; } | tee -a $(B)/bench.md
 	$(Q)$(B)/bench/conv | tee -a $(B)/bench.md
 	$(Q)/usr/bin/python3 bench/plot.py $(B)/bench.md docs/img

@@ -1404,6 +1404,8 @@ static void generate(gen *g, uint64_t seed)
     }
 }
 
+#ifndef NEST_RANDOM_GENERATOR_ONLY /* tests/test_grad.c takes the generator alone */
+
 /* ---- running one graph ---- */
 
 /* What a crash reports: the seed and the graph being run. */
@@ -1935,3 +1937,5 @@ int main(void)
     return rc;
 }
 #endif /* NEST_LIBFUZZER */
+
+#endif /* NEST_RANDOM_GENERATOR_ONLY */

@@ -20,116 +20,67 @@
 /* ---- functions ---- */
 
 /* Names the emitter uses at function scope. */
-static const char *const reserved[] = {"ws", "args", "results", "workspace", "rc", "u"};
-
-/* Identifiers that the headers the C includes (<math.h>, <stddef.h>, <stdint.h>, <stdlib.h>,
- * <string.h>) declare as macros, types or functions, that C compilers predefine in GNU modes
- * (the header is included by programs built in any mode), and C++'s keywords (the header is
- * also C++). A parameter or value of such a name gets another name in the C; a function of
- * such a name is refused (emit_name_taken). */
-static const char *const c_library[] = {
-    /* macros */
-    "NAN", "INFINITY", "HUGE_VAL", "HUGE_VALF", "HUGE_VALL", "FP_INFINITE", "FP_NAN",
-    "FP_NORMAL", "FP_SUBNORMAL", "FP_ZERO", "FP_FAST_FMA", "FP_FAST_FMAF", "FP_FAST_FMAL",
-    "FP_ILOGB0", "FP_ILOGBNAN", "MATH_ERRNO", "MATH_ERREXCEPT", "math_errhandling", "NULL",
-    "EXIT_FAILURE", "EXIT_SUCCESS", "RAND_MAX", "MB_CUR_MAX", "errno", "INT8_MIN", "INT8_MAX",
-    "UINT8_MAX", "INT16_MIN", "INT16_MAX", "UINT16_MAX", "INT32_MIN", "INT32_MAX", "UINT32_MAX",
-    "INT64_MIN", "INT64_MAX", "UINT64_MAX", "INT_LEAST8_MIN", "INT_LEAST8_MAX",
-    "UINT_LEAST8_MAX", "INT_LEAST16_MIN", "INT_LEAST16_MAX", "UINT_LEAST16_MAX",
-    "INT_LEAST32_MIN", "INT_LEAST32_MAX", "UINT_LEAST32_MAX", "INT_LEAST64_MIN",
-    "INT_LEAST64_MAX", "UINT_LEAST64_MAX", "INT_FAST8_MIN", "INT_FAST8_MAX", "UINT_FAST8_MAX",
-    "INT_FAST16_MIN", "INT_FAST16_MAX", "UINT_FAST16_MAX", "INT_FAST32_MIN", "INT_FAST32_MAX",
-    "UINT_FAST32_MAX", "INT_FAST64_MIN", "INT_FAST64_MAX", "UINT_FAST64_MAX", "INTPTR_MIN",
-    "INTPTR_MAX", "UINTPTR_MAX", "INTMAX_MIN", "INTMAX_MAX", "UINTMAX_MAX", "PTRDIFF_MIN",
-    "PTRDIFF_MAX", "SIG_ATOMIC_MIN", "SIG_ATOMIC_MAX", "SIZE_MAX", "WCHAR_MIN", "WCHAR_MAX",
-    "WINT_MIN", "WINT_MAX", "linux", "unix", "i386",
-    /* function-like macros: harmless as names, but not as functions */
-    "INT8_C", "INT16_C", "INT32_C", "INT64_C", "UINT8_C", "UINT16_C", "UINT32_C", "UINT64_C",
-    "INTMAX_C", "UINTMAX_C", "offsetof", "fpclassify", "isfinite", "isinf", "isnan", "isnormal",
-    "signbit", "isgreater", "isgreaterequal", "isless", "islessequal", "islessgreater",
-    "isunordered",
-    /* types */
-    "int8_t", "int16_t", "int32_t", "int64_t", "uint8_t", "uint16_t", "uint32_t", "uint64_t",
-    "int_least8_t", "int_least16_t", "int_least32_t", "int_least64_t", "uint_least8_t",
-    "uint_least16_t", "uint_least32_t", "uint_least64_t", "int_fast8_t", "int_fast16_t",
-    "int_fast32_t", "int_fast64_t", "uint_fast8_t", "uint_fast16_t", "uint_fast32_t",
-    "uint_fast64_t", "intptr_t", "uintptr_t", "intmax_t", "uintmax_t", "size_t", "ptrdiff_t",
-    "wchar_t", "max_align_t", "div_t", "ldiv_t", "lldiv_t", "float_t", "double_t",
-    /* <stdlib.h>, <string.h> */
-    "atof", "atoi", "atol", "atoll", "strtod", "strtof", "strtold", "strtol", "strtoll",
-    "strtoul", "strtoull", "rand", "srand", "calloc", "free", "malloc", "realloc",
-    "aligned_alloc", "abort", "atexit", "at_quick_exit", "exit", "quick_exit", "_Exit",
-    "getenv", "system", "bsearch", "qsort", "abs", "labs", "llabs", "div", "ldiv", "lldiv",
-    "mblen", "mbtowc", "wctomb", "mbstowcs", "wcstombs", "memcpy", "memmove", "strcpy",
-    "strncpy", "strcat", "strncat", "memcmp", "strcmp", "strcoll", "strncmp", "strxfrm",
-    "memchr", "strchr", "strcspn", "strpbrk", "strrchr", "strspn", "strstr", "strtok",
-    "memset", "strerror", "strlen",
-    /* C++ keywords that C does not have */
-    "alignas", "alignof", "and", "and_eq", "bitand", "bitor", "catch", "char8_t", "char16_t",
-    "char32_t", "class", "compl", "concept", "consteval", "constexpr", "constinit",
-    "const_cast", "co_await", "co_return", "co_yield", "decltype", "delete", "dynamic_cast",
-    "explicit", "export", "friend", "mutable", "namespace", "new", "noexcept", "not", "not_eq",
-    "nullptr", "operator", "or", "or_eq", "private", "protected", "public", "reinterpret_cast",
-    "requires", "static_assert", "static_cast", "template", "this", "thread_local", "throw",
-    "try", "typeid", "typename", "using", "virtual", "xor", "xor_eq",
-};
-
-/* The functions of <math.h>, each also with the suffixes f and l (expf, expl). */
-static const char *const c_math[] = {
-    "acos", "asin", "atan", "atan2", "cos", "sin", "tan", "acosh", "asinh", "atanh", "cosh",
-    "sinh", "tanh", "exp", "exp2", "expm1", "frexp", "ilogb", "ldexp", "log", "log10", "log1p",
-    "log2", "logb", "modf", "scalbn", "scalbln", "cbrt", "fabs", "hypot", "pow", "sqrt", "erf",
-    "erfc", "lgamma", "tgamma", "ceil", "floor", "nearbyint", "rint", "lrint", "llrint",
-    "round", "lround", "llround", "trunc", "fmod", "remainder", "remquo", "copysign", "nan",
-    "nextafter", "nexttoward", "fdim", "fmax", "fmin", "fma",
-};
-
-/* Whether a math function's name, with the suffix sfx ("", "f" or "l"), is name. */
-static bool is_math(const char *name, const char *fn, const char *sfx)
-{
-    size_t n = strlen(fn);
-    return strncmp(name, fn, n) == 0 && strcmp(name + n, sfx) == 0;
-}
-
-bool emit_name_taken(const char *name)
-{
-    for (size_t i = 0; i < countof(c_library); i++)
-        if (strcmp(name, c_library[i]) == 0)
-            return true;
-    for (size_t i = 0; i < countof(c_math); i++)
-        if (is_math(name, c_math[i], "") || is_math(name, c_math[i], "f") ||
-            is_math(name, c_math[i], "l"))
-            return true;
-    return false;
-}
+static const char *const reserved[] = {"ws", "args", "results", "workspace", "rc", "u", "st"};
 
 /* Records the names a function's C cannot give to its parameters and values: the emitter's,
- * the C library's, and the function's own entry points, which its wrappers call. */
+ * and the function's own entry points, which its wrappers call (em_unique also steers clear of
+ * C's keywords and the C library's names). */
 static void reserve_names(ctx *c)
 {
     for (size_t i = 0; i < countof(reserved); i++)
         em_names_add(&c->fn, reserved[i]);
-    for (size_t i = 0; i < countof(c_library); i++)
-        em_names_add(&c->fn, c_library[i]);
     char nm[IR_MAX_NAME + 32];
-    for (size_t i = 0; i < countof(c_math); i++)
-        for (int k = 0; k < 3; k++) {
-            snprintf(nm, sizeof nm, "%s%s", c_math[i], k == 0 ? "" : k == 1 ? "f" : "l");
-            em_names_add(&c->fn, nm);
-        }
     static const char *const entry[] = {"_call", "_impl", "_workspace_size", "_call_ws"};
     for (size_t i = 0; i < countof(entry); i++) {
         snprintf(nm, sizeof nm, "%s%s", c->f->name, entry[i]);
         em_names_add(&c->fn, nm);
     }
+    if (c->f->module && c->f->module->nstates > 0) { /* the state's type */
+        snprintf(nm, sizeof nm, "%s_state", c->f->module->name);
+        em_names_add(&c->fn, nm);
+    }
 }
 
-/* The C names of the parameters and then the results, in ABI order, recorded in c->fn: the
- * graph's names, and for results that are parameters or unnamed, result<i>. */
+/* The state tensors the function reads or assigns (ir_uses_state), in the state's order, into
+ * c->nst, c->st_index and c->st_written; false when out of memory. */
+static bool used_states(ctx *c)
+{
+    const nest_function *f = c->f;
+    c->nst = 0;
+    if (!ir_uses_state(f))
+        return true;
+    int32_t ns = f->module->nstates;
+    c->st_index = calloc((size_t)ns + 1, sizeof *c->st_index);
+    c->st_written = calloc((size_t)ns + 1, sizeof *c->st_written);
+    bool *used = calloc((size_t)ns + 1, sizeof *used);
+    if (!c->st_index || !c->st_written || !used) {
+        free(used);
+        return false;
+    }
+    for (int32_t b = 0; c->p && b < c->p->nbufs; b++)
+        if (c->p->bufs[b].kind == BUF_STATE && !c->p->bufs[b].dead)
+            used[c->p->bufs[b].index] = true;
+    for (int32_t i = 0; i < f->nassigns; i++)
+        used[f->assigns[i].state] = true;
+    for (int32_t s = 0; s < ns; s++) {
+        if (!used[s])
+            continue;
+        c->st_index[c->nst] = s;
+        for (int32_t i = 0; i < f->nassigns; i++)
+            c->st_written[c->nst] |= f->assigns[i].state == s;
+        c->nst++;
+    }
+    free(used);
+    return true;
+}
+
+/* The C names of the parameters, the results and the state tensors used, in ABI order,
+ * recorded in c->fn: the graph's names, and for results that are parameters or unnamed,
+ * result<i>. */
 static const char **abi_names(ctx *c)
 {
     const nest_function *f = c->f;
-    const char **abi = calloc((size_t)(f->nparams + f->nresults) + 1, sizeof *abi);
+    const char **abi = calloc((size_t)(f->nparams + f->nresults + c->nst) + 1, sizeof *abi);
     if (!abi)
         return NULL;
     for (int32_t i = 0; i < f->nparams; i++)
@@ -144,15 +95,24 @@ static const char **abi_names(ctx *c)
             snprintf(nm, sizeof nm, "%s", base);
         abi[f->nparams + i] = em_unique(&c->fn, nm);
     }
+    for (int i = 0; i < c->nst; i++)
+        abi[f->nparams + f->nresults + i] =
+            em_unique(&c->fn, f->module->states[c->st_index[i]].name);
     return abi;
 }
 
-/* The declaration of the typed entry point's parameters: "const float *restrict x, ...". */
-static void param_list(ctx *c, buf *b, bool with_restrict, bool with_ws)
+/* The declaration of the typed entry point's parameters: "const float *restrict x, ...", after
+ * "M_state *st" (with st_first), and with the state tensors (with_states) and the workspace. */
+static void param_list(ctx *c, buf *b, bool with_restrict, bool with_ws, bool with_states,
+                       bool st_first)
 {
     const nest_function *f = c->f;
     const char *r = with_restrict ? "restrict " : "";
     bool any = false;
+    if (st_first) {
+        buf_printf(b, "%s_state *%s", f->module->name, c->stn);
+        any = true;
+    }
     for (int32_t i = 0; i < f->nparams; i++) {
         const ir_node *n = &f->nodes[f->params[i]];
         buf_printf(b, "%sconst %s *%s%s", any ? ", " : "", em_ctype(n->etype), r, c->bufname[i]);
@@ -164,6 +124,12 @@ static void param_list(ctx *c, buf *b, bool with_restrict, bool with_ws)
                    c->bufname[f->nparams + i]);
         any = true;
     }
+    for (int i = 0; with_states && i < c->nst; i++) {
+        buf_printf(b, "%s%s%s *%s%s", any ? ", " : "", c->st_written[i] ? "" : "const ",
+                   em_ctype(f->module->states[c->st_index[i]].etype), r,
+                   c->bufname[f->nparams + f->nresults + i]);
+        any = true;
+    }
     if (with_ws) {
         buf_printf(b, "%sunsigned char *%sws", any ? ", " : "", r);
         any = true;
@@ -172,11 +138,15 @@ static void param_list(ctx *c, buf *b, bool with_restrict, bool with_ws)
         buf_puts(b, "void");
 }
 
-/* "(const float *)args[0], ..., (float *)results[0]", with the arrays named args and res */
-static void call_args(ctx *c, buf *b, const char *ws, const char *args, const char *res)
+/* "(const float *)args[0], ..., (float *)results[0]", with the arrays named args and res; after
+ * "st, " (st_first), and with the state's tensors (with_states: "(float *)st->t[3]"). */
+static void call_args(ctx *c, buf *b, const char *ws, const char *args, const char *res,
+                      bool with_states, bool st_first)
 {
     const nest_function *f = c->f;
-    bool any = false;
+    bool any = st_first;
+    if (st_first)
+        buf_puts(b, c->stn);
     for (int32_t i = 0; i < f->nparams; i++) {
         buf_printf(b, "%s(const %s *)%s[%d]", any ? ", " : "",
                    em_ctype(f->nodes[f->params[i]].etype), args, i);
@@ -185,6 +155,11 @@ static void call_args(ctx *c, buf *b, const char *ws, const char *args, const ch
     for (int32_t i = 0; i < f->nresults; i++) {
         buf_printf(b, "%s(%s *)%s[%d]", any ? ", " : "", em_ctype(f->nodes[f->results[i]].etype), res,
                    i);
+        any = true;
+    }
+    for (int i = 0; with_states && i < c->nst; i++) {
+        buf_printf(b, "%s(%s%s *)%s->t[%d]", any ? ", " : "", c->st_written[i] ? "" : "const ",
+                   em_ctype(f->module->states[c->st_index[i]].etype), c->stn, c->st_index[i]);
         any = true;
     }
     if (ws)
@@ -269,6 +244,23 @@ static void emit_constants(ctx *c)
     }
 }
 
+/* The body of a wrapper that calls NAME_impl with the argument text `args` (ending with ws
+ * when the function has a workspace of ws_size bytes, which it allocates). */
+static void impl_call(ctx *c, int64_t ws_size, const char *args)
+{
+    if (ws_size > 0) {
+        em_line(c, "    unsigned char *ws = malloc(%lld);", (long long)ws_size);
+        em_line(c, "    int rc;");
+        em_line(c, "    if (!ws)");
+        em_line(c, "        return 1;");
+        em_line(c, "    rc = %s_impl(%s);", c->f->name, args ? args : "");
+        em_line(c, "    free(ws);");
+        em_line(c, "    return rc;");
+    } else {
+        em_line(c, "    return %s_impl(%s);", c->f->name, args ? args : "");
+    }
+}
+
 bool emit_const_is_data(int64_t count, int etype)
 {
     return count * (int64_t)nest_type_size((nest_type)etype) > EMIT_DATA_BYTES;
@@ -278,6 +270,7 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
 {
     const nest_function *f = p->f;
     ctx c = {.b = b, .p = p, .mp = (plan *)p, .f = f, .mode = mode, .helpers = helpers};
+    const char **abi = NULL;
     c.bufname = calloc((size_t)p->nbufs + 1, sizeof *c.bufname);
     c.refd = calloc((size_t)p->nbufs + 1, sizeof *c.refd);
     c.decl = calloc((size_t)p->nbufs + 1, sizeof *c.decl);
@@ -291,9 +284,14 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
     }
     /* the emitter's own names first, then the graph's */
     reserve_names(&c);
-    /* buffers of parameters and results: their C names, in ABI order (bufname is indexed by
-     * plan buffer; param i and result i are looked up below) */
-    const char **abi = abi_names(&c);
+    c.stn = strcmp(f->name, "st") ? "st" : "nest_st";
+    if (!used_states(&c)) {
+        b->failed = true;
+        goto out;
+    }
+    /* buffers of parameters, results and state: their C names, in ABI order (bufname is indexed
+     * by plan buffer; param i and result i are looked up below) */
+    abi = abi_names(&c);
     if (!abi) {
         b->failed = true;
         goto out;
@@ -304,23 +302,27 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
             c.bufname[bi] = abi[pb->index];
         else if (pb->kind == BUF_RESULT)
             c.bufname[bi] = abi[f->nparams + pb->index];
+        else if (pb->kind == BUF_STATE)
+            for (int i = 0; i < c.nst; i++)
+                if (c.st_index[i] == pb->index)
+                    c.bufname[bi] = abi[f->nparams + f->nresults + i];
     }
     emit_constants(&c);
     em_window_kernels(&c);
 
-    bool ws = p->ws_size > 0;
-    /* the typed entry: parameters and results by name (with the workspace: the impl) */
+    /* the body is the static NAME_impl, which every entry point calls: a call to the exported
+     * NAME from inside a shared object could reach another library's function of that name
+     * (the C library's random or time, or a second nest library loaded before) */
+    bool ws = p->ws_size > 0, state = c.nst > 0;
+    const char *sp = state ? f->module->name : NULL;
     const char **save = c.bufname;
     c.bufname = abi;
     buf sig = {0};
-    param_list(&c, &sig, true, ws);
+    param_list(&c, &sig, true, ws, state, false);
     char *sigs = em_finish(&c, &sig);
     c.bufname = save;
     signature_comment(&c);
-    if (ws)
-        em_line(&c, "static int %s_impl(%s)", f->name, sigs ? sigs : "");
-    else
-        em_line(&c, "int %s(%s)", f->name, sigs ? sigs : "");
+    em_line(&c, "static int %s_impl(%s)", f->name, sigs ? sigs : "");
     free(sigs);
     em_line(&c, "{");
     c.indent++;
@@ -353,9 +355,17 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
      * of nothing) are cast away, so that compilers see them used */
     for (int32_t bi = 0; bi < p->nbufs; bi++) {
         const pbuf *pb = &p->bufs[bi];
-        if ((pb->kind == BUF_PARAM || pb->kind == BUF_RESULT || pb->kind == BUF_CONST) &&
+        if ((pb->kind == BUF_PARAM || pb->kind == BUF_RESULT || pb->kind == BUF_CONST ||
+             pb->kind == BUF_STATE) &&
             !c.refd[bi] && c.bufname[bi])
             em_line(&c, "(void)%s;", c.bufname[bi]);
+    }
+    for (int i = 0; i < c.nst; i++) { /* a state tensor with no buffer (assigned nothing) */
+        bool has = false;
+        for (int32_t bi = 0; bi < p->nbufs; bi++)
+            has |= p->bufs[bi].kind == BUF_STATE && p->bufs[bi].index == c.st_index[i];
+        if (!has)
+            em_line(&c, "(void)%s;", abi[f->nparams + f->nresults + i]);
     }
     if (ws && !c.ws_refd)
         em_line(&c, "(void)ws;");
@@ -371,9 +381,15 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
         em_line(&c, "    return %lld;", (long long)p->ws_size);
         em_line(&c, "}");
         em_line(&c, "%s", "");
-        call_args(&c, &ca, "(unsigned char *)workspace", "args", "results");
+        call_args(&c, &ca, "(unsigned char *)workspace", "args", "results", state, false);
         char *a = em_finish(&c, &ca);
-        em_line(&c, "int %s_call_ws(void *const *args, void *const *results, void *workspace)", f->name);
+        if (state)
+            em_line(&c, "int %s_call_ws(%s_state *%s, void *const *args, void *const *results, "
+                        "void *workspace)",
+                    f->name, sp, c.stn);
+        else
+            em_line(&c, "int %s_call_ws(void *const *args, void *const *results, void *workspace)",
+                    f->name);
         em_line(&c, "{");
         if (f->nparams == 0)
             em_line(&c, "    (void)args;");
@@ -383,41 +399,47 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
         em_line(&c, "}");
         em_line(&c, "%s", "");
         free(a);
-        buf pl = {0};
-        c.bufname = abi;
-        param_list(&c, &pl, true, false);
-        c.bufname = save;
-        char *ps = em_finish(&c, &pl);
-        em_line(&c, "int %s(%s)", f->name, ps ? ps : "");
-        free(ps);
-        em_line(&c, "{");
-        em_line(&c, "    unsigned char *ws = malloc(%lld);", (long long)p->ws_size);
-        em_line(&c, "    int rc;");
-        em_line(&c, "    if (!ws)");
-        em_line(&c, "        return 1;");
-        buf cl = {0};
-        for (int32_t i = 0; i < f->nparams + f->nresults; i++)
-            buf_printf(&cl, "%s, ", abi[i]);
-        char *cls = em_finish(&c, &cl);
-        em_line(&c, "    rc = %s_impl(%sws);", f->name, cls ? cls : "");
-        free(cls);
-        em_line(&c, "    free(ws);");
-        em_line(&c, "    return rc;");
-        em_line(&c, "}");
-        em_line(&c, "%s", "");
     }
-    /* NAME_call calls NAME: its arrays must not hide a function named args or results */
+    /* NAME by its arrays (and the state's tensors) */
+    buf pl = {0};
+    c.bufname = abi;
+    param_list(&c, &pl, true, false, false, state);
+    c.bufname = save;
+    char *ps = em_finish(&c, &pl);
+    em_line(&c, "int %s(%s)", f->name, ps ? ps : "");
+    free(ps);
+    em_line(&c, "{");
+    buf cl = {0};
+    for (int32_t i = 0; i < f->nparams + f->nresults; i++)
+        buf_printf(&cl, "%s%s", i ? ", " : "", abi[i]);
+    for (int i = 0; i < c.nst; i++)
+        buf_printf(&cl, "%s(%s%s *)%s->t[%d]", f->nparams + f->nresults + i ? ", " : "",
+                   c.st_written[i] ? "" : "const ",
+                   em_ctype(f->module->states[c.st_index[i]].etype), c.stn, c.st_index[i]);
+    if (ws)
+        buf_printf(&cl, "%sws", f->nparams + f->nresults + c.nst ? ", " : "");
+    char *cls = em_finish(&c, &cl);
+    impl_call(&c, ws ? p->ws_size : 0, cls);
+    free(cls);
+    em_line(&c, "}");
+    em_line(&c, "%s", "");
+    /* NAME_call calls the impl too (its arrays must not hide a function named args or
+     * results) */
     const char *an = strcmp(f->name, "args") ? "args" : "nest_args";
     const char *rn = strcmp(f->name, "results") ? "results" : "nest_results";
-    call_args(&c, &ca, NULL, an, rn);
+    call_args(&c, &ca, ws ? "ws" : NULL, an, rn, state, false);
     char *a = em_finish(&c, &ca);
-    em_line(&c, "int %s_call(void *const *%s, void *const *%s)", f->name, an, rn);
+    if (state)
+        em_line(&c, "int %s_call(%s_state *%s, void *const *%s, void *const *%s)", f->name, sp,
+                c.stn, an, rn);
+    else
+        em_line(&c, "int %s_call(void *const *%s, void *const *%s)", f->name, an, rn);
     em_line(&c, "{");
     if (f->nparams == 0)
         em_line(&c, "    (void)%s;", an);
     if (f->nresults == 0)
         em_line(&c, "    (void)%s;", rn);
-    em_line(&c, "    return %s(%s);", f->name, a ? a : "");
+    impl_call(&c, ws ? p->ws_size : 0, a);
     em_line(&c, "}");
     em_line(&c, "%s", "");
     free(a);
@@ -426,6 +448,8 @@ out:
     if (c.fn.oom || c.mp->status != NEST_OK)
         b->failed = true;
     free(abi);
+    free(c.st_index);
+    free(c.st_written);
     free(c.hoist);
     free(c.bufname);
     free(c.refd);
@@ -444,30 +468,49 @@ void emit_header_decls(buf *b, const plan *p)
         return;
     }
     reserve_names(&c);
-    const char **names_ = abi_names(&c);
-    if (!names_) {
+    c.stn = strcmp(f->name, "st") ? "st" : "nest_st";
+    const char **names_ = NULL;
+    if (!used_states(&c) || !(names_ = abi_names(&c))) {
         namer_free(&c.nm);
         em_names_free(&c.fn);
+        free(c.st_index);
+        free(c.st_written);
         b->failed = true;
         return;
     }
+    bool state = c.nst > 0;
+    const char *sp = state ? f->module->name : "";
+    char pre[IR_MAX_NAME + 32] = "";
+    if (state)
+        snprintf(pre, sizeof pre, "%s_state *%s, ", sp, c.stn);
     c.bufname = names_;
     signature_comment(&c);
+    if (state) {
+        buf t = {0};
+        for (int i = 0; i < c.nst; i++)
+            buf_printf(&t, "%s%s%s", i ? ", " : "", f->module->states[c.st_index[i]].name,
+                       c.st_written[i] ? " (assigned)" : "");
+        char *ts = em_finish(&c, &t);
+        em_line(&c, "/* with the state of %s: %s */", sp, ts ? ts : "");
+        free(ts);
+    }
     buf pl = {0};
-    param_list(&c, &pl, false, false);
+    param_list(&c, &pl, false, false, false, state);
     char *ps = em_finish(&c, &pl);
     em_line(&c, "int %s(%s);", f->name, ps ? ps : "");
     free(ps);
-    em_line(&c, "int %s_call(void *const *args, void *const *results);", f->name);
+    em_line(&c, "int %s_call(%svoid *const *args, void *const *results);", f->name, pre);
     if (p->ws_size > 0) {
         em_line(&c, "size_t %s_workspace_size(void); /* %lld bytes */", f->name, (long long)p->ws_size);
-        em_line(&c, "int %s_call_ws(void *const *args, void *const *results, void *workspace);",
-             f->name);
+        em_line(&c, "int %s_call_ws(%svoid *const *args, void *const *results, void *workspace);",
+                f->name, pre);
     }
     em_line(&c, "%s", "");
     if (c.fn.oom)
         b->failed = true;
     free(names_);
+    free(c.st_index);
+    free(c.st_written);
     em_names_free(&c.fn);
     namer_free(&c.nm);
 }

@@ -352,10 +352,11 @@ char *em_finish(ctx *c, buf *t)
     return s;
 }
 
-/* base, or base_1, base_2, ... : the first that no scope uses; recorded in ns. */
+/* base, or base_1, base_2, ... : the first that no scope uses; recorded in ns. base itself is
+ * not taken when C or its library claims it (no C library name ends in _<digits>). */
 const char *em_unique(names *ns, const char *base)
 {
-    if (!names_has(ns, base) && !is_c_keyword(base))
+    if (!names_has(ns, base) && !is_c_keyword(base) && !is_c_library_name(base))
         return em_names_add(ns, base);
     char s[IR_MAX_NAME + 32];
     for (int k = 1;; k++) {
@@ -639,7 +640,8 @@ static void count_uses(fx *e, void *ctx_)
 
 /* Emits the statements computing the nest's values at the current indexes; afterwards
  * em_value_text() gives each output's value. Ops used more than once, or by other ops, get a
- * local named after their graph node. */
+ * local named after their graph node; in a nest whose values come first (inplace.c), every
+ * output's value does, loads too, so that no store precedes a read. */
 void em_values(ctx *c, body *bd, fx *const *roots, int n)
 {
     if (!fx_walk(c->mp, roots, n, count_uses, bd) || bd->oom)
@@ -649,10 +651,25 @@ void em_values(ctx *c, body *bd, fx *const *roots, int n)
         if (r)
             r->outputs++;
     }
+    bool first = c->ne && c->ne->values_first;
     for (size_t i = 0; i < bd->n; i++) {
         valref *r = &bd->v[i];
         const fx *e = r->e;
-        if (e->kind != FX_OP || (r->uses == 0 && r->outputs == 1))
+        if (first && e->kind == FX_LOAD && r->outputs > 0) {
+            buf t = {0};
+            em_operand(bd, &t, e);
+            char *s = em_finish(c, &t);
+            const char *name = em_unique(c->body_names, e->node >= 0 ? namer_name(&c->nm, e->node) : "t");
+            if (!s) {
+                bd->oom = true;
+                return;
+            }
+            em_line(c, "%s %s = %s;", em_ctype(e->etype), name, s);
+            free(s);
+            r->name = name;
+            continue;
+        }
+        if (e->kind != FX_OP || (r->uses == 0 && r->outputs == 1 && !first))
             continue; /* used once, as an output: inlined there */
         const char *base = e->node >= 0 ? namer_name(&c->nm, e->node) : "t";
         const char *name = em_unique(c->body_names, base);
