@@ -658,7 +658,15 @@ typedef struct wplan {
     int ti, nv, lanes, vb;
     int64_t kpad, packoff;
     bool filters_outer;         /* tiles of positions run innermost (see emit_conv.c) */
+    /* a group's planes fit in CONV_LOCAL_PLANES bytes and there are groups enough for the
+     * threads (depthwise, small grouped convolutions, small images in a batch): each image
+     * and group copies its planes into a local array of its thread just before its tiles,
+     * which read them from the cache (no copy of the whole input in the workspace) */
+    bool local_planes;
 } wplan;
+
+/* The most bytes of a group's planes that its tiles read from a local array (conv.c). */
+#define CONV_LOCAL_PLANES (64 * 1024)
 
 /* Makes ne, a nest over node's output that stores its value, a convolution or pooling nest:
  * x is the input's expression, filters (convolution) a dense load of the filters. */

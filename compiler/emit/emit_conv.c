@@ -385,13 +385,15 @@ static void emit_copy_axis(ctx *c, const wplan *w, const copy_names *cn, int i, 
     close_block(c);
 }
 /* The copy of x into the planes at xp (count elements with the slack), per image and channel:
- * one plane per phase of the stride along every axis (one plane when the strides are 1). */
-static void emit_copy(ctx *c, const wplan *w, const char *xp, int64_t count)
+ * one plane per phase of the stride along every axis (one plane when the strides are 1). With
+ * nc0 (C text), only the group's channels of one image, from image-and-channel nc0 on, into xp
+ * (the local planes of a thread: no loop of its own in parallel). */
+static void emit_copy(ctx *c, const wplan *w, const char *xp, int64_t count, const char *nc0)
 {
     const ir_window *win = w->win;
     int nsp = win->nsp;
     const char *T = em_ctype(w->x->etype);
-    long long nc = w->N * w->C;
+    long long nc = nc0 ? w->C / w->G : w->N * w->C;
     bool dil = false;
     for (int i = 0; i < nsp; i++)
         dil |= win->data_dilation[i] > 1;
@@ -441,13 +443,17 @@ static void emit_copy(ctx *c, const wplan *w, const char *xp, int64_t count)
                 ts ? ts : "");
         free(ts);
     }
-    const char *ncv = nm(c, "nc"), *pl = nm(c, "pl");
-    char n[IR_MAX_NAME + 32], ch[IR_MAX_NAME + 32];
+    const char *ncv = nm(c, "nc"), *pl = nm(c, "pl"), *cc = nc0 ? nm(c, "cc") : ncv;
+    char n[IR_MAX_NAME * 2 + 64], ch[IR_MAX_NAME * 2 + 64], one[IR_MAX_NAME * 2 + 16];
+    if (nc0) { /* image and channel: nc0 + cc */
+        snprintf(one, sizeof one, "(%s + %s)", nc0, cc);
+        ncv = one;
+    }
     image_channel(ncv, w->C, n, ch, sizeof n);
-    if (parallel(c, nc, w->cstride))
+    if (!nc0 && parallel(c, nc, w->cstride))
         em_omp_for(c);
-    em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) { /* image and channel */", ncv, ncv, nc,
-            ncv);
+    em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) { /* %s */", cc, cc, nc, cc,
+            nc0 ? "the group's channels" : "image and channel");
     c->indent++;
     c->expr[0] = n;
     c->expr[1] = ch;
@@ -456,7 +462,7 @@ static void emit_copy(ctx *c, const wplan *w, const char *xp, int64_t count)
     /* a loop over the phases of each axis that has several */
     int loops = 0;
     buf q = {0};
-    buf_printf(&q, "%s + %s * %lld", xp, ncv, (long long)w->cstride);
+    buf_printf(&q, "%s + %s * %lld", xp, cc, (long long)w->cstride);
     for (int i = 0; i < nsp; i++) {
         if (w->nph[i] == 1)
             continue;
@@ -561,7 +567,9 @@ static void emit_tile_indexes(ctx *c, const wplan *w, const char *t, const char 
     }
 }
 
-/* The tiles with output channels in rows and positions in lanes. */
+/* The tiles with output channels in rows and positions in lanes. With local planes, a
+ * parallel loop over images and groups copies the group's planes into a local array and runs
+ * its tiles in turn. */
 static void emit_tiles_by_positions(ctx *c, int32_t k, const char *xp)
 {
     const nest *ne = &c->p->nests[k];
@@ -577,11 +585,28 @@ static void emit_tiles_by_positions(ctx *c, int32_t k, const char *xp)
     const char *n = nm(c, "n"), *k0 = nm(c, "k0"), *q0 = nm(c, "q0"), *rows = nm(c, "rows");
     const char *lanes = nm(c, "lanes"), *acc = nm(c, "acc");
     em_line(c, "/* %lld tiles: images x groups x positions x output channels */", tiles);
-    if (parallel(c, tiles, (long long)ti * tj * cg * w->taps))
-        em_omp_for(c);
-    em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", t, t, tiles, t);
-    c->indent++;
-    emit_tile_indexes(c, w, t, n, g, ktv, qbv, kt, qb);
+    if (w->local_planes) {
+        const char *ng = nm(c, "ng"), *nc0 = nm(c, "nc0");
+        long long count = cg * cs + tj;
+        if (parallel(c, w->N * w->G, kg * w->q * cg * w->taps))
+            em_omp_for(c);
+        em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) { /* image and group */", ng, ng,
+                (long long)(w->N * w->G), ng);
+        c->indent++;
+        em_line(c, "const int64_t %s = %s / %lld, %s = %s %% %lld, %s = %s * %lld;", n, ng,
+                (long long)w->G, g, ng, (long long)w->G, nc0, ng, cg);
+        em_line(c, "%s %s[%lld];", T, xp, count);
+        emit_copy(c, w, xp, count, nc0);
+        em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", t, t, kt * qb, t);
+        c->indent++;
+        em_line(c, "const int64_t %s = %s %% %lld, %s = %s / %lld;", ktv, t, kt, qbv, t, kt);
+    } else {
+        if (parallel(c, tiles, (long long)ti * tj * cg * w->taps))
+            em_omp_for(c);
+        em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", t, t, tiles, t);
+        c->indent++;
+        emit_tile_indexes(c, w, t, n, g, ktv, qbv, kt, qb);
+    }
     em_line(c, "const int64_t %s = %s * %lld + %s * %d, %s = %s * %d;", k0, g, kg, ktv, ti, q0, qbv,
             tj);
     em_line(c, "const int %s = %lld - %s * %d < %d ? (int)(%lld - %s * %d) : %d;", rows, kg, ktv, ti,
@@ -600,11 +625,18 @@ static void emit_tiles_by_positions(ctx *c, int32_t k, const char *xp)
         em_line(c, "const int %s = %d;", lanes, tj);
     }
     em_line(c, "%s %s[%d];", T, acc, ti * tj);
-    em_line(c, "%s(%s, %s, %s + %lld + %s * %lld, %s + (%s * %lld + %s * %lld) * %lld + %s, %s);",
-            kern, rows, lanes, bufname(c, w->wbuf), (long long)w->woff, k0, cg * w->taps, xp, n,
-            (long long)w->C, g, cg, cs, q0, acc);
+    char xt[IR_MAX_NAME * 3 + 64];
+    if (w->local_planes)
+        snprintf(xt, sizeof xt, "%s + %s", xp, q0);
+    else
+        snprintf(xt, sizeof xt, "%s + (%s * %lld + %s * %lld) * %lld + %s", xp, n,
+                 (long long)w->C, g, cg, cs, q0);
+    em_line(c, "%s(%s, %s, %s + %lld + %s * %lld, %s, %s);", kern, rows, lanes,
+            bufname(c, w->wbuf), (long long)w->woff, k0, cg * w->taps, xt, acc);
     emit_tile_store(c, ne, n, k0, q0, rows, acc);
     close_block(c);
+    if (w->local_planes)
+        close_block(c);
 }
 
 /* The filters packed for the tiles with channels in lanes: per group and tile of tj output
@@ -746,10 +778,10 @@ static void emit_conv(ctx *c, int32_t k)
     if (w->in_place) {
         em_line(c, "const %s *restrict %s = %s + %lld;", T, xp, bufname(c, w->xbuf),
                 (long long)w->xoff);
-    } else {
+    } else if (!w->local_planes) {
         em_line(c, "%s *restrict %s = (%s *)(ws + %lld);", T, xp, T, (long long)pb->offset);
         c->ws_refd = true;
-        emit_copy(c, w, xp, w->packoff);
+        emit_copy(c, w, xp, w->packoff, NULL);
     }
     if (w->by_channels) {
         em_line(c, "%s *restrict %s = (%s *)(ws + %lld) + %lld;", T, wp, T, (long long)pb->offset,

@@ -224,6 +224,11 @@ bool conv_plan(plan *p, nest *ne, int32_t node, fx *x, fx *filters)
         return false;
     }
     choose_tile(w, n->etype, tile_vector_bytes(p->opts));
+    /* the planes of one image and group, with the slack of the last tile */
+    double bytes = ((double)(w->C / w->G) * (double)w->cstride + (double)(w->nv * w->lanes)) *
+                   (double)nest_type_size((nest_type)n->etype);
+    w->local_planes = !w->in_place && !w->by_channels && bytes <= CONV_LOCAL_PLANES &&
+                      (w->N * w->G >= 8 || !p->opts->openmp);
     return true;
 }
 
@@ -235,7 +240,7 @@ static bool make_private(plan *p, nest *ne)
     wplan *w = ne->win;
     int64_t copy = 0, filters = 0;
     bool over = false;
-    if (!w->in_place)
+    if (!w->in_place && !w->local_planes)
         over |= mul_overflows(w->N * w->C, w->cstride, &copy) ||
                 add_overflows(copy, (int64_t)w->nv * w->lanes, &copy);
     if (w->by_channels)
@@ -268,6 +273,10 @@ void conv_describe(buf *b, const nest *ne)
         buf_printf(b, "%s%lld", i ? " x " : "", (long long)w->hq[i]);
     if (w->in_place)
         buf_puts(b, " planes read in place)\n");
+    else if (w->local_planes)
+        buf_printf(b, " planes x %lld per channel, copied per image and group into a local "
+                      "array)\n",
+                   (long long)(w->cstride / w->plane));
     else
         buf_printf(b, " planes x %lld per channel, copied into b%d)\n",
                    (long long)(w->cstride / w->plane), ne->pack);
