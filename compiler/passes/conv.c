@@ -18,7 +18,8 @@
  *     computed: on small images (7x7: 49 positions of 61 in the planes, 64 lanes) the packing
  *     pays for itself once a batch has a few images.
  * When nothing needs padding, dilating or splitting and x is a dense buffer, x is read in place
- * (a 1x1 convolution is then a plain product). The form and the tile's shape are those that
+ * (a 1x1 convolution is then a plain product; fuse.c lowers those whose positions fill the
+ * columns of tile.c's tiles as products of matrices, and only the others come here). The form and the tile's shape are those that
  * take the fewest cycles by a small model: the lanes computed, the FMA units' latency, the
  * loads per FMA, the store and the packing.
  *
