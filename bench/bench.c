@@ -577,17 +577,6 @@ typedef struct {
 
 static results res[W_COUNT];
 static bool measured[W_COUNT];
-static char notes[4096];
-
-static void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void note(const char *fmt, ...)
-{
-    size_t len = strlen(notes);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(notes + len, sizeof notes - len, fmt, ap);
-    va_end(ap);
-}
 
 static bool agree(double a, double b)
 {
@@ -1206,10 +1195,10 @@ int main(int argc, char **argv)
     for (int w = 0; w < W_COUNT; w++)
         if (measured[w])
             print_workload((workload)w);
-    if (notes[0])
+    if (notes()[0])
         out("Notes from this run (\"differs\": the result's checksum is off the exact one, "
             "computed in double, by more than 1e-2 relative):\n\n%s\n",
-            notes);
+            notes());
     if (with_latency)
         print_latency();
     print_targets(with_mem, with_latency);

@@ -75,3 +75,16 @@ void fill(float *a, int64_t count, int seed)
         a[i] = (float)((h >> 8) & 1023) / 512.0f - 1.0f;
     }
 }
+
+static char note_text[4096];
+
+void note(const char *fmt, ...)
+{
+    size_t len = strlen(note_text);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(note_text + len, sizeof note_text - len, fmt, ap);
+    va_end(ap);
+}
+
+const char *notes(void) { return note_text; }

@@ -22,4 +22,8 @@ void free_f32(float *p, int64_t count);
 /* The values the Python peers' fill() writes: a hash of the index mapped to [-1, 1). */
 void fill(float *a, int64_t count, int seed);
 
+/* Notes for the end of a report: note() appends (printf-style), notes() is all of them. */
+void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+const char *notes(void);
+
 #endif

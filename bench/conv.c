@@ -273,17 +273,6 @@ typedef struct row {
 static row rows[NW * 4 + 2];
 static int nrows;
 static double dot_gflops[2];
-static char notes[4096];
-
-static void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void note(const char *fmt, ...)
-{
-    size_t len = strlen(notes);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(notes + len, sizeof notes - len, fmt, ap);
-    va_end(ap);
-}
 
 /* The setup command of the peer for workload w at batch n. */
 static const char *peer_setup(peer *py, const workload *w, int64_t n)
@@ -441,7 +430,7 @@ int main(int argc, char **argv)
         printf("- the ResNet basic block compiled by the JIT (cache off) in %.0f ms (target: "
                "under 2000)\n",
                compile_ms);
-    if (notes[0])
-        printf("\nNotes:\n\n%s", notes);
+    if (notes()[0])
+        printf("\nNotes:\n\n%s", notes());
     return 0;
 }
