@@ -242,7 +242,7 @@ static const char *nm(ctx *c, const char *base) { return em_unique(&c->local, ba
 /* The C name of buffer b, noted as written into the C. */
 static const char *bufname(ctx *c, int32_t b)
 {
-    c->refd[b] = true;
+    em_ref(c, b);
     return c->bufname[b];
 }
 
@@ -780,13 +780,13 @@ static void emit_conv(ctx *c, int32_t k)
                 (long long)w->xoff);
     } else if (!w->local_planes) {
         em_line(c, "%s *restrict %s = (%s *)(ws + %lld);", T, xp, T, (long long)pb->offset);
-        c->ws_refd = true;
+        em_ref_ws(c);
         emit_copy(c, w, xp, w->packoff, NULL);
     }
     if (w->by_channels) {
         em_line(c, "%s *restrict %s = (%s *)(ws + %lld) + %lld;", T, wp, T, (long long)pb->offset,
                 (long long)w->packoff);
-        c->ws_refd = true;
+        em_ref_ws(c);
         emit_pack(c, w, wp);
         emit_tiles_by_channels(c, k, xp, wp);
     } else {
