@@ -53,7 +53,7 @@ void em_vec_helper(buf *b, int h)
 
 /* Kernels of at most this many taps run them as straight code, each with its offsets as
  * constants (no loop counter, no table: 3% of a 3x3 kernel's instructions); longer windows
- * loop over a table of offsets. */
+ * loop over the taps, axis by axis. */
 #define UNROLL_TAPS 64
 
 static const char *kernel_name(ctx *c, int32_t k, char *s, size_t n)
@@ -62,14 +62,52 @@ static const char *kernel_name(ctx *c, int32_t k, char *s, size_t n)
     return s;
 }
 
-/* The table of the taps' offsets (the loops that are not straight code read it). */
+/* The tables of the taps' offsets, one per axis of the window (a tap reads at the sum of its
+ * axes' entries: conv.c's tapoff[t]), for the loops over the taps (tap_loops): a window of
+ * 1000 x 1000 takes 2,000 entries, not a million. */
 static void emit_offsets(ctx *c, const wplan *w)
 {
-    buf_printf(c->b, "    static const int64_t off[%lld] = {", (long long)w->taps);
-    for (int64_t t = 0; t < w->taps; t++)
-        buf_printf(c->b, "%s%lld", t ? (t % 12 ? ", " : ",\n        ") : "",
-                   (long long)w->tapoff[t]);
-    buf_puts(c->b, "};\n");
+    const ir_window *win = w->win;
+    int64_t scale = 1; /* planes per phase of axis i: those of the axes after it */
+    int64_t sc[IR_MAX_SPATIAL];
+    for (int i = win->nsp - 1; i >= 0; i--) {
+        sc[i] = scale;
+        scale *= w->nph[i];
+    }
+    for (int i = 0; i < win->nsp; i++) {
+        buf_printf(c->b, "    static const int64_t off%d[%lld] = {", i, (long long)win->window[i]);
+        for (int64_t f = 0; f < win->window[i]; f++) {
+            int64_t u = f * win->dilation[i], k = 0;
+            while (w->ph[i][k] != u % win->stride[i])
+                k++;
+            buf_printf(c->b, "%s%lld", f ? (f % 12 ? ", " : ",\n        ") : "",
+                       (long long)(u / win->stride[i] * w->qst[i] + k * sc[i] * w->plane));
+        }
+        buf_puts(c->b, "};\n");
+    }
+}
+
+/* Opens the loops over the taps, row-major over the window's axes, at `indent`: inside, t is
+ * the tap and ot its offset (emit_offsets' tables); one brace to close. */
+static void tap_loops(ctx *c, const wplan *w, const char *indent)
+{
+    const ir_window *win = w->win;
+    int nsp = win->nsp;
+    buf_puts(c->b, indent);
+    for (int i = 0; i < nsp; i++)
+        buf_printf(c->b, "for (int64_t a%d = 0; a%d < %lld; a%d++) ", i, i,
+                   (long long)win->window[i], i);
+    buf_printf(c->b, "{\n%s    const int64_t t = ", indent);
+    for (int i = 0; i < nsp; i++) {
+        long long after = 1;
+        for (int j = i + 1; j < nsp; j++)
+            after *= win->window[j];
+        buf_printf(c->b, "%sa%d * %lld", i ? " + " : "", i, after);
+    }
+    buf_printf(c->b, ", ot = ");
+    for (int i = 0; i < nsp; i++)
+        buf_printf(c->b, "%soff%d[a%d]", i ? " + " : "", i, i);
+    buf_puts(c->b, ";\n");
 }
 
 /* The kernel of convolution nest k: out[ii * tj + jj] = sum over the group's input channels c
@@ -106,11 +144,11 @@ static void emit_kernel(ctx *c, int32_t k)
                cg, T, cs, taps);
     bool unroll = w->taps <= UNROLL_TAPS;
     if (!unroll)
-        buf_printf(b, "            for (int t = 0; t < %lld; t++) {\n", taps);
+        tap_loops(c, w, "            ");
     for (int64_t t = 0; t < (unroll ? w->taps : 1); t++) {
         char tt[32], ot[32];
         snprintf(tt, sizeof tt, unroll ? "%lld" : "t", (long long)t);
-        snprintf(ot, sizeof ot, unroll ? "%lld" : "off[t]", (long long)w->tapoff[t]);
+        snprintf(ot, sizeof ot, unroll ? "%lld" : "ot", (long long)w->tapoff[t]);
         buf_printf(b, "            %s const %s *restrict p = xc + %s;\n                const %s",
                    unroll ? "{" : "   ", T, ot, V);
         for (int j = 0; j < nv; j++)
@@ -129,17 +167,17 @@ static void emit_kernel(ctx *c, int32_t k)
         for (int j = 0; j < nv; j++)
             buf_printf(b, "        *(%s *)(out + %d) = s%d_%d;\n", V, i * tj + j * L, i, j);
     buf_puts(b, "        return;\n    }\n#endif\n");
+    buf_printf(b, "    for (int i = 0; i < %d; i++)\n        out[i] = 0;\n"
+                  "    for (int64_t c = 0; c < %lld; c++)\n", ti * tj, cg);
+    tap_loops(c, w, "        ");
     buf_printf(b,
-               "    for (int i = 0; i < %d; i++)\n        out[i] = 0;\n"
-               "    for (int64_t c = 0; c < %lld; c++)\n"
-               "        for (int t = 0; t < %lld; t++)\n"
                "            for (int ii = 0; ii < rows; ii++) {\n"
                "                const %s a = w[ii * %lld + c * %lld + t];\n"
-               "                const %s *restrict p = x + c * %lld + off[t];\n"
+               "                const %s *restrict p = x + c * %lld + ot;\n"
                "                for (int jj = 0; jj < lanes; jj++)\n"
                "                    out[ii * %d + jj] += a * p[jj];\n"
-               "            }\n}\n\n",
-               ti * tj, cg, taps, T, crs, taps, T, cs, tj);
+               "            }\n        }\n}\n\n",
+               T, crs, taps, T, cs, tj);
 }
 
 /* The kernel of convolution nest k with channels in lanes: out[ii * tj + jj] = sum over the
@@ -183,12 +221,11 @@ static void emit_kernel_by_channels(ctx *c, int32_t k)
                cg, T, taps * tj);
     bool unroll = w->taps <= UNROLL_TAPS;
     if (!unroll)
-        buf_printf(b, "        for (int t = 0; t < %lld; t++) {\n", taps);
-
+        tap_loops(c, w, "        ");
     for (int64_t t = 0; t < (unroll ? w->taps : 1); t++) {
         char tt[32], ot[32];
         snprintf(tt, sizeof tt, unroll ? "%lld" : "t", (long long)t);
-        snprintf(ot, sizeof ot, unroll ? "%lld" : "off[t]", (long long)w->tapoff[t]);
+        snprintf(ot, sizeof ot, unroll ? "%lld" : "ot", (long long)w->tapoff[t]);
         buf_printf(b, "        %s const int64_t o = c * %lld + %s;\n", unroll ? "{" : "   ", cs, ot);
         buf_printf(b, "            const %s *restrict p = wc + %s * %d;\n            const %s", T,
                    tt, tj, V);
@@ -209,16 +246,16 @@ static void emit_kernel_by_channels(ctx *c, int32_t k)
             buf_printf(b, "    *(%s *)(out + %d) = s%d_%d;\n", V, i * tj + j * L, i, j);
     buf_puts(b, "#else\n");
     emit_offsets(c, w);
+    buf_printf(b, "    for (int i = 0; i < %d; i++)\n        out[i] = 0;\n"
+                  "    for (int64_t c = 0; c < %lld; c++)\n", ti * tj, cg);
+    tap_loops(c, w, "        ");
     buf_printf(b,
-               "    for (int i = 0; i < %d; i++)\n        out[i] = 0;\n"
-               "    for (int64_t c = 0; c < %lld; c++)\n"
-               "        for (int t = 0; t < %lld; t++)\n"
                "            for (int ii = 0; ii < %d; ii++) {\n"
-               "                const %s a = x[q[ii] + c * %lld + off[t]];\n"
+               "                const %s a = x[q[ii] + c * %lld + ot];\n"
                "                for (int jj = 0; jj < %d; jj++)\n"
                "                    out[ii * %d + jj] += a * w[(c * %lld + t) * %d + jj];\n"
-               "            }\n#endif\n}\n\n",
-               ti * tj, cg, taps, ti, T, cs, tj, tj, taps, tj);
+               "            }\n        }\n#endif\n}\n\n",
+               ti, T, cs, tj, tj, taps, tj);
 }
 
 void em_window_kernels(ctx *c)
