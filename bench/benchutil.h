@@ -10,6 +10,8 @@
 #include <stdio.h>
 
 double now_s(void);
+/* The CPU time of the process (all its threads), in seconds. */
+double cpu_s(void);
 void sleep_ms(int ms);
 void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 /* The median of n values (sorts them). */
