@@ -585,22 +585,23 @@ static void emit_tile_store(ctx *c, const nest *ne, const char *n, const char *k
 }
 
 /* The indexes of tile t: image n, group g, tile of channels kt (of kn) and of positions pt (of
- * pn). The channels' tile runs innermost (a tile of positions stays in the cache for all of
- * them), or with filters_outer the positions' (a tile of channels' filters stays in the cache
- * for every image and position). */
+ * pn). The images run outermost (an image's planes stay in the cache for all its tiles); then
+ * the channels' tile runs innermost (a tile of positions stays in the cache for all of them),
+ * or with filters_outer the positions' (a tile of channels' filters stays in the cache for
+ * every position). */
 static void emit_tile_indexes(ctx *c, const wplan *w, const char *t, const char *n, const char *g,
                               const char *kt, const char *pt, long long kn, long long pn)
 {
-    long long N = w->N, G = w->G;
+    long long G = w->G;
     if (!w->filters_outer) {
         em_line(c, "const int64_t %s = %s %% %lld, %s = %s / %lld %% %lld;", kt, t, kn, pt, t, kn,
                 pn);
         em_line(c, "const int64_t %s = %s / %lld %% %lld, %s = %s / %lld;", g, t, kn * pn, G, n, t,
                 kn * pn * G);
     } else {
-        em_line(c, "const int64_t %s = %s %% %lld, %s = %s / %lld %% %lld;", pt, t, pn, n, t, pn, N);
-        em_line(c, "const int64_t %s = %s / %lld %% %lld, %s = %s / %lld;", kt, t, pn * N, kn, g, t,
-                pn * N * kn);
+        em_line(c, "const int64_t %s = %s %% %lld, %s = %s / %lld %% %lld;", pt, t, pn, kt, t, pn, kn);
+        em_line(c, "const int64_t %s = %s / %lld %% %lld, %s = %s / %lld;", g, t, pn * kn, G, n, t,
+                pn * kn * G);
     }
 }
 
