@@ -15,6 +15,7 @@ Pure Python over libnest.so (ctypes) and numpy; docs/python.md is the guide.
 from ._capi import NestError
 from .axes import Axes, Axis, AxisError, make_axes, make_axis
 from .computation import Computation, computation
+from .conv import avg_pool, convolution, max_pool
 from .graph import Tensor
 from .nn import gather, one_hot, pad, topk
 from .onnx import load_onnx
@@ -45,5 +46,5 @@ __all__ = [
     "cross_entropy_multi", "axes_with_order", "transpose", "broadcast", "cast_axes",
     "flatten_axes", "unflatten_axes", "tensor_slice", "concat_along_axis", "reverse",
     # models
-    "one_hot", "gather", "topk", "pad",
+    "one_hot", "gather", "topk", "pad", "convolution", "max_pool", "avg_pool",
 ]

@@ -148,6 +148,11 @@ _SIGNATURES = {
     "nest_evaluate_state": (ctypes.c_int, [_vp, _vp, _vp, ctypes.c_int, _vp, ctypes.c_int]),
     # as nest_call: raw pointer arrays, no argtypes conversion
     "nest_call_state": (ctypes.c_int, None),
+    # windows: x, w, strides, dilation, pad_below, pad_above, data_dilation, groups
+    "nest_convolution": (ctypes.c_int32, [_vp, ctypes.c_int32, ctypes.c_int32] +
+                         [_c_int64_p] * 5 + [ctypes.c_int64]),
+    "nest_max_pool": (ctypes.c_int32, [_vp, ctypes.c_int32] + [_c_int64_p] * 4),
+    "nest_avg_pool": (ctypes.c_int32, [_vp, ctypes.c_int32] + [_c_int64_p] * 4 + [ctypes.c_int]),
     "nest_pad": (ctypes.c_int32, [_vp, ctypes.c_int32, ctypes.c_int32, _c_int64_p, _c_int64_p,
                                   _c_int64_p]),
     "nest_replace_slice": (ctypes.c_int32, [_vp, ctypes.c_int32, ctypes.c_int32, _c_int64_p,

@@ -1,5 +1,5 @@
-"""The ops of models, by axis name: one_hot, gather (embeddings), topk, pad, and the ops over
-axis roles (convolution and pooling, when the C library has them).
+"""The ops of models, by axis name: one_hot, gather (embeddings), topk, pad (convolution and
+pooling, by axis roles, are conv.py).
 
 Each names the axes it works on; the lowering finds their positions and calls nest's
 positional op.
