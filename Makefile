@@ -43,7 +43,8 @@ COMMON_SRC   := common/util.c
 COMPILER_SRC := compiler/graph/types.c compiler/graph/ir.c compiler/graph/print.c \
                 compiler/graph/interp.c \
                 compiler/front/api.c compiler/front/parse.c \
-                compiler/front/onnx_read.c compiler/front/onnx_ops.c \
+                compiler/front/onnx_read.c compiler/front/onnx_ops.c compiler/front/onnx_math.c \
+                compiler/front/onnx_shape.c compiler/front/onnx_nn.c \
                 compiler/passes/layout.c compiler/passes/fuse.c compiler/passes/rows.c \
                 compiler/passes/flatten.c compiler/passes/tile.c compiler/passes/memplan.c \
                 compiler/emit/emit_text.c compiler/emit/emit_loops.c compiler/emit/emit_c.c \
@@ -97,8 +98,8 @@ $(B)/obj/gen/onnx.pb-c.o: $(GEN)/onnx.pb-c.c $(GEN)/onnx.pb-c.h
 	$(Q)$(CC) $(NCFLAGS) $(CFLAGS) -I$(GEN) -c $< -o $@
 
 $(B)/obj/compiler/front/onnx_%.o: NCFLAGS += -I$(GEN)
-$(B)/obj/compiler/front/onnx_read.o $(B)/obj/compiler/front/onnx_ops.o: compiler/front/onnx.h \
-    $(GEN)/onnx.pb-c.h
+ONNX_OBJ := $(patsubst %,$(B)/obj/compiler/front/onnx_%.o,read ops math shape nn)
+$(ONNX_OBJ): compiler/front/onnx.h compiler/front/onnx_ops.def $(GEN)/onnx.pb-c.h
 
 # The loader falls back to the shim where this build put it.
 $(B)/obj/runtime/loader.o: NCFLAGS += -DNEST_JIT_PATH="\"$(abspath $(JITLIB))\""

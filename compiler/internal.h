@@ -191,13 +191,16 @@ struct nest_module {
 #define PARSE_MAX_DEPTH 1000
 
 /* ---------------------------------------------------------------------------------------------
- * front/onnx_read.c, front/onnx_ops.c: ONNX import (nest_import_onnx of nest.h)
+ * front/onnx_read.c, onnx_ops.c, onnx_math.c, onnx_shape.c, onnx_nn.c: ONNX import
+ * (nest_import_onnx of nest.h)
  * ------------------------------------------------------------------------------------------- */
 
 /* onnx_read.c reads the protobuf (protobuf-c over onnx.proto, generated at build time into
  * build/gen), checks the graph and builds the function node by node, folding the nodes whose
- * inputs are known; onnx_ops.c holds one lowering per operator. What the two share is in
- * front/onnx.h, which only they include. */
+ * inputs are known; onnx_ops.c holds what the lowerings share and the table of operators
+ * (front/onnx_ops.def, one line per operator); onnx_math.c (element-wise), onnx_shape.c
+ * (constants, shapes, views) and onnx_nn.c (reductions, products, normalization, pooling) hold
+ * one lowering per operator. What they share is in front/onnx.h, which only they include. */
 
 /* ---------------------------------------------------------------------------------------------
  * graph/print.c: canonical text and Graphviz

@@ -1,7 +1,9 @@
 /*
- * onnx.h - what the ONNX importer's two files share: onnx_read.c reads the protobuf, checks the
- * graph, decodes tensors and walks the nodes in order; onnx_ops.c lowers each operator to nest
- * ops. The protobuf structs come from onnx.proto through protoc-c (build/gen/onnx.pb-c.h).
+ * onnx.h - what the ONNX importer's files share: onnx_read.c reads the protobuf, checks the
+ * graph, decodes tensors and walks the nodes in order; onnx_ops.c holds what the lowerings share
+ * and the table of operators (onnx_ops.def); onnx_math.c, onnx_shape.c and onnx_nn.c lower
+ * each operator to nest ops. The protobuf structs come from onnx.proto through protoc-c
+ * (build/gen/onnx.pb-c.h).
  */
 #ifndef NEST_ONNX_H
 #define NEST_ONNX_H
@@ -78,13 +80,59 @@ int ox_known_ints(ox *c, int i, int64_t *out, int max);
 
 /* ---- onnx_ops.c ---- */
 
+/* The value v of the function being built. */
+static inline const ir_node *ox_node(const ox *c, nest_value v) { return &c->f->nodes[v]; }
+static inline int ox_type(const ox *c, nest_value v) { return ox_node(c, v)->etype; }
+static inline int ox_rank(const ox *c, nest_value v) { return ox_node(c, v)->rank; }
+static inline const int64_t *ox_shape(const ox *c, nest_value v) { return ox_node(c, v)->shape; }
+/* The product of a shape. */
+static inline int64_t ox_count(int rank, const int64_t *shape)
+{
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++)
+        n *= shape[i];
+    return n;
+}
+
+/* Returns NEST_ERR_ARG from a lowering when a value could not be made (the error is on c->f
+ * or the model). */
+#define OX_CHECK(v)                                                                            \
+    do {                                                                                       \
+        if ((v) == NEST_NONE)                                                                  \
+            return NEST_ERR_ARG;                                                               \
+    } while (0)
+
+/* Constants filling a shape with one value: of a type and shape, or like v. */
+nest_value ox_full(ox *c, int etype, double value, int rank, const int64_t *shape);
+nest_value ox_full_like(ox *c, nest_value v, double value);
+/* An axis in [-rank, rank) made positive; -1 with the error when out of range. */
+int ox_axis(ox *c, int64_t axis, int rank, const char *what);
+/* Views that are no-ops when nothing changes (then v itself): to a shape, by an axis order, one
+ * axis sliced. Each passes NEST_NONE through. */
+nest_value ox_reshape(ox *c, nest_value v, int rank, const int64_t *shape);
+nest_value ox_transpose(ox *c, nest_value v, const int64_t *perm);
+nest_value ox_slice_axis(ox *c, nest_value x, int axis, int64_t lo, int64_t hi, int64_t step);
+/* v broadcast to `shape` by numpy's rule: a reshape drops the stretched dims of extent 1, then
+ * an explicit broadcast. */
+nest_value ox_bcast_to(ox *c, nest_value v, int rank, const int64_t *shape);
+/* Inputs 0..n-1 into v, broadcast to their common shape; NEST_OK or the error. */
+int ox_inputs_bcast(ox *c, int n, nest_value *v);
+/* The axes of Squeeze, Unsqueeze and the reductions: the attribute before `input_opset`, the
+ * input `index` from it. Returns the count, -1 when not given, -2 on an error. */
+int ox_axes_arg(ox *c, int input_opset, int index, int64_t *axes);
+
 typedef int (*ox_lower_fn)(ox *c);
 /* The lowering of an operator of the default domain, or NULL if it is not supported. */
 ox_lower_fn ox_lookup(const char *op_type);
 /* Appends the supported operators, comma-separated. */
 void ox_supported(buf *b);
-/* Whether the operator has a value that cannot be known at import (none of the supported
- * ones: each is a function of its inputs). */
-bool ox_foldable(const char *op_type);
+
+/* ---- onnx_math.c, onnx_shape.c, onnx_nn.c: one lowering per operator (onnx_ops.def) ---- */
+
+/* Reads the node's inputs and attributes, builds its outputs in c->out; NEST_OK or the error
+ * recorded on the node. */
+#define OX(name, fn) int ox_op_##fn(ox *c);
+#include "onnx_ops.def"
+#undef OX
 
 #endif /* NEST_ONNX_H */

@@ -652,7 +652,7 @@ static int lower_node(ox_model *m, const Onnx__NodeProto *n)
     for (size_t i = 0; i < n->n_output; i++)
         out[i] = NEST_NONE;
     nest_function *scratch = NULL;
-    if (all_known && ox_foldable(op)) {
+    if (all_known) {
         if (!(scratch = nest_function_new("fold")))
             return model_err(m, NEST_ERR_NOMEM, "out of memory");
         c.f = scratch;
