@@ -41,7 +41,7 @@ GEN        := $(B)/gen
 # front/, passes/, emit/); the runtime turns C text into code; the driver joins the two.
 COMMON_SRC   := common/util.c
 COMPILER_SRC := compiler/graph/types.c compiler/graph/ir.c compiler/graph/print.c \
-                compiler/graph/interp.c \
+                compiler/graph/interp.c compiler/graph/prune.c \
                 compiler/front/api.c compiler/front/parse.c \
                 compiler/front/onnx_read.c compiler/front/onnx_ops.c compiler/front/onnx_math.c \
                 compiler/front/onnx_shape.c compiler/front/onnx_nn.c \

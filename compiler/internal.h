@@ -176,6 +176,15 @@ int ir_check_name(nest_function *f, const char *what, const char *name);
 bool ir_verify(const nest_function *f);
 
 /* ---------------------------------------------------------------------------------------------
+ * graph/prune.c: dead nodes
+ * ------------------------------------------------------------------------------------------- */
+
+/* Removes the nodes that no result depends on (parameters stay: they are the arguments) from a
+ * function that has returned, renumbering the others in order (operands, GET targets,
+ * parameters, results). Returns how many went; 0 also when out of memory (f unchanged). */
+int32_t ir_prune(nest_function *f);
+
+/* ---------------------------------------------------------------------------------------------
  * front/parse.c: the text form
  * ------------------------------------------------------------------------------------------- */
 

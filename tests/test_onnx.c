@@ -2,7 +2,8 @@
  * test_onnx.c - the ONNX importer on models built here with protobuf-c: values against closed
  * forms, weights as data in the AOT .so, external data, and the errors of bad files (garbage,
  * truncation, unknown opsets and operators, missing inputs, cycles, named dims, hostile paths).
- * The operators themselves are tested by the ONNX backend node tests (tests/onnx_cases.c).
+ * The operators themselves are tested by the ONNX backend node tests (tests/onnx_cases.c). The
+ * clean-up after import (ir_prune) is tested here too.
  */
 #include <dlfcn.h>
 #include <math.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include "testutil.h"
+#include "internal.h"
 #include "onnx.pb-c.h"
 
 /* ---- building models ---- */
@@ -352,6 +354,70 @@ static void test_unsorted(void **state)
     nest_function_free(f);
 }
 
+/* A Shape folded at import leaves no node behind: y = Reshape(Relu(x), Shape(x)) is the relu
+ * alone. */
+static void test_no_dead_nodes(void **state)
+{
+    (void)state;
+    model md;
+    model_init(&md, 13);
+    input(&md, "x", 2, (const int64_t[]){2, 3});
+    node(&md, "Shape", "x", NULL, "s");
+    node(&md, "Relu", "x", NULL, "r");
+    node(&md, "Reshape", "r", "s", "y");
+    output(&md, "y");
+    nest_function *f = import_model(&md, NULL);
+    assert_int_equal(nest_errcode(f), NEST_OK);
+    char *text = nest_print(&f, 1);
+    assert_non_null(text);
+    if (strstr(text, "i64") || strstr(text, "reshape"))
+        fail_msg("dead nodes are left:\n%s", text);
+    nest_string_free(text);
+    float x[6] = {-1, 2, -3, 4, -5, 6}, got[6], want[6] = {0, 2, 0, 4, 0, 6};
+    void *args[1] = {x}, *res[1] = {got};
+    assert_ok(f, nest_evaluate(f, args, 1, res, 1));
+    assert_exact(NEST_F32, got, want, 6);
+    nest_function_free(f);
+}
+
+/* ir_prune on a graph with dead values, tuples and GETs: the live ones keep their values and
+ * names, the parameters stay (even unused), the results are those of before. */
+static void test_prune(void **state)
+{
+    (void)state;
+    int64_t s3[1] = {3};
+    nest_function *f = nest_function_new("p");
+    nest_value a = nest_parameter(f, "a", NEST_F32, 1, s3, NEST_ROW_MAJOR);
+    nest_parameter(f, "unused", NEST_F32, 1, s3, NEST_ROW_MAJOR);
+    nest_value e = nest_exp(f, a);                                /* dead */
+    nest_value sq = nest_multiply(f, a, a);
+    nest_value t = nest_tuple(f, 2, (nest_value[]){sq, a});
+    nest_value t2 = nest_tuple(f, 2, (nest_value[]){e, sq});      /* dead */
+    nest_get(f, t2, 1);                                           /* dead */
+    nest_value g = nest_get(f, t, 0);
+    nest_value r = nest_negative(f, g);
+    assert_ok(f, nest_set_name(f, r, "neg"));
+    assert_ok(f, nest_return(f, 2, (nest_value[]){r, t}, NULL));
+    assert_int_equal(f->nnodes, 9);
+    assert_int_equal(ir_prune(f), 3);
+    assert_int_equal(f->nnodes, 6);
+    assert_int_equal(ir_prune(f), 0);
+    assert_int_equal(nest_param_count(f), 2);
+    assert_int_equal(nest_result_count(f), 3);
+    char *text = nest_print(&f, 1);
+    assert_non_null(text);
+    if (!strstr(text, "neg = negative(") || strstr(text, "exp("))
+        fail_msg("after pruning:\n%s", text);
+    nest_string_free(text);
+    float x[3] = {1, -2, 3}, u[3] = {0}, r0[3], r1[3], r2[3];
+    void *args[2] = {x, u}, *res[3] = {r0, r1, r2};
+    assert_ok(f, nest_evaluate(f, args, 2, res, 3));
+    assert_exact(NEST_F32, r0, ((float[]){-1, -4, -9}), 3);
+    assert_exact(NEST_F32, r1, ((float[]){1, 4, 9}), 3);
+    assert_exact(NEST_F32, r2, x, 3);
+    nest_function_free(f);
+}
+
 /* 64K floats of weights: no literals in the C; the .so carries them and computes right. */
 static void test_weights_are_data(void **state)
 {
@@ -484,6 +550,8 @@ int main(void)
         cmocka_unit_test(test_unsupported_operator),
         cmocka_unit_test(test_graph_errors),
         cmocka_unit_test(test_unsorted),
+        cmocka_unit_test(test_no_dead_nodes),
+        cmocka_unit_test(test_prune),
         cmocka_unit_test(test_weights_are_data),
         cmocka_unit_test(test_external_data),
     };

@@ -694,11 +694,6 @@ static int lower_node(ox_model *m, const Onnx__NodeProto *n)
         if (r->op == OP_CONSTANT) {
             k->count = r->a.constant.count;
             memcpy(k->data, r->a.constant.data, (size_t)k->count * nest_type_size((nest_type)k->etype));
-            if (!scratch && out[i] == m->f->nnodes - 1) {
-                /* the node just made (Shape's): taken back, made again where it is used */
-                m->f->nnodes--;
-                e->v = NEST_NONE;
-            }
         } else { /* in the scratch function */
             nest_value rv = out[i];
             void *res[1] = {k->data};
@@ -836,6 +831,9 @@ static int import_graph(ox_model *m)
     }
     if (st == NEST_OK && nest_return(m->f, (int)g->n_output, res, NULL) != NEST_OK)
         st = model_err(m, m->f->status, "the results: %s", nest_errmsg(m->f));
+    /* what only folded nodes used (a Shape's constant, weights rewritten at import) goes */
+    if (st == NEST_OK)
+        ir_prune(m->f);
     free(res);
     return st;
 }
