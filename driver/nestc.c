@@ -296,7 +296,7 @@ static int act(nest_function *const *fns, int n, const action *ac, const nest_op
 static int onnx_main(const char *file, const char *name, const nest_dim *dims, int ndims,
                      const action *ac, const nest_options *opts)
 {
-    nest_onnx_options o = {name, dims, ndims, NULL};
+    nest_onnx_options o = {.name = name, .dims = dims, .ndims = ndims};
     nest_function *f = nest_import_onnx(file, &o);
     if (!f) {
         fprintf(stderr, "nestc: out of memory\n");

@@ -221,7 +221,7 @@ static void test_named_dims(void **state)
     nest_function_free(f);
     /* N = 2 fits the weight; N = 3 does not broadcast */
     nest_dim d = {"N", 2};
-    nest_onnx_options o = {"relu_net", &d, 1, NULL};
+    nest_onnx_options o = {.name = "relu_net", .dims = &d, .ndims = 1};
     f = import_model(&md, &o);
     assert_int_equal(nest_errcode(f), NEST_OK);
     assert_string_equal(nest_function_name(f), "relu_net");
@@ -354,6 +354,82 @@ static void test_unsorted(void **state)
     nest_function_free(f);
 }
 
+/* A graph input given a value at import: y = Reshape(x, shape) with shape a graph input. */
+static void test_fixed_inputs(void **state)
+{
+    (void)state;
+    model md;
+    model_init(&md, 13);
+    input(&md, "x", 2, (const int64_t[]){2, 3});
+    input(&md, "shape", 1, (const int64_t[]){2});
+    md.tt[md.ntypes - 1].elem_type = 7; /* int64 */
+    node(&md, "Reshape", "x", "shape", "y");
+    output(&md, "y");
+    nest_function *f = import_model(&md, NULL);
+    assert_msg(f, NEST_ERR_ARG, "input 2 ('shape') must be known at import");
+    nest_function_free(f);
+
+    int64_t to[2] = {3, 2}, two = 2;
+    nest_onnx_input in = {"shape", NEST_I64, 1, &two, to};
+    nest_onnx_options o = {.inputs = &in, .ninputs = 1};
+    f = import_model(&md, &o);
+    assert_int_equal(nest_errcode(f), NEST_OK);
+    assert_int_equal(nest_param_count(f), 1); /* x alone */
+    nest_value r = nest_result(f, 0);
+    assert_int_equal(nest_value_rank(f, r), 2);
+    assert_int_equal(nest_value_shape(f, r)[0], 3);
+    assert_int_equal(nest_value_shape(f, r)[1], 2);
+    float x[6] = {1, 2, 3, 4, 5, 6}, got[6];
+    void *args[1] = {x}, *res[1] = {got};
+    assert_ok(f, nest_evaluate(f, args, 1, res, 1));
+    assert_exact(NEST_F32, got, x, 6);
+    nest_function_free(f);
+
+    /* the value must agree with the declaration, and name a graph input */
+    in.type = NEST_I32;
+    f = import_model(&md, &o);
+    assert_msg(f, NEST_ERR_TYPE, "graph input 'shape' is declared int64; the value given is i32");
+    nest_function_free(f);
+    in.type = NEST_I64;
+    in.rank = 0;
+    f = import_model(&md, &o);
+    assert_msg(f, NEST_ERR_TYPE, "the value given for graph input 'shape' has shape [], not the "
+                                 "declared one");
+    nest_function_free(f);
+    in.rank = 1;
+    in.name = "y";
+    f = import_model(&md, &o);
+    assert_msg(f, NEST_ERR_ARG, "a value is given for 'y', which is not a graph input");
+    nest_function_free(f);
+    in.name = "shape";
+    in.data = NULL;
+    f = import_model(&md, &o);
+    assert_msg(f, NEST_ERR_ARG, "the value given for graph input 'shape' has no data");
+    nest_function_free(f);
+    o.ninputs = -1;
+    f = import_model(&md, &o);
+    assert_msg(f, NEST_ERR_ARG, "ninputs is negative");
+    nest_function_free(f);
+
+    /* an initializer listed as an input is a default the given value replaces */
+    add_relu(&md, 13, 2);
+    input(&md, "w", 2, (const int64_t[]){2, 3});
+    float w2[6] = {10, 10, 10, 10, 10, 10}, want[6];
+    int64_t s23[2] = {2, 3};
+    nest_onnx_input iw = {"w", NEST_F32, 2, s23, w2};
+    nest_onnx_options ow = {.inputs = &iw, .ninputs = 1};
+    f = import_model(&md, &ow);
+    assert_int_equal(nest_errcode(f), NEST_OK);
+    assert_int_equal(nest_param_count(f), 1);
+    float x2[6] = {-20, 0, 1, -5, 2, -11};
+    for (int i = 0; i < 6; i++)
+        want[i] = fmaxf(x2[i] + 10, 0);
+    args[0] = x2;
+    assert_ok(f, nest_evaluate(f, args, 1, res, 1));
+    assert_exact(NEST_F32, got, want, 6);
+    nest_function_free(f);
+}
+
 /* A Shape folded at import leaves no node behind: y = Reshape(Relu(x), Shape(x)) is the relu
  * alone. */
 static void test_no_dead_nodes(void **state)
@@ -432,7 +508,7 @@ static void test_weights_are_data(void **state)
     init(&md, "fc.weight", 2, (const int64_t[]){K, M}, w);
     node(&md, "MatMul", "x", "fc.weight", "y");
     output(&md, "y");
-    nest_onnx_options o = {"fc", NULL, 0, NULL};
+    nest_onnx_options o = {.name = "fc"};
     nest_function *f = import_model(&md, &o);
     assert_int_equal(nest_errcode(f), NEST_OK);
     char *c = nest_emit(&f, 1, NEST_EMIT_C, NULL);
@@ -524,7 +600,7 @@ static void test_external_data(void **state)
     nest_function_free(f);
     /* a location outside the folder is refused */
     kv[0].value = "../w.bin";
-    nest_onnx_options o = {NULL, NULL, 0, dir};
+    nest_onnx_options o = {.data_dir = dir};
     f = import_model(&md, &o);
     assert_msg(f, NEST_ERR_ARG, "is not a plain path inside the model's folder");
     nest_function_free(f);
@@ -550,6 +626,7 @@ int main(void)
         cmocka_unit_test(test_unsupported_operator),
         cmocka_unit_test(test_graph_errors),
         cmocka_unit_test(test_unsorted),
+        cmocka_unit_test(test_fixed_inputs),
         cmocka_unit_test(test_no_dead_nodes),
         cmocka_unit_test(test_prune),
         cmocka_unit_test(test_weights_are_data),

@@ -254,14 +254,19 @@ int ox_op_identity(ox *c)
     return NEST_OK;
 }
 
+/* Dropout in inference is the identity; in training mode too when the ratio is 0 (otherwise it
+ * draws random numbers, which nest does not). */
 int ox_op_dropout(ox *c)
 {
     if (c->opset >= 12 && ox_has(c, 2)) {
-        const ox_tensor *t = ox_known(c, 2);
+        const ox_tensor *t = ox_known(c, 2), *r = NULL;
         if (!t)
             return NEST_ERR_ARG;
-        if (ox_int_at(t, 0))
-            return ox_err(c, NEST_ERR_ARG, "training mode is not supported (inference only)");
+        if (ox_int_at(t, 0) && ox_has(c, 1) && !(r = ox_known(c, 1)))
+            return NEST_ERR_ARG;
+        if (ox_int_at(t, 0) && (!r || ox_float_at(r, 0) != 0))
+            return ox_err(c, NEST_ERR_ARG, "training mode is not supported (inference only) "
+                          "unless the ratio is 0");
     }
     if (c->opset < 7 && ox_attr_int(c, "is_test", 1) == 0)
         return ox_err(c, NEST_ERR_ARG, "training mode is not supported (inference only)");

@@ -710,12 +710,96 @@ static int lower_node(ox_model *m, const Onnx__NodeProto *n)
     return st;
 }
 
+/* The value the options give a graph input, or NULL. */
+static const nest_onnx_input *fixed_input(const ox_model *m, const char *name)
+{
+    for (int i = 0; m->opts && i < m->opts->ninputs; i++)
+        if (m->opts->inputs[i].name && strcmp(m->opts->inputs[i].name, name) == 0)
+            return &m->opts->inputs[i];
+    return NULL;
+}
+
+/* A graph input's given value as a known tensor, checked against its declared type and shape
+ * (a named dim takes any size); NULL with the error. */
+static ox_tensor *fixed_value(ox_model *m, const Onnx__ValueInfoProto *vi,
+                              const nest_onnx_input *fix)
+{
+    const char *name = vi->name;
+    int64_t count = 1;
+    if ((unsigned)fix->type > NEST_BOOL || fix->rank < 0 || fix->rank > NEST_MAX_RANK ||
+        (fix->rank > 0 && !fix->shape)) {
+        model_err(m, NEST_ERR_ARG, "the value given for graph input '%.200s' has an invalid "
+                  "type or rank", name);
+        return NULL;
+    }
+    for (int i = 0; i < fix->rank; i++) {
+        if (fix->shape[i] < 0 || mul_overflows(count, fix->shape[i], &count) ||
+            count > IR_MAX_BYTES / 8) {
+            model_err(m, NEST_ERR_ARG, "the value given for graph input '%.200s': dimension %d "
+                      "is %lld", name, i, (long long)fix->shape[i]);
+            return NULL;
+        }
+    }
+    if (count > 0 && !fix->data) {
+        model_err(m, NEST_ERR_ARG, "the value given for graph input '%.200s' has no data", name);
+        return NULL;
+    }
+    const Onnx__TypeProto *t = vi->type;
+    if (t && t->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE && t->tensor_type) {
+        const Onnx__TypeProto__Tensor *tt = t->tensor_type;
+        if (tt->has_elem_type && dt_type(tt->elem_type) != (int)fix->type) {
+            model_err(m, NEST_ERR_TYPE, "graph input '%.200s' is declared %s; the value given "
+                      "is %s", name, dt_name(tt->elem_type), nest_type_name(fix->type));
+            return NULL;
+        }
+        const Onnx__TensorShapeProto *sh = tt->shape;
+        bool fits = !sh || sh->n_dim == (size_t)fix->rank;
+        for (size_t i = 0; fits && sh && i < sh->n_dim; i++)
+            fits = sh->dim[i]->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE ||
+                   sh->dim[i]->dim_value == fix->shape[i];
+        if (!fits) {
+            buf b = {0};
+            ir_format_shape(&b, fix->rank, fix->shape);
+            char *given = buf_finish(&b);
+            model_err(m, NEST_ERR_TYPE, "the value given for graph input '%.200s' has shape %s, "
+                      "not the declared one", name, given ? given : "?");
+            free(given);
+            return NULL;
+        }
+    }
+    size_t bytes = (size_t)count * nest_type_size(fix->type);
+    ox_tensor *k = arena_alloc(&m->a, sizeof *k);
+    if (!k || !(k->data = arena_alloc(&m->a, bytes + 1))) {
+        model_err(m, NEST_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    k->etype = (int)fix->type;
+    k->rank = fix->rank;
+    memcpy(k->shape, fix->shape, (size_t)fix->rank * sizeof *k->shape);
+    k->count = count;
+    if (bytes)
+        memcpy(k->data, fix->data, bytes);
+    if (fix->type == NEST_BOOL)
+        for (int64_t i = 0; i < count; i++)
+            ((uint8_t *)k->data)[i] = ((uint8_t *)k->data)[i] != 0;
+    return k;
+}
+
 static int import_graph(ox_model *m)
 {
     const Onnx__ModelProto *mp = m->proto;
     const Onnx__GraphProto *g = mp->graph;
     if (!g)
         return model_err(m, NEST_ERR_ARG, "the model has no graph");
+    for (int i = 0; m->opts && i < m->opts->ninputs; i++) {
+        const char *name = m->opts->inputs[i].name;
+        bool found = false;
+        for (size_t j = 0; name && !found && j < g->n_input; j++)
+            found = g->input[j]->name && strcmp(g->input[j]->name, name) == 0;
+        if (!found)
+            return model_err(m, NEST_ERR_ARG, "a value is given for '%.200s', which is not a "
+                             "graph input", name ? name : "(NULL)");
+    }
     m->opset = -1;
     for (size_t i = 0; i < mp->n_opset_import; i++) {
         const Onnx__OperatorSetIdProto *o = mp->opset_import[i];
@@ -749,10 +833,18 @@ static int import_graph(ox_model *m)
         ox_entry *e = entry(m, vi->name, true);
         if (!e)
             return model_err(m, NEST_ERR_NOMEM, "out of memory");
-        if (e->defined && e->init)
-            continue; /* an initializer listed as an input (IR version 3): a weight */
-        if (e->defined)
+        if (e->defined && !e->init)
             return model_err(m, NEST_ERR_ARG, "graph input '%.200s' is given twice", vi->name);
+        const nest_onnx_input *fix = fixed_input(m, vi->name);
+        if (fix) {
+            if (!(e->k = fixed_value(m, vi, fix)))
+                return m->f->status;
+            e->init = NULL;
+            e->defined = true;
+            continue;
+        }
+        if (e->defined)
+            continue; /* an initializer listed as an input (IR version 3): a weight */
         int etype = 0, rank = 0;
         int64_t shape[NEST_MAX_RANK];
         int st = value_type(m, vi, "graph input", &etype, &rank, shape);
@@ -874,8 +966,9 @@ static nest_function *import(const void *data, size_t len, const char *file, con
     if (!f || f->status != NEST_OK)
         return f;
     ox_model m = {.f = f, .file = file, .dir = dir, .opts = opts};
-    if (opts && opts->ndims < 0) {
-        model_err(&m, NEST_ERR_ARG, "ndims is negative");
+    if (opts && (opts->ndims < 0 || opts->ninputs < 0 || (opts->ndims > 0 && !opts->dims) ||
+                 (opts->ninputs > 0 && !opts->inputs))) {
+        model_err(&m, NEST_ERR_ARG, "ndims or ninputs is negative, or its array is NULL");
         return f;
     }
     if (!data && len) {

@@ -472,7 +472,10 @@ int ox_op_pad(ox *c)
         n = ox_attr_ints(c, "pads", pads, 2 * R);
         value = ox_attr_float(c, "value", 0);
     } else {
-        n = ox_known_ints(c, 1, pads, 2 * R);
+        if (!ox_has(c, 1))
+            return ox_err(c, NEST_ERR_ARG, "needs pads");
+        if ((n = ox_known_ints(c, 1, pads, 2 * R)) < 0)
+            return NEST_ERR_ARG;
         if (ox_has(c, 2)) {
             const ox_tensor *v = ox_known(c, 2);
             if (!v)
