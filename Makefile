@@ -4,7 +4,8 @@
 #   make test       install missing Debian packages (or say how), build, run the test suite
 #   make sanitize   the test suite built with -fsanitize=address,undefined, run
 #   make demo       compile and run the samples, show the generated C
-#   make bench      nest against numpy, numexpr, Eigen, OpenBLAS and hand-fused C
+#   make bench      nest against numpy, numexpr, Eigen, OpenBLAS and hand-fused C, and whole
+#                   models against PyTorch (make bench-models: that table alone)
 #   make fuzz       the long randomized differential run (runs fuzz-parse first)
 #   make fuzz-random  random graphs, JIT against the interpreter: NEST_FUZZ_COUNT graphs
 #                   (default 20000) from seed NEST_FUZZ_SEED (default: the time)
@@ -70,7 +71,7 @@ JITFLAGS  := -isystem $(LLVM)/include $(shell $(LLVM)/bin/llvm-config --cxxflags
 JITLIBS   := -L$(LLVM)/lib -lclang-cpp -lLLVM-14 -Wl,-rpath,$(LLVM)/lib -Wl,--no-undefined
 
 PHONY_ONNX := run-onnx fuzz-onnx
-.PHONY: $(PHONY_ONNX) all test sanitize demo bench fuzz fuzz-parse fuzz-random deps install clean check-deps run-tests
+.PHONY: $(PHONY_ONNX) all test sanitize demo bench bench-models fuzz fuzz-parse fuzz-random deps install clean check-deps run-tests
 .DELETE_ON_ERROR:
 
 all: $(B)/lib/libnest.a $(B)/lib/libnest.so $(BINDIR)/nestc $(JITLIB)
@@ -281,7 +282,7 @@ BENCH_CXX     ?= clang++-14
 BENCH_JITFLAGS := -O3 -march=native -mtune=generic -fPIC -fopenmp-simd -fopenmp -fno-math-errno \
                   -fveclib=libmvec
 BENCH_BIN     := $(B)/bench/bench $(B)/bench/trivial_plain $(B)/bench/trivial_nest \
-                 $(B)/bench/crosscheck
+                 $(B)/bench/crosscheck $(B)/bench/models_run
 
 $(B)/bench/handfused.o: bench/handfused.c bench/handfused.h
 	@mkdir -p $(dir $@)
@@ -308,6 +309,11 @@ $(B)/bench/crosscheck: bench/crosscheck.c bench/handfused.h $(B)/bench/handfused
 	$(Q)$(CC) $(NCFLAGS) -O2 -Ibench -o $@ $< $(B)/bench/handfused.o $(B)/lib/libnest.a \
 	    -L$(LLVM)/lib -lomp -Wl,-rpath,$(LLVM)/lib -lmvec $(LDLIBS)
 
+# The models table (bench/models.py): nest's side, a server that imports, compiles and times.
+$(B)/bench/models_run: bench/models.c $(B)/lib/libnest.a include/nest.h
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(NCFLAGS) -O2 -o $@ $< $(B)/lib/libnest.a $(LDLIBS)
+
 $(B)/bench/trivial_plain: bench/trivial.c
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) -std=c11 -O2 $(WARN) -o $@ $<
@@ -323,6 +329,14 @@ bench:
 	$(Q)$(B)/bench/bench -o $(B)/bench.md
 	$(Q){ echo; echo '## Cross-check: two threads at 16M, best of 10 calls in turn'; echo; \
 	    echo '```'; $(B)/bench/crosscheck; echo '```'; } | tee -a $(B)/bench.md
+	$(Q)$(MAKE) --no-print-directory bench-models
+	$(Q){ echo; cat $(B)/bench-models.md; } >> $(B)/bench.md
+
+# The models table alone: MLP, LeNet-5, ResNet-18, MobileNetV2 and the transformer encoder
+# against PyTorch eager (bench/models.py; build/bench-models.md).
+bench-models: all $(B)/bench/models_run
+	@tools/deps.sh bench
+	$(Q)/usr/bin/python3 bench/models.py -o $(B)/bench-models.md
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin

@@ -526,9 +526,11 @@ int main(int argc, char **argv)
     }
     printf("onnx: %d passed (%d with inputs fixed at import, %d of them computed at import "
            "entirely), %d failed, %d skipped", passed, fixed_passed, folded, failed, skipped);
-    if (required || all_required)
+    if (required)
         printf(" (of listed operators: %d need what nest lacks, %d expand into other operators, "
                "%d pending)", lacking, outside, waiting);
+    else if (all_required)
+        printf(" (%d pending)", waiting);
     printf("\n");
     if ((required || all_required) && waiting) {
         printf("onnx: pending, until nest has their ops:");
