@@ -481,7 +481,7 @@ int main(int argc, char **argv)
         if (st == SKIP && (all_required || (required && IN(listed, tc.op)))) {
             if (!(ok = excuse(names[i], tc.op, why))) {
                 char refused[sizeof why];
-                snprintf(refused, sizeof refused, "refused, and it must pass: %s", why);
+                snprintf(refused, sizeof refused, "refused, and it must pass: %.1150s", why);
                 memcpy(why, refused, sizeof why);
                 st = FAIL;
             }
