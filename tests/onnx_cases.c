@@ -147,7 +147,8 @@ static void read_tensor(const char *path, tensor *out)
     char *d = t->n_dims <= NEST_MAX_RANK && n >= 0 && (raw || have == (size_t)n)
                   ? calloc((size_t)n + 1, esize) : NULL;
     if (d && raw) {
-        memcpy(d, t->raw_data.data, t->raw_data.len);
+        if (t->raw_data.len)
+            memcpy(d, t->raw_data.data, t->raw_data.len);
     } else if (d) {
         for (int64_t i = 0; i < n; i++) {
             switch (t->data_type) {
