@@ -43,6 +43,18 @@ class LeNet5(torch.nn.Module):
         return self.f3(torch.relu(self.f2(torch.relu(self.f1(x)))))
 
 
+def linear_bn():
+    """Linear then BatchNorm1d (PyTorch exports Gemm, BatchNormalization: nest folds it)."""
+    bn = torch.nn.BatchNorm1d(16)
+    with torch.no_grad():
+        bn.weight.uniform_(0.5, 2)
+        bn.bias.uniform_(-1, 1)
+        bn.running_mean.uniform_(-1, 1)
+        bn.running_var.uniform_(0.5, 2)
+    return torch.nn.Sequential(torch.nn.Linear(32, 16), bn, torch.nn.ReLU(),
+                               torch.nn.Linear(16, 4))
+
+
 def transformer():
     layer = torch.nn.TransformerEncoderLayer(d_model=64, nhead=4, dim_feedforward=128,
                                              dropout=0.0, batch_first=True)
@@ -53,6 +65,7 @@ def models():
     import torchvision
     return {
         "mlp": (MLP, (2, 784)),
+        "linear_bn": (linear_bn, (4, 32)),
         "lenet5": (LeNet5, (2, 1, 28, 28)),
         "resnet18": (lambda: torchvision.models.resnet18(), (1, 3, 224, 224)),
         "mobilenet_v2": (lambda: torchvision.models.mobilenet_v2(), (1, 3, 224, 224)),

@@ -28,9 +28,9 @@ typedef struct model {
     Onnx__TypeProto__Tensor tt[8];
     Onnx__TensorShapeProto shapes[8];
     Onnx__TensorShapeProto__Dimension dims[8][4], *pdims[8][4];
-    Onnx__TensorProto inits[4], *pinits[4];
-    int64_t idims[4][4];
-    char *ins[8][4], *outs[8][2];
+    Onnx__TensorProto inits[8], *pinits[8];
+    int64_t idims[8][4];
+    char *ins[8][6], *outs[8][2];
     int ntypes;
 } model;
 
@@ -430,6 +430,102 @@ static void test_fixed_inputs(void **state)
     nest_function_free(f);
 }
 
+/* A node with five inputs (BatchNormalization's). */
+static void node5(model *md, char *op, char *const in[5], char *out)
+{
+    Onnx__NodeProto *n = node(md, op, in[0], in[1], out);
+    int k = (int)md->g.n_node - 1;
+    for (int i = 2; i < 5; i++)
+        md->ins[k][i] = in[i];
+    n->n_input = 5;
+}
+
+/* y = BatchNormalization(Gemm(x, W, C)) with known statistics, and the same after a Relu:
+ * against the closed form; after the Gemm, the normalization is folded into W and C at import
+ * (no sqrt, divide or per-channel multiply left), elsewhere its coefficients are constants. */
+static void test_batch_norm_folded(void **state)
+{
+    (void)state;
+    static const float W[6] = {1, -2, 0.5f, 3, -1, 0.25f}, C[2] = {0.5f, -1};
+    static const float S[2] = {2, -0.5f}, B[2] = {0.1f, 0.2f}, M[2] = {1, -2}, V[2] = {4, 0.25f};
+    float x[6] = {1, 2, 3, -1, 0.5f, -2}, got[4];
+    for (int relu = 0; relu < 3; relu++) {
+        model md;
+        model_init(&md, 13);
+        input(&md, "x", 2, (const int64_t[]){2, 3});
+        init(&md, "W", 2, (const int64_t[]){3, 2}, W);
+        init(&md, "C", 1, (const int64_t[]){2}, C);
+        init(&md, "s", 1, (const int64_t[]){2}, S);
+        init(&md, "b", 1, (const int64_t[]){2}, B);
+        init(&md, "m", 1, (const int64_t[]){2}, M);
+        init(&md, "v", 1, (const int64_t[]){2}, V);
+        node(&md, "Gemm", "x", "W", "g");
+        md.ins[0][2] = "C";
+        md.nodes[0].n_input = 3;
+        if (relu == 1)
+            node(&md, "Relu", "g", NULL, "r");
+        node5(&md, "BatchNormalization", (char *[]){relu == 1 ? "r" : "g", "s", "b", "m", "v"},
+              "y");
+        output(&md, "y");
+        if (relu == 2) /* the Gemm's output is also a result: nothing to fold into */
+            output(&md, "g");
+        nest_function *f = import_model(&md, NULL);
+        assert_int_equal(nest_errcode(f), NEST_OK);
+        char *text = nest_print(&f, 1);
+        assert_non_null(text);
+        if (strstr(text, "sqrt") || strstr(text, "divide") ||
+            (relu == 0 && strstr(text, "multiply")))
+            fail_msg("not folded (case %d):\n%s", relu, text);
+        nest_string_free(text);
+        float g2[4];
+        void *args[1] = {x}, *res[2] = {got, g2};
+        nest_kernel *k = nest_compile(f, NULL);
+        assert_non_null(k);
+        assert_int_equal(nest_call(k, args, 1, res, relu == 2 ? 2 : 1), NEST_OK);
+        for (int i = 0; i < 2; i++) {
+            for (int j = 0; j < 2; j++) {
+                double g = C[j];
+                for (int l = 0; l < 3; l++)
+                    g += (double)x[i * 3 + l] * W[l * 2 + j];
+                if (relu == 1)
+                    g = g > 0 ? g : 0;
+                double want = (g - M[j]) / sqrt(V[j] + 1e-5) * S[j] + B[j];
+                if (fabs(got[i * 2 + j] - want) > 1e-5 * (1 + fabs(want)))
+                    fail_msg("case %d: y[%d][%d] = %.9g, want %.9g", relu, i, j,
+                             got[i * 2 + j], want);
+            }
+        }
+        nest_kernel_free(k);
+        nest_function_free(f);
+    }
+}
+
+/* Pow with a known exponent of 2 is a product (what pow computes, without the call). */
+static void test_pow_square(void **state)
+{
+    (void)state;
+    model md;
+    model_init(&md, 13);
+    input(&md, "x", 2, (const int64_t[]){2, 3});
+    static const float two = 2;
+    init(&md, "e", 0, NULL, &two);
+    node(&md, "Pow", "x", "e", "y");
+    output(&md, "y");
+    nest_function *f = import_model(&md, NULL);
+    assert_int_equal(nest_errcode(f), NEST_OK);
+    char *text = nest_print(&f, 1);
+    if (strstr(text, "power") || !strstr(text, "multiply(x, x)"))
+        fail_msg("x^2 is not x * x:\n%s", text);
+    nest_string_free(text);
+    float x[6] = {1.5f, -2, 3e-20f, 1e20f, -0.0f, 7}, got[6], want[6];
+    for (int i = 0; i < 6; i++)
+        want[i] = powf(x[i], 2);
+    void *args[1] = {x}, *res[1] = {got};
+    assert_ok(f, nest_evaluate(f, args, 1, res, 1));
+    assert_exact(NEST_F32, got, want, 6);
+    nest_function_free(f);
+}
+
 /* A Shape folded at import leaves no node behind: y = Reshape(Relu(x), Shape(x)) is the relu
  * alone. */
 static void test_no_dead_nodes(void **state)
@@ -628,6 +724,8 @@ int main(void)
         cmocka_unit_test(test_unsorted),
         cmocka_unit_test(test_fixed_inputs),
         cmocka_unit_test(test_no_dead_nodes),
+        cmocka_unit_test(test_batch_norm_folded),
+        cmocka_unit_test(test_pow_square),
         cmocka_unit_test(test_prune),
         cmocka_unit_test(test_weights_are_data),
         cmocka_unit_test(test_external_data),

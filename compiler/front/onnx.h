@@ -33,6 +33,8 @@ typedef struct ox_entry {
     ox_tensor *k;                  /* the value, when known at import */
     nest_value v;                  /* the value in the function, NEST_NONE until made */
     bool defined;
+    int32_t uses;                  /* node inputs and graph outputs that name it */
+    int32_t user;                  /* the index of a node that uses it, or -1 */
 } ox_entry;
 
 typedef struct ox_model ox_model;
@@ -47,6 +49,7 @@ typedef struct ox {
     ox_entry **in;                 /* per input: its entry, NULL for an absent optional one */
     nest_value *inv;               /* per input: its value in f once made */
     nest_value *out;               /* per output: set by the lowering */
+    int32_t absorb;                /* a later node this one computes too (ox_absorb), or -1 */
 } ox;
 
 /* ---- onnx_read.c ---- */
@@ -61,6 +64,22 @@ bool ox_has(const ox *c, int i);
 nest_value ox_in(ox *c, int i);
 /* Input i's value known at import, or NULL with an error saying that it must be. */
 const ox_tensor *ox_known(ox *c, int i);
+/* Input i's value when it is known at import, else NULL (no error: for what only helps). */
+const ox_tensor *ox_peek(ox *c, int i);
+/* The value of an ONNX name when it is known at import, else NULL (no error). */
+const ox_tensor *ox_peek_name(ox *c, const char *name);
+/* The one node that uses output `out` of this node, when nothing else does (a graph output
+ * counts as a use): with *index its position in the graph. NULL otherwise. */
+const Onnx__NodeProto *ox_sole_user(ox *c, int out, int32_t *index);
+/* The node at `index` (a sole user of this node's first output) is computed by this node: its
+ * first output becomes this node's first output, and it is not lowered itself. Only when
+ * building the function (c->f is the model's). */
+void ox_absorb(ox *c, int32_t index);
+/* A known tensor of `etype` and shape in the import's memory (contents zero), or NULL with the
+ * error. */
+ox_tensor *ox_tensor_new(ox *c, int etype, int rank, const int64_t *shape);
+/* A known tensor as a constant of c->f, named after `onnx_name` in the function. */
+nest_value ox_constant(ox *c, const ox_tensor *t, const char *onnx_name);
 /* The element i of a known tensor as an integer or a double (count 1 fills). */
 int64_t ox_int_at(const ox_tensor *t, int64_t i);
 double ox_float_at(const ox_tensor *t, int64_t i);

@@ -42,11 +42,26 @@ int ox_op_abs(ox *c) { return unary(c, nest_abs); }
 int ox_op_neg(ox *c) { return unary(c, nest_negative); }
 int ox_op_tanh(ox *c) { return unary(c, nest_tanh); }
 
+/* Whether every element of a known tensor is v. */
+static bool all_equal(const ox_tensor *t, double v)
+{
+    for (int64_t i = 0; i < t->count; i++)
+        if (ox_float_at(t, i) != v)
+            return false;
+    return true;
+}
+
 int ox_op_pow(ox *c)
 {
     nest_value v[2];
+    const ox_tensor *e = ox_peek(c, 1);
     if (ox_inputs_bcast(c, 2, v) != NEST_OK)
         return NEST_ERR_TYPE;
+    /* x^2 as x * x (exactly what pow computes, without the call: layer norms square) */
+    if (e && all_equal(e, 2) && (ox_type(c, v[0]) == NEST_F32 || ox_type(c, v[0]) == NEST_F64)) {
+        c->out[0] = nest_multiply(c->f, v[0], v[0]);
+        return NEST_OK;
+    }
     if (ox_type(c, v[1]) != ox_type(c, v[0])) /* opset 12: the exponent may have its own type */
         v[1] = nest_convert(c->f, v[1], (nest_type)ox_type(c, v[0]));
     c->out[0] = nest_power(c->f, v[0], v[1]);

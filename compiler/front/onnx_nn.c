@@ -2,6 +2,7 @@
  * onnx_nn.c - the ONNX operators of networks: reductions, Softmax and LogSoftmax, MatMul and Gemm,
  * BatchNormalization and LayerNormalization, the global pools.
  */
+#include <math.h>
 #include <string.h>
 
 #include "onnx.h"
@@ -200,10 +201,115 @@ int ox_op_matmul(ox *c)
     return NEST_OK;
 }
 
+/* The coefficients of an inference BatchNormalization node whose scale, bias, mean and
+ * variance are known vectors of n values: y = x * a + b per channel, a = scale / sqrt(var +
+ * eps), b = bias - mean * a, computed in double at import. False otherwise (nothing reported). */
+static bool bn_coeffs(ox *c, const Onnx__NodeProto *bn, double **a, double **b, int64_t *n)
+{
+    if (bn->n_input < 5 || bn->n_output != 1 || (bn->domain && bn->domain[0]))
+        return false;
+    double eps = 1e-5;
+    for (size_t i = 0; i < bn->n_attribute; i++) {
+        const Onnx__AttributeProto *at = bn->attribute[i];
+        if (!at->name)
+            continue;
+        if (strcmp(at->name, "epsilon") == 0 && at->has_f)
+            eps = at->f;
+        else if ((strcmp(at->name, "training_mode") == 0 && at->has_i && at->i) ||
+                 (strcmp(at->name, "spatial") == 0 && at->has_i && !at->i))
+            return false;
+    }
+    const ox_tensor *t[4];
+    for (int i = 0; i < 4; i++) {
+        t[i] = ox_peek_name(c, bn->input[i + 1]);
+        if (!t[i] || t[i]->rank != 1 || t[i]->shape[0] != t[0]->shape[0] ||
+            (t[i]->etype != NEST_F32 && t[i]->etype != NEST_F64))
+            return false;
+    }
+    *n = t[0]->shape[0];
+    ox_tensor *ka = ox_tensor_new(c, NEST_F64, 1, n), *kb = ox_tensor_new(c, NEST_F64, 1, n);
+    if (!ka || !kb)
+        return false;
+    *a = ka->data, *b = kb->data;
+    for (int64_t k = 0; k < *n; k++) {
+        (*a)[k] = ox_float_at(t[0], k) / sqrt(ox_float_at(t[3], k) + eps);
+        (*b)[k] = ox_float_at(t[1], k) - ox_float_at(t[2], k) * (*a)[k];
+    }
+    return true;
+}
+
+/* The inference BatchNormalization that alone uses this node's output, with its coefficients
+ * for n channels; NULL when there is none. */
+static const Onnx__NodeProto *bn_after(ox *c, int32_t *index, double **a, double **b,
+                                       int64_t *n)
+{
+    const Onnx__NodeProto *u = ox_sole_user(c, 0, index);
+    if (!u || !u->op_type || strcmp(u->op_type, "BatchNormalization") != 0 ||
+        strcmp(u->input[0], c->node->output[0]) != 0 || !bn_coeffs(c, u, a, b, n))
+        return NULL;
+    return u;
+}
+
+static void store(ox_tensor *t, int64_t i, double v)
+{
+    if (t->etype == NEST_F32)
+        ((float *)t->data)[i] = (float)v;
+    else
+        ((double *)t->data)[i] = v;
+}
+
+/* Gemm's B and C with the BatchNormalization after it folded in, when B, C and the statistics
+ * are known: B's columns (rows with transB) scaled by a, and C' = beta C a + b, so that
+ * y = alpha A B' + C'. False when it does not apply. */
+static bool gemm_fold_bn(ox *c, nest_value *b, nest_value *cc, float *beta)
+{
+    int32_t index;
+    double *a, *sh;
+    int64_t n;
+    const ox_tensor *kb = ox_peek(c, 1), *kc = ox_has(c, 2) ? ox_peek(c, 2) : NULL;
+    if (!kb || kb->rank != 2 || (kb->etype != NEST_F32 && kb->etype != NEST_F64) ||
+        (ox_has(c, 2) && (!kc || kc->etype != kb->etype || kc->rank > 2)) ||
+        !bn_after(c, &index, &a, &sh, &n))
+        return false;
+    bool tb = ox_attr_int(c, "transB", 0) != 0;
+    if (n != kb->shape[tb ? 0 : 1])
+        return false;
+    /* C right-aligned to [cm, cn]; C' is [cm, n] (cm is 1 or M) */
+    int64_t cm = kc && kc->rank == 2 ? kc->shape[0] : 1;
+    int64_t cn = !kc || kc->rank == 0 ? 1 : kc->shape[kc->rank - 1];
+    if (cn != 1 && cn != n)
+        return false;
+    ox_tensor *nb = ox_tensor_new(c, kb->etype, 2, kb->shape);
+    int64_t cshape[2] = {cm, n};
+    ox_tensor *nc = ox_tensor_new(c, kb->etype, cm > 1 ? 2 : 1, cm > 1 ? cshape : &n);
+    if (!nb || !nc)
+        return false;
+    for (int64_t i = 0; i < kb->shape[0]; i++)
+        for (int64_t j = 0; j < kb->shape[1]; j++)
+            store(nb, i * kb->shape[1] + j, ox_float_at(kb, i * kb->shape[1] + j) * a[tb ? i : j]);
+    for (int64_t i = 0; i < cm; i++)
+        for (int64_t j = 0; j < n; j++)
+            store(nc, i * n + j, (kc ? *beta * ox_float_at(kc, i * cn + (cn == 1 ? 0 : j)) : 0) *
+                                     a[j] + sh[j]);
+    *b = ox_constant(c, nb, c->node->input[1]);
+    *cc = ox_constant(c, nc, kc ? c->node->input[2] : c->node->output[0]);
+    *beta = 1;
+    ox_absorb(c, index);
+    return true;
+}
+
 int ox_op_gemm(ox *c)
 {
-    nest_value a = ox_in(c, 0), b = ox_in(c, 1);
+    nest_value a = ox_in(c, 0), b = NEST_NONE, cc = NEST_NONE;
+    float alpha = ox_attr_float(c, "alpha", 1), beta = ox_attr_float(c, "beta", 1);
     OX_CHECK(a);
+    if (!gemm_fold_bn(c, &b, &cc, &beta)) {
+        b = ox_in(c, 1);
+        cc = ox_has(c, 2) && beta != 0 ? ox_in(c, 2) : NEST_NONE;
+        OX_CHECK(b);
+        if (ox_has(c, 2) && beta != 0)
+            OX_CHECK(cc);
+    }
     OX_CHECK(b);
     if (ox_rank(c, a) != 2 || ox_rank(c, b) != 2)
         return ox_err(c, NEST_ERR_TYPE, "A and B must be matrices");
@@ -216,12 +322,9 @@ int ox_op_gemm(ox *c)
     OX_CHECK(b);
     nest_value y = matmul(c, a, b);
     OX_CHECK(y);
-    float alpha = ox_attr_float(c, "alpha", 1), beta = ox_attr_float(c, "beta", 1);
     if (alpha != 1)
         y = nest_multiply(c->f, y, ox_full_like(c, y, alpha));
-    if (ox_has(c, 2) && beta != 0) {
-        nest_value cc = ox_in(c, 2);
-        OX_CHECK(cc);
+    if (cc != NEST_NONE) {
         cc = ox_bcast_to(c, cc, 2, ox_shape(c, y));
         if (beta != 1)
             cc = nest_multiply(c->f, cc, ox_full_like(c, cc, beta));
@@ -259,6 +362,25 @@ int ox_op_batch_norm(ox *c)
                           i + 1);
     nest_value x = ox_in(c, 0);
     OX_CHECK(x);
+    double *ka, *kb;
+    int64_t n;
+    if (bn_coeffs(c, c->node, &ka, &kb, &n)) {
+        /* known statistics: the coefficients are constants of x's type */
+        ox_tensor *ta = ox_tensor_new(c, ox_type(c, x), 1, &n);
+        ox_tensor *tb = ox_tensor_new(c, ox_type(c, x), 1, &n);
+        if (!ta || !tb || (ox_type(c, x) != NEST_F32 && ox_type(c, x) != NEST_F64))
+            return ta && tb ? ox_err(c, NEST_ERR_TYPE, "the input must be float or double")
+                            : NEST_ERR_NOMEM;
+        for (int64_t k = 0; k < n; k++) {
+            store(ta, k, ka[k]);
+            store(tb, k, kb[k]);
+        }
+        nest_value a = ox_constant(c, ta, c->node->input[1]);
+        nest_value b = ox_constant(c, tb, c->node->input[2]);
+        c->out[0] = nest_add(c->f, nest_multiply(c->f, x, per_channel(c, a, x)),
+                             per_channel(c, b, x));
+        return NEST_OK;
+    }
     double eps = ox_attr_float(c, "epsilon", 1e-5f);
     nest_value scale = ox_in(c, 1), bias = ox_in(c, 2), mean = ox_in(c, 3), var = ox_in(c, 4);
     OX_CHECK(scale);

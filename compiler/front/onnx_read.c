@@ -48,6 +48,8 @@ struct ox_model {
     ox_entry *tab;              /* open addressing by name */
     size_t cap, n;
     int32_t node_index;         /* the node being lowered, for messages */
+    const Onnx__GraphProto *g;
+    bool *absorbed;             /* per node: computed by an earlier one (ox_absorb) */
 };
 
 /* ---- errors ---- */
@@ -146,6 +148,7 @@ static ox_entry *entry(ox_model *m, const char *name, bool add)
     m->n++;
     m->tab[j].name = name;
     m->tab[j].v = NEST_NONE;
+    m->tab[j].user = -1;
     return &m->tab[j];
 }
 
@@ -405,6 +408,67 @@ const ox_tensor *ox_known(ox *c, int i)
     return known(c, e);
 }
 
+const ox_tensor *ox_peek(ox *c, int i)
+{
+    if (!ox_has(c, i) || (!c->in[i]->k && !c->in[i]->init))
+        return NULL;
+    return known(c, c->in[i]);
+}
+
+const ox_tensor *ox_peek_name(ox *c, const char *name)
+{
+    ox_entry *e = name && name[0] ? entry(c->m, name, false) : NULL;
+    if (!e || !e->defined || (!e->k && !e->init))
+        return NULL;
+    return known(c, e);
+}
+
+const Onnx__NodeProto *ox_sole_user(ox *c, int out, int32_t *index)
+{
+    if (out >= c->nout || !c->node->output[out] || !c->node->output[out][0])
+        return NULL;
+    ox_entry *e = entry(c->m, c->node->output[out], false);
+    if (!e || e->uses != 1 || e->user < 0)
+        return NULL;
+    *index = e->user;
+    return c->m->g->node[e->user];
+}
+
+void ox_absorb(ox *c, int32_t index)
+{
+    if (c->f == c->m->f)
+        c->absorb = index;
+}
+
+ox_tensor *ox_tensor_new(ox *c, int etype, int rank, const int64_t *shape)
+{
+    ox_tensor *k = arena_alloc(&c->m->a, sizeof *k);
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++)
+        n *= shape[i];
+    size_t bytes = (size_t)n * nest_type_size((nest_type)etype);
+    if (!k || !(k->data = arena_alloc(&c->m->a, bytes + 1))) {
+        ox_err(c, NEST_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    k->etype = etype;
+    k->rank = rank;
+    memcpy(k->shape, shape, (size_t)rank * sizeof *shape);
+    k->count = n;
+    return k;
+}
+
+nest_value ox_constant(ox *c, const ox_tensor *t, const char *onnx_name)
+{
+    nest_value v = make_constant(c->f, t);
+    if (c->f == c->m->f && v != NEST_NONE) {
+        const char *nm = c_name(c->m, onnx_name, "w");
+        if (nm && nest_set_name(c->f, v, nm) != NEST_OK)
+            return NEST_NONE;
+    }
+    return v;
+}
+
 int ox_known_ints(ox *c, int i, int64_t *out, int max)
 {
     const ox_tensor *k = ox_known(c, i);
@@ -633,9 +697,11 @@ static int lower_node(ox_model *m, const Onnx__NodeProto *n)
         if (m->opset < 7 && n->attribute[i]->name && strcmp(n->attribute[i]->name, "broadcast") == 0)
             return node_err(m, m->node_index, n, NEST_ERR_ARG, "the legacy broadcast attribute "
                             "(before opset 7) is not supported");
+    if (m->absorbed[m->node_index])
+        return NEST_OK; /* an earlier node computed it */
     ox_entry *in[64];
     nest_value inv[64], out[64];
-    ox c = {m, m->f, n, m->opset, (int)n->n_input, (int)n->n_output, in, inv, out};
+    ox c = {m, m->f, n, m->opset, (int)n->n_input, (int)n->n_output, in, inv, out, -1};
     bool all_known = true;
     for (size_t i = 0; i < n->n_input; i++) {
         in[i] = NULL;
@@ -707,7 +773,37 @@ static int lower_node(ox_model *m, const Onnx__NodeProto *n)
         e->k = k;
     }
     nest_function_free(scratch);
+    if (st == NEST_OK && c.absorb >= 0) {
+        /* the absorbed node's output is this node's */
+        const Onnx__NodeProto *u = m->g->node[c.absorb];
+        ox_entry *from = entry(m, n->output[0], false), *to = entry(m, u->output[0], false);
+        to->v = from->v;
+        to->k = from->k;
+        m->absorbed[c.absorb] = true;
+    }
     return st;
+}
+
+/* Counts the uses of every name (node inputs, graph outputs) and remembers a user. */
+static void count_uses(ox_model *m, const Onnx__GraphProto *g)
+{
+    for (size_t i = 0; i < g->n_node; i++) {
+        const Onnx__NodeProto *n = g->node[i];
+        for (size_t j = 0; j < n->n_input; j++) {
+            ox_entry *e = n->input[j] && n->input[j][0] ? entry(m, n->input[j], false) : NULL;
+            if (e) {
+                e->uses++;
+                e->user = (int32_t)i;
+            }
+        }
+    }
+    for (size_t i = 0; i < g->n_output; i++) {
+        ox_entry *e = g->output[i]->name ? entry(m, g->output[i]->name, false) : NULL;
+        if (e) {
+            e->uses++;
+            e->user = -1;
+        }
+    }
 }
 
 /* The value the options give a graph input, or NULL. */
@@ -882,6 +978,11 @@ static int import_graph(ox_model *m)
             if (g->node[i]->output[j] && g->node[i]->output[j][0])
                 entry(m, g->node[i]->output[j], false)->defined = false;
     int st = node_order(m, g, order);
+    m->g = g;
+    if (st == NEST_OK && !(m->absorbed = arena_array(&m->a, g->n_node + 1, sizeof *m->absorbed)))
+        st = model_err(m, NEST_ERR_NOMEM, "out of memory");
+    if (st == NEST_OK)
+        count_uses(m, g);
     for (size_t i = 0; st == NEST_OK && i < g->n_node; i++) {
         m->node_index = order[i];
         st = lower_node(m, g->node[order[i]]);
@@ -905,7 +1006,7 @@ static int import_graph(ox_model *m)
             break;
         }
         res[i] = NEST_NONE;
-        ox c = {m, m->f, NULL, m->opset, 1, 0, &e, &res[i], NULL};
+        ox c = {m, m->f, NULL, m->opset, 1, 0, &e, &res[i], NULL, -1};
         Onnx__NodeProto none = ONNX__NODE_PROTO__INIT;
         none.op_type = "output";
         c.node = &none;
