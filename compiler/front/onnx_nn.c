@@ -143,6 +143,15 @@ static nest_value matmul(ox *c, nest_value a, nest_value b)
                    (long long)kb);
             return NEST_NONE;
         }
+        if (rb <= 2 && ra > 2) {
+            /* [..., M, K] x [K, N] as one product of matrices [B * M, K] x [K, N] (the tile
+             * pass blocks it), reshaped back */
+            int64_t two[2] = {ox_count(ra - 1, ox_shape(c, a)), k}, shape[R];
+            memcpy(shape, ox_shape(c, a), (size_t)ra * sizeof *shape);
+            shape[ra - 1] = rb == 2 ? ox_shape(c, b)[1] : 1;
+            nest_value p = nest_dot(c->f, ox_reshape(c, a, 2, two), b);
+            return ox_reshape(c, p, rb == 2 ? ra : ra - 1, shape);
+        }
         if (rb <= 2)
             return nest_dot(c->f, a, b);
         /* a vector times a batch of matrices: [K] x [..., K, N] -> [..., N] */
