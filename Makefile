@@ -2,6 +2,7 @@
 #
 #   make            libraries (build/lib) and bin/nestc
 #   make test       install missing Debian packages (or say how), build, run the test suite
+#                   (the C tests, then the Python front end's with pytest)
 #   make sanitize   the test suite built with -fsanitize=address,undefined, run
 #   make demo       compile and run the samples, show the generated C
 #   make bench      nest against numpy, numexpr, Eigen, OpenBLAS and hand-fused C, and whole
@@ -22,6 +23,9 @@ PREFIX  ?= /usr/local
 B       ?= build
 BINDIR  ?= bin
 LLVM    ?= /usr/lib/llvm-14
+PYTHON  ?= /usr/bin/python3
+# where `make install` puts the Python package (Debian's path for PREFIX's Python 3 packages)
+PYTHONDIR ?= $(PREFIX)/lib/python$(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo 3)/dist-packages
 
 ifeq ($(V),1)
 Q :=
@@ -71,7 +75,8 @@ JITFLAGS  := -isystem $(LLVM)/include $(shell $(LLVM)/bin/llvm-config --cxxflags
 JITLIBS   := -L$(LLVM)/lib -lclang-cpp -lLLVM-14 -Wl,-rpath,$(LLVM)/lib -Wl,--no-undefined
 
 PHONY_ONNX := run-onnx fuzz-onnx
-.PHONY: $(PHONY_ONNX) all test sanitize demo bench bench-models fuzz fuzz-parse fuzz-random deps install clean check-deps run-tests
+.PHONY: $(PHONY_ONNX) all test sanitize demo bench bench-models fuzz fuzz-parse fuzz-random deps \
+        install clean check-deps run-tests python-test
 .DELETE_ON_ERROR:
 
 all: $(B)/lib/libnest.a $(B)/lib/libnest.so $(BINDIR)/nestc $(JITLIB)
@@ -176,6 +181,12 @@ run-tests: $(TESTS) $(BINDIR)/nestc $(JITLIB) $(B)/tests/onnx_cases $(B)/onnx/no
 
 test: check-deps
 	$(Q)$(MAKE) --no-print-directory run-tests
+	$(Q)$(MAKE) --no-print-directory python-test
+
+# The Python front end (python/nest) against numpy, over this build's libnest.so.
+python-test: $(B)/lib/libnest.so $(JITLIB)
+	@echo "== tests/python (pytest)"
+	$(Q)NEST_LIBRARY=$(abspath $(B)/lib/libnest.so) $(PYTHON) -m pytest -q -p no:cacheprovider tests/python
 
 # LeakSanitizer's tracking of dynamic TLS (gcc 12's libsanitizer with this glibc) reads garbage
 # ranges for threads of a dlopened library that uses TLS (libomp's workers, in JIT'd OpenMP
@@ -274,6 +285,9 @@ demo: check-deps
 	$(Q)$(MAKE) --no-print-directory $(B)/samples/onnx/main
 	$(Q)$(B)/samples/onnx/main $(B)/samples/onnx
 	$(Q)/usr/bin/python3 samples/onnx_run.py $(B)/samples/onnx
+	@echo
+	@echo "== the Python front end, named axes (PYTHONPATH=python $(PYTHON) samples/python/tour.py):"
+	$(Q)PYTHONPATH=python NEST_LIBRARY=$(abspath $(B)/lib/libnest.so) $(PYTHON) samples/python/tour.py
 
 # The benchmark (bench/, docs/performance.md). The hand-fused C loops are built with the flags
 # nest's JIT uses (runtime/jit.c); Eigen with -O3 -march=native. Writes build/bench.md.
@@ -329,6 +343,7 @@ bench:
 	$(Q)$(B)/bench/bench -o $(B)/bench.md
 	$(Q){ echo; echo '## Cross-check: two threads at 16M, best of 10 calls in turn'; echo; \
 	    echo '```'; $(B)/bench/crosscheck; echo '```'; } | tee -a $(B)/bench.md
+	$(Q){ echo; NEST_LIBRARY=$(abspath $(B)/lib/libnest.so) $(PYTHON) bench/python_call.py; } | tee -a $(B)/bench.md
 	$(Q)$(MAKE) --no-print-directory bench-models
 	$(Q){ echo; cat $(B)/bench-models.md; } >> $(B)/bench.md
 
@@ -336,7 +351,7 @@ bench:
 # against PyTorch eager (bench/models.py; build/bench-models.md).
 bench-models: all $(B)/bench/models_run
 	@tools/deps.sh bench
-	$(Q)/usr/bin/python3 bench/models.py -o $(B)/bench-models.md
+	$(Q)$(PYTHON) bench/models.py -o $(B)/bench-models.md
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin
@@ -346,6 +361,10 @@ install: all
 	install -m 755 $(BINDIR)/nestc $(DESTDIR)$(PREFIX)/bin/
 	install -d $(DESTDIR)$(PREFIX)/lib/nest
 	install -m 755 $(JITLIB) $(DESTDIR)$(PREFIX)/lib/nest/
+	install -d $(DESTDIR)$(PYTHONDIR)/nest
+	install -m 644 python/nest/*.py $(DESTDIR)$(PYTHONDIR)/nest/
+	printf '# written by make install: where libnest.so is\nLIBDIR = "%s"\n' '$(PREFIX)/lib' \
+	    > $(DESTDIR)$(PYTHONDIR)/nest/_install.py
 
 clean:
 	rm -rf build bin

@@ -195,6 +195,9 @@ int nest_value_rank(const nest_function *f, nest_value v);
 const int64_t *nest_value_shape(const nest_function *f, nest_value v);
 nest_value nest_param(const nest_function *f, int i);
 nest_value nest_result(const nest_function *f, int i);
+/* The name of a value (a parameter's, or one given by nest_set_name), or NULL if it has none or v
+ * is out of range. It belongs to the function. */
+const char *nest_value_name(const nest_function *f, nest_value v);
 
 /* ---------------------------------------------------------------------------------------------
  * Text form

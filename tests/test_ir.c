@@ -95,6 +95,7 @@ static void test_null_handles(void **state)
     assert_int_equal(nest_value_type(NULL, 0), -1);
     assert_int_equal(nest_value_rank(NULL, 0), -1);
     assert_null(nest_value_shape(NULL, 0));
+    assert_null(nest_value_name(NULL, 0));
     assert_int_equal(nest_param(NULL, 0), NEST_NONE);
     assert_int_equal(nest_result(NULL, 0), NEST_NONE);
     assert_int_equal(nest_add(NULL, 0, 1), NEST_NONE);
@@ -199,6 +200,11 @@ static void test_parameter_names(void **state)
     assert_int_equal(nest_param_count(f), 2);
     assert_int_equal(nest_param(f, 0), x);
     assert_int_equal(nest_param(f, 1), z);
+    assert_string_equal(nest_value_name(f, z), "z");
+    assert_string_equal(nest_value_name(f, n), "y");
+    assert_null(nest_value_name(f, nest_abs(f, x)));
+    assert_null(nest_value_name(f, 1000));
+    assert_null(nest_value_name(f, NEST_NONE));
 }
 
 static void test_set_name(void **state)

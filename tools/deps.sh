@@ -6,11 +6,13 @@
 # and the script fails.
 set -eu
 
+# python3-pytest and python3-sklearn (its digits data): the Python front end's tests
 PKGS="make gcc g++ libcmocka-dev clang-14 llvm-14-dev libclang-14-dev libclang-cpp14-dev libomp-14-dev \
       libprotobuf-c-dev protobuf-c-compiler libonnx-dev \
-      python3 python3-numpy python3-onnx python3-torch python3-torchvision"
+      python3 python3-numpy python3-onnx python3-torch python3-torchvision python3-pytest \
+      python3-sklearn"
 if [ "${1:-}" = bench ]; then
-    PKGS="$PKGS python3 python3-numpy python3-numexpr libeigen3-dev libopenblas-dev hyperfine"
+    PKGS="$PKGS python3-numexpr libeigen3-dev libopenblas-dev hyperfine"
 fi
 
 missing=""

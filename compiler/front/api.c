@@ -332,6 +332,12 @@ const int64_t *nest_value_shape(const nest_function *f, nest_value v)
     return n && n->etype != IR_TUPLE ? n->shape : NULL;
 }
 
+const char *nest_value_name(const nest_function *f, nest_value v)
+{
+    const ir_node *n = value(f, v);
+    return n ? n->name : NULL;
+}
+
 nest_value nest_param(const nest_function *f, int i)
 {
     return f && i >= 0 && i < f->nparams ? f->params[i] : NEST_NONE;

@@ -1,0 +1,331 @@
+"""ng.computation: a graph lowered to one nest function, compiled once in process, called with
+numpy arrays.
+
+The function's parameters are the placeholders, in the order given, then the state tensors the
+computation reads or assigns; its results are the requested tensors, then the new value of
+each assigned state tensor. A call checks each argument's type, shape and layout, allocates
+the results and calls the kernel through arrays of pointers prepared once.
+"""
+import ctypes
+import os
+import threading
+
+import numpy as np
+
+from . import _capi
+from ._capi import NestError, lib
+from .axes import Axes, Axis
+from .graph import PLACEHOLDER, STATE_KINDS, Builder, Tensor
+
+
+_from_buffer = ctypes.c_char.from_buffer
+_addressof = ctypes.addressof
+
+
+def _address(a):
+    """The address of a numpy array's first element: through the buffer protocol (a third of
+    the cost of a.ctypes.data), or the array interface for read-only and empty arrays."""
+    try:
+        return _addressof(_from_buffer(a))
+    except (TypeError, ValueError):
+        return a.__array_interface__["data"][0]
+
+
+def _graph(roots):
+    """Every node the roots depend on, each once, in a deterministic order."""
+    seen, order, stack = set(), [], list(reversed(roots))
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        order.append(n)
+        stack.extend(reversed(n.args))
+    return order
+
+
+class Computation:
+    """A compiled computation: call it with one numpy array per placeholder (in the order
+    given to ng.computation); it returns a numpy array, or a list of them when results was a
+    list (None in the place of an ng.assign)."""
+
+    def __init__(self, results, *placeholders, name="computation", opt_level=3, march=None,
+                 fuse=True, openmp=True, cache=True):
+        self._single = isinstance(results, Tensor)
+        results = [results] if self._single else list(results)
+        for r in results:
+            if not isinstance(r, Tensor):
+                raise TypeError("computation: the results must be tensors, not %r" % (r,))
+        for p in placeholders:
+            if not isinstance(p, Tensor) or p.op != PLACEHOLDER:
+                raise TypeError("computation: %r is not a placeholder" % (p,))
+        if len(set(map(id, placeholders))) != len(placeholders):
+            raise ValueError("computation: a placeholder is given twice")
+        self._setup(name, _capi.options(opt_level, march, None, fuse, openmp, cache))
+
+        nodes = _graph(results)
+        given = set(map(id, placeholders))
+        for n in nodes:
+            if n.op == PLACEHOLDER and id(n) not in given:
+                raise ValueError("computation: %s is used but not given as a placeholder "
+                                 "argument" % n.describe())
+        assigns = [r for r in results if r.op == "assign"]
+        targets = [a.args[0] for a in assigns]
+        if len(set(map(id, targets))) != len(targets):
+            twice = next(t for t in targets if sum(t is u for u in targets) > 1)
+            raise ValueError("computation: %s is assigned twice" % twice.describe())
+        self._state = [n for n in nodes if n.op in STATE_KINDS]
+        self.placeholders = tuple(placeholders)
+        self._build(results, assigns)
+        self._compile()
+
+    def _setup(self, name, options):
+        self.name = name
+        self._options = options
+        self._lock = threading.Lock()
+        self._k = None
+        self._b = None
+
+    @classmethod
+    def of_function(cls, builder, options):
+        """A computation of a nest function made elsewhere (an ONNX import): its parameters
+        are the placeholders (axes named PARAM_0, PARAM_1, ...), its results the results.
+        Takes the builder over."""
+        self = cls.__new__(cls)
+        self._setup(builder.name(), options)
+        self._b = builder
+        phs = []
+        for i in range(lib.nest_param_count(builder.fn)):
+            v = lib.nest_param(builder.fn, i)
+            pname = builder.value_name(v) or "arg%d" % i
+            axes = [Axis(n, "%s_%d" % (pname, k)) for k, n in enumerate(builder.shape(v))]
+            phs.append(Tensor(PLACEHOLDER, (), Axes(axes), builder.dtype(v), name=pname))
+        self.placeholders = tuple(phs)
+        self._state, self._assigned = [], []
+        outs = [lib.nest_result(builder.fn, i) for i in range(lib.nest_result_count(builder.fn))]
+        self._outs = [(builder.shape(v), builder.dtype(v)) for v in outs]
+        self._slots = list(range(len(outs)))
+        self._single = len(outs) == 1
+        self._compile()
+        return self
+
+    # ---- building and compiling
+
+    def _build(self, results, assigns):
+        self._b = b = Builder(self.name)
+        bound = {}
+        for i, p in enumerate(self.placeholders):
+            bound[p] = b.parameter(b.unique(p.name, "arg%d" % i), p.dtype, p.axes.lengths)
+        for i, s in enumerate(self._state):
+            bound[s] = b.parameter(b.unique(s.name, "state%d" % i), s.dtype, s.axes.lengths)
+        outs = [r for r in results if r.op != "assign"]
+        vals = b.lower(outs + [a.args[1] for a in assigns], bound)
+        for k, a in enumerate(assigns):
+            target, value = a.args
+            j = len(outs) + k
+            vals[j] = b.align(vals[j], value.axes, target.axes)
+        arr = (ctypes.c_int32 * max(len(vals), 1))(*vals)
+        if lib.nest_return(b.fn, len(vals), arr, None) != 0:
+            raise b.error()
+        # where each requested result lands: an index among the outputs, or None (an assign)
+        slots, k = [], 0
+        for r in results:
+            slots.append(None if r.op == "assign" else k)
+            k += r.op != "assign"
+        self._slots = slots
+        self._outs = [(tuple(r.axes.lengths), r.dtype) for r in outs]
+        self._assigned = [a.args[0].value for a in assigns]
+
+    def _compile(self):
+        b = self._b
+        k = lib.nest_compile(b.fn, ctypes.byref(self._options))
+        if not k:
+            raise b.error()
+        self._k = ctypes.c_void_p(k)
+        n_in = len(self.placeholders) + len(self._state)
+        n_out = len(self._outs) + len(self._assigned)
+        self._nargs, self._nres = n_in, n_out
+        self._argv = (ctypes.c_void_p * max(n_in, 1))()
+        self._resv = (ctypes.c_void_p * max(n_out, 1))()
+        self._specs = [(p.dtype, tuple(p.axes.lengths)) for p in self.placeholders]
+        self._state_slots = [s.value for s in self._state]
+
+    def __del__(self):
+        if getattr(self, "_k", None):
+            lib.nest_kernel_free(self._k)
+            self._k = None
+        if getattr(self, "_b", None):
+            self._b.free()
+            self._b = None
+
+    # ---- calling
+
+    def _argument(self, i, a):
+        """The array for placeholder i, or TypeError / ValueError saying what is wrong."""
+        dtype, shape = self._specs[i]
+        p = self.placeholders[i]
+        what = "%s: argument %d (%s)" % (self.name, i + 1, p.describe())
+        if not isinstance(a, np.ndarray):
+            if shape == () and isinstance(a, (int, float, bool, np.generic)):
+                return np.asarray(a, dtype)
+            raise TypeError("%s: expected a numpy array, got %s" % (what, type(a).__name__))
+        if a.dtype != dtype:
+            raise TypeError("%s: expected %s elements, got %s (convert with .astype(np.%s))"
+                            % (what, dtype, a.dtype, dtype))
+        if a.shape != shape:
+            raise ValueError("%s: expected shape %s, got %s" % (what, shape, a.shape))
+        if not a.flags.c_contiguous:
+            raise ValueError("%s: the array is not contiguous in row-major order (pass "
+                             "np.ascontiguousarray(x))" % what)
+        if not a.flags.aligned:
+            raise ValueError("%s: the array is not aligned for %s" % (what, dtype))
+        return a
+
+    def __call__(self, *args):
+        specs = self._specs
+        if len(args) != len(specs):
+            raise TypeError("%s takes %d argument%s (%s), given %d"
+                            % (self.name, len(specs), "" if len(specs) == 1 else "s",
+                               ", ".join(p.describe() for p in self.placeholders), len(args)))
+        for a, (dtype, shape) in zip(args, specs):
+            if type(a) is not np.ndarray or a.dtype != dtype or a.shape != shape:
+                break
+            flags = a.flags
+            if not (flags.c_contiguous and flags.aligned):
+                break
+        else:
+            specs = None  # every argument fits as it is
+        if specs is not None:
+            args = [self._argument(i, a) for i, a in enumerate(args)]
+        outs = [np.empty(shape, dtype) for shape, dtype in self._outs]
+        ptrs = [_address(a) for a in args]
+        rptrs = [_address(o) for o in outs]
+        with self._lock:  # the pointer arrays and the kernel's workspace are shared
+            argv, resv = self._argv, self._resv
+            if self._state_slots:
+                ptrs += [s.addr for s in self._state_slots]
+                rptrs += [s.spare_addr for s in self._assigned]
+            argv[:len(ptrs)] = ptrs
+            resv[:len(rptrs)] = rptrs
+            rc = lib.nest_call(self._k, argv, self._nargs, resv, self._nres)
+            if rc != 0:
+                msg = lib.nest_kernel_errmsg(self._k)
+                raise NestError(msg.decode("utf-8", "replace") if msg else "call failed", rc)
+            for s in self._assigned:
+                s.swap()
+        return self._pick(outs)
+
+    def _pick(self, outs):
+        if self._single:
+            k = self._slots[0]
+            return None if k is None else outs[k]
+        return [None if k is None else outs[k] for k in self._slots]
+
+    # ---- inspection, state, ahead of time
+
+    @property
+    def compile_ms(self):
+        return lib.nest_kernel_compile_ms(self._k)
+
+    @property
+    def cache_hit(self):
+        return bool(lib.nest_kernel_cache_hit(self._k))
+
+    @property
+    def workspace_size(self):
+        return lib.nest_kernel_workspace_size(self._k)
+
+    def _emit(self, kind):
+        fns = (ctypes.c_void_p * 1)(self._b.fn)
+        s = _capi.take_string(lib.nest_emit(fns, 1, kind, ctypes.byref(self._options)))
+        if s is None:
+            raise self._b.error()
+        return s
+
+    def c_source(self):
+        """The generated C, as nest_build_so would compile it (self-contained C99)."""
+        return self._emit(0)
+
+    def c_header(self):
+        """The header declaring the entry points of the generated C."""
+        return self._emit(1)
+
+    def ir(self):
+        """The nest function in the canonical text form (.nest)."""
+        fns = (ctypes.c_void_p * 1)(self._b.fn)
+        s = _capi.take_string(lib.nest_print(fns, 1))
+        if s is None:
+            raise self._b.error()
+        return s
+
+    def save(self, path, cc=None):
+        """Compiles the computation ahead of time: PATH.so (PATH is given with or without
+        .so) and its header PATH.h, exporting NAME and NAME_call (nest's ABI, see nest.h).
+        State tensors are parameters (after the placeholders) and their new values results
+        (after the requested ones). Returns (so_path, h_path)."""
+        path = os.fspath(path)
+        stem = path[:-3] if path.endswith(".so") else path
+        so_path, h_path = stem + ".so", stem + ".h"
+        opts = _capi.options(self._options.opt_level,
+                             self._options.march.decode() if self._options.march else None, cc,
+                             self._options.fuse, self._options.openmp, self._options.cache)
+        fns = (ctypes.c_void_p * 1)(self._b.fn)
+        if lib.nest_build_so(fns, 1, so_path.encode(), h_path.encode(), ctypes.byref(opts),
+                             None) != 0:
+            raise self._b.error()
+        return so_path, h_path
+
+    def evaluate(self, *args):
+        """The results by nest's reference interpreter (slow; state is read, not assigned)."""
+        arrays = [self._argument(i, a) for i, a in enumerate(args)] \
+            if len(args) == len(self._specs) else None
+        if arrays is None:
+            raise TypeError("%s takes %d arguments, given %d"
+                            % (self.name, len(self._specs), len(args)))
+        arrays += [s.array for s in self._state_slots]
+        outs = [np.empty(shape, dtype) for shape, dtype in self._outs]
+        spares = [np.empty_like(s.array) for s in self._assigned]
+        argv = (ctypes.c_void_p * max(len(arrays), 1))(*map(_address, arrays))
+        resv = (ctypes.c_void_p * max(len(outs) + len(spares), 1))(
+            *map(_address, outs + spares))
+        if lib.nest_evaluate(self._b.fn, argv, len(arrays), resv, len(outs) + len(spares)):
+            raise self._b.error()
+        return self._pick(outs)
+
+    @property
+    def state(self):
+        """{name: a copy of the value} of the state tensors the computation uses."""
+        return {self._state_name(i): s.value.array.copy() for i, s in enumerate(self._state)}
+
+    def _state_name(self, i):
+        s = self._state[i]
+        return s.name if s.name else "state%d" % i
+
+    def save_state(self, path):
+        """Writes the values of the computation's state tensors to an .npz file."""
+        np.savez(path, **self.state)
+
+    def load_state(self, path):
+        """Reads values written by save_state; every state tensor must be in the file with
+        its shape and type. On any error nothing changes."""
+        with np.load(path) as f:
+            new = []
+            for i, s in enumerate(self._state):
+                n = self._state_name(i)
+                if n not in f.files:
+                    raise ValueError("load_state: %s has no value for %s" % (path, n))
+                v = f[n]
+                if v.shape != s.axes.lengths or v.dtype != s.dtype:
+                    raise ValueError("load_state: %s in %s is %s %s; %s is %s %s"
+                                     % (n, path, v.dtype, v.shape, s.describe(), s.dtype,
+                                        s.axes.lengths))
+                new.append((s, v))
+        for s, v in new:
+            s.value.set(v)
+
+
+def computation(results, *placeholders, **options):
+    """Compiles results (a tensor, or a list of tensors and ng.assign's) as a function of the
+    placeholders, in order. Options: name= (the C function's name), opt_level=, march=,
+    fuse=, openmp=, cache=."""
+    return Computation(results, *placeholders, **options)
