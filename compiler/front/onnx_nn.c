@@ -270,7 +270,7 @@ static void store(ox_tensor *t, int64_t i, double v)
 /* Gemm's B and C with the BatchNormalization after it folded in, when B, C and the statistics
  * are known: B's columns (rows with transB) scaled by a, and C' = beta C a + b, so that
  * y = alpha A B' + C'. False when it does not apply. */
-static bool gemm_fold_bn(ox *c, nest_value *b, nest_value *cc, float *beta)
+static bool gemm_fold_bn(ox *c, const ox_tensor **b, nest_value *cc, float *beta)
 {
     int32_t index;
     double *a, *sh;
@@ -300,32 +300,57 @@ static bool gemm_fold_bn(ox *c, nest_value *b, nest_value *cc, float *beta)
         for (int64_t j = 0; j < n; j++)
             store(nc, i * n + j, (kc ? *beta * ox_float_at(kc, i * cn + (cn == 1 ? 0 : j)) : 0) *
                                      a[j] + sh[j]);
-    *b = ox_constant(c, nb, c->node->input[1]);
+    *b = nb;
     *cc = ox_constant(c, nc, kc ? c->node->input[2] : c->node->output[0]);
     *beta = 1;
     ox_absorb(c, index);
     return true;
 }
 
+/* A known matrix transposed. */
+static ox_tensor *transposed(ox *c, const ox_tensor *t)
+{
+    int64_t shape[2] = {t->shape[1], t->shape[0]};
+    ox_tensor *r = ox_tensor_new(c, t->etype, 2, shape);
+    size_t es = nest_type_size((nest_type)t->etype);
+    for (int64_t i = 0; r && i < t->shape[0]; i++)
+        for (int64_t j = 0; j < t->shape[1]; j++)
+            memcpy((char *)r->data + (size_t)(j * t->shape[0] + i) * es,
+                   (const char *)t->data + (size_t)(i * t->shape[1] + j) * es, es);
+    return r;
+}
+
 int ox_op_gemm(ox *c)
 {
     nest_value a = ox_in(c, 0), b = NEST_NONE, cc = NEST_NONE;
     float alpha = ox_attr_float(c, "alpha", 1), beta = ox_attr_float(c, "beta", 1);
+    bool tb = ox_attr_int(c, "transB", 0) != 0;
+    const ox_tensor *kb = NULL;
     OX_CHECK(a);
-    if (!gemm_fold_bn(c, &b, &cc, &beta)) {
-        b = ox_in(c, 1);
+    if (!gemm_fold_bn(c, &kb, &cc, &beta)) {
+        kb = NULL;
         cc = ox_has(c, 2) && beta != 0 ? ox_in(c, 2) : NEST_NONE;
-        OX_CHECK(b);
         if (ox_has(c, 2) && beta != 0)
             OX_CHECK(cc);
+        const ox_tensor *w = ox_peek(c, 1);
+        if (tb && w && w->rank == 2)
+            kb = w;
     }
+    if (kb && tb) {
+        /* known weights transposed at import: B is [K, N] row-major, which the product's
+         * tiles read along N */
+        if (!(kb = transposed(c, kb)))
+            return NEST_ERR_NOMEM;
+        tb = false;
+    }
+    b = kb ? ox_constant(c, kb, c->node->input[1]) : ox_in(c, 1);
     OX_CHECK(b);
     if (ox_rank(c, a) != 2 || ox_rank(c, b) != 2)
         return ox_err(c, NEST_ERR_TYPE, "A and B must be matrices");
     static const int64_t swap[2] = {1, 0};
     if (ox_attr_int(c, "transA", 0))
         a = ox_transpose(c, a, swap);
-    if (ox_attr_int(c, "transB", 0))
+    if (tb)
         b = ox_transpose(c, b, swap);
     OX_CHECK(a);
     OX_CHECK(b);
