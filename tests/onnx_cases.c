@@ -128,6 +128,10 @@ static void read_tensor(const char *path, tensor *out)
         return;
     int64_t n = 1;
     for (size_t i = 0; i < t->n_dims && i < NEST_MAX_RANK; i++) {
+        if (t->dims[i] < 0 || (t->dims[i] && n > (INT64_C(1) << 40) / t->dims[i])) {
+            onnx__tensor_proto__free_unpacked(t, NULL); /* not a tensor this runner reads */
+            return;
+        }
         n *= t->dims[i];
         out->shape[i] = t->dims[i];
     }

@@ -130,7 +130,8 @@ static Onnx__TensorProto *init(model *md, char *name, int rank, const int64_t *s
     t->has_data_type = 1;
     t->data_type = 1;
     t->n_dims = (size_t)rank;
-    memcpy(md->idims[md->g.n_initializer], shape, (size_t)rank * sizeof *shape);
+    if (rank)
+        memcpy(md->idims[md->g.n_initializer], shape, (size_t)rank * sizeof *shape);
     t->dims = md->idims[md->g.n_initializer];
     int64_t n = 1;
     for (int i = 0; i < rank; i++)
