@@ -4,6 +4,7 @@
 #   make test       install missing Debian packages (or say how), build, run the test suite
 #                   (the C tests, then the Python front end's with pytest)
 #   make sanitize   the test suite built with -fsanitize=address,undefined, run
+#   make tsan       tests/test_threads.c under ThreadSanitizer
 #   make demo       compile and run the samples, show the generated C
 #   make bench      nest against numpy, numexpr, Eigen, OpenBLAS and hand-fused C, and whole
 #                   models against PyTorch (make bench-models: that table alone)
@@ -57,7 +58,8 @@ COMPILER_SRC := compiler/graph/types.c compiler/graph/ir.c compiler/graph/print.
 RUNTIME_SRC  := runtime/loader.c runtime/cache.c runtime/jit.c runtime/aot.c
 DRIVER_SRC   := driver/driver.c
 NESTC_SRC    := driver/nestc.c
-TEST_NAMES   := test_ir test_parse test_interp test_runtime test_fuse test_diff test_random test_onnx
+TEST_NAMES   := test_ir test_parse test_interp test_runtime test_fuse test_diff test_random test_onnx \
+                test_oom test_faults test_threads test_sizes
 
 LIB_OBJ   := $(patsubst %.c,$(B)/obj/%.o,$(COMMON_SRC) $(COMPILER_SRC) $(RUNTIME_SRC) $(DRIVER_SRC)) \
              $(B)/obj/gen/onnx.pb-c.o
@@ -75,8 +77,8 @@ JITFLAGS  := -isystem $(LLVM)/include $(shell $(LLVM)/bin/llvm-config --cxxflags
 JITLIBS   := -L$(LLVM)/lib -lclang-cpp -lLLVM-14 -Wl,-rpath,$(LLVM)/lib -Wl,--no-undefined
 
 PHONY_ONNX := run-onnx fuzz-onnx
-.PHONY: $(PHONY_ONNX) all test sanitize demo bench bench-models fuzz fuzz-parse fuzz-random deps \
-        install clean check-deps run-tests python-test
+.PHONY: $(PHONY_ONNX) all test sanitize tsan demo bench bench-models fuzz fuzz-parse fuzz-build \
+        fuzz-jit fuzz-random deps install clean check-deps run-tests python-test
 .DELETE_ON_ERROR:
 
 all: $(B)/lib/libnest.a $(B)/lib/libnest.so $(BINDIR)/nestc $(JITLIB)
@@ -134,6 +136,18 @@ $(B)/tests/%: tests/%.c tests/testutil.h $(B)/lib/libnest.a $(HEADERS)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(NCFLAGS) $(CFLAGS) -Wno-missing-prototypes -Itests -o $@ $< $(B)/lib/libnest.a -lcmocka $(LDLIBS)
+
+# The fault tests route every allocation and write of libnest.a through tests/faults.c, which
+# fails them on request (the k-th allocation, a write past n bytes): the library's sources are
+# built as they ship.
+FAULT_WRAP  := malloc calloc realloc aligned_alloc posix_memalign strdup strndup write
+FAULT_TESTS := $(B)/tests/test_oom $(B)/tests/test_faults
+$(FAULT_TESTS): $(B)/tests/%: tests/%.c tests/faults.c tests/faults.h tests/testutil.h \
+                $(B)/lib/libnest.a $(HEADERS)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(NCFLAGS) $(CFLAGS) -Wno-missing-prototypes -Itests -o $@ $< tests/faults.c \
+	    $(B)/lib/libnest.a $(foreach f,$(FAULT_WRAP),-Wl,--wrap=$(f)) -lcmocka $(LDLIBS)
 
 $(TESTS): $(JITLIB)
 $(B)/tests/test_onnx: NCFLAGS += -I$(GEN)
@@ -197,6 +211,24 @@ sanitize: check-deps
 	    SANFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
 	    CFLAGS="-O1 -g" run-tests
 
+# ThreadSanitizer on tests/test_threads.c (8 threads parsing, emitting, compiling with the cache
+# shared, and calling one kernel at once), the library and the JIT shim both built with
+# -fsanitize=thread. clang and LLVM inside the shim are not instrumented: TSan sees their locks
+# (pthread calls are intercepted wherever they come from) but not their memory accesses. The JIT'd
+# kernels are not instrumented either: the test checks their results against the interpreter.
+TSAN_JITLIB := build/tsan/lib/libnest_jit.so
+$(TSAN_JITLIB): runtime/jit.cpp runtime/rt.h include/nest.h
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CXX     $@")
+	$(Q)$(CXX) $(JITFLAGS) -fsanitize=thread -g -shared -o $@ $< $(JITLIBS)
+
+tsan: check-deps $(TSAN_JITLIB)
+	$(Q)$(MAKE) --no-print-directory B=build/tsan BINDIR=build/tsan/bin SANFLAGS="-fsanitize=thread" \
+	    CFLAGS="-O1 -g" build/tsan/tests/test_threads
+	TSAN_OPTIONS="halt_on_error=1 suppressions=$(abspath tests/tsan.supp) $${TSAN_OPTIONS:-}" \
+	    NEST_JIT_LIB=$(abspath $(TSAN_JITLIB)) \
+	    build/tsan/tests/test_threads
+
 # The text-form parser under libFuzzer, built with clang against the compiler sources (not the
 # runtime): any bytes parse or fail with a positioned error, and what parses prints, parses back
 # and prints the same. New inputs go to $(B)/fuzz/corpus-parse, crashing ones to $(B)/fuzz/.
@@ -229,12 +261,42 @@ fuzz-onnx: $(B)/fuzz/fuzz_onnx $(B)/onnx/node/.done
 	$(B)/fuzz/fuzz_onnx -max_total_time=$(FUZZ_TIME) -max_len=65536 -artifact_prefix=$(B)/fuzz/ \
 	    $(B)/fuzz/corpus-onnx $(B)/fuzz/seed-onnx
 
+# The C API's builders under libFuzzer (tests/fuzz_build.c): bytes become builder calls, valid
+# or not; failures carry errors, values are what they say, results print, parse back and emit.
+$(B)/fuzz/fuzz_build: tests/fuzz_build.c $(COMMON_SRC) $(COMPILER_SRC) $(GEN)/onnx.pb-c.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  FUZZCC  $@")
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -I$(GEN) -o $@ tests/fuzz_build.c $(COMMON_SRC) $(COMPILER_SRC) \
+	    $(GEN)/onnx.pb-c.c -lprotobuf-c -lm
+
+fuzz-build: $(B)/fuzz/fuzz_build
+	@mkdir -p $(B)/fuzz/corpus-build
+	$(B)/fuzz/fuzz_build -max_total_time=$(FUZZ_TIME) -artifact_prefix=$(B)/fuzz/ \
+	    $(B)/fuzz/corpus-build tests/corpus/build
+
+# Compile and compare under libFuzzer: tests/test_random.c's generator drawing its choices from
+# the input's bytes (NEST_LIBFUZZER), each graph compiled in process and compared with the
+# interpreter. The compiler and runtime are instrumented; clang and LLVM (the JIT shim) are not.
+$(B)/fuzz/fuzz_jit: tests/test_random.c tests/testutil.h $(COMMON_SRC) $(COMPILER_SRC) $(RUNTIME_SRC) \
+                    $(DRIVER_SRC) $(GEN)/onnx.pb-c.c $(HEADERS) $(JITLIB)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  FUZZCC  $@")
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -Wno-missing-prototypes -Wno-unused-function -DNEST_LIBFUZZER -Iruntime -Itests -I$(GEN) \
+	    -DNEST_JIT_PATH="\"$(abspath $(JITLIB))\"" -o $@ tests/test_random.c $(COMMON_SRC) \
+	    $(COMPILER_SRC) $(RUNTIME_SRC) $(DRIVER_SRC) $(GEN)/onnx.pb-c.c -lcmocka $(LDLIBS)
+
+fuzz-jit: $(B)/fuzz/fuzz_jit
+	@mkdir -p $(B)/fuzz/corpus-jit
+	ASAN_OPTIONS="$${ASAN_OPTIONS:+$$ASAN_OPTIONS:}intercept_tls_get_addr=0" \
+	    $(B)/fuzz/fuzz_jit -max_total_time=$(FUZZ_TIME) -timeout=60 -rss_limit_mb=4096 \
+	    -artifact_prefix=$(B)/fuzz/ $(B)/fuzz/corpus-jit tests/corpus/jit
+
 # Random graphs (tests/test_random.c) through the JIT against the reference interpreter; a
 # failing graph prints its seed and text form (NEST_FUZZ_SEED=<seed> NEST_FUZZ_COUNT=1 reruns it).
 fuzz-random: $(B)/tests/test_random $(JITLIB)
 	NEST_FUZZ_COUNT=$${NEST_FUZZ_COUNT:-20000} $(B)/tests/test_random
 
-fuzz: fuzz-parse fuzz-onnx fuzz-random
+fuzz: fuzz-parse fuzz-onnx fuzz-build fuzz-jit fuzz-random
 
 # The samples: l2 through the C API and the JIT, dense ahead of time through its header.
 $(B)/samples/l2: samples/l2.c $(B)/lib/libnest.a include/nest.h

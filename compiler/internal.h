@@ -392,7 +392,8 @@ fx *fx_select(plan *p, fx *e, int axis, int64_t lo, int64_t hi);
 /* Whether the expressions hold a concat along `axis` (also when the walk runs out of memory:
  * the cautious answer). */
 bool fx_has_concat(plan *p, fx *const *roots, int nroots, int axis);
-/* Whether e loads from buffer buf. */
+/* Whether e loads from buffer buf (also when the walk runs out of memory: the cautious answer;
+ * the emitter then declares a temporary it need not, rather than keep a stale name). */
 bool fx_reads(plan *p, fx *e, int32_t buf);
 /* Calls fn on every node of the expressions (each once), args before users. */
 bool fx_walk(plan *p, fx *const *roots, int nroots, void (*fn)(fx *e, void *ctx), void *ctx);

@@ -330,15 +330,16 @@ char *pipeline_dot(nest_function *const *fns, int n, const nest_options *opts)
             for (int32_t j = 0; j < f->nnodes; j++)
                 cl.of[j] = -1;
             labels = calloc((size_t)p.nnests + 1, sizeof *labels);
-            for (int32_t k = 0; labels && k < p.nnests; k++) {
+            bool ok = labels != NULL;
+            for (int32_t k = 0; ok && k < p.nnests; k++) {
                 const nest *ne = &p.nests[k];
                 if (ne->dead)
                     continue;
                 cl.c = nlabels;
-                for (int o = 0; o < ne->nouts; o++) {
+                for (int o = 0; ok && o < ne->nouts; o++) {
                     if (ne->outs[o].node >= 0 && cl.of[ne->outs[o].node] < 0)
                         cl.of[ne->outs[o].node] = nlabels;
-                    fx_walk(&p, &ne->outs[o].value, 1, mark_cluster, &cl);
+                    ok = fx_walk(&p, &ne->outs[o].value, 1, mark_cluster, &cl);
                 }
                 buf t = {0};
                 buf_printf(&t, "nest %d: loops over [", k);
@@ -348,10 +349,15 @@ char *pipeline_dot(nest_function *const *fns, int n, const nest_options *opts)
                 buf_puts(&t, "]");
                 if (ne->rowed)
                     buf_printf(&t, ", rows with nest %d", ne->group);
-                labels[nlabels++] = buf_finish(&t);
+                if (ok && !(labels[nlabels++] = buf_finish(&t)))
+                    ok = false;
+                buf_reset(&t);
             }
-            print_dot_function(&out, f, i, cl.of, nlabels, labels);
+            if (!ok)
+                st = ir_error(f, NEST_ERR_NOMEM, "print: out of memory");
         }
+        if (st == NEST_OK)
+            print_dot_function(&out, f, i, cl.of, nlabels, labels);
         for (int j = 0; j < nlabels; j++)
             free(labels[j]);
         free(labels);

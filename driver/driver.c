@@ -3,6 +3,7 @@
  * the runtime (C text to code): nest_compile (in process, through the
  * cache), nest_call, and nest_build_so (ahead of time with the system compiler).
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,15 +17,23 @@ struct nest_kernel {
     int (*call_ws)(void *const *args, void *const *results, void *ws);
     void *ws;
     size_t ws_size;
+    atomic_bool ws_busy; /* a call is using ws: another call at the same time makes its own */
     void **consts;      /* copies of the function's constants, for nest_consts_NAME */
     int32_t nconsts;
     int nparams, nresults;
     int64_t *counts;    /* elements of each parameter, then of each result */
     char *name;
     bool cache_hit;
+    char *cache_note;   /* why the cache was not used, or NULL */
     double compile_ms;
-    char *errmsg;
 };
+
+/* The message of the last failed nest_call in this thread, and its kernel: calls on one kernel
+ * run in many threads at once, and a message made without allocating never runs out of memory. */
+static _Thread_local struct {
+    const nest_kernel *k;
+    char msg[512];
+} call_err;
 
 static rt_opts runtime_opts(const nest_options *o)
 {
@@ -43,7 +52,9 @@ void nest_kernel_free(nest_kernel *k)
     free(k->ws);
     free(k->counts);
     free(k->name);
-    free(k->errmsg);
+    free(k->cache_note);
+    if (call_err.k == k)
+        call_err.k = NULL;
     free(k);
 }
 
@@ -65,6 +76,7 @@ nest_kernel *nest_compile(nest_function *f, const nest_options *opts)
     char *err = NULL;
     if (!k)
         goto nomem;
+    atomic_init(&k->ws_busy, false);
     k->nparams = f->nparams;
     k->nresults = f->nresults;
     k->counts = malloc(((size_t)f->nparams + (size_t)f->nresults + 1) * sizeof *k->counts);
@@ -87,7 +99,7 @@ nest_kernel *nest_compile(nest_function *f, const nest_options *opts)
     if (info.ws_size > 0) {
         k->ws_size = (size_t)info.ws_size;
         if (!(k->ws = aligned_alloc(64, (k->ws_size + 63) & ~(size_t)63))) {
-            ir_error(f, NEST_ERR_NOMEM, "%s: cannot allocate the workspace of %zu bytes", f->name,
+            ir_error(f, NEST_ERR_NOMEM, "%s: out of memory for the workspace of %zu bytes", f->name,
                      k->ws_size);
             goto fail;
         }
@@ -99,6 +111,9 @@ nest_kernel *nest_compile(nest_function *f, const nest_options *opts)
         ir_error(f, st, "compiling %s: %s", f->name, err ? err : nest_status_str(st));
         goto fail;
     }
+    const char *note = rt_code_cache_note(k->code);
+    if (note[0] && !(k->cache_note = strdup(note)))
+        goto nomem;
     char sym[IR_MAX_NAME + 32];
     snprintf(sym, sizeof sym, k->ws ? "%s_call_ws" : "%s_call", f->name);
     void *entry = rt_code_symbol(k->code, sym);
@@ -140,14 +155,30 @@ fail:
 static int call_error(nest_kernel *k, int status, const char *fmt, ...) FORMAT(3, 4);
 static int call_error(nest_kernel *k, int status, const char *fmt, ...)
 {
-    buf b = {0};
     va_list ap;
     va_start(ap, fmt);
-    buf_vprintf(&b, fmt, ap);
+    vsnprintf(call_err.msg, sizeof call_err.msg, fmt, ap);
     va_end(ap);
-    free(k->errmsg);
-    k->errmsg = buf_finish(&b);
+    call_err.k = k;
     return status;
+}
+
+/* Runs the kernel with its own workspace, or with one of the call's own when another call holds
+ * it (many threads calling one kernel). */
+static int run_with_workspace(nest_kernel *k, void *const *args, void *const *results)
+{
+    bool idle = false;
+    if (atomic_compare_exchange_strong(&k->ws_busy, &idle, true)) {
+        int rc = k->call_ws(args, results, k->ws);
+        atomic_store(&k->ws_busy, false);
+        return rc;
+    }
+    void *ws = aligned_alloc(64, (k->ws_size + 63) & ~(size_t)63);
+    if (!ws)
+        return -1;
+    int rc = k->call_ws(args, results, ws);
+    free(ws);
+    return rc;
 }
 
 int nest_call(nest_kernel *k, void *const *args, int nargs, void *const *results, int nresults)
@@ -178,7 +209,12 @@ int nest_call(nest_kernel *k, void *const *args, int nargs, void *const *results
                 return call_error(k, NEST_ERR_CALL, "%s: results %d and %d are the same array",
                                   k->name, j + 1, i + 1);
     }
-    int rc = k->ws ? k->call_ws(args, results, k->ws) : k->call(args, results);
+    int rc = k->ws ? run_with_workspace(k, args, results) : k->call(args, results);
+    if (rc < 0)
+        return call_error(k, NEST_ERR_NOMEM,
+                          "%s: out of memory for a workspace of %zu bytes (the kernel's own is in "
+                          "use by a call in another thread)",
+                          k->name, k->ws_size);
     if (rc != 0)
         return call_error(k, NEST_ERR_NOMEM, "%s: the kernel failed (%d)", k->name, rc);
     return NEST_OK;
@@ -186,10 +222,14 @@ int nest_call(nest_kernel *k, void *const *args, int nargs, void *const *results
 
 const char *nest_kernel_errmsg(const nest_kernel *k)
 {
-    return !k ? "no kernel (NULL handle)" : k->errmsg ? k->errmsg : "";
+    return !k ? "no kernel (NULL handle)" : call_err.k == k ? call_err.msg : "";
 }
 
 int nest_kernel_cache_hit(const nest_kernel *k) { return k && k->cache_hit; }
+const char *nest_kernel_cache_note(const nest_kernel *k)
+{
+    return k && k->cache_note ? k->cache_note : "";
+}
 size_t nest_kernel_workspace_size(const nest_kernel *k) { return k ? k->ws_size : 0; }
 double nest_kernel_compile_ms(const nest_kernel *k) { return k ? k->compile_ms : 0; }
 

@@ -183,6 +183,8 @@ static int run_function(nest_function *f, const nest_options *opts, bool jit)
             fprintf(stderr, "nestc: %s: %s in %.1f ms, workspace %zu bytes\n", f->name,
                     nest_kernel_cache_hit(k) ? "taken from the compile cache" : "compiled",
                     nest_kernel_compile_ms(k), nest_kernel_workspace_size(k));
+        if (k && nest_kernel_cache_note(k)[0])
+            fprintf(stderr, "nestc: warning: %s\n", nest_kernel_cache_note(k));
         if (k && nest_call(k, args, np, got, nr) != NEST_OK) {
             fprintf(stderr, "nestc: %s: %s\n", f->name, nest_kernel_errmsg(k));
             status = NEST_ERR_CALL;

@@ -16,7 +16,11 @@
  *   until the handle's next failing call or its free.
  * - Arrays passed to and from functions are dense and row-major unless a parameter or result is
  *   declared column-major; bool elements are one byte holding 0 or 1.
- * - Handles are not safe to use from two threads at once; distinct handles are independent.
+ * - Threads: distinct handles are independent, so functions can be built, printed, emitted and
+ *   compiled in many threads at once (compiles share the compile cache safely, also across
+ *   processes). One function or module handle is not safe to use from two threads at once. A
+ *   kernel is: nest_call (and the kernel_* getters) may run on one kernel from many threads at
+ *   once; nest_kernel_errmsg gives the calling thread's last error.
  */
 #ifndef NEST_H
 #define NEST_H
@@ -318,13 +322,21 @@ typedef struct nest_kernel nest_kernel;
 nest_kernel *nest_compile(nest_function *f, const nest_options *opts);
 
 /* Calls the kernel: args and results as for nest_evaluate. Returns NEST_OK, NEST_ERR_CALL for a
- * wrong count (the message says which), or NEST_ERR_NOMEM. A kernel owns its workspace: calls on
- * one kernel must not overlap; use one kernel per thread. */
+ * wrong count (the message says which), or NEST_ERR_NOMEM. Calls on one kernel may run in many
+ * threads at once: the kernel owns one workspace, and a call that finds it in use allocates its
+ * own for the call (NEST_ERR_NOMEM if it cannot). */
 int nest_call(nest_kernel *k, void *const *args, int nargs, void *const *results, int nresults);
 
+/* The message of the last failed nest_call on k in the calling thread ("" if none). It lives in
+ * the thread until its next failing call or the kernel's free. */
 const char *nest_kernel_errmsg(const nest_kernel *k);
 /* 1 if the kernel came from the compile cache, 0 if it was compiled. */
 int nest_kernel_cache_hit(const nest_kernel *k);
+/* Why the compile cache was not used for the kernel, or "" when it was (or was turned off): the
+ * cache directory is refused when another user owns it (a symlink to their directory, say) or
+ * others can write to it, since code loaded from it runs in this process; a store that failed
+ * ("No space left on device") leaves the kernel good but uncached. Belongs to the kernel. */
+const char *nest_kernel_cache_note(const nest_kernel *k);
 /* Bytes of scratch memory the kernel uses (0 when everything fuses into its results). */
 size_t nest_kernel_workspace_size(const nest_kernel *k);
 /* Wall time of nest_compile for this kernel, in milliseconds. */

@@ -6,6 +6,12 @@
  * written to a temporary file in the same directory and renamed into place, so a reader sees a
  * whole entry or none, and two processes writing the same entry at once both succeed.
  *
+ * Code loaded from the cache runs in the process, so the directory must be the user's own: one
+ * owned by another user (through a symlink, say) or writable by others is refused (rt_cache_open)
+ * and the compile goes on without the cache. Entries are opened without following symlinks.
+ * A writer killed in the middle leaves only its temporary file, which a later store removes once
+ * it is an hour old.
+ *
  * An entry:   offset  size
  *             0       8    magic "NESTOBJ\n"
  *             8       4    format version (little-endian, like every number here)
@@ -16,6 +22,7 @@
  *             40      8    checksum of the object
  *             48           the key, then the object
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
@@ -26,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "nest.h"
 #include "rt.h"
 
 #define MAGIC "NESTOBJ\n"
@@ -128,7 +136,7 @@ void *rt_cache_get(const char *dir, const void *key, size_t keylen, size_t *objl
     char *path = entry_path(dir, h);
     if (!path)
         return NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0) {
         free(path);
         return NULL;
@@ -138,7 +146,7 @@ void *rt_cache_get(const char *dir, const void *key, size_t keylen, size_t *objl
     unsigned char *data = NULL;
     bool corrupt = true;
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
         corrupt = false; /* not ours to remove */
         goto miss;
     }
@@ -208,16 +216,70 @@ static bool make_dirs(const char *dir)
     return ok && stat(dir, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-void rt_cache_put(const char *dir, const void *key, size_t keylen, const void *obj,
-                  size_t objlen)
+int rt_cache_open(const char *dir, char **why)
+{
+    *why = NULL;
+    errno = 0;
+    if (!make_dirs(dir)) {
+        int e = errno ? errno : ENOTDIR;
+        *why = rt_strf("the cache directory %s cannot be made (%s): not using the cache", dir,
+                       strerror(e));
+        return *why ? NEST_ERR_IO : NEST_ERR_NOMEM;
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        *why = rt_strf("the cache directory %s is not a directory: not using the cache", dir);
+        return *why ? NEST_ERR_IO : NEST_ERR_NOMEM;
+    }
+    if (st.st_uid != geteuid())
+        *why = rt_strf("the cache directory %s belongs to user %ld, not to this user (%ld): not "
+                       "using the cache",
+                       dir, (long)st.st_uid, (long)geteuid());
+    else if (st.st_mode & (S_IWGRP | S_IWOTH))
+        *why = rt_strf("the cache directory %s is writable by %s (mode %03o): not using the "
+                       "cache (chmod 700 %s)",
+                       dir, (st.st_mode & S_IWOTH) ? "every user" : "its group",
+                       (unsigned)(st.st_mode & 0777), dir);
+    else
+        return NEST_OK;
+    return *why ? NEST_ERR_IO : NEST_ERR_NOMEM;
+}
+
+/* Temporary files of writers that died (killed mid-write): ours, and untouched for an hour. */
+#define STALE_SECONDS 3600
+
+static void remove_stale(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    time_t now = time(NULL);
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        size_t n = strlen(de->d_name);
+        if (de->d_name[0] != '.' || n < 5 || strcmp(de->d_name + n - 4, ".tmp") != 0)
+            continue;
+        struct stat st;
+        if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+            st.st_uid == geteuid() && st.st_mtime < now - STALE_SECONDS)
+            unlinkat(dirfd(d), de->d_name, 0);
+    }
+    closedir(d);
+}
+
+int rt_cache_put(const char *dir, const void *key, size_t keylen, const void *obj,
+                 size_t objlen)
 {
     static atomic_uint counter;
-    if (!dir || !key || !obj || objlen == 0 || !make_dirs(dir))
-        return;
+    if (!dir || !key || !obj || objlen == 0)
+        return EINVAL;
+    errno = 0;
+    if (!make_dirs(dir))
+        return errno ? errno : ENOTDIR;
     uint64_t h = hash64(key, keylen, KEY_SEED);
     char *path = entry_path(dir, h);
     if (!path)
-        return;
+        return ENOMEM;
 
     /* A name no other writer uses: the pid, a counter and the clock; O_EXCL makes sure. */
     char *tmp = NULL;
@@ -230,14 +292,15 @@ void rt_cache_put(const char *dir, const void *key, size_t keylen, const void *o
                       atomic_fetch_add(&counter, 1), (unsigned long)ts.tv_nsec);
         if (!tmp)
             break;
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fd < 0 && errno != EEXIST)
             break;
     }
     if (fd < 0) {
+        int e = tmp ? errno : ENOMEM;
         free(tmp);
         free(path);
-        return;
+        return e;
     }
 
     unsigned char hd[HEADER];
@@ -248,12 +311,19 @@ void rt_cache_put(const char *dir, const void *key, size_t keylen, const void *o
     put_le(hd + 24, objlen, 8);
     put_le(hd + 32, h, 8);
     put_le(hd + 40, hash64(obj, objlen, OBJ_SEED), 8);
-    bool ok = rt_write_all(fd, hd, HEADER) && rt_write_all(fd, key, keylen) &&
-              rt_write_all(fd, obj, objlen);
-    if (close(fd) != 0)
-        ok = false;
-    if (!ok || rename(tmp, path) != 0)
-        unlink(tmp);
+    int e = 0;
+    errno = 0;
+    if (!(rt_write_all(fd, hd, HEADER) && rt_write_all(fd, key, keylen) &&
+          rt_write_all(fd, obj, objlen)))
+        e = errno ? errno : EIO;
+    if (close(fd) != 0 && !e)
+        e = errno;
+    if (!e && rename(tmp, path) != 0)
+        e = errno;
+    if (e)
+        unlink(tmp); /* a full disk, say: no entry, and no partial file left */
     free(tmp);
     free(path);
+    remove_stale(dir);
+    return e;
 }

@@ -10,6 +10,7 @@
 struct rt_code {
     const rt_shim_api *api;
     rt_shim_code *code;
+    char *note; /* why the cache was not used, or NULL */
 };
 
 #define MAX_ARGS 24
@@ -132,6 +133,10 @@ int rt_jit(const char *src, size_t len, const rt_opts *o, rt_code **out, bool *c
     /* The cache: a missing key (no memory) or directory only means no cache. */
     size_t keylen = 0;
     char *dir = o->cache ? rt_cache_dir() : NULL;
+    if (dir && rt_cache_open(dir, &c->note) != NEST_OK) {
+        free(dir);
+        dir = NULL;
+    }
     char *key = dir ? make_key(api, args, nargs, src ? src : "", len, &keylen) : NULL;
     if (key) {
         size_t objlen;
@@ -158,6 +163,7 @@ int rt_jit(const char *src, size_t len, const rt_opts *o, rt_code **out, bool *c
         free(obj);
         free(key);
         free(dir);
+        free(c->note);
         free(c);
         if (err)
             *err = e;
@@ -165,8 +171,9 @@ int rt_jit(const char *src, size_t len, const rt_opts *o, rt_code **out, bool *c
             free(e);
         return st == NEST_ERR_NOMEM || st == NEST_ERR_UNAVAILABLE ? st : NEST_ERR_COMPILE;
     }
-    if (key)
-        rt_cache_put(dir, key, keylen, obj, objlen);
+    int perr = key ? rt_cache_put(dir, key, keylen, obj, objlen) : 0;
+    if (perr) /* a full disk, say: the code is good, only not stored */
+        c->note = rt_strf("the code was not stored in the cache %s: %s", dir, strerror(perr));
     free(obj);
 
 done:
@@ -188,10 +195,16 @@ void *rt_code_symbol(rt_code *c, const char *name)
     return c && name ? c->api->lookup(c->code, name) : NULL;
 }
 
+const char *rt_code_cache_note(const rt_code *c)
+{
+    return c && c->note ? c->note : "";
+}
+
 void rt_code_free(rt_code *c)
 {
     if (!c)
         return;
     c->api->free(c->code);
+    free(c->note);
     free(c);
 }

@@ -74,16 +74,23 @@ char *rt_cache_dir(void);
 
 /* Looks up the entry for key (keylen bytes: the source, the flags and the host). Returns the
  * object (malloc'd) or NULL when absent, unreadable, truncated or corrupt (a corrupt entry is
- * removed so that it is rebuilt). */
+ * removed so that it is rebuilt), a symlink, or not owned by this user. */
 void *rt_cache_get(const char *dir, const void *key, size_t keylen, size_t *objlen);
 
 /* Writes all n bytes to fd (retrying short writes and EINTR); false on an error. */
 bool rt_write_all(int fd, const void *p, size_t n);
 
+/* Makes the directory if needed (mode 0700) and checks that the cache may use it: a directory
+ * owned by this user (after symlinks) and writable by no one else; code loaded from it runs in
+ * the process. Returns NEST_OK, or NEST_ERR_IO with the reason in *why (malloc'd: "the cache
+ * directory D belongs to user 1001, ...: not using the cache"), or NEST_ERR_NOMEM. */
+int rt_cache_open(const char *dir, char **why);
+
 /* Stores an entry atomically (a temporary file renamed into place), creating the directory if
- * needed. Failure (read-only or missing directory) is silent: the cache is an optimization. */
-void rt_cache_put(const char *dir, const void *key, size_t keylen, const void *obj,
-                  size_t objlen);
+ * needed. Returns 0, or the errno of the failure (ENOSPC: a full disk); a failed store leaves
+ * nothing behind, and the cache being an optimization, the caller goes on without it. */
+int rt_cache_put(const char *dir, const void *key, size_t keylen, const void *obj,
+                 size_t objlen);
 
 /* ---------------------------------------------------------------------------------------------
  * jit.c: C source to callable code, through the cache
@@ -111,6 +118,9 @@ int rt_jit(const char *src, size_t len, const rt_opts *o, rt_code **out, bool *c
 /* A global function or variable of the code, or NULL (also for c NULL). Valid until
  * rt_code_free; code from several rt_jit calls may define the same names. */
 void *rt_code_symbol(rt_code *c, const char *name);
+/* Why the cache was not used for the code (a directory refused by rt_cache_open, a store that
+ * failed: "... No space left on device"), or "" when it was or was turned off. Lives as c. */
+const char *rt_code_cache_note(const rt_code *c);
 /* Unloads the code; NULL is a no-op. */
 void rt_code_free(rt_code *c);
 

@@ -48,10 +48,20 @@
 
 typedef struct rng {
     uint64_t s;
+    const uint8_t *data; /* under libFuzzer: the input, whose bytes are drawn first */
+    size_t left;
 } rng;
 
 static uint64_t next(rng *r)
 {
+    if (r->left) { /* the fuzzer's bytes decide, 8 at a time, while they last */
+        uint64_t z = 0;
+        size_t k = r->left < 8 ? r->left : 8;
+        memcpy(&z, r->data, k);
+        r->data += k;
+        r->left -= k;
+        return z;
+    }
     uint64_t z = (r->s += 0x9e3779b97f4a7c15u);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
@@ -1279,18 +1289,23 @@ static bool step_tuple(gen *g)
 
 /* ---- a whole graph ---- */
 
+/* Under libFuzzer (NEST_LIBFUZZER): the input whose bytes the generator draws first. */
+static const uint8_t *fuzz_data;
+static size_t fuzz_left;
+
 static void generate(gen *g, uint64_t seed)
 {
     memset(g, 0, sizeof *g);
     g->r.s = seed * 0x2545f4914f6cdd1du + 0x1234567u;
     next(&g->r);
+    g->r.data = fuzz_data, g->r.left = fuzz_left;
     char name[32];
     snprintf(name, sizeof name, "r%llu", (unsigned long long)seed);
     g->f = nest_function_new(name);
     assert_non_null(g->f);
     int profile = below(&g->r, 200);
     g->large = profile < 26;
-    g->huge = profile < 10;
+    g->huge = profile < 10 && !fuzz_data; /* seconds per graph: too slow to fuzz */
     g->cap = g->huge ? 1 << 21 : g->large ? 40000 : 360;
     g->maxdim = g->large ? 8 : 2 + below(&g->r, 6);
     static const int base[C_COUNT] = {
@@ -1481,7 +1496,7 @@ static bool run_seed(uint64_t seed, stats *st)
     st->results += g->nres;
 
     /* arguments from each parameter's domain; results prefilled with garbage */
-    rng r = {seed ^ 0xa0761d6478bd642fu};
+    rng r = {.s = seed ^ 0xa0761d6478bd642fu};
     void *args[MAXPARAMS] = {0}, *want[MAXRESULTS] = {0}, *got[MAXRESULTS] = {0};
     int np = nest_param_count(g->f), nr = nest_result_count(g->f);
     for (int i = 0; i < np; i++) {
@@ -1693,7 +1708,7 @@ static bool run_text(const char *text)
     void *args[MAXPARAMS] = {0}, *want[MAXRESULTS] = {0}, *got[MAXRESULTS] = {0};
     int64_t counts[MAXRESULTS];
     assert_true(np <= MAXPARAMS && nr <= MAXRESULTS);
-    rng r = {12345};
+    rng r = {.s = 12345};
     for (int i = 0; i < np; i++) {
         nest_value v = nest_param(f, i);
         nest_type t = (nest_type)nest_value_type(f, v);
@@ -1857,6 +1872,29 @@ static int run_file(const char *path)
     return ok ? 0 : 1;
 }
 
+#ifdef NEST_LIBFUZZER
+/* Compile and compare under libFuzzer (make fuzz-jit): the generator's choices come from the
+ * input's bytes, so the fuzzer steers the graphs; a disagreement prints the graph and aborts. */
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static bool once;
+    if (!once) {
+        setenv("NEST_CACHE", "0", 1); /* every input is a new graph: no cache to fill */
+        once = true;
+    }
+    uint64_t seed = 0xcbf29ce484222325u;
+    for (size_t i = 0; i < size; i++)
+        seed = (seed ^ data[i]) * 0x100000001b3u;
+    fuzz_data = data, fuzz_left = size;
+    stats st = {0};
+    bool ok = run_seed(seed, &st);
+    fuzz_data = NULL, fuzz_left = 0;
+    if (!ok)
+        abort();
+    return 0;
+}
+#else
 int main(void)
 {
     cache_setup();
@@ -1884,3 +1922,4 @@ int main(void)
     cache_teardown();
     return rc;
 }
+#endif /* NEST_LIBFUZZER */

@@ -35,7 +35,8 @@ enum {
     H_COUNT = H_TILE + 6,
 };
 
-/* A set of identifiers in use, for making names unique. */
+/* A set of identifiers in use, for making names unique. Running out of memory marks the set
+ * and every enclosing one (oom): the function scope's flag fails the whole emission. */
 typedef struct names {
     char **v;
     size_t n, cap;
@@ -101,6 +102,9 @@ const char *em_names_add(names *ns, const char *s);
 /* base, or base_1, base_2, ... : the first that no scope uses; recorded in ns. */
 const char *em_unique(names *ns, const char *base);
 void em_names_free(names *ns);
+/* buf_finish for a text built aside: on failure (NULL) the whole emission fails (c->b), so no
+ * out-of-memory ever shows up as missing text in the C. */
+char *em_finish(ctx *c, buf *t);
 /* One line of C at the context's indentation. */
 void em_line(ctx *c, const char *fmt, ...) FORMAT(2, 3);
 void em_literal(buf *b, int etype, const fx *e);

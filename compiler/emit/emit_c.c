@@ -216,7 +216,7 @@ static void signature_comment(ctx *c)
     if (f->nresults != 1)
         buf_putc(&t, ')');
     buf_puts(&t, " */");
-    char *s = buf_finish(&t);
+    char *s = em_finish(c, &t);
     em_line(c, "%s", s ? s : "");
     free(s);
 }
@@ -313,7 +313,7 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
     c.bufname = abi;
     buf sig = {0};
     param_list(&c, &sig, true, ws);
-    char *sigs = buf_finish(&sig);
+    char *sigs = em_finish(&c, &sig);
     c.bufname = save;
     signature_comment(&c);
     if (ws)
@@ -371,7 +371,7 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
         em_line(&c, "}");
         em_line(&c, "%s", "");
         call_args(&c, &ca, "(unsigned char *)workspace", "args", "results");
-        char *a = buf_finish(&ca);
+        char *a = em_finish(&c, &ca);
         em_line(&c, "int %s_call_ws(void *const *args, void *const *results, void *workspace)", f->name);
         em_line(&c, "{");
         if (f->nparams == 0)
@@ -386,7 +386,7 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
         c.bufname = abi;
         param_list(&c, &pl, true, false);
         c.bufname = save;
-        char *ps = buf_finish(&pl);
+        char *ps = em_finish(&c, &pl);
         em_line(&c, "int %s(%s)", f->name, ps ? ps : "");
         free(ps);
         em_line(&c, "{");
@@ -397,7 +397,7 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
         buf cl = {0};
         for (int32_t i = 0; i < f->nparams + f->nresults; i++)
             buf_printf(&cl, "%s, ", abi[i]);
-        char *cls = buf_finish(&cl);
+        char *cls = em_finish(&c, &cl);
         em_line(&c, "    rc = %s_impl(%sws);", f->name, cls ? cls : "");
         free(cls);
         em_line(&c, "    free(ws);");
@@ -409,7 +409,7 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
     const char *an = strcmp(f->name, "args") ? "args" : "nest_args";
     const char *rn = strcmp(f->name, "results") ? "results" : "nest_results";
     call_args(&c, &ca, NULL, an, rn);
-    char *a = buf_finish(&ca);
+    char *a = em_finish(&c, &ca);
     em_line(&c, "int %s_call(void *const *%s, void *const *%s)", f->name, an, rn);
     em_line(&c, "{");
     if (f->nparams == 0)
@@ -421,6 +421,9 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
     em_line(&c, "%s", "");
     free(a);
 out:
+    /* out of memory in a scope of names or in an expression made during emission */
+    if (c.fn.oom || c.mp->status != NEST_OK)
+        b->failed = true;
     free(abi);
     free(c.hoist);
     free(c.bufname);
@@ -434,12 +437,12 @@ void emit_header_decls(buf *b, const plan *p)
 {
     const nest_function *f = p->f;
     ctx c = {.b = b, .p = p, .f = f};
-    reserve_names(&c);
     if (!namer_init(&c.nm, f)) {
         namer_free(&c.nm);
         b->failed = true;
         return;
     }
+    reserve_names(&c);
     const char **names_ = abi_names(&c);
     if (!names_) {
         namer_free(&c.nm);
@@ -451,7 +454,7 @@ void emit_header_decls(buf *b, const plan *p)
     signature_comment(&c);
     buf pl = {0};
     param_list(&c, &pl, false, false);
-    char *ps = buf_finish(&pl);
+    char *ps = em_finish(&c, &pl);
     em_line(&c, "int %s(%s);", f->name, ps ? ps : "");
     free(ps);
     em_line(&c, "int %s_call(void *const *args, void *const *results);", f->name);
@@ -461,6 +464,8 @@ void emit_header_decls(buf *b, const plan *p)
              f->name);
     }
     em_line(&c, "%s", "");
+    if (c.fn.oom)
+        b->failed = true;
     free(names_);
     em_names_free(&c.fn);
     namer_free(&c.nm);

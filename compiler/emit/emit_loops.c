@@ -45,7 +45,7 @@ void em_outputs(ctx *c, const nout *outs, fx *const *vals, int nouts)
         } else {
             store_text(c, &dst, o);
         }
-        char *d = buf_finish(&dst);
+        char *d = em_finish(c, &dst);
         if (!v || !d) {
             bd.oom = true;
         } else if (o->reduce >= 0) {
@@ -55,14 +55,14 @@ void em_outputs(ctx *c, const nout *outs, fx *const *vals, int nouts)
                 buf t = {0};
                 buf_printf(&t, "(%s)", v);
                 free(v);
-                v = buf_finish(&t);
+                v = em_finish(c, &t);
             }
             char *s = v ? em_combine(c, o->reduce, o->value->etype, d, v) : NULL;
             if (!v)
                 bd.oom = true;
             buf cm = {0};
             em_node_comment(c, &cm, o->node);
-            char *cs = buf_finish(&cm);
+            char *cs = em_finish(c, &cm);
             if (s)
                 em_line(c, "%s = %s;%s", d, s, cs ? cs : "");
             free(s);
@@ -70,7 +70,7 @@ void em_outputs(ctx *c, const nout *outs, fx *const *vals, int nouts)
         } else {
             buf cm = {0};
             em_node_comment(c, &cm, vals[i]->kind == FX_OP ? -1 : o->node);
-            char *cs = buf_finish(&cm);
+            char *cs = em_finish(c, &cm);
             em_line(c, "%s = %s;%s", d, v, cs ? cs : "");
             free(cs);
         }
@@ -235,7 +235,7 @@ static void hoist_one(fx *e, void *ctx_)
     buf t = {0};
     body bd = {.c = c};
     em_operand(&bd, &t, e);
-    char *text = buf_finish(&t);
+    char *text = em_finish(c, &t);
     const char *base = e->node >= 0 ? namer_name(&c->nm, e->node) : "v";
     char nb[IR_MAX_NAME + 8];
     snprintf(nb, sizeof nb, "%s_%s", base, base[0] == '_' ? "v" : "value");
@@ -370,7 +370,7 @@ static void emit_fold_start(ctx *c, int lvl)
             c->acc[i] = em_unique(&c->local, nb);
             buf t = {0};
             em_init_text(&t, o->reduce, o->value->etype);
-            char *init = buf_finish(&t);
+            char *init = em_finish(c, &t);
             if (!init) {
                 c->b->failed = true;
                 return;
@@ -403,7 +403,7 @@ static void emit_fold_start(ctx *c, int lvl)
         store_text(c, &t, &ne->outs[i]);
         buf_puts(&t, " = ");
         em_init_text(&t, ne->outs[i].reduce, ne->outs[i].value->etype);
-        char *s = buf_finish(&t);
+        char *s = em_finish(c, &t);
         em_line(c, "%s;", s ? s : "");
         free(s);
         c->indent -= opened;
@@ -438,10 +438,10 @@ static void emit_fold_end(ctx *c)
             buf_puts(&t, c->fold_dst[i]);
         else
             store_text(c, &t, o);
-        char *d = buf_finish(&t);
+        char *d = em_finish(c, &t);
         buf cm = {0};
         em_node_comment(c, &cm, c->fold_dst ? -1 : o->node);
-        char *cs = buf_finish(&cm);
+        char *cs = em_finish(c, &cm);
         if (d)
             em_line(c, "%s = %s%s;%s", d, a, c->accs > 1 ? "[0]" : "", cs ? cs : "");
         free(d);
@@ -478,7 +478,7 @@ static void emit_chunks(ctx *c, fx **vals)
         em_line(c, "%s %s[%lld];", em_ctype(o->value->etype), part[i], (long long)nch);
         buf t = {0};
         buf_printf(&t, "%s[%s]", part[i], ch);
-        dsts[i] = buf_finish(&t);
+        dsts[i] = em_finish(c, &t);
         dst[i] = dsts[i] ? dsts[i] : "?";
     }
     omp_parallel_for(c);
@@ -506,10 +506,10 @@ static void emit_chunks(ctx *c, fx **vals)
         free(comb);
         buf t = {0};
         store_text(c, &t, o);
-        char *d = buf_finish(&t);
+        char *d = em_finish(c, &t);
         buf cm = {0};
         em_node_comment(c, &cm, o->node);
-        char *cs = buf_finish(&cm);
+        char *cs = em_finish(c, &cm);
         em_line(c, "%s = %s;%s", d ? d : "", l, cs ? cs : "");
         free(d);
         free(cs);
@@ -588,13 +588,16 @@ void em_nest_comment(ctx *c)
         fx_walk(c->mp, &ne->outs[i].value, 1, collect_node, &s);
     for (int i = 0; i < ne->nnodes; i++)
         add_node(&s, ne->nodes[i]);
-    qsort(s.v, (size_t)s.n, sizeof *s.v, cmp_i32);
+    if (s.oom)
+        c->b->failed = true; /* (a failed walk is in c->mp->status, checked at the end) */
+    if (s.n > 1)
+        qsort(s.v, (size_t)s.n, sizeof *s.v, cmp_i32);
     for (size_t i = 0; i < s.n; i++) {
         buf t = {0};
         print_node(&t, &c->nm, s.v[i], 4);
         buf_puts(&t, ": ");
         ir_format_type(&t, c->f, s.v[i]);
-        char *x = buf_finish(&t);
+        char *x = em_finish(c, &t);
         if (x) {
             if (strlen(x) > 110)
                 strcpy(x + 106, "...");
@@ -613,7 +616,7 @@ void em_nest_comment(ctx *c)
     if (ne->reduced)
         buf_puts(&t, " (r: folded)");
     buf_puts(&t, " */");
-    char *x = buf_finish(&t);
+    char *x = em_finish(c, &t);
     em_line(c, "%s", x ? x : " */");
     free(x);
     free(s.v);
@@ -799,7 +802,7 @@ static void emit_tiled(ctx *c, int32_t k)
         c->refd[a->buf] = true;
         if (a->st[0])
             buf_printf(&t, " + %s * %lld", i0, (long long)a->st[0]);
-        char *base = buf_finish(&t);
+        char *base = em_finish(c, &t);
         em_line(c, "nest_tile_%s_%dx%d(%s, %lld, %s, %lld, %lld, %s, %s);",
              nest_type_name((nest_type)et), ti, tj, ni, K, base ? base : "0",
              (long long)a->st[0], (long long)a->st[1], panel, acc);
@@ -816,6 +819,8 @@ static void emit_tiled(ctx *c, int32_t k)
     char tile[96];
     snprintf(tile, sizeof tile, "%s[ii * %d + jj]", acc, tj);
     c->tile_view = fx_load(c->mp, prod->buf, prod->off, 3, prod->st, -1);
+    if (!c->tile_view)
+        c->b->failed = true; /* out of memory: reads of the product would find no name */
     c->tile_text = tile;
     if (ne->nouts > 1) {
         fx *vals[ne->nouts];
@@ -826,7 +831,7 @@ static void emit_tiled(ctx *c, int32_t k)
     if (!prod->drop) {
         buf t = {0};
         store_text(c, &t, prod);
-        char *d = buf_finish(&t);
+        char *d = em_finish(c, &t);
         em_line(c, "%s = %s;", d ? d : "", tile);
         free(d);
     }

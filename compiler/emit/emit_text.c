@@ -188,15 +188,22 @@ static bool names_has(const names *ns, const char *s)
     return false;
 }
 
+/* Out of memory: the scope and every enclosing one say so (the function scope's flag fails the
+ * emission); the name returned only keeps the caller going until then. */
+static const char *names_oom(names *ns)
+{
+    for (; ns; ns = ns->outer)
+        ns->oom = true;
+    return "_";
+}
+
 const char *em_names_add(names *ns, const char *s)
 {
     if ((ns->n + 1) * 2 > ns->cap) {
         size_t cap = ns->cap ? ns->cap * 2 : 64;
         char **v = calloc(cap, sizeof *v);
-        if (!v) {
-            ns->oom = true;
-            return "oom";
-        }
+        if (!v)
+            return names_oom(ns);
         for (size_t i = 0; i < ns->cap; i++)
             if (ns->v[i]) {
                 size_t j = str_hash(ns->v[i]) & (cap - 1);
@@ -209,16 +216,22 @@ const char *em_names_add(names *ns, const char *s)
         ns->cap = cap;
     }
     char *d = strdup(s);
-    if (!d) {
-        ns->oom = true;
-        return "oom";
-    }
+    if (!d)
+        return names_oom(ns);
     size_t j = str_hash(d) & (ns->cap - 1);
     while (ns->v[j])
         j = (j + 1) & (ns->cap - 1);
     ns->v[j] = d;
     ns->n++;
     return d;
+}
+
+char *em_finish(ctx *c, buf *t)
+{
+    char *s = buf_finish(t);
+    if (!s)
+        c->b->failed = true;
+    return s;
 }
 
 /* base, or base_1, base_2, ... : the first that no scope uses; recorded in ns. */
@@ -420,7 +433,7 @@ static void op_text(body *bd, buf *b, const fx *e)
     for (int i = 0; i < e->nargs && i < 3; i++) {
         buf t = {0};
         em_operand(bd, &t, e->args[i]);
-        args[i] = buf_finish(&t);
+        args[i] = em_finish(bd->c, &t);
         if (!args[i])
             bd->oom = true;
     }
@@ -462,7 +475,7 @@ void em_node_comment(ctx *c, buf *b, int32_t node)
         return;
     buf t = {0};
     print_node(&t, &c->nm, node, 4);
-    char *s = buf_finish(&t);
+    char *s = em_finish(c, &t);
     if (s) {
         if (strlen(s) > 100)
             strcpy(s + 96, "...");
@@ -512,14 +525,14 @@ void em_values(ctx *c, body *bd, fx *const *roots, int n)
         const char *name = em_unique(c->body_names, base);
         buf t = {0};
         op_text(bd, &t, e);
-        char *s = buf_finish(&t);
+        char *s = em_finish(c, &t);
         if (!s) {
             bd->oom = true;
             return;
         }
         buf cm = {0};
         em_node_comment(c, &cm, e->node);
-        char *cs = buf_finish(&cm);
+        char *cs = em_finish(c, &cm);
         em_line(c, "%s %s = %s;%s", em_ctype(e->etype), name, s, cs ? cs : "");
         free(s);
         free(cs);
@@ -536,7 +549,7 @@ char *em_value_text(body *bd, const fx *e)
         op_text(bd, &t, e);
     else
         em_operand(bd, &t, e);
-    return buf_finish(&t);
+    return em_finish(bd->c, &t);
 }
 
 /* ---- reductions ---- */
@@ -569,5 +582,5 @@ char *em_combine(ctx *c, int op, int etype, const char *acc, const char *value)
     const char *args[2] = {acc, value};
     buf t = {0};
     expand(&t, tmpl, etype, args);
-    return buf_finish(&t);
+    return em_finish(c, &t);
 }

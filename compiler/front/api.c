@@ -15,8 +15,10 @@ nest_function *nest_function_new(const char *name)
         return NULL;
     if (ir_check_name(f, "function", name) == NEST_OK) {
         f->name = arena_strdup(&f->arena, name);
-        if (!f->name)
-            ir_error(f, NEST_ERR_NOMEM, "out of memory");
+        if (!f->name) { /* NULL only when out of memory, as documented */
+            nest_function_free(f);
+            return NULL;
+        }
     }
     return f;
 }

@@ -446,7 +446,8 @@ static void eval_slice(const interp *in, const ir_node *n, void *out)
     walk_start(&w, n->rank, n->shape);
     row_strides(n->rank, n->shape, w.stride[0]);
     for (int i = 0; i < n->rank; i++) {
-        w.stride[1][i] = as[i] * n->a.slice.step[i];
+        /* an axis of at most one element never takes its stride, which may be 2^63 - 1 */
+        w.stride[1][i] = n->shape[i] <= 1 ? 0 : as[i] * n->a.slice.step[i];
         w.off[1] += as[i] * n->a.slice.lower[i];
     }
     if (w.count > 0) /* an empty slice may start at the end of a */

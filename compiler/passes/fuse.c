@@ -322,11 +322,16 @@ static bool lower_node(lower *lw, int32_t node)
     }
     case K_SLICE: {
         int32_t ia = ir_resolve(f, n->in[0]);
-        lw->val[node] = fx_slice(p, lw->val[ia], n->a.slice.lower, n->a.slice.step);
+        /* along an axis of at most one element the stride is never taken: 1 keeps the strides
+         * of the view from overflowing (a stride of 2^63 - 1 is valid) */
+        int64_t step[NEST_MAX_RANK];
+        for (int k = 0; k < n->rank; k++)
+            step[k] = n->shape[k] <= 1 ? 1 : n->a.slice.step[k];
+        lw->val[node] = fx_slice(p, lw->val[ia], n->a.slice.lower, step);
         if (!lw->val[node] && !p->status) { /* a slice of a concat: store the concat */
             if (!store(lw, ia))
                 return false;
-            lw->val[node] = fx_slice(p, lw->val[ia], n->a.slice.lower, n->a.slice.step);
+            lw->val[node] = fx_slice(p, lw->val[ia], n->a.slice.lower, step);
         }
         break;
     }

@@ -626,8 +626,7 @@ static void find_load(fx *e, void *ctx)
 bool fx_reads(plan *p, fx *e, int32_t bufi)
 {
     find_buf fb = {bufi, false};
-    fx_walk(p, &e, 1, find_load, &fb);
-    return fb.found;
+    return !fx_walk(p, &e, 1, find_load, &fb) || fb.found;
 }
 
 typedef struct find_concat {

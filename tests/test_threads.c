@@ -1,0 +1,222 @@
+/*
+ * test_threads.c - what nest.h promises about threads: functions built, printed, emitted and
+ * compiled in many threads at once with the compile cache shared; one kernel called from many
+ * threads at once (its workspace taken by one call, the others making their own); each thread
+ * sees its own call errors. Every result is compared with the interpreter.
+ *
+ * Part of `make test`; `make tsan` runs it under ThreadSanitizer (with the JIT shim built with
+ * -fsanitize=thread too: see the Makefile).
+ */
+#include <ftw.h>
+#include <pthread.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+enum { THREADS = 8 };
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+static char root[64];
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(root, sizeof root, "/tmp/nest-threads-XXXXXX");
+    if (!mkdtemp(root))
+        return -1;
+    setenv("XDG_CACHE_HOME", root, 1);
+    unsetenv("NEST_CACHE");
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    nftw(root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    unsetenv("XDG_CACHE_HOME");
+    return 0;
+}
+
+/* dense(x, w, b) = max(x . w + b, 0) with a per-variant scale, as text: variants 0..3 differ
+ * (distinct cache entries), and each is compiled by two threads (a shared entry). */
+static char *dense_text(int variant, int n)
+{
+    char *s = malloc(1024);
+    assert_non_null(s);
+    snprintf(s, 1024,
+             "func dense%d(x: f32[%d,48], w: f32[48,40], b: f32[40]) -> f32[%d,40] {\n"
+             "  h = dot(x, w)\n"
+             "  z = add(h, broadcast(b, shape=[%d,40], axes=[0]))\n"
+             "  s = multiply(z, broadcast(constant(f32[], %d), shape=[%d,40], axes=[0,1]))\n"
+             "  return maximum(s, broadcast(constant(f32[], 0), shape=[%d,40], axes=[0,1]))\n"
+             "}\n",
+             variant, n, n, n, variant + 1, n, n);
+    return s;
+}
+
+typedef struct job {
+    int id;
+    nest_kernel *shared; /* the kernel every thread calls, or NULL */
+    int fails;
+    char why[256];
+} job;
+
+static void fill(float *p, int64_t n, int seed)
+{
+    for (int64_t i = 0; i < n; i++)
+        p[i] = (float)((i * 7 + seed * 13) % 17) / 17.0f - 0.4f;
+}
+
+/* Calls k (or evaluates) on inputs made from seed; compares with the interpreter on f. */
+static bool check_call(nest_function *f, nest_kernel *k, int n, int seed, char *why)
+{
+    int64_t nx = (int64_t)n * 48, nw = 48 * 40, nb = 40, nr = (int64_t)n * 40;
+    float *x = malloc((size_t)nx * 4), *w = malloc((size_t)nw * 4), *b = malloc((size_t)nb * 4);
+    float *want = malloc((size_t)nr * 4), *got = malloc((size_t)nr * 4);
+    bool ok = x && w && b && want && got;
+    if (ok) {
+        fill(x, nx, seed), fill(w, nw, seed + 1), fill(b, nb, seed + 2);
+        void *args[3] = {x, w, b}, *rw[1] = {want}, *rg[1] = {got};
+        if (nest_evaluate(f, args, 3, rw, 1) != NEST_OK) {
+            snprintf(why, 256, "evaluate: %s", nest_errmsg(f));
+            ok = false;
+        } else if (nest_call(k, args, 3, rg, 1) != NEST_OK) {
+            snprintf(why, 256, "call: %s", nest_kernel_errmsg(k));
+            ok = false;
+        } else {
+            for (int64_t i = 0; i < nr && ok; i++)
+                if (fabsf(got[i] - want[i]) > 1e-4f + 1e-4f * fabsf(want[i])) {
+                    snprintf(why, 256, "element %lld: %g, want %g", (long long)i, got[i],
+                             want[i]);
+                    ok = false;
+                }
+        }
+    }
+    free(x), free(w), free(b), free(want), free(got);
+    return ok;
+}
+
+/* Each thread parses its own text, prints it, emits C, compiles (two threads per variant:
+ * the cache is shared) and calls the kernel. */
+static void *compile_job(void *arg)
+{
+    job *j = arg;
+    char *text = dense_text(j->id % 4, 16);
+    nest_module *m = nest_parse(text, strlen(text), "dense.nest");
+    free(text);
+    if (!m || nest_module_errcode(m) != NEST_OK) {
+        snprintf(j->why, sizeof j->why, "parse: %s", m ? nest_module_errmsg(m) : "NULL");
+        j->fails++;
+        nest_module_free(m);
+        return NULL;
+    }
+    nest_function *f = nest_module_function(m, 0);
+    char *s = nest_print(&f, 1), *c = nest_emit(&f, 1, NEST_EMIT_C, NULL);
+    if (!s || !c) {
+        snprintf(j->why, sizeof j->why, "print or emit: %s", nest_errmsg(f));
+        j->fails++;
+    }
+    free(s);
+    free(c);
+    nest_options o;
+    nest_options_init(&o);
+    o.openmp = j->id % 2; /* half with OpenMP teams */
+    nest_kernel *k = nest_compile(f, &o);
+    if (!k) {
+        snprintf(j->why, sizeof j->why, "compile: %s", nest_errmsg(f));
+        j->fails++;
+    } else if (!check_call(f, k, 16, j->id, j->why)) {
+        j->fails++;
+    }
+    nest_kernel_free(k);
+    nest_module_free(m);
+    return NULL;
+}
+
+static void run_jobs(void *(*fn)(void *), job *jobs)
+{
+    pthread_t t[THREADS];
+    for (int i = 0; i < THREADS; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, fn, &jobs[i]), 0);
+    for (int i = 0; i < THREADS; i++)
+        assert_int_equal(pthread_join(t[i], NULL), 0);
+    for (int i = 0; i < THREADS; i++)
+        if (jobs[i].fails)
+            fail_msg("thread %d: %d failures, the last: %s", i, jobs[i].fails, jobs[i].why);
+}
+
+static void threads_compile(void **state)
+{
+    (void)state;
+    /* the JIT library loads once, whichever thread comes first: no warm-up here */
+    job jobs[THREADS] = {{0}};
+    for (int i = 0; i < THREADS; i++)
+        jobs[i].id = i;
+    run_jobs(compile_job, jobs);
+    /* and again, every compile now a cache hit */
+    run_jobs(compile_job, jobs);
+}
+
+static nest_function *shared_f;
+
+/* Many calls on the one shared kernel, each with its own arrays; then a wrong call, whose
+ * message this thread sees as its own. */
+static void *call_job(void *arg)
+{
+    job *j = arg;
+    for (int r = 0; r < 6; r++)
+        if (!check_call(shared_f, j->shared, 64, j->id * 10 + r, j->why))
+            j->fails++;
+    void *none[1] = {NULL};
+    char want[64];
+    snprintf(want, sizeof want, "given %d and 1", j->id % 3);
+    for (int r = 0; r < 50; r++) {
+        if (nest_call(j->shared, none, j->id % 3, none, 1) != NEST_ERR_CALL ||
+            !strstr(nest_kernel_errmsg(j->shared), want)) {
+            snprintf(j->why, sizeof j->why, "error message \"%s\", want \"%s\"",
+                     nest_kernel_errmsg(j->shared), want);
+            j->fails++;
+        }
+    }
+    return NULL;
+}
+
+static void threads_call_one_kernel(void **state)
+{
+    (void)state;
+    char *text = dense_text(0, 64);
+    nest_module *m = nest_parse(text, strlen(text), "dense.nest");
+    free(text);
+    assert_int_equal(nest_module_errcode(m), NEST_OK);
+    shared_f = nest_module_function(m, 0);
+    nest_options o;
+    nest_options_init(&o);
+    o.openmp = 0;
+    nest_kernel *k = nest_compile(shared_f, &o);
+    if (!k && nest_errcode(shared_f) == NEST_ERR_UNAVAILABLE)
+        skip();
+    assert_non_null(k);
+    assert_true(nest_kernel_workspace_size(k) > 0); /* the workspace is what is shared */
+    job jobs[THREADS] = {{0}};
+    for (int i = 0; i < THREADS; i++)
+        jobs[i].id = i, jobs[i].shared = k;
+    run_jobs(call_job, jobs);
+    assert_string_equal(nest_kernel_errmsg(k), ""); /* this thread made no failing call */
+    nest_kernel_free(k);
+    nest_module_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(threads_compile, setup, teardown),
+        cmocka_unit_test_setup_teardown(threads_call_one_kernel, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
