@@ -6,7 +6,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -25,13 +24,6 @@ typedef struct fixture {
     char xdg[96];    /* root/xdg */
     char cache[128]; /* root/xdg/nest: what rt_cache_dir() gives */
 } fixture;
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    chmod(path, 0700);
-    return remove(path);
-}
 
 static int setup(void **state)
 {
@@ -55,7 +47,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fixture *fx = *state;
-    nftw(fx->root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    tu_rm_rf(fx->root);
     unsetenv("XDG_CACHE_HOME");
     free(fx);
     return 0;
@@ -167,13 +159,21 @@ static const char KEY[] = "nest-test key\0with a NUL inside";
 static const unsigned char OBJ[] = {0x7f, 'E', 'L', 'F', 2, 1, 1, 0, 9, 8, 7, 6, 5, 4, 3, 2, 1,
                                     0xff, 0x00, 0x55, 0xaa, 42};
 
+/* Stores the test entry; returns its path (malloc'd) and its bytes in *whole (malloc'd). */
+static char *store_entry(fixture *fx, unsigned char **whole, size_t *n)
+{
+    assert_int_equal(rt_cache_put(fx->cache, KEY, sizeof KEY, OBJ, sizeof OBJ), 0);
+    char *path = only_entry(fx->cache);
+    *whole = read_file(path, n);
+    return path;
+}
+
 static void cache_truncated_everywhere(void **state)
 {
     fixture *fx = *state;
-    assert_int_equal(rt_cache_put(fx->cache, KEY, sizeof KEY, OBJ, sizeof OBJ), 0);
-    char *path = only_entry(fx->cache);
     size_t n;
-    unsigned char *whole = read_file(path, &n);
+    unsigned char *whole;
+    char *path = store_entry(fx, &whole, &n);
     for (size_t cut = 0; cut < n; cut++) {
         write_file(path, whole, cut);
         size_t len = 99;
@@ -205,10 +205,9 @@ static void cache_truncated_everywhere(void **state)
 static void cache_bit_flips(void **state)
 {
     fixture *fx = *state;
-    assert_int_equal(rt_cache_put(fx->cache, KEY, sizeof KEY, OBJ, sizeof OBJ), 0);
-    char *path = only_entry(fx->cache);
     size_t n;
-    unsigned char *whole = read_file(path, &n);
+    unsigned char *whole;
+    char *path = store_entry(fx, &whole, &n);
     int flips = 0;
     for (size_t i = 0; i < n; i++)
         for (int bit = 0; bit < 8; bit++) {
@@ -261,10 +260,9 @@ static void cache_damaged_object_recompiled(void **state)
 static void cache_writer_killed(void **state)
 {
     fixture *fx = *state;
-    assert_int_equal(rt_cache_put(fx->cache, KEY, sizeof KEY, OBJ, sizeof OBJ), 0);
-    char *path = only_entry(fx->cache);
     size_t n;
-    unsigned char *whole = read_file(path, &n);
+    unsigned char *whole;
+    char *path = store_entry(fx, &whole, &n);
     free(whole);
     assert_int_equal(unlink(path), 0);
     /* the child dies after writing `cut` bytes of the entry */

@@ -397,9 +397,10 @@ static void test_convert_to_float(void **state)
     convert(NEST_I32, NEST_F64, I32(I32MAX, I32MIN), F64(2147483647.0, -2147483648.0));
     /* i64 to f32 rounds once: 2^60 + 2^36 + 1 is above the tie, so it rounds up (rounding
      * through f64 first would give 2^60) */
-    convert(NEST_I64, NEST_F32,
-            I64(((int64_t)1 << 60) + ((int64_t)1 << 36) + 1, I64MAX, I64MIN, 16777217),
-            F32(0x1.000002p60f, 0x1p63f, -0x1p63f, 16777216.0f));
+    if (!tu_under_valgrind()) /* valgrind converts int64 to float through double */
+        convert(NEST_I64, NEST_F32,
+                I64(((int64_t)1 << 60) + ((int64_t)1 << 36) + 1, I64MAX, I64MIN, 16777217),
+                F32(0x1.000002p60f, 0x1p63f, -0x1p63f, 16777216.0f));
     convert(NEST_I64, NEST_F64, I64(((int64_t)1 << 53) + 1, I64MAX, I64MIN, -7),
             F64(0x1p53, 0x1p63, -0x1p63, -7));
 }

@@ -11,7 +11,6 @@
  *
  * NEST_OOM_VERBOSE=1 prints the allocation points tried per operation.
  */
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,11 +80,11 @@ static char *read_text(const char *path)
     return s;
 }
 
-/* The graphs: every op, tuples, the samples, constants. */
+/* The graphs: every op, tuples, the samples, constants, row groups and a concat. */
 static const char *const files[] = {
     "samples/dense.nest", "samples/l2.nest", "tests/corpus/parse/design.nest",
     "tests/corpus/parse/ops.nest", "tests/corpus/parse/tuples.nest",
-    "tests/corpus/parse/consts.nest",
+    "tests/corpus/parse/consts.nest", "tests/corpus/parse/rows.nest",
 };
 
 static nest_module *parse_file(const char *path)
@@ -159,6 +158,72 @@ static void oom_parse(void **state)
         snprintf(what, sizeof what, "parse %s", files[i]);
         sweep(what, op_parse, &c);
         free(c.text);
+        free(c.ref);
+    }
+}
+
+/* ---- importing ONNX ---- */
+
+typedef struct onnx_case {
+    const char *path;
+    char *bytes;
+    size_t len;
+    int code;  /* the import's status without failures */
+    char *ref; /* its canonical text, or its error message */
+} onnx_case;
+
+static char *import_result(nest_function *f, int *code)
+{
+    *code = nest_errcode(f);
+    return *code == NEST_OK ? nest_print(&f, 1) : strdup(nest_errmsg(f));
+}
+
+static int op_onnx(void *ctx)
+{
+    onnx_case *c = ctx;
+    nest_function *f = nest_import_onnx_mem(c->bytes, c->len, NULL);
+    failalloc_disarm();
+    if (!f)
+        return NEST_ERR_NOMEM; /* documented: NULL only when out of memory */
+    int st = nest_errcode(f);
+    if (st == NEST_ERR_NOMEM) {
+        check_nomem_msg(c->path, nest_errmsg(f));
+    } else {
+        int code;
+        char *got = import_result(f, &code);
+        assert_non_null(got);
+        assert_int_equal(code, c->code);
+        assert_string_equal(got, c->ref);
+        free(got);
+        st = NEST_OK;
+    }
+    nest_function_free(f);
+    return st;
+}
+
+static void oom_onnx(void **state)
+{
+    (void)state;
+    /* three that import, one that fails with a message (an input nest needs at import) */
+    static const char *const models[] = {
+        "tests/corpus/onnx/gemm_all_attributes.onnx", "tests/corpus/onnx/softmax_axis_1.onnx",
+        "tests/corpus/onnx/add_bcast.onnx", "tests/corpus/onnx/slice.onnx"};
+    for (size_t i = 0; i < countof(models); i++) {
+        FILE *fp = fopen(models[i], "rb");
+        assert_non_null(fp);
+        onnx_case c = {models[i], malloc(65536), 0, 0, NULL};
+        assert_non_null(c.bytes);
+        c.len = fread(c.bytes, 1, 65536, fp);
+        fclose(fp);
+        nest_function *f = nest_import_onnx_mem(c.bytes, c.len, NULL);
+        assert_non_null(f);
+        c.ref = import_result(f, &c.code);
+        assert_non_null(c.ref);
+        nest_function_free(f);
+        char what[128];
+        snprintf(what, sizeof what, "import %s", models[i]);
+        sweep(what, op_onnx, &c);
+        free(c.bytes);
         free(c.ref);
     }
 }
@@ -360,18 +425,12 @@ typedef struct jit_case {
                         * in the cached sweep; the others would run clang at every point) */
 } jit_case;
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
-}
-
 static int op_compile(void *ctx)
 {
     jit_case *c = ctx;
     if (c->cache) {
         long seen = failalloc_disarm();
-        nftw(c->cache, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        tu_rm_rf(c->cache);
         failalloc_resume(seen);
     }
     nest_kernel *k = nest_compile(c->f, &c->opts);
@@ -467,7 +526,7 @@ static void jit_setup(jit_case *c, const char *file, char *root)
 
 static void jit_teardown(jit_case *c, const char *root)
 {
-    nftw(root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    tu_rm_rf(root);
     unsetenv("XDG_CACHE_HOME");
     free(c->x), free(c->w), free(c->b), free(c->want), free(c->got);
     nest_module_free(c->m);
@@ -529,6 +588,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(oom_parse),
         cmocka_unit_test(oom_build),
+        cmocka_unit_test(oom_onnx),
         cmocka_unit_test(oom_emit),
         cmocka_unit_test(oom_compile_cached),
         cmocka_unit_test(oom_compile_uncached),

@@ -876,7 +876,7 @@ static void test_roundtrip_long_api_chain(void **state)
     char *again = print_module(m);
     assert_string_equal(text, again);
     double t = now() - t0;
-    assert_true(t < 2.0);
+    assert_true(t < 2.0 || tu_under_valgrind());
     assert_non_null(strstr(text, "  _20000 = negative(_19999)\n  return _20000\n}\n"));
     free(again);
     free(text);
@@ -1462,7 +1462,7 @@ static void test_long_chain(void **state)
     double t = now() - t0;
     assert_string_equal(text, src);
     assert_int_equal(nest_module_function(m, 0)->nnodes, 20001);
-    assert_true(t < 2.0);
+    assert_true(t < 2.0 || tu_under_valgrind());
     free(text);
     nest_module_free(m);
     free(src);
@@ -1499,7 +1499,7 @@ static void test_shared_tuples(void **state)
     double t0 = now();
     char *dot = nest_print_dot(m->fns, 1);
     assert_non_null(dot);
-    assert_true(now() - t0 < 2.0);
+    assert_true(now() - t0 < 2.0 || tu_under_valgrind());
     free(dot);
     nest_module_free(m);
     free(canon(valid));

@@ -789,54 +789,6 @@ static void cache_dir_from_env(void **state)
     }
 }
 
-/* Several processes compile the same source into the same fresh cache at the same moment. */
-static void cache_concurrent_writers(void **state)
-{
-    fixture *fx = *state;
-    enum { KIDS = 4 };
-    /* source unique to this run, so no other test's entry can stand in */
-    char src[2048];
-    snprintf(src, sizeof src, "%s/* %s */\n", SUMSQ, fx->root);
-    int go[2];
-    assert_int_equal(pipe(go), 0);
-    pid_t pids[KIDS];
-    for (int k = 0; k < KIDS; k++) {
-        pids[k] = fork();
-        assert_true(pids[k] >= 0);
-        if (pids[k] == 0) {
-            close(go[1]);
-            char b;
-            if (read(go[0], &b, 1) != 0) /* wait until the parent closes the pipe */
-                _exit(3);
-            rt_code *c = NULL;
-            int st = rt_jit(src, strlen(src), &O3, &c, NULL, NULL);
-            if (st != NEST_OK)
-                _exit(1);
-            double (*sumsq)(const double *, long) =
-                SYM(c, double (*)(const double *, long), "sumsq");
-            double x[3] = {1, 2, 3};
-            int ok = sumsq(x, 3) == 14.0;
-            rt_code_free(c);
-            _exit(ok ? 0 : 2);
-        }
-    }
-    close(go[0]);
-    close(go[1]); /* all start now */
-    for (int k = 0; k < KIDS; k++) {
-        int status;
-        assert_int_equal(waitpid(pids[k], &status, 0), pids[k]);
-        assert_true(WIFEXITED(status));
-        assert_int_equal(WEXITSTATUS(status), 0);
-    }
-    assert_int_equal(count_files(fx->cache), 1); /* one entry, no temporaries */
-    bool hit;
-    rt_code *c = jit(src, &O3, &hit);
-    assert_true(hit);
-    double (*sumsq)(const double *, long) = SYM(c, double (*)(const double *, long), "sumsq");
-    double x[4] = {1, 2, 3, 4};
-    assert_true(sumsq(x, 4) == 30.0);
-    rt_code_free(c);
-}
 
 /* ---- rt_build_so ---- */
 
@@ -1063,8 +1015,6 @@ int main(void)
         cmocka_unit_test_setup_teardown(cache_unwritable, setup, teardown),
         cmocka_unit_test_setup_teardown(cache_disabled, setup, teardown),
         cmocka_unit_test_setup_teardown(cache_dir_from_env, setup, teardown),
-        /* before any OpenMP team exists in this process: the children fork a single thread */
-        cmocka_unit_test_setup_teardown(cache_concurrent_writers, setup, teardown),
         cmocka_unit_test_setup_teardown(jit_openmp, setup, teardown),
         cmocka_unit_test_setup_teardown(aot_build, setup, teardown),
         cmocka_unit_test_setup_teardown(aot_openmp_dlclose, setup, teardown),

@@ -135,12 +135,24 @@ static void slice_stride_never_taken(void **state)
     nest_kernel_free(k);
 }
 
+/* An ONNX Reshape whose target shape's element count overflows int64 is an error, not an
+ * overflow (found by fuzz_onnx; the file is its crashing input). */
+static void onnx_reshape_overflow(void **state)
+{
+    (void)state;
+    nest_function *f = nest_import_onnx("tests/corpus/onnx/crash-reshape-overflow.onnx", NULL);
+    assert_non_null(f);
+    assert_error(f, NEST_ERR_LIMIT, "element count overflows");
+    nest_function_free(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(overflowing_shapes, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(broadcast_beyond_2_31, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(slice_stride_never_taken, fn_setup, fn_teardown),
+        cmocka_unit_test(onnx_reshape_overflow),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

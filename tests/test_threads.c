@@ -7,7 +7,6 @@
  * Part of `make test`; `make tsan` runs it under ThreadSanitizer (with the JIT shim built with
  * -fsanitize=thread too: see the Makefile).
  */
-#include <ftw.h>
 #include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -15,12 +14,6 @@
 #include "testutil.h"
 
 enum { THREADS = 8 };
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
-}
 
 static char root[64];
 
@@ -38,7 +31,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    nftw(root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    tu_rm_rf(root);
     unsetenv("XDG_CACHE_HOME");
     return 0;
 }

@@ -9,10 +9,13 @@
  *   assert_error(f, code, s) the function's last error is `code` and its message contains s
  *   assert_ok(f, call)       the call returned NEST_OK (prints the function's message if not)
  *   evaluate(f, args, res)   nest_evaluate with the counts the function declares
+ *   tu_under_valgrind()      under make valgrind: skip bounds on time
+ *   tu_rm_rf(path)           removes a test's temporary directory
  */
 #ifndef NEST_TESTUTIL_H
 #define NEST_TESTUTIL_H
 
+#include <ftw.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <cmocka.h>
 
@@ -120,6 +124,19 @@ static inline void tu_assert_value(const nest_function *f, nest_value v, const c
     }
 }
 #define assert_value(f, v) tu_assert_value((f), (v), __FILE__, __LINE__)
+
+/* Under valgrind (make valgrind sets NEST_TEST_VALGRIND): code runs tens of times slower, so
+ * bounds on time say nothing, and its CPU emulation converts int64 to float through double. */
+static inline bool tu_under_valgrind(void) { return getenv("NEST_TEST_VALGRIND") != NULL; }
+
+/* rm -rf path (a test's temporary directory), also through directories left unwritable. */
+static inline int tu_rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    chmod(path, 0700);
+    return remove(path);
+}
+static inline void tu_rm_rf(const char *path) { nftw(path, tu_rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
 
 /* nest_evaluate with the function's own counts. */
 static inline int evaluate(nest_function *f, void *const *args, void *const *results)

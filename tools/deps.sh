@@ -2,6 +2,7 @@
 # Installs the Debian packages nest needs, or says how to.
 #   tools/deps.sh          what building, testing and the JIT need
 #   tools/deps.sh bench    also the peers of `make bench`
+#   tools/deps.sh valgrind also valgrind, for `make valgrind`
 # As root, missing packages are installed with apt-get; otherwise the exact command is printed
 # and the script fails.
 set -eu
@@ -13,6 +14,9 @@ PKGS="make gcc g++ libcmocka-dev clang-14 llvm-14-dev libclang-14-dev libclang-c
       python3-sklearn"
 if [ "${1:-}" = bench ]; then
     PKGS="$PKGS python3-numexpr libeigen3-dev libopenblas-dev hyperfine"
+fi
+if [ "${1:-}" = valgrind ]; then
+    PKGS="$PKGS valgrind"
 fi
 
 missing=""

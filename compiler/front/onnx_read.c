@@ -1034,6 +1034,23 @@ static int import_graph(ox_model *m)
 /* ---- the public calls ---- */
 
 /* The file's stem as a function name. */
+
+/* protobuf-c allocates through nest's allocator, so that running out of memory while decoding
+ * is told apart from a malformed file (unpack returns NULL for both). */
+static void *pb_alloc(void *oom, size_t n)
+{
+    void *p = malloc(n);
+    if (!p)
+        *(bool *)oom = true;
+    return p;
+}
+
+static void pb_free(void *oom, void *p)
+{
+    (void)oom;
+    free(p);
+}
+
 static char *stem_name(const char *path)
 {
     const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
@@ -1076,15 +1093,20 @@ static nest_function *import(const void *data, size_t len, const char *file, con
         model_err(&m, NEST_ERR_ARG, "no data");
         return f;
     }
-    m.proto = onnx__model_proto__unpack(NULL, len, data);
+    bool pb_oom = false;
+    ProtobufCAllocator pa = {pb_alloc, pb_free, &pb_oom};
+    m.proto = onnx__model_proto__unpack(&pa, len, data);
     if (!m.proto) {
-        model_err(&m, NEST_ERR_SYNTAX, "not an ONNX model: the protobuf does not decode "
-                  "(truncated, or another kind of file)");
+        if (pb_oom)
+            model_err(&m, NEST_ERR_NOMEM, "out of memory decoding the protobuf");
+        else
+            model_err(&m, NEST_ERR_SYNTAX, "not an ONNX model: the protobuf does not decode "
+                      "(truncated, or another kind of file)");
         return f;
     }
     if (import_graph(&m) != NEST_OK && f->status == NEST_OK)
         ir_error(f, NEST_ERR_NOMEM, "%s: out of memory", file);
-    onnx__model_proto__free_unpacked(m.proto, NULL);
+    onnx__model_proto__free_unpacked(m.proto, &pa);
     arena_free(&m.a);
     return f;
 }

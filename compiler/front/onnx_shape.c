@@ -147,8 +147,9 @@ int ox_op_reshape(ox *c)
             infer = i;
         } else if (shape[i] < 0) {
             return ox_err(c, NEST_ERR_ARG, "shape[%d] is %lld", i, (long long)shape[i]);
-        } else {
-            known *= shape[i];
+        } else if (mul_overflows(known, shape[i], &known)) {
+            return ox_err(c, NEST_ERR_LIMIT, "the shape is too large: its element count overflows "
+                          "at shape[%d] = %lld", i, (long long)shape[i]);
         }
     }
     if (infer >= 0) {
