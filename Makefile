@@ -9,15 +9,20 @@
 #   make demo       compile and run the samples, show the generated C
 #   make bench      nest against numpy, numexpr, Eigen, OpenBLAS and hand-fused C, and whole
 #                   models against PyTorch (make bench-models: that table alone)
+#   make docs       the pictures of docs/img (Graphviz): layers, sample graphs before and after fusion
 #   make fuzz       the long randomized differential run (runs fuzz-parse first)
 #   make fuzz-random  random graphs, JIT against the interpreter: NEST_FUZZ_COUNT graphs
 #                   (default 20000) from seed NEST_FUZZ_SEED (default: the time)
 #   make fuzz-parse the text-form parser under libFuzzer for FUZZ_TIME seconds (default 60)
+#   make fuzz-npy   the .npy reader under libFuzzer, as long
 #   make fuzz-onnx  the ONNX reader under libFuzzer, as long
+#   make fuzz-build the C API's builders under libFuzzer, as long
+#   make fuzz-jit   random graphs drawn from libFuzzer's bytes, JIT against the interpreter
 #   make deps       install the Debian packages nest needs (as root) or print the command
-#   make install    PREFIX=/usr/local
+#   make install    PREFIX=/usr/local, DESTDIR= for a staged install; make uninstall
 #   make clean
-# V=1 shows full command lines.
+# V=1 shows full command lines. Every target first checks the Debian packages it needs
+# (tools/deps.sh) and, when one is missing, prints the apt-get command instead of failing later.
 
 CC      ?= cc
 CXX     ?= c++
@@ -29,6 +34,10 @@ PYTHON  ?= /usr/bin/python3
 # where `make install` puts the Python package (Debian's path for PREFIX's Python 3 packages)
 PYTHONDIR ?= $(PREFIX)/lib/python$(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo 3)/dist-packages
 
+# The version is the header's (include/nest.h); the shared library's soname carries its major.
+VERSION := $(shell sed -n 's/^\#define NEST_VERSION "\(.*\)"/\1/p' include/nest.h)
+SONAME  := libnest.so.$(firstword $(subst ., ,$(VERSION)))
+
 ifeq ($(V),1)
 Q :=
 else
@@ -37,7 +46,8 @@ endif
 
 WARN     := -Wall -Wextra -Werror -pedantic -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS   ?= -O2 -g
-NCFLAGS  := -std=c11 -D_GNU_SOURCE -fPIC $(WARN) -Iinclude -Icommon -Icompiler -Iruntime $(SANFLAGS)
+NCFLAGS  := -std=c11 -D_GNU_SOURCE -fPIC $(WARN) -Iinclude -Icommon -Icompiler -Iruntime -Idriver \
+            $(SANFLAGS)
 LDLIBS   := -lprotobuf-c -lm -ldl -lpthread
 
 # The ONNX schema (Debian's libonnx-dev) becomes C with protoc-c at build time.
@@ -58,16 +68,16 @@ COMPILER_SRC := compiler/graph/types.c compiler/graph/ir.c compiler/graph/print.
                 compiler/pipeline.c
 RUNTIME_SRC  := runtime/loader.c runtime/cache.c runtime/jit.c runtime/aot.c
 DRIVER_SRC   := driver/driver.c
-NESTC_SRC    := driver/nestc.c
-TEST_NAMES   := test_ir test_parse test_interp test_runtime test_fuse test_diff test_random test_onnx \
-                test_oom test_faults test_threads test_sizes
+NESTC_SRC    := driver/cli.c driver/npy.c driver/run.c driver/nestc.c
+TEST_NAMES   := test_ir test_parse test_interp test_runtime test_fuse test_diff test_random \
+                test_onnx test_oom test_faults test_threads test_sizes test_npy test_nestc
 
 LIB_OBJ   := $(patsubst %.c,$(B)/obj/%.o,$(COMMON_SRC) $(COMPILER_SRC) $(RUNTIME_SRC) $(DRIVER_SRC)) \
              $(B)/obj/gen/onnx.pb-c.o
 NESTC_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(NESTC_SRC))
 TESTS     := $(addprefix $(B)/tests/,$(TEST_NAMES))
 HEADERS   := include/nest.h common/util.h compiler/internal.h compiler/ops.def compiler/emit/emit.h \
-             $(wildcard runtime/*.h)
+             $(wildcard runtime/*.h) driver/cli.h
 
 # The JIT shim (runtime/jit.cpp, clang and LLVM) is a library of its own, loaded by libnest on
 # first use. It is never built with sanitizers: `make sanitize` (B=build/san) uses this one.
@@ -78,25 +88,34 @@ JITFLAGS  := -isystem $(LLVM)/include $(shell $(LLVM)/bin/llvm-config --cxxflags
 JITLIBS   := -L$(LLVM)/lib -lclang-cpp -lLLVM-14 -Wl,-rpath,$(LLVM)/lib -Wl,--no-undefined
 
 PHONY_ONNX := run-onnx fuzz-onnx
-.PHONY: $(PHONY_ONNX) all test sanitize tsan valgrind demo bench bench-models fuzz fuzz-parse \
-        fuzz-build fuzz-jit fuzz-random deps install clean check-deps run-tests python-test
+.PHONY: $(PHONY_ONNX) all test sanitize tsan valgrind demo bench bench-models docs fuzz \
+        fuzz-parse fuzz-npy fuzz-build fuzz-jit fuzz-random deps install uninstall clean run-tests python-test
 .DELETE_ON_ERROR:
 
-all: $(B)/lib/libnest.a $(B)/lib/libnest.so $(BINDIR)/nestc $(JITLIB)
+all: $(B)/lib/libnest.a $(B)/lib/libnest.so $(B)/lib/$(SONAME) $(BINDIR)/nestc $(JITLIB)
+
+# The Debian packages, by what needs them (tools/deps.sh names the sets). `make deps`, and the
+# front doors `make test`, `make demo`, `make sanitize`, `make bench` and `make docs`, install
+# what is missing when run as root (CI) and otherwise print the apt-get command; every rule that
+# compiles checks its set first (deps-SET, order-only: tens of milliseconds, nothing installed).
+DEPS_SETS := build jit test bench docs fuzz valgrind
+.PHONY: $(addprefix deps-,$(DEPS_SETS))
 
 deps:
 	@tools/deps.sh
 
-# `make test` and `make demo` check the packages first; CI runs as root and installs them.
-check-deps:
-	@tools/deps.sh
+$(addprefix deps-,$(DEPS_SETS)): deps-%:
+	@tools/deps.sh --check $*
 
-$(B)/obj/%.o: %.c $(HEADERS)
+$(B)/obj/%.o: %.c $(HEADERS) | deps-build
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(NCFLAGS) $(CFLAGS) -c $< -o $@
 
-$(GEN)/onnx.pb-c.c $(GEN)/onnx.pb-c.h: $(ONNX_PROTO)
+# The schema is a file of libonnx-dev: when it is missing, the check says which packages to get.
+$(ONNX_PROTO): | deps-build
+
+$(GEN)/onnx.pb-c.c $(GEN)/onnx.pb-c.h: $(ONNX_PROTO) | deps-build
 	@mkdir -p $(GEN)
 	@$(if $(Q),echo "  PROTOC  $<")
 	$(Q)cp $< $(GEN)/onnx.proto && protoc-c --proto_path=$(GEN) --c_out=$(GEN) $(GEN)/onnx.proto
@@ -113,7 +132,7 @@ $(ONNX_OBJ): compiler/front/onnx.h compiler/front/onnx_ops.def $(GEN)/onnx.pb-c.
 # The loader falls back to the shim where this build put it.
 $(B)/obj/runtime/loader.o: NCFLAGS += -DNEST_JIT_PATH="\"$(abspath $(JITLIB))\""
 
-$(JITLIB): runtime/jit.cpp runtime/rt.h include/nest.h
+$(JITLIB): runtime/jit.cpp runtime/rt.h include/nest.h | deps-jit
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CXX     $@")
 	$(Q)$(CXX) $(JITFLAGS) -shared -o $@ $< $(JITLIBS)
@@ -123,20 +142,30 @@ $(B)/lib/libnest.a: $(LIB_OBJ)
 	@$(if $(Q),echo "  AR      $@")
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-$(B)/lib/libnest.so: $(LIB_OBJ)
+# The shared library exports the API of nest.h alone (tools/libnest.map); libnest.so and the
+# soname are links to the versioned file.
+$(B)/lib/libnest.so.$(VERSION): $(LIB_OBJ) tools/libnest.map
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) -shared $(SANFLAGS) -o $@ $^ $(LDLIBS)
+	$(Q)$(CC) -shared $(SANFLAGS) -Wl,-soname,$(SONAME) -Wl,--version-script=tools/libnest.map \
+	    -o $@ $(LIB_OBJ) $(LDLIBS)
+
+$(B)/lib/libnest.so $(B)/lib/$(SONAME): $(B)/lib/libnest.so.$(VERSION)
+	$(Q)ln -sf $(notdir $<) $@
 
 $(BINDIR)/nestc: $(NESTC_OBJ) $(B)/lib/libnest.a
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(SANFLAGS) -o $@ $^ $(LDLIBS)
 
-$(B)/tests/%: tests/%.c tests/testutil.h $(B)/lib/libnest.a $(HEADERS)
+# A test links libnest.a and the objects it lists as prerequisites of its own.
+$(B)/tests/%: tests/%.c tests/testutil.h $(B)/lib/libnest.a $(HEADERS) | deps-test
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
-	$(Q)$(CC) $(NCFLAGS) $(CFLAGS) -Wno-missing-prototypes -Itests -o $@ $< $(B)/lib/libnest.a -lcmocka $(LDLIBS)
+	$(Q)$(CC) $(NCFLAGS) $(CFLAGS) -Wno-missing-prototypes -Itests -o $@ $< $(filter %.o,$^) \
+	    $(B)/lib/libnest.a -lcmocka $(LDLIBS)
+
+$(B)/tests/test_npy $(B)/tests/test_nestc: $(B)/obj/driver/npy.o
 
 # The fault tests route every allocation and write of libnest.a through tests/faults.c, which
 # fails them on request (the k-th allocation, a write past n bytes): the library's sources are
@@ -144,7 +173,7 @@ $(B)/tests/%: tests/%.c tests/testutil.h $(B)/lib/libnest.a $(HEADERS)
 FAULT_WRAP  := malloc calloc realloc aligned_alloc posix_memalign strdup strndup write
 FAULT_TESTS := $(B)/tests/test_oom $(B)/tests/test_faults
 $(FAULT_TESTS): $(B)/tests/%: tests/%.c tests/faults.c tests/faults.h tests/testutil.h \
-                $(B)/lib/libnest.a $(HEADERS)
+                $(B)/lib/libnest.a $(HEADERS) | deps-test
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(NCFLAGS) $(CFLAGS) -Wno-missing-prototypes -Itests -o $@ $< tests/faults.c \
@@ -157,19 +186,20 @@ $(B)/tests/test_onnx: $(GEN)/onnx.pb-c.h
 # The ONNX case runner (tests/onnx_cases.c) and the cases: the ONNX backend node tests, made by
 # python3-onnx's generators (tests/onnx_gen.py), and whole models exported from PyTorch
 # (tests/onnx_models.py).
-$(B)/tests/onnx_cases: tests/onnx_cases.c $(B)/lib/libnest.a include/nest.h $(GEN)/onnx.pb-c.h
+$(B)/tests/onnx_cases: tests/onnx_cases.c $(B)/lib/libnest.a include/nest.h $(GEN)/onnx.pb-c.h \
+                      | deps-test
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(NCFLAGS) $(CFLAGS) -I$(GEN) -o $@ $< $(B)/lib/libnest.a $(LDLIBS)
 
-$(B)/onnx/node/.done: tests/onnx_gen.py
+$(B)/onnx/node/.done: tests/onnx_gen.py | deps-test
 	@rm -rf $(B)/onnx/node && mkdir -p $(B)/onnx
 	@echo "  GEN     $(B)/onnx/node (the ONNX backend node tests)"
 	$(Q)/usr/bin/python3 tests/onnx_gen.py $(B)/onnx >$(B)/onnx/gen.log 2>&1 || \
 	    { cat $(B)/onnx/gen.log; exit 1; }
 	@touch $@
 
-$(B)/onnx/models/.done: tests/onnx_models.py
+$(B)/onnx/models/.done: tests/onnx_models.py | deps-test
 	@rm -rf $(B)/onnx/models && mkdir -p $(B)/onnx/models
 	@echo "  GEN     $(B)/onnx/models (models exported from PyTorch)"
 	$(Q)/usr/bin/python3 tests/onnx_models.py $(B)/onnx/models >$(B)/onnx/models.log 2>&1 || \
@@ -183,10 +213,17 @@ run-onnx: $(B)/tests/onnx_cases $(B)/onnx/node/.done $(B)/onnx/models/.done $(JI
 	$(Q)$(B)/tests/onnx_cases --required --table $(B)/onnx/node-table.md $(B)/onnx/node
 	$(Q)$(B)/tests/onnx_cases --all $(ONNX_MODELS_TOL) $(B)/onnx/models
 
+# Tests that are programs of their own: the layers against the includes, the package checks,
+# numpy against `nestc run`, the manual page against nestc, a staged install (skipped under
+# sanitizers).
+SCRIPT_TESTS := tests/test_layers.sh tests/test_deps.sh tests/test_run.py tests/test_docs.sh \
+                tests/test_install.sh
+
 run-tests: $(TESTS) $(BINDIR)/nestc $(JITLIB) $(B)/tests/onnx_cases $(B)/onnx/node/.done \
            $(B)/onnx/models/.done
-	@failed=0; for t in $(TESTS); do \
-	    echo "== $$t"; NESTC=$(BINDIR)/nestc $$t || failed=1; \
+	@failed=0; for t in $(TESTS) $(SCRIPT_TESTS); do \
+	    echo "== $$t"; NESTC=$(BINDIR)/nestc B=$(B) BINDIR=$(BINDIR) SANFLAGS="$(SANFLAGS)" \
+	        $$t || failed=1; \
 	done; \
 	echo "== ONNX backend node tests (every case of the issue's operators; make run-onnx lists the skipped)"; \
 	$(B)/tests/onnx_cases --quiet --required --table $(B)/onnx/node-table.md $(B)/onnx/node || failed=1; \
@@ -194,19 +231,21 @@ run-tests: $(TESTS) $(BINDIR)/nestc $(JITLIB) $(B)/tests/onnx_cases $(B)/onnx/no
 	$(B)/tests/onnx_cases --quiet --all $(ONNX_MODELS_TOL) $(B)/onnx/models || failed=1; \
 	if [ $$failed = 0 ]; then echo "all tests passed"; else echo "SOME TESTS FAILED"; exit 1; fi
 
-test: check-deps
+test:
+	@tools/deps.sh build jit test
 	$(Q)$(MAKE) --no-print-directory run-tests
 	$(Q)$(MAKE) --no-print-directory python-test
 
 # The Python front end (python/nest) against numpy, over this build's libnest.so.
-python-test: $(B)/lib/libnest.so $(JITLIB)
+python-test: $(B)/lib/libnest.so $(JITLIB) | deps-test
 	@echo "== tests/python (pytest)"
 	$(Q)NEST_LIBRARY=$(abspath $(B)/lib/libnest.so) $(PYTHON) -m pytest -q -p no:cacheprovider tests/python
 
 # LeakSanitizer's tracking of dynamic TLS (gcc 12's libsanitizer with this glibc) reads garbage
 # ranges for threads of a dlopened library that uses TLS (libomp's workers, in JIT'd OpenMP
 # code) and crashes at exit: leave dynamic TLS blocks to be scanned as the heap blocks they are.
-sanitize: check-deps
+sanitize:
+	@tools/deps.sh build jit test
 	$(Q)ASAN_OPTIONS="$${ASAN_OPTIONS:+$$ASAN_OPTIONS:}intercept_tls_get_addr=0" \
 	    $(MAKE) --no-print-directory B=build/san BINDIR=build/san/bin \
 	    SANFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
@@ -218,12 +257,12 @@ sanitize: check-deps
 # (pthread calls are intercepted wherever they come from) but not their memory accesses. The JIT'd
 # kernels are not instrumented either: the test checks their results against the interpreter.
 TSAN_JITLIB := build/tsan/lib/libnest_jit.so
-$(TSAN_JITLIB): runtime/jit.cpp runtime/rt.h include/nest.h
+$(TSAN_JITLIB): runtime/jit.cpp runtime/rt.h include/nest.h | deps-jit
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CXX     $@")
 	$(Q)$(CXX) $(JITFLAGS) -fsanitize=thread -g -shared -o $@ $< $(JITLIBS)
 
-tsan: check-deps $(TSAN_JITLIB)
+tsan: $(TSAN_JITLIB)
 	$(Q)$(MAKE) --no-print-directory B=build/tsan BINDIR=build/tsan/bin SANFLAGS="-fsanitize=thread" \
 	    CFLAGS="-O1 -g" build/tsan/tests/test_threads
 	TSAN_OPTIONS="halt_on_error=1 suppressions=$(abspath tests/tsan.supp) $${TSAN_OPTIONS:-}" \
@@ -241,7 +280,7 @@ VALGRIND       := valgrind -q --error-exitcode=9 --leak-check=full \
                   --suppressions=tests/valgrind.supp --child-silent-after-fork=yes
 
 valgrind:
-	@tools/deps.sh valgrind
+	@tools/deps.sh build jit test valgrind
 	$(Q)$(MAKE) --no-print-directory $(addprefix $(B)/tests/,$(VALGRIND_TESTS)) $(BINDIR)/nestc $(JITLIB)
 	@failed=0; for t in $(VALGRIND_TESTS); do \
 	    echo "== valgrind $(B)/tests/$$t"; \
@@ -252,16 +291,32 @@ valgrind:
 # The text-form parser under libFuzzer, built with clang against the compiler sources (not the
 # runtime): any bytes parse or fail with a positioned error, and what parses prints, parses back
 # and prints the same. New inputs go to $(B)/fuzz/corpus-parse, crashing ones to $(B)/fuzz/.
-FUZZ_CC    ?= clang
+FUZZ_CC    ?= clang-14
 FUZZ_TIME  ?= 60
 FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
               -fno-sanitize-recover=all $(WARN) -Iinclude -Icommon -Icompiler
 
-$(B)/fuzz/fuzz_parse: tests/fuzz_parse.c $(COMMON_SRC) $(COMPILER_SRC) $(GEN)/onnx.pb-c.c $(HEADERS)
+# The targets of the text form and of ONNX build the compiler's sources, with the C of the ONNX
+# schema.
+FUZZ_SRC   := $(COMMON_SRC) $(COMPILER_SRC) $(GEN)/onnx.pb-c.c
+
+$(B)/fuzz/fuzz_parse: tests/fuzz_parse.c $(FUZZ_SRC) $(HEADERS) | deps-fuzz
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  FUZZCC  $@")
-	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -I$(GEN) -o $@ tests/fuzz_parse.c $(COMMON_SRC) $(COMPILER_SRC) \
-	    $(GEN)/onnx.pb-c.c -lprotobuf-c -lm
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -I$(GEN) -o $@ tests/fuzz_parse.c $(FUZZ_SRC) -lprotobuf-c -lm
+
+# The .npy reader of nestc run under libFuzzer: any bytes give an array that keeps its promises
+# and writes and reads back the same, or an error with a message.
+$(B)/fuzz/fuzz_npy: tests/fuzz_npy.c driver/npy.c compiler/graph/types.c $(HEADERS) | deps-fuzz
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  FUZZCC  $@")
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -Idriver -o $@ tests/fuzz_npy.c driver/npy.c \
+	    compiler/graph/types.c
+
+fuzz-npy: $(B)/fuzz/fuzz_npy
+	@mkdir -p $(B)/fuzz/corpus-npy
+	$(B)/fuzz/fuzz_npy -max_total_time=$(FUZZ_TIME) -dict=tests/fuzz_npy.dict \
+	    -artifact_prefix=$(B)/fuzz/ $(B)/fuzz/corpus-npy tests/corpus/npy
 
 fuzz-parse: $(B)/fuzz/fuzz_parse
 	@mkdir -p $(B)/fuzz/corpus-parse
@@ -270,11 +325,10 @@ fuzz-parse: $(B)/fuzz/fuzz_parse
 
 # The ONNX reader under libFuzzer: any bytes import or fail with an error naming the source and
 # nothing to emit; the corpus is the ONNX backend node tests' models.
-$(B)/fuzz/fuzz_onnx: tests/fuzz_onnx.c $(COMMON_SRC) $(COMPILER_SRC) $(GEN)/onnx.pb-c.c $(HEADERS)
+$(B)/fuzz/fuzz_onnx: tests/fuzz_onnx.c $(FUZZ_SRC) $(HEADERS) | deps-fuzz
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  FUZZCC  $@")
-	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -I$(GEN) -o $@ tests/fuzz_onnx.c $(COMMON_SRC) $(COMPILER_SRC) \
-	    $(GEN)/onnx.pb-c.c -lprotobuf-c -lm
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -I$(GEN) -o $@ tests/fuzz_onnx.c $(FUZZ_SRC) -lprotobuf-c -lm
 
 fuzz-onnx: $(B)/fuzz/fuzz_onnx $(B)/onnx/node/.done
 	@mkdir -p $(B)/fuzz/corpus-onnx $(B)/fuzz/seed-onnx
@@ -284,11 +338,10 @@ fuzz-onnx: $(B)/fuzz/fuzz_onnx $(B)/onnx/node/.done
 
 # The C API's builders under libFuzzer (tests/fuzz_build.c): bytes become builder calls, valid
 # or not; failures carry errors, values are what they say, results print, parse back and emit.
-$(B)/fuzz/fuzz_build: tests/fuzz_build.c $(COMMON_SRC) $(COMPILER_SRC) $(GEN)/onnx.pb-c.c $(HEADERS)
+$(B)/fuzz/fuzz_build: tests/fuzz_build.c $(FUZZ_SRC) $(HEADERS) | deps-fuzz
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  FUZZCC  $@")
-	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -I$(GEN) -o $@ tests/fuzz_build.c $(COMMON_SRC) $(COMPILER_SRC) \
-	    $(GEN)/onnx.pb-c.c -lprotobuf-c -lm
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -I$(GEN) -o $@ tests/fuzz_build.c $(FUZZ_SRC) -lprotobuf-c -lm
 
 fuzz-build: $(B)/fuzz/fuzz_build
 	@mkdir -p $(B)/fuzz/corpus-build
@@ -299,7 +352,7 @@ fuzz-build: $(B)/fuzz/fuzz_build
 # the input's bytes (NEST_LIBFUZZER), each graph compiled in process and compared with the
 # interpreter. The compiler and runtime are instrumented; clang and LLVM (the JIT shim) are not.
 $(B)/fuzz/fuzz_jit: tests/test_random.c tests/testutil.h $(COMMON_SRC) $(COMPILER_SRC) $(RUNTIME_SRC) \
-                    $(DRIVER_SRC) $(GEN)/onnx.pb-c.c $(HEADERS) $(JITLIB)
+                    $(DRIVER_SRC) $(GEN)/onnx.pb-c.c $(HEADERS) $(JITLIB) | deps-fuzz
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  FUZZCC  $@")
 	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -Wno-missing-prototypes -Wno-unused-function -DNEST_LIBFUZZER -Iruntime -Itests -I$(GEN) \
@@ -317,7 +370,7 @@ fuzz-jit: $(B)/fuzz/fuzz_jit
 fuzz-random: $(B)/tests/test_random $(JITLIB)
 	NEST_FUZZ_COUNT=$${NEST_FUZZ_COUNT:-20000} $(B)/tests/test_random
 
-fuzz: fuzz-parse fuzz-onnx fuzz-build fuzz-jit fuzz-random
+fuzz: fuzz-parse fuzz-npy fuzz-onnx fuzz-build fuzz-jit fuzz-random
 
 # The samples: l2 through the C API and the JIT, dense ahead of time through its header.
 $(B)/samples/l2: samples/l2.c $(B)/lib/libnest.a include/nest.h
@@ -342,7 +395,8 @@ $(B)/samples/onnx/main: samples/onnx_main.c $(B)/samples/onnx/classifier.so
 	$(Q)$(CC) -std=c11 -O2 -Wall -Wextra -Werror -I$(B)/samples/onnx -o $@ $< \
 	    $(B)/samples/onnx/classifier.so -Wl,-rpath,$(abspath $(B)/samples/onnx) -lm
 
-demo: check-deps
+demo:
+	@tools/deps.sh build jit test
 	$(Q)$(MAKE) --no-print-directory all $(B)/samples/l2 $(B)/samples/dense_main
 	@echo "== samples/l2.nest, the squared L2 distance of x - y:"
 	@cat samples/l2.nest
@@ -373,7 +427,8 @@ demo: check-deps
 	$(Q)PYTHONPATH=python NEST_LIBRARY=$(abspath $(B)/lib/libnest.so) $(PYTHON) samples/python/tour.py
 
 # The benchmark (bench/, docs/performance.md). The hand-fused C loops are built with the flags
-# nest's JIT uses (runtime/jit.c); Eigen with -O3 -march=native. Writes build/bench.md.
+# nest's JIT uses (runtime/jit.c); Eigen with -O3 -march=native. Writes build/bench.md, and its
+# ratio tables as plots into docs/img/bench-*.svg (bench/plot.py, linked from the report).
 BENCH_CC      ?= clang-14
 BENCH_CXX     ?= clang++-14
 BENCH_JITFLAGS := -O3 -march=native -mtune=generic -fPIC -fopenmp-simd -fopenmp -fno-math-errno \
@@ -429,6 +484,7 @@ bench:
 	$(Q){ echo; NEST_LIBRARY=$(abspath $(B)/lib/libnest.so) $(PYTHON) bench/python_call.py; } | tee -a $(B)/bench.md
 	$(Q)$(MAKE) --no-print-directory bench-models
 	$(Q){ echo; cat $(B)/bench-models.md; } >> $(B)/bench.md
+	$(Q)/usr/bin/python3 bench/plot.py $(B)/bench.md docs/img
 
 # The models table alone: MLP, LeNet-5, ResNet-18, MobileNetV2 and the transformer encoder
 # against PyTorch eager (bench/models.py; build/bench-models.md).
@@ -436,18 +492,74 @@ bench-models: all $(B)/bench/models_run
 	@tools/deps.sh bench
 	$(Q)$(PYTHON) bench/models.py -o $(B)/bench-models.md
 
+# make install [PREFIX=/usr/local] [DESTDIR=/staging]: the libraries (libnest.so.VERSION with
+# its soname and libnest.so links, libnest.a), the JIT library in lib/nest/ (where libnest and
+# nestc look for it), nest.h, nestc, nest.pc for pkg-config, the man page, the docs, and the
+# Python package in PYTHONDIR (with nest/_install.py saying where libnest.so is). `make
+# uninstall` with the same PREFIX and DESTDIR removes exactly these files (and the Python
+# package's byte code).
+PREFIX_   := $(DESTDIR)$(PREFIX)
+MANDIR    := $(PREFIX)/share/man
+DOCDIR    := $(PREFIX)/share/doc/nest
+DOC_FILES := README.md $(wildcard docs/*.md)
+DOC_IMG   := $(wildcard docs/img/*.svg)
+PY_FILES  := $(filter-out python/nest/_install.py,$(wildcard python/nest/*.py))
+INSTALLED := $(PREFIX)/include/nest.h $(PREFIX)/bin/nestc $(PREFIX)/lib/libnest.a \
+             $(PREFIX)/lib/libnest.so.$(VERSION) $(PREFIX)/lib/$(SONAME) $(PREFIX)/lib/libnest.so \
+             $(PREFIX)/lib/nest/libnest_jit.so $(PREFIX)/lib/pkgconfig/nest.pc \
+             $(MANDIR)/man1/nestc.1 $(addprefix $(DOCDIR)/,$(notdir $(DOC_FILES))) \
+             $(addprefix $(DOCDIR)/img/,$(notdir $(DOC_IMG))) \
+             $(addprefix $(PYTHONDIR)/nest/,$(notdir $(PY_FILES)) _install.py)
+
+# The pictures of docs/ (Graphviz), committed so that the docs show them: the layers
+# (docs/layers.dot) and the sample graphs before and after fusion, drawn by nestc --emit=dot for
+# a fixed target (x86-64-v3) so that they do not depend on the machine that makes them.
+DOC_GRAPHS := l2 dense softmax
+DOC_PICS   := docs/img/layers.svg \
+              $(foreach g,$(DOC_GRAPHS),docs/img/$(g)-unfused.svg docs/img/$(g)-fused.svg)
+
+docs: $(DOC_PICS)
+
+docs/img/layers.svg: docs/layers.dot | deps-docs
+	@mkdir -p $(dir $@)
+	$(Q)dot -Tsvg $< -o $@
+
+docs/img/%-fused.svg: samples/%.nest $(BINDIR)/nestc | deps-docs
+	@mkdir -p $(dir $@)
+	$(Q)$(BINDIR)/nestc --emit=dot --march=x86-64-v3 $< > $@.dot && dot -Tsvg $@.dot -o $@ && rm $@.dot
+
+docs/img/%-unfused.svg: samples/%.nest $(BINDIR)/nestc | deps-docs
+	@mkdir -p $(dir $@)
+	$(Q)$(BINDIR)/nestc --emit=dot --no-fuse --march=x86-64-v3 $< > $@.dot && \
+	    dot -Tsvg $@.dot -o $@ && rm $@.dot
+
 install: all
-	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin
-	install -m 644 include/nest.h $(DESTDIR)$(PREFIX)/include/
-	install -m 644 $(B)/lib/libnest.a $(DESTDIR)$(PREFIX)/lib/
-	install -m 755 $(B)/lib/libnest.so $(DESTDIR)$(PREFIX)/lib/
-	install -m 755 $(BINDIR)/nestc $(DESTDIR)$(PREFIX)/bin/
-	install -d $(DESTDIR)$(PREFIX)/lib/nest
-	install -m 755 $(JITLIB) $(DESTDIR)$(PREFIX)/lib/nest/
+	install -d $(PREFIX_)/include $(PREFIX_)/bin $(PREFIX_)/lib/nest $(PREFIX_)/lib/pkgconfig \
+	    $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(DOCDIR)/img
+	install -m 644 include/nest.h $(PREFIX_)/include/
+	install -m 755 $(BINDIR)/nestc $(PREFIX_)/bin/
+	install -m 644 $(B)/lib/libnest.a $(PREFIX_)/lib/
+	install -m 755 $(B)/lib/libnest.so.$(VERSION) $(PREFIX_)/lib/
+	ln -sf libnest.so.$(VERSION) $(PREFIX_)/lib/$(SONAME)
+	ln -sf $(SONAME) $(PREFIX_)/lib/libnest.so
+	install -m 755 $(JITLIB) $(PREFIX_)/lib/nest/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' tools/nest.pc.in \
+	    > $(PREFIX_)/lib/pkgconfig/nest.pc
+	install -m 644 docs/nestc.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 644 $(DOC_FILES) $(DESTDIR)$(DOCDIR)/
+	$(if $(DOC_IMG),install -m 644 $(DOC_IMG) $(DESTDIR)$(DOCDIR)/img/)
 	install -d $(DESTDIR)$(PYTHONDIR)/nest
-	install -m 644 python/nest/*.py $(DESTDIR)$(PYTHONDIR)/nest/
+	install -m 644 $(PY_FILES) $(DESTDIR)$(PYTHONDIR)/nest/
 	printf '# written by make install: where libnest.so is\nLIBDIR = "%s"\n' '$(PREFIX)/lib' \
 	    > $(DESTDIR)$(PYTHONDIR)/nest/_install.py
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null; then \
+	    ldconfig; fi
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
+	rm -rf $(DESTDIR)$(PYTHONDIR)/nest/__pycache__
+	rmdir $(PREFIX_)/lib/nest $(DESTDIR)$(DOCDIR)/img $(DESTDIR)$(DOCDIR) \
+	    $(DESTDIR)$(PYTHONDIR)/nest 2>/dev/null || true
 
 clean:
 	rm -rf build bin

@@ -231,11 +231,27 @@ void print_function(buf *b, const nest_function *f);
 /* Appends "name = op(operands, attributes)" for one node (constants abbreviated past `maxvals`
  * values). */
 void print_node(buf *b, const namer *nm, int32_t node, int64_t maxvals);
-/* Appends function number k of a Graphviz digraph: one node per op with its name, op, type and
- * shape; with cluster (per node: -1, or which of the nclusters labelled groups it belongs to),
- * the groups are drawn as dashed clusters. */
-void print_dot_function(buf *b, const nest_function *f, int k, const int32_t *cluster,
-                        int nclusters, char *const *labels);
+/* What a picture of a function shows of its plan: each loop nest a cluster of the nodes it
+ * computes, and where values are stored (pipeline.c fills it). */
+typedef enum dot_store {
+    DOT_FUSED,     /* computed where it is used: no memory */
+    DOT_WORKSPACE, /* a temporary in the workspace */
+    DOT_ROW,       /* a temporary of one row, a local array of its row group's loop */
+    DOT_VIEW,      /* a view no nest computes: index arithmetic in the nests that read it */
+} dot_store;
+typedef struct dot_marks {
+    int nclusters;
+    char *const *labels;    /* per cluster */
+    const int *parent;      /* per cluster: the cluster it is drawn in (a row group), or -1 */
+    const int32_t *cluster; /* per node: its cluster, or -1 (parameters, constants, shared views) */
+    const uint8_t *store;   /* per node: dot_store */
+} dot_marks;
+/* Appends function number k of a Graphviz digraph: one node per op ("name = op"; a parameter
+ * with its type), each edge labelled with the type and shape of the value it carries; with
+ * marks, the loop nests as filled clusters (inside the cluster of their row group), views
+ * dashed (in the nest that reads them, if only one does), and stored temporaries framed twice,
+ * their edges bold. */
+void print_dot_function(buf *b, const nest_function *f, int k, const dot_marks *marks);
 /* The shortest %g text of a finite v that reads back as the same value of etype (f32 or f64). */
 void format_float(char *s, size_t n, int etype, double v);
 /* Formats one element of a constant so that it parses back to the same value. */
@@ -497,8 +513,9 @@ char *pipeline_emit_jit(nest_function *f, const nest_options *opts, jit_info *in
 /* The plans of n functions after the pass named `pass` (fuse, flatten, memplan); NULL for an
  * unknown pass or an error (on the function). */
 char *pipeline_dump(nest_function *const *fns, int n, const nest_options *opts, const char *pass);
-/* A Graphviz digraph of n functions with each loop nest's ops drawn as a cluster (nest_print_dot
- * with these options). NULL with the error on the function at fault. */
+/* A Graphviz digraph of n functions with each loop nest's ops drawn as a cluster and the
+ * temporaries it stores marked (nest_print_dot with these options; see print_dot_function).
+ * NULL with the error on the function at fault. */
 char *pipeline_dot(nest_function *const *fns, int n, const nest_options *opts);
 
 #endif /* NEST_INTERNAL_H */

@@ -298,6 +298,94 @@ static void mark_cluster(fx *e, void *ctx)
         cl->of[e->node] = cl->c;
 }
 
+/* "nest 2: [64,Σ256,128], tiled 6 x 16": the loops, the summed axes marked, how it runs. */
+static char *nest_label(const plan *p, int32_t k)
+{
+    const nest *ne = &p->nests[k];
+    buf t = {0};
+    buf_printf(&t, "nest %d: [", k);
+    for (int d = 0; d < ne->rank; d++)
+        buf_printf(&t, "%s%s%lld", d ? "," : "", (ne->reduced & (1u << d)) ? "\u03a3" : "",
+                   (long long)ne->dims[d]);
+    buf_puts(&t, "]");
+    if (ne->tile_i)
+        buf_printf(&t, ", tiled %d x %d", ne->tile_i, ne->tile_j);
+    return buf_finish(&t);
+}
+
+/* The marks of one function's picture from its plan: a cluster per live nest, inside a cluster
+ * per row group. labels and parent have room for two clusters per nest. False when out of
+ * memory. */
+static bool dot_plan(plan *p, dot_marks *m, int32_t *cluster, uint8_t *store, char **labels,
+                     int *parent)
+{
+    int *group_cluster = malloc(((size_t)p->nnests + 1) * sizeof *group_cluster);
+    if (!group_cluster)
+        return false;
+    for (int32_t k = 0; k < p->nnests; k++)
+        group_cluster[k] = -1;
+    clusters cl = {cluster, 0};
+    int n = 0;
+    bool ok = true;
+    for (int32_t k = 0; k < p->nnests && ok; k++) {
+        const nest *ne = &p->nests[k];
+        if (ne->dead)
+            continue;
+        int up = -1;
+        if (ne->rowed) {
+            int32_t g = ne->group;
+            if (group_cluster[g] < 0) {
+                buf t = {0};
+                buf_printf(&t, "one loop over %lld rows", (long long)p->nests[g].dims[0]);
+                parent[n] = -1;
+                group_cluster[g] = n;
+                ok = (labels[n++] = buf_finish(&t)) != NULL;
+            }
+            up = group_cluster[g];
+        }
+        cl.c = n;
+        for (int o = 0; ok && o < ne->nouts; o++) {
+            if (ne->outs[o].node >= 0 && cluster[ne->outs[o].node] < 0)
+                cluster[ne->outs[o].node] = n;
+            ok = fx_walk(p, &ne->outs[o].value, 1, mark_cluster, &cl);
+        }
+        parent[n] = up;
+        ok = ok && (labels[n++] = nest_label(p, k)) != NULL;
+    }
+    free(group_cluster);
+    m->nclusters = n;
+    /* views no nest computes: drawn in the one nest that reads them (their readers come later
+     * in the node order, so each is placed before its own operands are looked at) */
+    const nest_function *f = p->f;
+    int32_t *readers = malloc(((size_t)f->nnodes + 1) * sizeof *readers);
+    if (!readers)
+        return false;
+    for (int32_t i = 0; i < f->nnodes; i++)
+        readers[i] = -1; /* -1 none yet, -2 several clusters or one outside every cluster */
+    for (int32_t i = f->nnodes - 1; i >= 0; i--) {
+        const ir_node *nd = &f->nodes[i];
+        ir_kind kind = ir_kind_of(nd);
+        if (cluster[i] < 0 && (kind == K_BROADCAST || kind == K_RESHAPE || kind == K_SLICE)) {
+            store[i] = DOT_VIEW;
+            cluster[i] = readers[i] >= 0 ? readers[i] : -1;
+        }
+        for (int j = 0; j < nd->nin; j++) {
+            int32_t *r = &readers[nd->in[j]];
+            *r = *r == -1 && cluster[i] >= 0 ? cluster[i] : *r == cluster[i] ? *r : -2;
+        }
+    }
+    free(readers);
+    for (int32_t b = 0; b < p->nbufs; b++) {
+        const pbuf *pb = &p->bufs[b];
+        bool pack = false;
+        for (int32_t k = 0; k < p->nnests && !pack; k++)
+            pack = !p->nests[k].dead && p->nests[k].tile_i && p->nests[k].pack == b;
+        if (pb->kind == BUF_TEMP && !pb->dead && !pack && pb->node >= 0)
+            store[pb->node] = pb->row ? DOT_ROW : DOT_WORKSPACE;
+    }
+    return ok;
+}
+
 char *pipeline_dot(nest_function *const *fns, int n, const nest_options *opts)
 {
     nest_options defaults;
@@ -308,7 +396,9 @@ char *pipeline_dot(nest_function *const *fns, int n, const nest_options *opts)
     if (n < 0 || (n > 0 && !fns))
         return NULL;
     buf out = {0};
-    buf_puts(&out, "digraph nest {\n  node [shape=box, fontname=\"monospace\"];\n");
+    buf_puts(&out, "digraph nest {\n  graph [fontname=\"Helvetica\"];\n"
+                   "  node [shape=box, fontname=\"monospace\", style=filled, fillcolor=white];\n"
+                   "  edge [fontname=\"monospace\", fontsize=10];\n");
     for (int i = 0; i < n; i++) {
         nest_function *f = fns[i];
         if (!f || !f->name) {
@@ -317,51 +407,35 @@ char *pipeline_dot(nest_function *const *fns, int n, const nest_options *opts)
         }
         arena a = {0};
         plan p;
-        clusters cl = {calloc((size_t)f->nnodes + 1, sizeof *cl.of), 0};
+        memset(&p, 0, sizeof p);
+        int32_t *cluster = malloc(((size_t)f->nnodes + 1) * sizeof *cluster);
+        uint8_t *store = calloc((size_t)f->nnodes + 1, 1);
         char **labels = NULL;
-        int nlabels = 0;
-        int st = cl.of ? NEST_OK : ir_error(f, NEST_ERR_NOMEM, "out of memory");
+        int *parent = NULL;
+        dot_marks m = {0, NULL, NULL, cluster, store};
+        int st = cluster && store ? NEST_OK : ir_error(f, NEST_ERR_NOMEM, "out of memory");
         /* a function without results has no plan: draw its graph alone */
-        if (st == NEST_OK && f->has_return)
+        bool planned = st == NEST_OK && f->has_return;
+        if (planned)
             st = pipeline_plan(&p, f, &a, opts, NULL, NULL);
-        else
-            memset(&p, 0, sizeof p);
-        if (st == NEST_OK) {
+        if (st == NEST_OK && planned) {
             for (int32_t j = 0; j < f->nnodes; j++)
-                cl.of[j] = -1;
-            labels = calloc((size_t)p.nnests + 1, sizeof *labels);
-            bool ok = labels != NULL;
-            for (int32_t k = 0; ok && k < p.nnests; k++) {
-                const nest *ne = &p.nests[k];
-                if (ne->dead)
-                    continue;
-                cl.c = nlabels;
-                for (int o = 0; ok && o < ne->nouts; o++) {
-                    if (ne->outs[o].node >= 0 && cl.of[ne->outs[o].node] < 0)
-                        cl.of[ne->outs[o].node] = nlabels;
-                    ok = fx_walk(&p, &ne->outs[o].value, 1, mark_cluster, &cl);
-                }
-                buf t = {0};
-                buf_printf(&t, "nest %d: loops over [", k);
-                for (int d = 0; d < ne->rank; d++)
-                    buf_printf(&t, "%s%lld%s", d ? "," : "", (long long)ne->dims[d],
-                               (ne->reduced & (1u << d)) ? "r" : "");
-                buf_puts(&t, "]");
-                if (ne->rowed)
-                    buf_printf(&t, ", rows with nest %d", ne->group);
-                if (ok && !(labels[nlabels++] = buf_finish(&t)))
-                    ok = false;
-                buf_reset(&t);
-            }
-            if (!ok)
+                cluster[j] = -1;
+            labels = calloc(2 * (size_t)p.nnests + 1, sizeof *labels);
+            parent = calloc(2 * (size_t)p.nnests + 1, sizeof *parent);
+            m.labels = labels;
+            m.parent = parent;
+            if (!labels || !parent || !dot_plan(&p, &m, cluster, store, labels, parent))
                 st = ir_error(f, NEST_ERR_NOMEM, "print: out of memory");
         }
         if (st == NEST_OK)
-            print_dot_function(&out, f, i, cl.of, nlabels, labels);
-        for (int j = 0; j < nlabels; j++)
+            print_dot_function(&out, f, i, planned ? &m : NULL);
+        for (int j = 0; labels && j < 2 * p.nnests; j++)
             free(labels[j]);
         free(labels);
-        free(cl.of);
+        free(parent);
+        free(cluster);
+        free(store);
         free(p.table);
         arena_free(&a);
         if (st != NEST_OK) {

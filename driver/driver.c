@@ -313,3 +313,11 @@ int nest_build_so(nest_function *const *fns, int n, const char *so_path, const c
     free(hdr);
     return st;
 }
+
+const char *nest_version(void) { return NEST_VERSION; }
+
+const char *nest_llvm_version(void)
+{
+    const rt_shim_api *api = rt_shim(NULL);
+    return api ? api->llvm_version() : NULL;
+}

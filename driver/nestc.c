@@ -1,18 +1,19 @@
-/* nestc.c - the command line: parse a .nest file or import an .onnx model, then print, run or
- * compile it. */
+/* nestc.c - the command line: read a .nest file or an .onnx model (cli.c), then print, run or
+ * compile it; `nestc run` is run.c. */
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "internal.h"
-
-enum { EXIT_INPUT = 1, EXIT_USAGE = 2 };
 
 static const char usage[] =
     "usage: nestc [options] FILE.nest        (FILE may be - for standard input)\n"
     "       nestc [options] MODEL.onnx       (an ONNX model, opsets 7 to 17)\n"
+    "       nestc run FILE [run options]      (nestc run --help lists them)\n"
     "\n"
     "  -o OUT.so          compile every function to OUT.so and write OUT.h\n"
     "  -O0 .. -O3         optimization level of the C compiler (default -O3)\n"
@@ -20,6 +21,7 @@ static const char usage[] =
     "                     for a .so that runs elsewhere)\n"
     "  --cc=CC            C compiler for -o (default cc; e.g. gcc, clang-14, \"ccache gcc\")\n"
     "  --no-openmp        do not run large loops on several cores\n"
+    "  --no-cache         do not use the compile cache of the in-process compiler\n"
     "  -v                 show the compile command and its time\n"
     "  --emit=FORM        print FORM to standard output: ir (the canonical text form),\n"
     "                     dot (Graphviz), c (the generated C), h (its header)\n"
@@ -34,123 +36,26 @@ static const char usage[] =
     "  --name=NAME        ONNX: the function's name (default: the file's stem)\n"
     "  --dim NAME=N       ONNX: the value of the dynamic dimension NAME (repeatable)\n"
     "  --help             show this text\n"
+    "  --version          show the version of nestc and of the LLVM it compiles with\n"
     "\n"
     "Exit status: 0 success, 1 an error in the input, 2 wrong usage.\n";
 
-static int fail_usage(const char *fmt, const char *arg)
+static int version(void)
 {
-    fprintf(stderr, "nestc: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n(nestc --help shows the options)\n");
-    return EXIT_USAGE;
-}
-
-/* Reads all of a file (or stdin for "-"); NULL with errno on failure. */
-static char *read_all(const char *path, size_t *len)
-{
-    FILE *in = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-    if (!in)
-        return NULL;
-    buf b = {0};
-    char chunk[65536];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, in)) > 0)
-        buf_write(&b, chunk, n);
-    int err = ferror(in) ? EIO : 0;
-    if (in != stdin)
-        fclose(in);
-    *len = b.len;
-    char *s = buf_finish(&b);
-    if (err) {
-        free(s);
-        errno = err;
-        return NULL;
-    }
-    if (!s)
-        errno = ENOMEM;
-    return s;
-}
-
-/* Shows the line of an error with a caret under its column. Bytes that are not printable
- * ASCII show as '?'; long lines show a window around the column. */
-static void show_line(const char *src, size_t len, int line, int col)
-{
-    if (line < 1 || col < 1)
-        return;
-    const char *p = src, *end = src + len;
-    for (int l = 1; l < line && p < end; p++)
-        if (*p == '\n')
-            l++;
-    const char *e = p;
-    while (e < end && *e != '\n')
-        e++;
-    size_t n = (size_t)(e - p), c = (size_t)col - 1;
-    size_t from = c > 60 ? c - 60 : 0, to = n < from + 120 ? n : from + 120;
-    fprintf(stderr, "%5d | %s", line, from ? "..." : "");
-    for (size_t i = from; i < to; i++)
-        fputc(p[i] >= 0x20 && p[i] < 0x7f ? p[i] : (p[i] == '\t' ? ' ' : '?'), stderr);
-    fprintf(stderr, "%s\n      | %*s^\n", to < n ? "..." : "", (int)(c - from + (from ? 3 : 0)), "");
+    printf("nestc %s\n", NEST_VERSION);
+    const char *llvm = nest_llvm_version();
+    if (llvm)
+        printf("LLVM %s (in process: nest_compile, nestc run)\n", llvm);
+    else
+        printf("LLVM: the in-process compiler (libnest_jit.so) cannot be loaded; nestc run "
+               "and nest_compile say why\n");
+    return 0;
 }
 
 /* ---- --run ---- */
 
-static void fill_input(void *data, int etype, int64_t count, int p)
-{
-    for (int64_t i = 0; i < count; i++) {
-        int64_t k = (7 * (i % 11) + 3 * p) % 11 - 5;
-        switch (etype) {
-        case NEST_F32: ((float *)data)[i] = (float)k / 8; break;
-        case NEST_F64: ((double *)data)[i] = (double)k / 8; break;
-        case NEST_I32: ((int32_t *)data)[i] = (int32_t)k; break;
-        case NEST_I64: ((int64_t *)data)[i] = k; break;
-        case NEST_BOOL: ((uint8_t *)data)[i] = (uint8_t)((i + p) % 2); break;
-        }
-    }
-}
-
-static void print_values(const void *data, int etype, int64_t count)
-{
-    buf b = {0};
-    int64_t shown = count < 8 ? count : 8;
-    buf_putc(&b, '[');
-    for (int64_t i = 0; i < shown; i++) {
-        if (i)
-            buf_puts(&b, ", ");
-        print_scalar(&b, etype, data, i);
-    }
-    if (shown < count)
-        buf_printf(&b, ", ... (%lld values)", (long long)count);
-    buf_putc(&b, ']');
-    char *s = buf_finish(&b);
-    printf("%s", s ? s : "?");
-    free(s);
-}
-
-/* The largest difference between two result arrays, relative to the reference's magnitude
- * (exact 0 or 1 for integers and bool: whether any element differs). */
-static double difference(const void *ref, const void *got, int etype, int64_t count)
-{
-    double worst = 0;
-    for (int64_t i = 0; i < count; i++) {
-        double a, b;
-        switch (etype) {
-        case NEST_F32: a = ((const float *)ref)[i], b = ((const float *)got)[i]; break;
-        case NEST_F64: a = ((const double *)ref)[i], b = ((const double *)got)[i]; break;
-        case NEST_I32: a = ((const int32_t *)ref)[i], b = ((const int32_t *)got)[i]; break;
-        case NEST_I64: a = (double)((const int64_t *)ref)[i], b = (double)((const int64_t *)got)[i]; break;
-        default: a = ((const uint8_t *)ref)[i], b = ((const uint8_t *)got)[i]; break;
-        }
-        if (a != a && b != b)
-            continue; /* both NaN */
-        double d = a == b ? 0 : (a != a || b != b) ? 1 : fabs(a - b) / (fabs(a) > 1 ? fabs(a) : 1);
-        if (d > worst)
-            worst = d;
-    }
-    return worst;
-}
-
 /* --run: the interpreter's results; with jit, the compiled kernel's, checked against them. */
-static int run_function(nest_function *f, const nest_options *opts, bool jit)
+static int run_generated(nest_function *f, const nest_options *opts, bool jit)
 {
     int np = nest_param_count(f), nr = nest_result_count(f);
     void **args = calloc((size_t)np + 1, sizeof *args);
@@ -164,7 +69,7 @@ static int run_function(nest_function *f, const nest_options *opts, bool jit)
         if (!args[i])
             status = NEST_ERR_NOMEM;
         else
-            fill_input(args[i], p->etype, count, i);
+            run_fill(args[i], (nest_type)p->etype, count, i, false, NULL);
     }
     for (int i = 0; status == NEST_OK && i < nr; i++) {
         const ir_node *r = &f->nodes[f->results[i]];
@@ -198,10 +103,11 @@ static int run_function(nest_function *f, const nest_options *opts, bool jit)
             char *t = buf_finish(&b);
             printf("%s result %d: %s = ", f->name, i, t ? t : "?");
             free(t);
-            print_values(jit ? got[i] : res[i], r->etype, ir_count(r));
+            run_print_values(jit ? got[i] : res[i], (nest_type)r->etype, ir_count(r), 8);
+            int64_t at;
             if (jit)
                 printf("  (compiled; the reference interpreter differs by %.2g)",
-                       difference(res[i], got[i], r->etype, ir_count(r)));
+                       run_difference(res[i], got[i], (nest_type)r->etype, ir_count(r), &at));
             printf("\n");
         }
     } else if (status != NEST_ERR_CALL) {
@@ -283,7 +189,7 @@ static int act(nest_function *const *fns, int n, const action *ac, const nest_op
             if (run && strcmp(run, fns[i]->name) != 0)
                 continue;
             found = true;
-            if (run_function(fns[i], opts, ac->jit))
+            if (run_generated(fns[i], opts, ac->jit))
                 rc = EXIT_INPUT;
         }
         if (run && !found) {
@@ -294,85 +200,42 @@ static int act(nest_function *const *fns, int n, const action *ac, const nest_op
     return rc;
 }
 
-/* An ONNX model: imported, then acted on as a .nest file's functions. */
-static int onnx_main(const char *file, const char *name, const nest_dim *dims, int ndims,
-                     const action *ac, const nest_options *opts)
-{
-    nest_onnx_options o = {.name = name, .dims = dims, .ndims = ndims};
-    nest_function *f = nest_import_onnx(file, &o);
-    if (!f) {
-        fprintf(stderr, "nestc: out of memory\n");
-        return EXIT_INPUT;
-    }
-    int rc = EXIT_INPUT;
-    if (nest_errcode(f) != NEST_OK)
-        fprintf(stderr, "nestc: %s\n", nest_errmsg(f));
-    else
-        rc = act(&f, 1, ac, opts);
-    nest_function_free(f);
-    return rc;
-}
-
 int main(int argc, char **argv)
 {
-    const char *file = NULL, *emit = NULL, *out = NULL, *run = NULL, *dump = NULL, *name = NULL;
-    nest_dim dims[64];
-    static char dimnames[64][256];
-    int ndims = 0;
+    if (argc > 1 && strcmp(argv[1], "run") == 0)
+        return run_main(argc - 1, argv + 1);
+    const char *file = NULL, *emit = NULL, *out = NULL, *run = NULL, *dump = NULL;
+    static cli_import imp;
     bool do_run = false, jit = false;
     nest_options opts;
     nest_options_init(&opts);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+        int common = cli_common_option(a, &opts);
+        int import = common ? 0 : cli_import_option(argc, argv, &i, &imp);
+        if (common != 0 || import != 0) {
+            if (common < 0 || import < 0)
+                return EXIT_USAGE;
+        } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             fputs(usage, stdout);
             return 0;
+        } else if (strcmp(a, "--version") == 0) {
+            return version();
         } else if (strncmp(a, "--emit=", 7) == 0) {
             emit = a + 7;
             if (strcmp(emit, "ir") && strcmp(emit, "dot") && strcmp(emit, "c") && strcmp(emit, "h"))
-                return fail_usage("unknown form '%s' for --emit (ir, dot, c or h)", emit);
+                return cli_usage_error("unknown form '%s' for --emit (ir, dot, c or h)", emit);
         } else if (strcmp(a, "-o") == 0) {
             if (++i == argc)
-                return fail_usage("%s needs a file name", a);
+                return cli_usage_error("%s needs a file name", a);
             out = argv[i];
-        } else if (a[0] == '-' && a[1] == 'O' && a[2] >= '0' && a[2] <= '3' && a[3] == '\0') {
-            opts.opt_level = a[2] - '0';
-        } else if (strncmp(a, "--march=", 8) == 0 && a[8]) {
-            opts.march = a + 8;
         } else if (strncmp(a, "--cc=", 5) == 0 && a[5]) {
             opts.cc = a + 5;
-        } else if (strcmp(a, "--no-openmp") == 0) {
-            opts.openmp = 0;
-        } else if (strcmp(a, "-v") == 0) {
-            opts.verbose = 1;
-        } else if (strcmp(a, "--no-fuse") == 0) {
-            opts.fuse = 0;
         } else if (strncmp(a, "--dump-after=", 13) == 0) {
             dump = a + 13;
             if (!pipeline_has_pass(dump))
-                return fail_usage("unknown pass '%s' for --dump-after (" PIPELINE_PASSES ")", dump);
-        } else if (strncmp(a, "--name=", 7) == 0 || strcmp(a, "--name") == 0) {
-            if (!a[6] && ++i == argc)
-                return fail_usage("%s needs a name", a);
-            name = a[6] ? a + 7 : argv[i];
-        } else if (strncmp(a, "--dim=", 6) == 0 || strcmp(a, "--dim") == 0) {
-            if (!a[5] && ++i == argc)
-                return fail_usage("%s needs NAME=N", a);
-            const char *d = a[5] ? a + 6 : argv[i], *eq = strchr(d, '=');
-            char *end = NULL;
-            errno = 0;
-            long long v = eq ? strtoll(eq + 1, &end, 10) : -1;
-            if (!eq || eq == d || !eq[1] || *end || errno || v < 0)
-                return fail_usage("--dim takes NAME=N with N >= 0, not '%s'", d);
-            if (ndims == (int)countof(dims))
-                return fail_usage("%s", "too many --dim options");
-            if ((size_t)(eq - d) >= sizeof dimnames[0])
-                return fail_usage("--dim: the name in '%s' is too long", d);
-            memcpy(dimnames[ndims], d, (size_t)(eq - d));
-            dimnames[ndims][eq - d] = '\0';
-            dims[ndims].value = v;
-            dims[ndims].name = dimnames[ndims];
-            ndims++;
+                return cli_usage_error("unknown pass '%s' for --dump-after (" PIPELINE_PASSES ")",
+                                       dump);
         } else if (strcmp(a, "--jit") == 0) {
             jit = true;
         } else if (strcmp(a, "--run") == 0) {
@@ -381,53 +244,28 @@ int main(int argc, char **argv)
             do_run = true;
             run = a + 6;
         } else if (a[0] == '-' && a[1] != '\0') {
-            return fail_usage("unknown option '%s'", a);
+            return cli_usage_error("unknown option '%s'", a);
         } else if (file) {
-            return fail_usage("only one input file is allowed (also given: '%s')", a);
+            return cli_usage_error("only one input file is allowed (also given: '%s')", a);
         } else {
             file = a;
         }
     }
     if (!file)
-        return fail_usage("%s", "no input file");
+        return cli_usage_error("no input file");
     if (jit && !do_run)
-        return fail_usage("%s", "--jit goes with --run");
+        return cli_usage_error("--jit goes with --run");
     if (!emit && !out && !do_run && !dump)
-        return fail_usage("%s", "nothing to do: give --emit=FORM, -o OUT.so, --dump-after=PASS or --run");
+        return cli_usage_error("nothing to do: give --emit=FORM, -o OUT.so, --dump-after=PASS or "
+                               "--run (or use nestc run FILE)");
     if (out && strlen(out) < 1)
-        return fail_usage("%s", "-o needs a file name");
+        return cli_usage_error("-o needs a file name");
 
-    size_t flen = strlen(file);
-    bool onnx = flen > 5 && strcmp(file + flen - 5, ".onnx") == 0;
-    if (!onnx && (name || ndims))
-        return fail_usage("%s", "--name and --dim apply to ONNX models (FILE.onnx)");
-    if (onnx)
-        return onnx_main(file, name, dims, ndims,
-                         &(action){emit, out, dump, do_run, run, jit, file}, &opts);
-
-    size_t len;
-    char *src = read_all(file, &len);
-    if (!src) {
-        fprintf(stderr, "nestc: cannot read %s: %s\n", file, strerror(errno));
-        return EXIT_INPUT;
-    }
-    nest_module *m = nest_parse(src, len, strcmp(file, "-") == 0 ? "<stdin>" : file);
-    if (!m) {
-        fprintf(stderr, "nestc: out of memory\n");
-        free(src);
-        return EXIT_INPUT;
-    }
-    int rc = 0;
-    if (nest_module_errcode(m) != NEST_OK) {
-        fprintf(stderr, "%s\n", nest_module_errmsg(m));
-        show_line(src, len, nest_module_errline(m), nest_module_errcol(m));
-        rc = EXIT_INPUT;
-        goto done;
-    }
-    rc = act(m->fns, m->nfns, &(action){emit, out, dump, do_run, run, jit, file}, &opts);
-done:
-    nest_module_free(m);
-    free(src);
+    cli_input in;
+    int rc = cli_load(file, &imp, &in);
+    if (rc == 0)
+        rc = act(in.fns, in.n, &(action){emit, out, dump, do_run, run, jit, file}, &opts);
+    cli_input_free(&in);
     if (fflush(stdout) != 0) {
         fprintf(stderr, "nestc: writing the output failed: %s\n", strerror(errno));
         return EXIT_INPUT;

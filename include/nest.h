@@ -32,6 +32,20 @@
 extern "C" {
 #endif
 
+/* The version of this header. nest_version() gives the library's, which a program linked
+ * against the shared library may see differ in MINOR and PATCH: the soname carries MAJOR. */
+#define NEST_VERSION_MAJOR 0
+#define NEST_VERSION_MINOR 1
+#define NEST_VERSION_PATCH 0
+#define NEST_VERSION "0.1.0"
+
+/* The library's version, "MAJOR.MINOR.PATCH" (static storage). */
+const char *nest_version(void);
+
+/* The version of LLVM that nest_compile uses ("14.0.6"; static storage), loading the JIT library
+ * if it is not loaded yet; NULL when it cannot be loaded (nest_compile then says why). */
+const char *nest_llvm_version(void);
+
 /* The largest rank of a tensor. */
 #define NEST_MAX_RANK 32
 
@@ -230,7 +244,10 @@ nest_function *nest_module_find(const nest_module *m, const char *name);
  * Returns a string the caller frees, or NULL (error on the first function, or out of memory). */
 char *nest_print(nest_function *const *fns, int n);
 
-/* A Graphviz digraph of n functions: one node per op with its shape and type. */
+/* A Graphviz digraph of n functions: one node per op, each edge labelled with the type and shape
+ * of the value it carries; the loop nests the compiler makes are clusters of the ops they
+ * compute (a row group around its nests), views are dashed, and temporaries stored in memory
+ * are framed twice with bold edges. Returns a string the caller frees, or NULL. */
 char *nest_print_dot(nest_function *const *fns, int n);
 
 /* Frees a string nest returned. NULL is a no-op. */

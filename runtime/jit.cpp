@@ -40,6 +40,7 @@
 #include "clang/Frontend/TextDiagnosticPrinter.h"
 #include "clang/Lex/PreprocessorOptions.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Config/llvm-config.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/CrashRecoveryContext.h"
 #include "llvm/Support/ErrorHandling.h"
@@ -428,7 +429,7 @@ void free_code(rt_shim_code *c)
     delete c;
 }
 
-int load(const void *obj, size_t len, rt_shim_code **out, char **err)
+int load_object(const void *obj, size_t len, rt_shim_code **out, char **err)
 {
     *out = nullptr;
     if (err)
@@ -526,7 +527,12 @@ int abi()
     return RT_SHIM_ABI;
 }
 
-const rt_shim_api the_api = {abi, host, compile, load, lookup, free_code};
+const char *llvm_version()
+{
+    return LLVM_VERSION_STRING;
+}
+
+const rt_shim_api the_api = {abi, host, compile, load_object, lookup, free_code, llvm_version};
 
 } // namespace
 

@@ -69,13 +69,19 @@ static bool try_path(const char *path)
     const rt_shim_api *(*entry)(void);
     *(void **)&entry = dlsym(h, "nest_jit_shim");
     const rt_shim_api *a = entry ? entry() : NULL;
-    if (!a || !a->abi || !a->host || !a->compile || !a->load || !a->lookup || !a->free) {
+    if (!a || !a->abi) {
         note("\n  %s: no nest_jit_shim entry point", path);
         dlclose(h);
         return false;
     }
+    /* the ABI first: an older table may be shorter than this one */
     if (a->abi() != RT_SHIM_ABI) {
         note("\n  %s: ABI version %d, this libnest needs %d", path, a->abi(), RT_SHIM_ABI);
+        dlclose(h);
+        return false;
+    }
+    if (!a->host || !a->compile || !a->load || !a->lookup || !a->free || !a->llvm_version) {
+        note("\n  %s: an entry of the nest_jit_shim table is missing", path);
         dlclose(h);
         return false;
     }

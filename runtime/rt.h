@@ -18,7 +18,7 @@
  * so a program that never JITs never loads LLVM.
  * ------------------------------------------------------------------------------------------- */
 
-#define RT_SHIM_ABI 1 /* nest_jit_abi() must return this */
+#define RT_SHIM_ABI 2 /* the table's abi() must return this */
 
 typedef struct rt_shim_code rt_shim_code; /* code loaded into the process; freed by ..._free */
 
@@ -44,6 +44,8 @@ typedef struct rt_shim_api {
     void *(*lookup)(rt_shim_code *c, const char *symbol);
     /* Unloads the code (NULL is a no-op): every address it gave becomes invalid. */
     void (*free)(rt_shim_code *c);
+    /* The version of LLVM the library was built with ("14.0.6"); static storage. */
+    const char *(*llvm_version)(void);
 } rt_shim_api;
 
 /* ---------------------------------------------------------------------------------------------

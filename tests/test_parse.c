@@ -1,7 +1,7 @@
 /*
  * test_parse.c - the text form: the examples of DESIGN.md, canonical round trips of parsed and
  * built graphs, a corpus of malformed inputs with the exact position of each error, limits,
- * Graphviz output and the nestc command line.
+ * and Graphviz output. The command line nestc is tests/test_nestc.c.
  *
  * Every expected position below is counted by hand from its input (columns count bytes, from 1).
  */
@@ -1525,8 +1525,8 @@ static void test_shared_tuples(void **state)
 
 /* ---- Graphviz ---- */
 
-/* The number of lines of s that contain `part` (and `also`, if not NULL). */
-static int count_lines2(const char *s, const char *part, const char *also)
+/* The number of lines of s that contain `part` (and `also`, if not NULL; but not `not`). */
+static int count_lines3(const char *s, const char *part, const char *also, const char *not)
 {
     int n = 0;
     for (const char *line = s; line && *line;) {
@@ -1536,16 +1536,30 @@ static int count_lines2(const char *s, const char *part, const char *also)
         size_t k = len < sizeof tmp - 1 ? len : sizeof tmp - 1;
         memcpy(tmp, line, k);
         tmp[k] = '\0';
-        n += strstr(tmp, part) && (!also || strstr(tmp, also));
+        n += strstr(tmp, part) && (!also || strstr(tmp, also)) && (!not || !strstr(tmp, not));
         line = end ? end + 1 : NULL;
     }
     return n;
 }
 
-static int count_lines(const char *s, const char *part) { return count_lines2(s, part, NULL); }
+static int count_lines(const char *s, const char *part) { return count_lines3(s, part, NULL, NULL); }
 
 /* Node statements of a Graphviz text: "f<k>_n<i> [label=...]" (results are f<k>_r<i>). */
-static int count_dot_nodes(const char *s) { return count_lines2(s, "_n", " [label=\""); }
+static int count_dot_nodes(const char *s) { return count_lines3(s, "_n", " [label=\"", " -> "); }
+
+/* The text between "subgraph NAME {" and its closing brace: the statements of a cluster. */
+static char *dot_cluster(const char *dot, const char *name)
+{
+    char head[96];
+    snprintf(head, sizeof head, "subgraph %s {", name);
+    const char *p = strstr(dot, head);
+    if (!p)
+        return NULL;
+    const char *q = p + strlen(head);
+    for (int depth = 1; *q && depth > 0; q++)
+        depth += *q == '{' ? 1 : *q == '}' ? -1 : 0;
+    return strndup(p, (size_t)(q - p));
+}
 
 static void test_dot(void **state)
 {
@@ -1563,12 +1577,71 @@ static void test_dot(void **state)
     assert_int_equal(count_lines(dot, "label=\"l2\";"), 1);
     assert_int_equal(count_lines(dot, "label=\"dense\";"), 1);
     assert_int_equal(count_lines(dot, "label=\"two\";"), 1);
-    /* labels: the name, the op, the type and shape */
-    assert_non_null(strstr(dot, "[label=\"x = parameter\\nf32[1048576]\""));
-    assert_non_null(strstr(dot, "[label=\"r = dot\\nf32[]\"]"));
-    assert_non_null(strstr(dot, "[label=\"bb = broadcast\\nf32[64,128]\"]"));
-    assert_non_null(strstr(dot, "[label=\"_6 = constant\\nf32[]\"]"));
-    assert_non_null(strstr(dot, "[label=\"t = reshape\\nf32[3,8]\"]"));
+    /* labels: a parameter with its type, an op with its name; the type and shape on the edges */
+    assert_non_null(strstr(dot, "f0_n0 [label=\"x: f32[1048576]\", style=\"rounded,filled\"]"));
+    assert_non_null(strstr(dot, "f0_n3 [label=\"r = dot\"]"));
+    assert_non_null(strstr(dot, "f0_n0 -> f0_n2 [label=\"f32[1048576]\"]"));
+    assert_non_null(strstr(dot, "f0_n2 -> f0_n3 [label=\"f32[1048576]\"]"));
+    assert_non_null(strstr(dot, "f0_n3 -> f0_r0 [label=\"f32[]\"]"));
+    assert_non_null(strstr(dot, "f1_n4 [label=\"bb = broadcast\", style=\"dashed,filled\"]"));
+    assert_non_null(strstr(dot, "f1_n2 -> f1_n4 [label=\"f32[128]\"]"));
+    assert_non_null(strstr(dot, "f1_n6 [label=\"_6 = constant(f32[], 0)\""));
+    assert_non_null(strstr(dot, "f2_n1 [label=\"t = reshape\"]"));
+    assert_non_null(strstr(dot, "f2_n1 -> f2_r0 [label=\"f32[3,8]\"]"));
+    /* l2 is one loop nest summing over x and y, with d and r in it and nothing stored */
+    char *c = dot_cluster(dot, "cluster_0_0");
+    assert_non_null(c);
+    assert_non_null(strstr(c, "label=\"nest 0: [\u03a31048576]\";"));
+    assert_non_null(strstr(c, "f0_n2;"));
+    assert_non_null(strstr(c, "f0_n3;"));
+    assert_null(strstr(c, "f0_n0;"));
+    free(c);
+    assert_null(dot_cluster(dot, "cluster_0_1"));
+    assert_null(strstr(dot, "stored"));
+    assert_null(strstr(dot, "style=bold"));
+    /* dense: the product, the bias, the ReLU and the broadcasts they read are one nest */
+    c = dot_cluster(dot, "cluster_1_0");
+    assert_non_null(c);
+    for (int i = 3; i <= 8; i++) {
+        char node[16];
+        snprintf(node, sizeof node, "f1_n%d;", i);
+        if (i != 6 && !strstr(c, node))
+            fail_msg("%s is not in the nest of dense:\n%s", node, c);
+    }
+    assert_null(strstr(c, "f1_n6;")); /* the constant is data */
+    free(c);
+    free(dot);
+
+    /* without fusion every op has its nest, and the temporaries are stored and drawn bold */
+    nest_options o;
+    nest_options_init(&o);
+    o.fuse = 0;
+    dot = pipeline_dot(m->fns, 1, &o);
+    assert_non_null(dot);
+    assert_non_null(strstr(dot, "f0_n2 [label=\"d = subtract\\nstored in the workspace\", "
+                                "peripheries=2]"));
+    assert_non_null(strstr(dot, "f0_n2 -> f0_n3 [label=\"f32[1048576]\", style=bold"));
+    c = dot_cluster(dot, "cluster_0_1"); /* d's nest, then r's */
+    assert_non_null(c);
+    assert_non_null(strstr(c, "f0_n3;"));
+    free(c);
+    free(dot);
+    nest_module_free(m);
+
+    /* a row softmax: three nests in one loop over the rows, each temporary one row long */
+    m = parse_ok("func sm(x: f32[4,10]) -> f32[4,10] {\n"
+                 "  m = max(x, axes=[1])\n"
+                 "  e = exp(subtract(x, broadcast(m, shape=[4,10], axes=[1])))\n"
+                 "  s = sum(e, axes=[1])\n"
+                 "  return divide(e, broadcast(s, shape=[4,10], axes=[1]))\n}\n");
+    dot = nest_print_dot(m->fns, 1);
+    assert_non_null(dot);
+    c = dot_cluster(dot, "cluster_0_0");
+    assert_non_null(c);
+    assert_non_null(strstr(c, "label=\"one loop over 4 rows\";"));
+    assert_int_equal(count_lines(c, "subgraph cluster_0_"), 1 + 3);
+    free(c);
+    assert_int_equal(count_lines(dot, "stored one row at a time"), 3);
     free(dot);
     nest_module_free(m);
 
@@ -1576,7 +1649,8 @@ static void test_dot(void **state)
     m = parse_ok("func t(a: bool[2], b: i64[]) -> (bool[2], i64[]) {\n  p = tuple(a, b)\n  return p\n}\n");
     dot = nest_print_dot(m->fns, 1);
     assert_non_null(dot);
-    assert_non_null(strstr(dot, "[label=\"p = tuple\\n(bool[2], i64[])\"]"));
+    assert_non_null(strstr(dot, "[label=\"p = tuple\"]"));
+    assert_non_null(strstr(dot, "f0_n0 -> f0_n2 [label=\"bool[2]\"]"));
     assert_int_equal(count_dot_nodes(dot), 3);
     free(dot);
     nest_module_free(m);
@@ -1584,231 +1658,6 @@ static void test_dot(void **state)
     assert_non_null(dot);
     assert_int_equal(strncmp(dot, "digraph ", 8), 0);
     free(dot);
-}
-
-/* ---- the command line ---- */
-
-static char tmpdir[64];
-
-static int cli_setup(void **state)
-{
-    (void)state;
-    strcpy(tmpdir, "/tmp/nest_test_parse_XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
-}
-
-static int cli_teardown(void **state)
-{
-    (void)state;
-    static const char *const names[] = {"good.nest", "bad.nest", "utf8.nest", "out", "err", "in"};
-    char path[128];
-    for (size_t i = 0; i < countof(names); i++) {
-        snprintf(path, sizeof path, "%s/%s", tmpdir, names[i]);
-        unlink(path);
-    }
-    rmdir(tmpdir);
-    return 0;
-}
-
-static const char *nestc_path(void)
-{
-    const char *s = getenv("NESTC");
-    return s && *s ? s : "bin/nestc";
-}
-
-static void write_file(const char *name, const char *text, size_t len)
-{
-    char path[128];
-    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
-    FILE *out = fopen(path, "wb");
-    assert_non_null(out);
-    assert_int_equal(fwrite(text, 1, len, out), len);
-    assert_int_equal(fclose(out), 0);
-}
-
-static char *read_file(const char *name)
-{
-    char path[128];
-    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
-    FILE *in = fopen(path, "rb");
-    assert_non_null(in);
-    buf b = {0};
-    char chunk[4096];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, in)) > 0)
-        buf_write(&b, chunk, n);
-    fclose(in);
-    char *s = buf_finish(&b);
-    assert_non_null(s);
-    return s;
-}
-
-/* Runs nestc with `args` (a shell fragment; D in it stands for the temporary directory) and
- * the standard input `in`; returns the exit status, stdout and stderr. */
-static int run_nestc(const char *args, const char *in, char **out, char **err)
-{
-    write_file("in", in ? in : "", in ? strlen(in) : 0);
-    buf cmd = {0};
-    buf_printf(&cmd, "%s ", nestc_path());
-    for (const char *p = args; *p; p++) {
-        if (*p == 'D' && (p == args || p[-1] == ' ' || p[-1] == '=') && p[1] == '/')
-            buf_puts(&cmd, tmpdir);
-        else
-            buf_putc(&cmd, *p);
-    }
-    buf_printf(&cmd, " <%s/in >%s/out 2>%s/err", tmpdir, tmpdir, tmpdir);
-    char *c = buf_finish(&cmd);
-    assert_non_null(c);
-    int st = system(c);
-    free(c);
-    *out = read_file("out");
-    *err = read_file("err");
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-static const char good_nest[] =
-    "# two functions\n"
-    "func l2(x: f32[3], y: f32[3]) -> f32[] {\n"
-    "  return dot(subtract(x, y), subtract(x, y))\n"
-    "}\n"
-    "func id(x: i32[2] col) -> i32[2] col {\n"
-    "  return x\n"
-    "}\n";
-
-static const char bad_nest[] =
-    "func f(x: f32[4]) -> f32[4] {\n"
-    "  z = frob(x)\n"
-    "  return x\n"
-    "}\n";
-
-static void test_cli_emit(void **state)
-{
-    (void)state;
-    write_file("good.nest", good_nest, strlen(good_nest));
-    char *out, *err;
-    assert_int_equal(run_nestc("--emit=ir D/good.nest", NULL, &out, &err), 0);
-    char *want = canon(good_nest);
-    assert_string_equal(out, want);
-    assert_string_equal(err, "");
-    free(out);
-    free(err);
-
-    /* the canonical text through standard input parses to itself */
-    assert_int_equal(run_nestc("--emit=ir -", want, &out, &err), 0);
-    assert_string_equal(out, want);
-    free(out);
-    free(err);
-    free(want);
-
-    assert_int_equal(run_nestc("--emit=dot D/good.nest", NULL, &out, &err), 0);
-    assert_int_equal(strncmp(out, "digraph ", 8), 0);
-    assert_int_equal(count_dot_nodes(out), 2 + 3 + 1); /* x, y, two subtracts and the dot; x */
-    free(out);
-    free(err);
-
-    assert_int_equal(run_nestc("--help", NULL, &out, &err), 0);
-    assert_non_null(strstr(out, "usage: nestc"));
-    assert_non_null(strstr(out, "--emit"));
-    free(out);
-    free(err);
-}
-
-static void test_cli_input_errors(void **state)
-{
-    (void)state;
-    write_file("bad.nest", bad_nest, strlen(bad_nest));
-    char *out, *err;
-    assert_int_equal(run_nestc("--emit=ir D/bad.nest", NULL, &out, &err), 1);
-    assert_string_equal(out, "");
-    /* the message, the source line, a caret under column 7 */
-    char want[256];
-    snprintf(want, sizeof want, "%s/bad.nest:2:7: error: unknown op 'frob'\n", tmpdir);
-    assert_int_equal(strncmp(err, want, strlen(want)), 0);
-    const char *line2 = err + strlen(want);
-    const char *line3 = strchr(line2, '\n');
-    assert_non_null(line3);
-    line3++;
-    const char *src_at = strstr(line2, "  z = frob(x)");
-    assert_true(src_at && src_at < line3);
-    const char *caret = strchr(line3, '^');
-    assert_non_null(caret);
-    /* the caret is under the 'f' of frob, the 7th column of the source line */
-    assert_int_equal(caret - line3, (src_at + 6) - line2);
-    for (const char *p = line3; p < caret; p++)
-        assert_true(*p == ' ' || *p == '|');
-    assert_string_equal(caret, "^\n");
-    free(out);
-    free(err);
-
-    /* from standard input the file is <stdin> */
-    assert_int_equal(run_nestc("--emit=ir -", bad_nest, &out, &err), 1);
-    assert_int_equal(strncmp(err, "<stdin>:2:7: error: unknown op 'frob'\n", 38), 0);
-    free(out);
-    free(err);
-
-    /* invalid UTF-8: reported, and the line shown without the raw bytes */
-    static const char utf8[] = "func f() -> () {\n  return \xff\n}\n";
-    write_file("utf8.nest", utf8, sizeof utf8 - 1);
-    assert_int_equal(run_nestc("--emit=dot D/utf8.nest", NULL, &out, &err), 1);
-    assert_non_null(strstr(err, "utf8.nest:2:10: error: invalid UTF-8 byte 0xff\n"));
-    assert_null(strchr(err, '\xff'));
-    free(out);
-    free(err);
-
-    /* a file that cannot be read */
-    assert_int_equal(run_nestc("--emit=ir D/missing.nest", NULL, &out, &err), 1);
-    assert_non_null(strstr(err, "missing.nest"));
-    free(out);
-    free(err);
-
-    /* --run of a function that is not in the file is a usage error */
-    write_file("good.nest", good_nest, strlen(good_nest));
-    assert_int_equal(run_nestc("--run=nope D/good.nest", NULL, &out, &err), 2);
-    free(out);
-    free(err);
-}
-
-static void test_cli_usage(void **state)
-{
-    (void)state;
-    write_file("good.nest", good_nest, strlen(good_nest));
-    static const char *const bad[] = {
-        "--frobnicate D/good.nest",        /* unknown option */
-        "--emit=ir",                       /* no file */
-        "",                                /* nothing at all */
-        "--emit=ir D/good.nest D/good.nest", /* two files */
-        "--emit=xml D/good.nest",          /* unknown form */
-        "--emit= D/good.nest",             /* empty form */
-        "D/good.nest",                     /* nothing to do */
-        "--emit=ir -o",                    /* -o without its file */
-    };
-    for (size_t i = 0; i < countof(bad); i++) {
-        char *out, *err;
-        int st = run_nestc(bad[i], NULL, &out, &err);
-        if (st != 2)
-            fail_msg("nestc %s: exit %d, want 2 (stderr: %s)", bad[i], st, err);
-        assert_non_null(strstr(err, "nestc: "));
-        assert_string_equal(out, "");
-        free(out);
-        free(err);
-    }
-}
-
-static void test_cli_run(void **state)
-{
-    (void)state;
-    char *out, *err;
-    assert_int_equal(run_nestc("--run samples/l2.nest", NULL, &out, &err), 0);
-    static const char head[] = "l2 result 0: f32[] = [";
-    assert_int_equal(strncmp(out, head, strlen(head)), 0);
-    /* x[i] = ((7i mod 11) - 5) / 8 and y[i] = (((7i + 3) mod 11) - 5) / 8: over each 11
-     * elements x - y is -3/8 eight times and 8/8 three times, a sum of squares of 264 / 64;
-     * 1048576 = 11 * 95325 + 1 and the last element adds 9 / 64. */
-    double want = (95325.0 * 264 + 9) / 64;
-    double got = strtod(out + strlen(head), NULL);
-    assert_true(fabs(got - want) <= 1e-5 * want);
-    free(out);
-    free(err);
 }
 
 int main(void)
@@ -1842,10 +1691,6 @@ int main(void)
         cmocka_unit_test(test_long_chain),
         cmocka_unit_test(test_shared_tuples),
         cmocka_unit_test(test_dot),
-        cmocka_unit_test(test_cli_emit),
-        cmocka_unit_test(test_cli_input_errors),
-        cmocka_unit_test(test_cli_usage),
-        cmocka_unit_test(test_cli_run),
     };
-    return cmocka_run_group_tests(tests, cli_setup, cli_teardown);
+    return cmocka_run_group_tests(tests, NULL, NULL);
 }

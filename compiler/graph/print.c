@@ -283,8 +283,32 @@ char *nest_print(nest_function *const *fns, int n)
 
 /* ---- Graphviz ---- */
 
-void print_dot_function(buf *b, const nest_function *f, int k, const int32_t *cluster,
-                        int nclusters, char *const *labels)
+/* Cluster c of function k and the clusters inside it: the loop nests, each with the ops it
+ * computes. */
+static void dot_cluster(buf *b, int k, int32_t nnodes, const dot_marks *m, int c, int indent)
+{
+    bool group = false;
+    for (int d = 0; d < m->nclusters && !group; d++)
+        group = m->parent[d] == c;
+    buf_printf(b, "%*ssubgraph cluster_%d_%d {\n%*slabel=\"%s\";\n", indent, "", k, c, indent + 2,
+               "", m->labels && m->labels[c] ? m->labels[c] : "");
+    if (group)
+        buf_printf(b, "%*sstyle=\"rounded,dashed\";\n%*scolor=\"#7f9cc7\";\n", indent + 2, "",
+                   indent + 2, "");
+    else
+        buf_printf(b, "%*sstyle=\"rounded,filled\";\n%*sfillcolor=\"#eef3fb\";\n"
+                      "%*scolor=\"#7f9cc7\";\n",
+                   indent + 2, "", indent + 2, "", indent + 2, "");
+    for (int d = 0; d < m->nclusters; d++)
+        if (m->parent[d] == c)
+            dot_cluster(b, k, nnodes, m, d, indent + 2);
+    for (int32_t i = 0; i < nnodes; i++)
+        if (m->cluster[i] == c)
+            buf_printf(b, "%*sf%d_n%d;\n", indent + 2, "", k, i);
+    buf_printf(b, "%*s}\n", indent, "");
+}
+
+void print_dot_function(buf *b, const nest_function *f, int k, const dot_marks *marks)
 {
     namer nm;
     if (!namer_init(&nm, f)) {
@@ -292,31 +316,54 @@ void print_dot_function(buf *b, const nest_function *f, int k, const int32_t *cl
         b->failed = true;
         return;
     }
-    buf_printf(b, "  subgraph cluster_%d {\n    label=\"%s\";\n", k, f->name);
-    /* the fused nests: each a cluster of the ops it computes */
-    for (int c = 0; c < nclusters; c++) {
-        buf_printf(b, "    subgraph cluster_%d_%d {\n      label=\"%s\";\n      style=dashed;\n", k,
-                   c, labels && labels[c] ? labels[c] : "");
-        for (int32_t i = 0; i < f->nnodes; i++)
-            if (cluster && cluster[i] == c)
-                buf_printf(b, "      f%d_n%d;\n", k, i);
-        buf_puts(b, "    }\n");
-    }
+    buf_printf(b, "  subgraph cluster_%d {\n    label=\"%s\";\n    fontsize=18;\n", k, f->name);
+    for (int c = 0; marks && c < marks->nclusters; c++)
+        if (marks->parent[c] < 0)
+            dot_cluster(b, k, f->nnodes, marks, c, 4);
     for (int32_t i = 0; i < f->nnodes; i++) {
         const ir_node *nd = &f->nodes[i];
-        buf_printf(b, "    f%d_n%d [label=\"%s = %s\\n", k, i, namer_name(&nm, i), ir_ops[nd->op].name);
-        ir_format_type(b, f, i);
+        ir_kind kind = ir_kind_of(nd);
+        int store = marks ? marks->store[i] : DOT_FUSED;
+        buf_printf(b, "    f%d_n%d [label=\"", k, i);
+        if (kind == K_PARAM) {
+            buf_printf(b, "%s: ", namer_name(&nm, i));
+            ir_format_type(b, f, i);
+        } else if (kind == K_CONST) {
+            print_node(b, &nm, i, 4);
+        } else {
+            buf_printf(b, "%s = %s", namer_name(&nm, i), ir_ops[nd->op].name);
+        }
+        if (store == DOT_WORKSPACE)
+            buf_puts(b, "\\nstored in the workspace");
+        else if (store == DOT_ROW)
+            buf_puts(b, "\\nstored one row at a time");
         buf_puts(b, "\"");
-        if (nd->op == OP_PARAMETER)
-            buf_puts(b, ", style=rounded");
+        if (kind == K_PARAM)
+            buf_puts(b, ", style=\"rounded,filled\"");
+        else if (kind == K_CONST)
+            buf_puts(b, ", style=\"rounded,filled\", color=gray40");
+        else if (store == DOT_VIEW)
+            buf_puts(b, ", style=\"dashed,filled\"");
+        if (store == DOT_WORKSPACE || store == DOT_ROW)
+            buf_puts(b, ", peripheries=2");
         buf_puts(b, "];\n");
-        for (int j = 0; j < nd->nin; j++)
-            buf_printf(b, "    f%d_n%d -> f%d_n%d;\n", k, nd->in[j], k, i);
+        for (int j = 0; j < nd->nin; j++) {
+            int32_t src = nd->in[j];
+            buf_printf(b, "    f%d_n%d -> f%d_n%d [label=\"", k, src, k, i);
+            ir_format_type(b, f, src);
+            buf_puts(b, "\"");
+            if (marks && (marks->store[src] == DOT_WORKSPACE || marks->store[src] == DOT_ROW))
+                buf_puts(b, ", style=bold, color=\"#b03030\"");
+            buf_puts(b, "];\n");
+        }
     }
-    for (int32_t i = 0; i < f->nresults; i++)
+    for (int32_t i = 0; i < f->nresults; i++) {
         buf_printf(b, "    f%d_r%d [label=\"result %d\", shape=plaintext];\n"
-                      "    f%d_n%d -> f%d_r%d;\n",
+                      "    f%d_n%d -> f%d_r%d [label=\"",
                    k, i, i, k, f->results[i], k, i);
+        ir_format_type(b, f, f->results[i]);
+        buf_puts(b, "\"];\n");
+    }
     buf_puts(b, "  }\n");
     namer_free(&nm);
 }
