@@ -25,15 +25,23 @@ char *__wrap_strndup(const char *s, size_t n);
 
 static atomic_bool armed, persist, fired;
 static atomic_long target, seen;
+/* failalloc_arm_thread: the arming thread's token; only its allocations count */
+static _Thread_local char thread_token;
+static _Atomic(const char *) only_thread;
 
-void failalloc_arm(long k, bool persistent)
+static void arm(long k, bool persistent, bool this_thread_only)
 {
+    atomic_store(&armed, false);
+    atomic_store(&only_thread, this_thread_only ? &thread_token : NULL);
     atomic_store(&seen, 0);
     atomic_store(&target, k);
     atomic_store(&persist, persistent);
     atomic_store(&fired, false);
     atomic_store(&armed, true);
 }
+
+void failalloc_arm(long k, bool persistent) { arm(k, persistent, false); }
+void failalloc_arm_thread(long k, bool persistent) { arm(k, persistent, true); }
 
 long failalloc_disarm(void)
 {
@@ -53,6 +61,9 @@ bool failalloc_fired(void) { return atomic_load(&fired); }
 static bool fail_now(void)
 {
     if (!atomic_load(&armed))
+        return false;
+    const char *only = atomic_load(&only_thread);
+    if (only && only != &thread_token)
         return false;
     long n = atomic_fetch_add(&seen, 1) + 1, k = atomic_load(&target);
     if (n == k || (n > k && atomic_load(&persist))) {

@@ -10,6 +10,8 @@
  * Allocations
  *   failalloc_arm(k, persistent)  count allocations from now on; the k-th fails (returns NULL
  *                                 with errno ENOMEM), and with persistent every later one too
+ *   failalloc_arm_thread(k, persistent)  likewise, counting only the calling thread's
+ *                                 allocations (the other threads' never fail)
  *   failalloc_disarm()            stop failing; returns how many allocations were counted
  *   failalloc_resume(n)           arm again where failalloc_disarm stopped (n: what it returned),
  *                                 so that the test's own work in between is not counted
@@ -28,6 +30,7 @@
 #include <stdbool.h>
 
 void failalloc_arm(long k, bool persistent);
+void failalloc_arm_thread(long k, bool persistent);
 long failalloc_disarm(void);
 void failalloc_resume(long seen);
 bool failalloc_fired(void);

@@ -713,6 +713,44 @@ static void test_external_data(void **state)
     rmdir(dir);
 }
 
+/* A builder's error inside a converter that gives up names the node too (found by fuzz_onnx:
+ * a Gemm of f32 and f64 matrices said only "dot(...): operand element types differ"). */
+static void test_builder_error_names_node(void **state)
+{
+    (void)state;
+    const char *path = "tests/corpus/onnx/crash-gemm-types.onnx";
+    nest_function *f = nest_import_onnx(path, NULL);
+    assert_non_null(f);
+    assert_int_equal(nest_errcode(f), NEST_ERR_TYPE);
+    const char *msg = nest_errmsg(f);
+    if (strncmp(msg, path, strlen(path)) != 0 || !strstr(msg, "node 0 (Gemm, opset 13)") ||
+        !strstr(msg, "operand element types differ"))
+        fail_msg("message: %s", msg);
+    nest_function_free(f);
+}
+
+/* A Split with no outputs is an error, not a division by zero (found by fuzz_onnx). */
+static void test_split_without_outputs(void **state)
+{
+    (void)state;
+    nest_function *f = nest_import_onnx("tests/corpus/onnx/crash-split-no-outputs.onnx", NULL);
+    assert_non_null(f);
+    assert_int_equal(nest_errcode(f), NEST_ERR_ARG);
+    assert_non_null(strstr(nest_errmsg(f), "node 0 (Split, opset 13): no outputs to split into"));
+    nest_function_free(f);
+}
+
+/* A float attribute far outside an integer constant's range saturates instead of being cast
+ * (undefined behaviour; found by fuzz_onnx): the import goes on to its own verdict. */
+static void test_float_attribute_saturates(void **state)
+{
+    (void)state;
+    nest_function *f = nest_import_onnx("tests/corpus/onnx/crash-full-int-range.onnx", NULL);
+    assert_non_null(f);
+    assert_non_null(strstr(nest_errmsg(f), "graph output 'y' is declared unknown but computes i32"));
+    nest_function_free(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -730,6 +768,9 @@ int main(void)
         cmocka_unit_test(test_prune),
         cmocka_unit_test(test_weights_are_data),
         cmocka_unit_test(test_external_data),
+        cmocka_unit_test(test_builder_error_names_node),
+        cmocka_unit_test(test_split_without_outputs),
+        cmocka_unit_test(test_float_attribute_saturates),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,10 +11,14 @@
  *
  * NEST_OOM_VERBOSE=1 prints the allocation points tried per operation.
  */
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -583,6 +587,107 @@ static void oom_compile_uncached(void **state)
     jit_teardown(&c, root);
 }
 
+/* Two calls of one kernel at once: the second finds the kernel's workspace in use and must
+ * allocate its own; when that fails, NEST_ERR_NOMEM with the message in its thread, nothing
+ * written to its results, and the kernel still works. Only the second caller's allocations
+ * fail (failalloc_arm_thread): the first thread calls the kernel in a loop, so it holds the
+ * workspace nearly all the time, and the second retries until it found it taken. */
+typedef struct overlap_case {
+    nest_kernel *k;
+    jit_case *jc;
+    float *got;        /* the looping thread's results */
+    atomic_bool stop;
+    atomic_long calls;
+    int failed_rc;     /* a failed call of the looping thread */
+    char errmsg[64];   /* its nest_kernel_errmsg at the end: "" (the failure was another's) */
+} overlap_case;
+
+static void *call_loop(void *p)
+{
+    overlap_case *o = p;
+    void *results[1] = {o->got};
+    while (!atomic_load(&o->stop)) {
+        int rc = nest_call(o->k, o->jc->args, 3, results, 1);
+        if (rc != NEST_OK && !o->failed_rc)
+            o->failed_rc = rc;
+        atomic_fetch_add(&o->calls, 1);
+    }
+    snprintf(o->errmsg, sizeof o->errmsg, "%s", nest_kernel_errmsg(o->k));
+    return NULL;
+}
+
+static void oom_call_overlapping(void **state)
+{
+    (void)state;
+    jit_case c = {0};
+    char root[64];
+    jit_setup(&c, "samples/dense.nest", root);
+    nest_kernel *k = nest_compile(c.f, &c.opts);
+    if (!k) {
+        if (nest_errcode(c.f) == NEST_ERR_UNAVAILABLE)
+            skip();
+        fail_msg("compile: %s", nest_errmsg(c.f));
+    }
+    size_t ws = nest_kernel_workspace_size(k);
+    assert_true(ws > 0);
+    overlap_case o = {.k = k, .jc = &c, .got = calloc((size_t)c.nout, sizeof(float))};
+    assert_non_null(o.got);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, call_loop, &o), 0);
+    while (atomic_load(&o.calls) < 1)
+        sched_yield();
+
+    /* results filled with a byte pattern: a failed call must leave it */
+    const unsigned char mark = 0xA5;
+    unsigned char *untouched = malloc((size_t)c.nout * sizeof(float));
+    assert_non_null(untouched);
+    memset(untouched, mark, (size_t)c.nout * sizeof(float));
+    long tries = 0, nomem = 0;
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do {
+        memset(c.got, mark, (size_t)c.nout * sizeof(float));
+        failalloc_arm_thread(1, false);
+        int rc = nest_call(k, c.args, 3, c.results, 1);
+        failalloc_disarm();
+        tries++;
+        if (rc == NEST_OK) { /* the workspace was free: this call had it */
+            assert_false(failalloc_fired());
+            assert_close(NEST_F32, c.got, c.want, c.nout, 1e-5, 1e-5);
+        } else {
+            assert_int_equal(rc, NEST_ERR_NOMEM);
+            assert_true(failalloc_fired());
+            const char *msg = nest_kernel_errmsg(k);
+            check_nomem_msg("overlapping call", msg);
+            char want_msg[160];
+            snprintf(want_msg, sizeof want_msg,
+                     "dense: out of memory for a workspace of %zu bytes (the kernel's own is in use "
+                     "by a call in another thread)", ws);
+            assert_string_equal(msg, want_msg);
+            assert_memory_equal(c.got, untouched, (size_t)c.nout * sizeof(float));
+            nomem++;
+        }
+        clock_gettime(CLOCK_MONOTONIC, &now);
+    } while (nomem < 3 && now.tv_sec - t0.tv_sec < 30);
+    if (getenv("NEST_OOM_VERBOSE"))
+        print_message("oom: overlapping calls: %ld failed allocations in %ld calls\n", nomem, tries);
+    assert_true(nomem > 0); /* the looping thread held the workspace at least once in 30 s */
+
+    /* afterwards, with the other thread still calling, a call succeeds */
+    memset(c.got, mark, (size_t)c.nout * sizeof(float));
+    assert_int_equal(nest_call(k, c.args, 3, c.results, 1), NEST_OK);
+    assert_close(NEST_F32, c.got, c.want, c.nout, 1e-5, 1e-5);
+    atomic_store(&o.stop, true);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(o.failed_rc, NEST_OK);
+    assert_string_equal(o.errmsg, "");
+    assert_close(NEST_F32, o.got, c.want, c.nout, 1e-5, 1e-5);
+    free(untouched);
+    free(o.got);
+    nest_kernel_free(k);
+    jit_teardown(&c, root);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -592,6 +697,7 @@ int main(void)
         cmocka_unit_test(oom_emit),
         cmocka_unit_test(oom_compile_cached),
         cmocka_unit_test(oom_compile_uncached),
+        cmocka_unit_test(oom_call_overlapping),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     print_message("oom: %ld failing allocations tried in all\n", points_total);

@@ -724,7 +724,9 @@ static int lower_node(ox_model *m, const Onnx__NodeProto *n)
         c.f = scratch;
     }
     int st = fn(&c);
-    if (st == NEST_OK && c.f->status != NEST_OK) /* a builder failed: say where */
+    /* a builder failed (its message names the op and its operands, not the node): say where,
+     * whether the converter went on or gave up (CHECK) */
+    if (c.f->status != NEST_OK && strncmp(nest_errmsg(c.f), m->file, strlen(m->file)) != 0)
         st = ox_err(&c, c.f->status, "%s", nest_errmsg(c.f));
     if (st == NEST_OK && m->f->status != NEST_OK)
         st = m->f->status;

@@ -283,6 +283,8 @@ int ox_op_split(ox *c)
     if (n == -2 || (n < 0 && c->opset >= 13 && ox_has(c, 1)))
         return NEST_ERR_ARG;
     if (n < 0) {
+        if (c->nout < 1)
+            return ox_err(c, NEST_ERR_ARG, "no outputs to split into");
         if (dim % c->nout)
             return ox_err(c, NEST_ERR_ARG, "%lld does not split in %d equal parts",
                           (long long)dim, c->nout);
