@@ -69,8 +69,9 @@ COMPILER_SRC := compiler/graph/types.c compiler/graph/ir.c compiler/graph/print.
 RUNTIME_SRC  := runtime/loader.c runtime/cache.c runtime/jit.c runtime/aot.c
 DRIVER_SRC   := driver/driver.c
 NESTC_SRC    := driver/cli.c driver/npy.c driver/run.c driver/nestc.c
-TEST_NAMES   := test_ir test_parse test_interp test_runtime test_fuse test_diff test_random \
-                test_onnx test_oom test_faults test_threads test_sizes test_npy test_nestc
+TEST_NAMES   := test_ir test_parse test_parse_ops test_interp test_interp_ops test_runtime \
+                test_fuse test_diff test_diff_ops test_random test_onnx test_oom test_faults \
+                test_threads test_sizes test_npy test_nestc
 
 LIB_OBJ   := $(patsubst %.c,$(B)/obj/%.o,$(COMMON_SRC) $(COMPILER_SRC) $(RUNTIME_SRC) $(DRIVER_SRC)) \
              $(B)/obj/gen/onnx.pb-c.o
@@ -165,6 +166,15 @@ $(B)/tests/%: tests/%.c tests/testutil.h $(B)/lib/libnest.a $(HEADERS) | deps-te
 	$(Q)$(CC) $(NCFLAGS) $(CFLAGS) -Wno-missing-prototypes -Itests -o $@ $< $(filter %.o,$^) \
 	    $(B)/lib/libnest.a -lcmocka $(LDLIBS)
 
+# The differential tests share their harness (tests/diffcase.c).
+DIFF_TESTS := $(B)/tests/test_diff $(B)/tests/test_diff_ops
+$(DIFF_TESTS): $(B)/obj/tests/diffcase.o tests/diffcase.h
+
+$(B)/obj/tests/diffcase.o: tests/diffcase.c tests/diffcase.h tests/testutil.h $(HEADERS)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(NCFLAGS) $(CFLAGS) -Itests -c $< -o $@
+
 $(B)/tests/test_npy $(B)/tests/test_nestc: $(B)/obj/driver/npy.o
 
 # The fault tests route every allocation and write of libnest.a through tests/faults.c, which
@@ -180,6 +190,7 @@ $(FAULT_TESTS): $(B)/tests/%: tests/%.c tests/faults.c tests/faults.h tests/test
 	    $(B)/lib/libnest.a $(foreach f,$(FAULT_WRAP),-Wl,--wrap=$(f)) -lcmocka $(LDLIBS)
 
 $(TESTS): $(JITLIB)
+$(B)/tests/test_random: tests/random_ops.c
 $(B)/tests/test_onnx: NCFLAGS += -I$(GEN)
 $(B)/tests/test_onnx: $(GEN)/onnx.pb-c.h
 
@@ -434,7 +445,7 @@ BENCH_CXX     ?= clang++-14
 BENCH_JITFLAGS := -O3 -march=native -mtune=generic -fPIC -fopenmp-simd -fopenmp -fno-math-errno \
                   -fveclib=libmvec
 BENCH_BIN     := $(B)/bench/bench $(B)/bench/trivial_plain $(B)/bench/trivial_nest \
-                 $(B)/bench/crosscheck $(B)/bench/models_run
+                 $(B)/bench/crosscheck $(B)/bench/ops $(B)/bench/models_run
 
 $(B)/bench/handfused.o: bench/handfused.c bench/handfused.h
 	@mkdir -p $(dir $@)
@@ -447,12 +458,18 @@ $(B)/bench/eigen.o: bench/eigen.cpp bench/eigen.h
 	$(Q)$(BENCH_CXX) -std=c++17 -O3 -march=native -DNDEBUG -Wall -Wextra -Werror \
 	    -isystem /usr/include/eigen3 -c $< -o $@
 
-$(B)/bench/bench.o: bench/bench.c bench/handfused.h bench/eigen.h include/nest.h
+$(B)/bench/bench.o: bench/bench.c bench/handfused.h bench/eigen.h bench/peer.h include/nest.h
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(NCFLAGS) -O2 -c $< -o $@
 
-$(B)/bench/bench: $(B)/bench/bench.o $(B)/bench/handfused.o $(B)/bench/eigen.o $(B)/lib/libnest.a
+$(B)/bench/peer.o: bench/peer.c bench/peer.h
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(NCFLAGS) -O2 -c $< -o $@
+
+$(B)/bench/bench: $(B)/bench/bench.o $(B)/bench/handfused.o $(B)/bench/eigen.o $(B)/bench/peer.o \
+                  $(B)/lib/libnest.a
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(BENCH_CXX) -fopenmp -o $@ $^ -Wl,-rpath,$(LLVM)/lib -lmvec $(LDLIBS)
 
@@ -460,6 +477,11 @@ $(B)/bench/crosscheck: bench/crosscheck.c bench/handfused.h $(B)/bench/handfused
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(NCFLAGS) -O2 -Ibench -o $@ $< $(B)/bench/handfused.o $(B)/lib/libnest.a \
 	    -L$(LLVM)/lib -lomp -Wl,-rpath,$(LLVM)/lib -lmvec $(LDLIBS)
+
+# The op set of real models (softmax, batch_dot) against numpy and PyTorch (bench/ops_peers.py).
+$(B)/bench/ops: bench/ops.c bench/peer.h $(B)/bench/peer.o $(B)/lib/libnest.a include/nest.h
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(NCFLAGS) -O2 -o $@ $< $(B)/bench/peer.o $(B)/lib/libnest.a $(LDLIBS)
 
 # The models table (bench/models.py): nest's side, a server that imports, compiles and times.
 $(B)/bench/models_run: bench/models.c $(B)/lib/libnest.a include/nest.h
@@ -481,6 +503,7 @@ bench:
 	$(Q)$(B)/bench/bench -o $(B)/bench.md
 	$(Q){ echo; echo '## Cross-check: two threads at 16M, best of 10 calls in turn'; echo; \
 	    echo '```'; $(B)/bench/crosscheck; echo '```'; } | tee -a $(B)/bench.md
+	$(Q)$(B)/bench/ops -o $(B)/bench.md
 	$(Q){ echo; NEST_LIBRARY=$(abspath $(B)/lib/libnest.so) $(PYTHON) bench/python_call.py; } | tee -a $(B)/bench.md
 	$(Q)$(MAKE) --no-print-directory bench-models
 	$(Q){ echo; cat $(B)/bench-models.md; } >> $(B)/bench.md

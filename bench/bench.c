@@ -43,10 +43,10 @@
 #include "eigen.h"
 #include "handfused.h"
 #include "nest.h"
+#include "peer.h"
 
 extern char **environ;
 
-#define PYTHON_DEFAULT "/usr/bin/python3"
 #define PEERS "bench/peers.py"
 #define NESTC "bin/nestc"
 #define WORKDIR "build/bench"
@@ -628,73 +628,6 @@ static double time_local(bench_case *bc, contender c, int *iters)
 }
 
 /* ---------------------------------------------------------------------------------------------
- * The Python peers: a peers.py --serve process on two pipes
- * ------------------------------------------------------------------------------------------- */
-
-static const char *python_path(void)
-{
-    const char *p = getenv("BENCH_PYTHON");
-    return p && *p ? p : PYTHON_DEFAULT;
-}
-
-typedef struct {
-    pid_t pid;
-    FILE *to, *from;
-} peer;
-
-static void peer_start(peer *p)
-{
-    int in[2], outp[2];
-    if (pipe(in) != 0 || pipe(outp) != 0)
-        die("pipe: %s", strerror(errno));
-    p->pid = fork();
-    if (p->pid < 0)
-        die("fork: %s", strerror(errno));
-    if (p->pid == 0) {
-        dup2(in[0], 0);
-        dup2(outp[1], 1);
-        close(in[0]);
-        close(in[1]);
-        close(outp[0]);
-        close(outp[1]);
-        execl(python_path(), "python3", PEERS, "--serve", (char *)NULL);
-        fprintf(stderr, "bench: cannot run %s: %s\n", python_path(), strerror(errno));
-        _exit(127);
-    }
-    close(in[0]);
-    close(outp[1]);
-    p->to = fdopen(in[1], "w");
-    p->from = fdopen(outp[0], "r");
-}
-
-/* Sends one command and returns the reply line (static storage). */
-static const char *peer_cmd(peer *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static const char *peer_cmd(peer *p, const char *fmt, ...)
-{
-    static char line[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vfprintf(p->to, fmt, ap);
-    va_end(ap);
-    fputc('\n', p->to);
-    fflush(p->to);
-    if (!fgets(line, sizeof line, p->from))
-        die("the Python peers (%s %s) stopped; is python3-numpy installed for it?",
-            python_path(), PEERS);
-    line[strcspn(line, "\n")] = '\0';
-    return line;
-}
-
-static void peer_stop(peer *p)
-{
-    peer_cmd(p, "info"); /* keeps the pipe in step before quitting */
-    fprintf(p->to, "quit\n");
-    fclose(p->to);
-    fclose(p->from);
-    waitpid(p->pid, NULL, 0);
-}
-
-/* ---------------------------------------------------------------------------------------------
  * Throughput
  * ------------------------------------------------------------------------------------------- */
 
@@ -864,7 +797,7 @@ static void measure_memory(const char *self, workload w, int si)
         if (!c_active((contender)c, sizes[si]))
             continue;
         if (is_python((contender)c))
-            snprintf(cmd, sizeof cmd, "%s %s --mem %s %lld %s 2>/dev/null", python_path(), PEERS,
+            snprintf(cmd, sizeof cmd, "%s %s --mem %s %lld %s 2>/dev/null", peer_python(), PEERS,
                      wl_name[w], (long long)sizes[si], c_id[c]);
         else
             snprintf(cmd, sizeof cmd, "%s --mem %s %lld %s 2>/dev/null", self, wl_name[w],
@@ -1107,7 +1040,7 @@ static void print_machine(peer *py)
     out("- CPU: %s, %ld cores online\n", model, sysconf(_SC_NPROCESSORS_ONLN));
     out("- date: %s; nest commit %s%s\n", date, commit,
         strcmp(dirty, "0") != 0 ? " (with uncommitted changes in the work tree)" : "");
-    out("- %s; %s; Eigen %s; %s (%s)\n", clang, gcc, eg_version(), info, python_path());
+    out("- %s; %s; Eigen %s; %s (%s)\n", clang, gcc, eg_version(), info, peer_python());
     out("- transparent huge pages: %s\n", thp);
     out("- load average at the start: %s (the machine is shared: other work runs meanwhile)\n\n",
         load_average());
@@ -1308,7 +1241,7 @@ int main(int argc, char **argv)
     const char *self = argv[0];
 
     peer py;
-    peer_start(&py);
+    peer_start(&py, PEERS, "--serve");
     print_machine(&py);
     double t0 = now_s();
     for (int w = 0; w < W_COUNT; w++)

@@ -57,9 +57,19 @@ typedef enum ir_kind {
     K_REDUCE,    /* a.axes = reduced axes of the input */
     K_TUPLE,     /* operands are the elements */
     K_GET,       /* a.index */
+    /* the op set of real models */
+    K_ARGREDUCE, /* a.axis: the axis searched (removed); result i64 */
+    K_PAD,       /* a.pad; in[1] is the padding value (a scalar) */
+    K_REVERSE,   /* a.axes: the axes read backwards */
+    K_REPLACE_SLICE, /* a.slice: the box of in[0] that in[1] replaces */
+    K_ONE_HOT,   /* a.axis: the new axis of the output */
+    K_GATHER,    /* a.axis: the axis of in[0] that the indices in[1] select along */
+    K_SOFTMAX,   /* a.axes: the axes normalized over */
+    K_BATCH_DOT, /* numpy's matmul of in[0] and in[1] */
+    K_TOPK,      /* a.topk: the values (which 0) or the indices (which 1) */
 } ir_kind;
 
-typedef enum ir_types { TY_NUM, TY_FLOAT, TY_ANY } ir_types;
+typedef enum ir_types { TY_NUM, TY_FLOAT, TY_BOOL, TY_ANY } ir_types;
 
 typedef struct ir_opinfo {
     const char *name;
@@ -92,12 +102,22 @@ typedef struct ir_node {
             void *data;         /* count elements of etype */
             int64_t count;      /* 1 (fills the shape) or the element count */
         } constant;             /* K_CONST */
-        uint32_t axes;          /* K_BROADCAST: new output axes; K_REDUCE: reduced input axes */
+        uint32_t axes;          /* K_BROADCAST: new output axes; K_REDUCE: reduced input axes;
+                                 * K_REVERSE: reversed axes; K_SOFTMAX: normalized axes */
         uint8_t *order;         /* K_RESHAPE: in[0]'s axes in reading order (rank of in[0]) */
         struct {
             int64_t *lower, *upper, *step; /* rank entries each */
-        } slice;                /* K_SLICE */
-        int32_t axis;           /* K_CONCAT */
+        } slice;                /* K_SLICE, K_REPLACE_SLICE */
+        struct {
+            int64_t *below, *above, *interior; /* rank entries each */
+        } pad;                  /* K_PAD */
+        struct {
+            int64_t k;          /* how many */
+            int32_t axis;
+            uint8_t largest;    /* 1: the largest first; 0: the smallest */
+            uint8_t which;      /* 0: the values; 1: their indices (the next node) */
+        } topk;                 /* K_TOPK */
+        int32_t axis;           /* K_CONCAT, K_ARGREDUCE, K_ONE_HOT, K_GATHER */
         struct {
             int32_t index;      /* the element taken */
             int32_t target;     /* the node that element is, through any GETs: never a GET */
@@ -127,13 +147,16 @@ struct nest_function {
 /* Operands and attributes for ir_build. Fields unused by an op are ignored. */
 typedef struct ir_attrs {
     int type;               /* K_CONVERT target; K_PARAM, K_CONST element type */
-    int rank;               /* K_PARAM, K_CONST, K_BROADCAST, K_RESHAPE: output rank */
+    int rank;               /* K_PARAM, K_CONST, K_BROADCAST, K_RESHAPE, K_ONE_HOT: output rank */
     const int64_t *shape;   /* ... and shape */
-    int naxes;              /* K_BROADCAST, K_REDUCE */
+    int naxes;              /* K_BROADCAST, K_REDUCE, K_REVERSE, K_SOFTMAX */
     const int64_t *axes;
     const int64_t *order;   /* K_RESHAPE, rank of the operand, or NULL */
-    const int64_t *lower, *upper, *step; /* K_SLICE; step may be NULL */
-    int64_t index;          /* K_CONCAT axis, K_GET index */
+    const int64_t *lower, *upper, *step; /* K_SLICE, K_REPLACE_SLICE; step may be NULL */
+    int64_t index;          /* K_CONCAT, K_ARGREDUCE, K_ONE_HOT, K_GATHER axis, K_GET index */
+    const int64_t *below, *above, *interior; /* K_PAD; interior may be NULL */
+    int64_t k;              /* K_TOPK */
+    int largest, which;     /* K_TOPK */
     const void *data;       /* K_CONST */
     int64_t count;
     const char *name;       /* K_PARAM */
@@ -143,6 +166,12 @@ typedef struct ir_attrs {
 /* Builds one node: checks the operands and attributes, infers the result type, appends it.
  * Returns its index, or NEST_NONE with the error on f. */
 int32_t ir_build(nest_function *f, ir_op op, int nin, const int32_t *in, const ir_attrs *at);
+
+/* topk of x: its values and indices nodes, then the tuple of both, which it returns (or
+ * NEST_NONE with the error on f). */
+int32_t ir_topk(nest_function *f, int32_t x, int64_t k, int64_t axis, int largest);
+/* Whether node i is the tuple of a topk (the text form prints it as the topk call). */
+static inline bool ir_is_topk_tuple(const nest_function *f, int32_t i);
 
 /* Records an error on f (replacing the last one) and returns `status`. */
 int ir_error(nest_function *f, int status, const char *fmt, ...) FORMAT(3, 4);
@@ -163,6 +192,11 @@ void ir_format_shape(buf *b, int rank, const int64_t *shape);
 static inline int32_t ir_resolve(const nest_function *f, int32_t v)
 {
     return f->nodes[v].op == OP_GET ? f->nodes[v].a.get.target : v;
+}
+static inline bool ir_is_topk_tuple(const nest_function *f, int32_t i)
+{
+    const ir_node *n = &f->nodes[i];
+    return n->op == OP_TUPLE && n->nin == 2 && f->nodes[n->in[0]].op == OP_TOPK;
 }
 /* Looks up an op by its text name; OP_COUNT if none. */
 ir_op ir_op_lookup(const char *name, size_t len);
@@ -284,7 +318,10 @@ typedef struct pbuf {
 } pbuf;
 
 typedef enum fx_kind {
-    FX_LOAD,   /* buf[off + sum(i_k * st[k])] */
+    FX_LOAD,   /* buf[off + sum(i_k * st[k]) + sum(gst[j] * take(args[j], gdim[j]))]: a strided
+                * view, plus nargs gather terms whose index is another expression (take(v, n)
+                * counts a negative v from the end and clamps to [0, n)); buf FX_IOTA: the
+                * index itself, off + sum(i_k * st[k]), an i64 */
     FX_IMM,    /* a scalar literal: imm */
     FX_OP,     /* op(args): an element-wise op of ops.def (convert: etype is the target) */
     FX_CONCAT, /* along `axis`, arg j covers [starts[j], starts[j+1]) and sees index i - starts[j] */
@@ -299,9 +336,10 @@ struct fx {
     int32_t nargs;       /* FX_OP, FX_CONCAT */
     fx **args;
     int rank;            /* rank of the index space it is expressed in (FX_LOAD, FX_CONCAT) */
-    int32_t buf;         /* FX_LOAD */
+    int32_t buf;         /* FX_LOAD: a buffer, or FX_IOTA */
     int64_t off;         /* FX_LOAD */
     int64_t *st;         /* FX_LOAD: rank strides in elements */
+    int64_t *gst, *gdim; /* FX_LOAD: per gather term (nargs), its stride and the extent taken */
     union {
         double f;
         int64_t i;
@@ -318,7 +356,9 @@ typedef struct nout {
     int64_t off;
     int64_t *st;         /* over the iteration space; 0 on reduced axes */
     fx *value;
-    int16_t reduce;      /* OP_SUM, OP_MAX, OP_MIN, or -1 for a store */
+    int16_t reduce;      /* OP_SUM, OP_PRODUCT, OP_MAX, OP_MIN, OP_ARGMAX, OP_ARGMIN (the index
+                          * along the one folded axis, which is the nest's innermost), or -1
+                          * for a store */
     int32_t node;        /* the graph node computed */
     bool drop;           /* tile.c: the fold feeds the nest's other outputs and is not stored */
 } nout;
@@ -338,9 +378,13 @@ typedef struct nest {
     int tile_vb;         /* tile.c: the vector bytes the tile was sized for (16, 32, 64) */
     fx *tile_a, *tile_b; /* tile.c: its factors: a load ignoring J, an expression ignoring I */
     bool a_first;        /* tile.c: the product is tile_a * tile_b (else tile_b * tile_a) */
-    int32_t pack;        /* tile.c: the workspace buffer of its packed panel, or -1 */
+    int32_t pack;        /* tile.c: the workspace buffer of its packed panel, or -1 (a local
+                          * array: a batch of products) */
     int32_t group;       /* rows.c: the first nest of its row group (its own index if alone) */
     bool rowed;          /* rows.c: in a group of several nests sharing the outer loop */
+    int16_t special;     /* OP_TOPK: a nest of its own code (outs: the values and the indices,
+                          * each reading the operand's load; pack: a scratch buffer or -1);
+                          * the passes leave it as it is. -1 otherwise */
 } nest;
 
 /* Whether any output of n folds (the nest is a reduction, its values ready only at its end). */
@@ -348,6 +392,16 @@ static inline bool nest_folds(const nest *n)
 {
     for (int i = 0; i < n->nouts; i++)
         if (n->outs[i].reduce >= 0)
+            return true;
+    return false;
+}
+
+/* Whether a nest folds an argmax or argmin: an index, one element after the other, so its one
+ * folded axis stays innermost (flatten.c) and its accumulators are scalars (emit/). */
+static inline bool nest_has_arg(const nest *n)
+{
+    for (int i = 0; i < n->nouts; i++)
+        if (n->outs[i].reduce == OP_ARGMAX || n->outs[i].reduce == OP_ARGMIN)
             return true;
     return false;
 }
@@ -382,6 +436,14 @@ void layout_strides(int rank, const int64_t *shape, int layout, int64_t *st);
 /* Expressions are hash-consed: equal expressions are the same pointer. NULL when out of memory
  * (p->status says so). */
 fx *fx_load(plan *p, int32_t buf, int64_t off, int rank, const int64_t *st, int32_t node);
+/* The buffer of a load that reads no memory: its value is its index (an i64). */
+#define FX_IOTA (-1)
+/* The most gather terms of one load (more: the caller stores the operand): a pad with interior
+ * padding or a strided replace_slice takes one per axis. */
+#define FX_MAX_TERMS NEST_MAX_RANK
+/* A load with nterms gather terms (idx: their index expressions, over the load's space). */
+fx *fx_gload(plan *p, int32_t buf, int64_t off, int rank, const int64_t *st, int nterms,
+             fx *const *idx, const int64_t *gst, const int64_t *gdim, int32_t node);
 fx *fx_imm(plan *p, int etype, double f, int64_t i);
 fx *fx_op(plan *p, ir_op op, int etype, int nargs, fx *const *args, int32_t node);
 fx *fx_concat(plan *p, int rank, int axis, int nargs, fx *const *args, const int64_t *starts,
@@ -399,6 +461,13 @@ fx *fx_reshape(plan *p, fx *e, int in_rank, const int64_t *in_shape, int rank,
 fx *fx_substitute(plan *p, fx *e, fx *from, fx *to);
 /* e over an index space whose axis `axis` is shifted by delta: e'(i) = e(i + delta). */
 fx *fx_shift(plan *p, fx *e, int axis, int64_t delta);
+/* e (over `shape`) read backwards along the axes in mask: strides negated. */
+fx *fx_reverse(plan *p, fx *e, int rank, const int64_t *shape, uint32_t mask);
+/* e (over a space of rank in_rank, extent n along `axis`) read at the positions an index
+ * expression gives along that axis: the result is over a space of rank in_rank - 1 + ri where
+ * axes axis .. axis + ri - 1 are the index's, and idx is an expression over that space. NULL when
+ * e concatenates along the axis or a load would take too many gather terms. */
+fx *fx_gather(plan *p, fx *e, int in_rank, int axis, int64_t n, fx *idx, int ri);
 /* e with the axes of a nest merged or dropped: new axis k takes the strides of old axis
  * from[k+1]-1, the innermost of the axes it merges (the others merged or had extent 1). */
 fx *fx_regroup(plan *p, fx *e, int rank, const int *from);
@@ -418,6 +487,8 @@ bool fx_walk(plan *p, fx *const *roots, int nroots, void (*fn)(fx *e, void *ctx)
  * passes/fuse.c: which values are stored, and the nests that compute them
  * ------------------------------------------------------------------------------------------- */
 
+/* topk keeps its k best in order by insertion up to this k; beyond, it merge-sorts each row. */
+#define TOPK_INSERT 16
 /* Lowers p->f into buffers and nests: element-wise chains, views and the reductions that
  * consume them fuse into one nest unless opts->fuse is 0; then adjacent nests over the same
  * space merge so that a value feeding several outputs is computed once. */
@@ -444,8 +515,12 @@ int pass_flatten(plan *p);
  * passes/tile.c: register tiles for matrix products
  * ------------------------------------------------------------------------------------------- */
 
-/* Tiles the [I, K, J] nests of contracting dots (the result block in registers, B packed into
- * panels) and absorbs the element-wise nest that follows into the tile's store. */
+/* A tiled batch of products packs its panels into a local array of each thread (pack -1) when
+ * they take at most this many bytes (libomp's and glibc's threads have megabytes of stack). */
+#define TILE_LOCAL_PANEL (64 * 1024)
+/* Tiles the [batch..., I, K, J] nests of contracting dots and batch_dots (the result block in
+ * registers, B packed into panels) and absorbs the element-wise nest that follows into the
+ * tile's store. */
 int pass_tile(plan *p);
 /* The register tile (rows ti, columns tj) for an element type and a vector width in bytes. */
 void tile_shape(int etype, int vector_bytes, int *ti, int *tj);

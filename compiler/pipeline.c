@@ -38,9 +38,17 @@ static void dump_fx(buf *b, const plan *p, const fx *e)
 {
     switch (e->kind) {
     case FX_LOAD:
-        buf_printf(b, "b%d[%lld", e->buf, (long long)e->off);
+        if (e->buf == FX_IOTA)
+            buf_printf(b, "iota[%lld", (long long)e->off);
+        else
+            buf_printf(b, "b%d[%lld", e->buf, (long long)e->off);
         for (int k = 0; k < e->rank; k++)
             buf_printf(b, "%s%lld", k ? "," : ";", (long long)e->st[k]);
+        for (int j = 0; j < e->nargs; j++) {
+            buf_printf(b, " + %lld*take(", (long long)e->gst[j]);
+            dump_fx(b, p, e->args[j]);
+            buf_printf(b, ", %lld)", (long long)e->gdim[j]);
+        }
         buf_putc(b, ']');
         return;
     case FX_IMM:
@@ -89,6 +97,8 @@ void plan_dump(buf *b, const plan *p)
             continue;
         if (ne->rowed)
             buf_printf(b, "  nest %d (rows with nest %d) over [", k, ne->group);
+        else if (ne->special >= 0)
+            buf_printf(b, "  nest %d (%s) over [", k, ir_ops[ne->special].name);
         else
             buf_printf(b, "  nest %d over [", k);
         for (int d = 0; d < ne->rank; d++)

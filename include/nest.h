@@ -198,6 +198,99 @@ nest_value nest_min(nest_function *f, nest_value a, int naxes, const int64_t *ax
 nest_value nest_tuple(nest_function *f, int n, const nest_value *values);
 nest_value nest_get(nest_function *f, nest_value tuple, int64_t index);
 
+/* ---------------------------------------------------------------------------------------------
+ * The op set of real models (docs/text-format.md, "Ops for real models")
+ * ------------------------------------------------------------------------------------------- */
+
+/* Element-wise math on f32 and f64, as C's libm (floor, ceil, erf, ...): sin, cos, tan, asin,
+ * acos, atan, sinh, cosh, floor, ceiling, erf. sign(x) is 1, -1 or x itself (0, -0, NaN);
+ * relu(x) is x < 0 ? 0 : x (NaN stays NaN); sigmoid(x) is 1 / (1 + exp(-x)). */
+nest_value nest_sin(nest_function *f, nest_value a);
+nest_value nest_cos(nest_function *f, nest_value a);
+nest_value nest_tan(nest_function *f, nest_value a);
+nest_value nest_asin(nest_function *f, nest_value a);
+nest_value nest_acos(nest_function *f, nest_value a);
+nest_value nest_atan(nest_function *f, nest_value a);
+nest_value nest_sinh(nest_function *f, nest_value a);
+nest_value nest_cosh(nest_function *f, nest_value a);
+nest_value nest_floor(nest_function *f, nest_value a);
+nest_value nest_ceiling(nest_function *f, nest_value a);
+nest_value nest_erf(nest_function *f, nest_value a);
+nest_value nest_sign(nest_function *f, nest_value a);
+nest_value nest_relu(nest_function *f, nest_value a);
+nest_value nest_sigmoid(nest_function *f, nest_value a);
+
+/* Logic on bool operands: not, and, or. */
+nest_value nest_not(nest_function *f, nest_value a);
+nest_value nest_and(nest_function *f, nest_value a, nest_value b);
+nest_value nest_or(nest_function *f, nest_value a, nest_value b);
+
+/* Comparisons giving bool: not_equal takes any type (NaN differs from everything), less_eq and
+ * greater_eq numeric operands (false with a NaN). */
+nest_value nest_not_equal(nest_function *f, nest_value a, nest_value b);
+nest_value nest_less_eq(nest_function *f, nest_value a, nest_value b);
+nest_value nest_greater_eq(nest_function *f, nest_value a, nest_value b);
+
+/* The product over `naxes` distinct axes (removed from the shape); of nothing it is 1. Integers
+ * wrap. */
+nest_value nest_product(nest_function *f, nest_value a, int naxes, const int64_t *axes);
+
+/* The index (i64) of the largest (argmax) or smallest (argmin) element along `axis`, which is
+ * removed from the shape. Ties give the lowest index. A NaN counts as beyond every number, for
+ * both (as numpy and PyTorch): the result is the index of the first NaN. The axis must not be
+ * empty unless the result is. */
+nest_value nest_argmax(nest_function *f, nest_value a, int64_t axis);
+nest_value nest_argmin(nest_function *f, nest_value a, int64_t axis);
+
+/* Pads a (any type, rank r) with `value`, a scalar of a's type: along axis k, below[k] values,
+ * then a's elements with interior[k] values between neighbours, then above[k] values. Negative
+ * below or above crop instead (from the dilated tensor, then from the padding beyond it); each
+ * output dim, below + (dim - 1) * (interior + 1) + 1 + above (below + above for an empty axis),
+ * must be >= 0. Each array has r entries; interior may be NULL (all 0). Without interior
+ * padding the compiled code reads a in place (a view that splits loops at the borders). */
+nest_value nest_pad(nest_function *f, nest_value a, nest_value value, const int64_t *below,
+                    const int64_t *above, const int64_t *interior);
+
+/* a with the `naxes` distinct axes read backwards (a view: negative strides). */
+nest_value nest_reverse(nest_function *f, nest_value a, int naxes, const int64_t *axes);
+
+/* a with the box of nest_slice(a, lower, upper, strides) replaced by b, which must have the
+ * slice's shape and a's type. strides may be NULL (all 1). */
+nest_value nest_replace_slice(nest_function *f, nest_value a, nest_value b, const int64_t *lower,
+                              const int64_t *upper, const int64_t *strides);
+
+/* One-hot encoding: the result has `shape` (`rank` entries) and indices' numeric type; removing
+ * `axis` from shape gives indices' shape. Element i is 1 where indices (at i without axis)
+ * equals i[axis], else 0: an index outside [0, shape[axis]), or a float that is no integer,
+ * gives a row of zeros. */
+nest_value nest_one_hot(nest_function *f, nest_value indices, int rank, const int64_t *shape,
+                        int64_t axis);
+
+/* numpy.take(a, indices, axis): the result's shape is a's with `axis` replaced by indices' shape
+ * (i32 or i64), and element (i.., j.., k..) is a[i.., take(indices[j..]), k..]. An index in
+ * [-n, n) (n = a's extent along axis) takes that element, counting negative ones from the end;
+ * one outside is clamped to 0 or n - 1: the compiled code never reads outside a. The axis may be
+ * empty only when the result is. */
+nest_value nest_gather(nest_function *f, nest_value a, nest_value indices, int64_t axis);
+
+/* softmax over `naxes` distinct axes of a (f32, f64): exp(a - m) / sum(exp(a - m)), where m and
+ * the sum run over those axes (m is their max: nothing overflows). The shape is a's. A group
+ * holding a NaN, or only -inf, gives NaN. */
+nest_value nest_softmax(nest_function *f, nest_value a, int naxes, const int64_t *axes);
+
+/* numpy.matmul: products of matrices over the last two axes of a ([..., m, k]) and b
+ * ([..., k, n]), the leading (batch) axes broadcast against each other (aligned at the right,
+ * extents equal or 1). A vector a (b) is a matrix of one row (column) whose axis is left out of
+ * the result. Numeric types, equal on both sides; integers wrap. */
+nest_value nest_batch_dot(nest_function *f, nest_value a, nest_value b);
+
+/* The k largest (largest != 0) or smallest elements of a (numeric) along `axis`, in order, best
+ * first, and their indices: a tuple of two values, element 0 of a's type and element 1 of type
+ * i64, both of a's shape with `axis` of extent k (0 <= k <= the axis' extent). The order is
+ * stable: equal elements keep their index order. A NaN counts as beyond every number: first
+ * among the largest, last among the smallest. Take the elements with nest_get. */
+nest_value nest_topk(nest_function *f, nest_value a, int64_t k, int64_t axis, int largest);
+
 /* Sets the function's results, replacing earlier ones. Tuples among them are flattened: the
  * caller sees one result array per tensor, in order. `layouts` (NULL: all row-major) gives the
  * order of each flattened result array. */

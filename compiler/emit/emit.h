@@ -32,7 +32,10 @@ enum {
     H_INT_OPS = 7,
     H_CVT = 2 * H_INT_OPS, /* + 2 * to + from: i32/i64 from f32/f64 */
     H_TILE = H_CVT + 4,    /* + 3 * (f64) + (16, 32, 64 vector bytes): tiles of tile.c */
-    H_COUNT = H_TILE + 6,
+    H_SIGMOID = H_TILE + 6, /* + (f64): the op set of real models */
+    H_TAKE = H_SIGMOID + 2, /* a gathered index, clamped */
+    H_TOPK = H_TAKE + 1,   /* + element type (f32, f64, i32, i64): topk of a row */
+    H_COUNT = H_TOPK + 4,
 };
 
 /* A set of identifiers in use, for making names unique. Running out of memory marks the set
@@ -63,7 +66,9 @@ typedef struct ctx {
     names local;
     const char *var[NEST_MAX_RANK];   /* loop variable per axis */
     const char *expr[NEST_MAX_RANK];  /* its value in index expressions ("i1" or "i1 + u") */
-    const char **acc;                 /* per output: accumulator array (case A) */
+    const char **acc;                 /* per output: accumulator array (case A); an argmax's or
+                                       * argmin's index */
+    const char **best;                /* per output: an argmax's or argmin's best value */
     int accs;                         /* partial accumulators in use (1 or lanes) */
     bool unrolled;                    /* inside the lane-wide loop: `u` picks the accumulator */
     bool par_outer;                   /* the outermost loop runs on several cores */
@@ -122,6 +127,8 @@ void em_init_text(buf *b, int op, int etype);
 /* "acc op= value" as the template of the reduction. */
 char *em_combine(ctx *c, int op, int etype, const char *acc, const char *value);
 
+/* Whether a reduction is argmax or argmin: it folds an index, one step at a time. */
+static inline bool em_is_arg(int reduce) { return reduce == OP_ARGMAX || reduce == OP_ARGMIN; }
 /* emit_loops.c */
 /* Evaluates vals and stores or folds each into its output. */
 void em_outputs(ctx *c, const nout *outs, fx *const *vals, int nouts);

@@ -25,6 +25,33 @@ void em_outputs(ctx *c, const nout *outs, fx *const *vals, int nouts);
 
 static void emit_body(ctx *c, fx *const *vals) { em_outputs(c, c->ne->outs, vals, c->ne->nouts); }
 
+/* One step of an argmax or argmin (output i, the element's value v): a better element, or the
+ * first NaN, takes the lead; ties keep the lower index. The index is the innermost loop's
+ * variable when the nest folds that axis (flatten.c dropped it when its extent is 1). */
+static void emit_arg_step(ctx *c, const nout *o, int i, const char *v)
+{
+    const nest *ne = c->ne;
+    int et = o->value->etype;
+    bool folded = ne->rank > 0 && (ne->reduced & (1u << (ne->rank - 1)));
+    const char *at = folded ? c->expr[ne->rank - 1] : "0", *best = c->best[i];
+    const char *cmp = o->reduce == OP_ARGMAX ? ">" : "<";
+    char nb[IR_MAX_NAME + 8];
+    snprintf(nb, sizeof nb, "%s_v", o->node >= 0 ? namer_name(&c->nm, o->node) : "arg");
+    const char *x = em_unique(c->body_names, nb);
+    buf cm = {0};
+    em_node_comment(c, &cm, o->node);
+    char *cs = em_finish(c, &cm);
+    em_line(c, "const %s %s = %s;%s", em_ctype(et), x, v, cs ? cs : "");
+    free(cs);
+    if (em_is_float(et))
+        em_line(c, "if (%s %s %s || (%s != %s && %s == %s)) {", x, cmp, best, x, x, best, best);
+    else
+        em_line(c, "if (%s %s %s) {", x, cmp, best);
+    em_line(c, "    %s = %s;", best, x);
+    em_line(c, "    %s = %s;", c->acc[i], at);
+    em_line(c, "}");
+}
+
 /* Evaluates vals and stores or folds each into its output. */
 void em_outputs(ctx *c, const nout *outs, fx *const *vals, int nouts)
 {
@@ -48,6 +75,8 @@ void em_outputs(ctx *c, const nout *outs, fx *const *vals, int nouts)
         char *d = em_finish(c, &dst);
         if (!v || !d) {
             bd.oom = true;
+        } else if (em_is_arg(o->reduce)) {
+            emit_arg_step(c, o, i, v);
         } else if (o->reduce >= 0) {
             /* an op inlined into the fold is one operand of its template: acc + (a - b), not
              * acc + a - b, and never acc + a > b ? a : b */
@@ -218,7 +247,8 @@ static void hoist_one(fx *e, void *ctx_)
 {
     hoist_scan *hs = ctx_;
     ctx *c = hs->c;
-    if (e->kind != FX_LOAD || e == c->tile_view || nest_writes(c->ne, e->buf) || c->b->failed)
+    if (e->kind != FX_LOAD || e->nargs || e->buf == FX_IOTA || e == c->tile_view ||
+        nest_writes(c->ne, e->buf) || c->b->failed)
         return;
     for (int k = hs->lvl; k < c->ne->rank; k++)
         if (e->st[k] != 0)
@@ -357,13 +387,28 @@ static void emit_fold_start(ctx *c, int lvl)
             if (bytes / size < lanes)
                 lanes = bytes / size;
         }
-        wide &= ne->dims[innermost] >= 2 * lanes;
+        wide &= ne->dims[innermost] >= 2 * lanes && !nest_has_arg(ne);
         c->accs = wide ? lanes : 1;
         for (int i = 0; i < ne->nouts; i++) {
             const nout *o = &ne->outs[i];
-            c->acc[i] = NULL;
+            c->acc[i] = c->best[i] = NULL;
             if (o->reduce < 0)
                 continue;
+            if (em_is_arg(o->reduce)) { /* the best value so far and its index */
+                const char *base = o->node >= 0 ? namer_name(&c->nm, o->node) : "arg";
+                char nb[IR_MAX_NAME + 8];
+                snprintf(nb, sizeof nb, "%s_best", base);
+                c->best[i] = em_unique(&c->local, nb);
+                snprintf(nb, sizeof nb, "%s_at", base);
+                c->acc[i] = em_unique(&c->local, nb);
+                buf t = {0};
+                em_init_text(&t, o->reduce, o->value->etype);
+                char *init = em_finish(c, &t);
+                em_line(c, "%s %s = %s;", em_ctype(o->value->etype), c->best[i], init ? init : "0");
+                em_line(c, "int64_t %s = 0;", c->acc[i]);
+                free(init);
+                continue;
+            }
             const char *base = o->node >= 0 ? namer_name(&c->nm, o->node) : "acc";
             char nb[IR_MAX_NAME + 8];
             snprintf(nb, sizeof nb, "%s_acc", base);
@@ -697,8 +742,9 @@ static void emit_nest_loops(ctx *c, const nest *ne, int from, bool may_par)
         snprintf(v, sizeof v, "i%d", k);
         c->var[k] = c->expr[k] = em_unique(&c->local, v);
     }
-    const char *accs[ne->nouts > 0 ? ne->nouts : 1];
+    const char *accs[ne->nouts > 0 ? ne->nouts : 1], *best[ne->nouts > 0 ? ne->nouts : 1];
     c->acc = nest_folds(ne) && folds_in_registers(ne) ? accs : NULL;
+    c->best = best;
     c->accs = 1;
     fx *vals[ne->nouts > 0 ? ne->nouts : 1];
     for (int i = 0; i < ne->nouts; i++)
@@ -708,11 +754,12 @@ static void emit_nest_loops(ctx *c, const nest *ne, int from, bool may_par)
     bool par = may_par && c->p->opts->openmp && nest_work(ne) >= PAR_MIN && ne->rank > 0;
     c->par_outer = par && !(ne->reduced & 1u) && ne->dims[0] >= 2;
     c->par_chunks = par && nest_folds(ne) && (ne->reduced & 1u) && folds_in_registers(ne) &&
+                    !nest_has_arg(ne) &&
                     ne->dims[0] >= 2 * PAR_CHUNK && !fx_has_concat(c->mp, vals, ne->nouts, 0);
     c->from = from;
     emit_level(c, from, vals);
     c->par_outer = c->par_chunks = false;
-    c->acc = NULL;
+    c->acc = c->best = NULL;
 }
 
 /* dst = value, the value's statements first. */
@@ -735,34 +782,72 @@ static void emit_assign(ctx *c, const char *dst, fx *value)
 
 /* A product of matrices tiled by tile.c: for each block of TJ columns, B's panel is packed;
  * for each block of TI rows, the block of the product accumulates in registers over k; then
- * the block leaves through the absorbed element-wise outputs (and the product's own store). */
+ * the block leaves through the absorbed element-wise outputs (and the product's own store).
+ * Batch axes (a batch_dot's) run outside: in parallel when there are several and the panel fits
+ * a local array of each thread, else one after the other with the rows in parallel. */
 static void emit_tiled(ctx *c, int32_t k)
 {
     const nest *ne = &c->p->nests[k];
     const nout *prod = &ne->outs[0];
-    int et = prod->value->etype, ti = ne->tile_i, tj = ne->tile_j;
-    long long I = ne->dims[0], K = ne->dims[1], J = ne->dims[2];
+    int et = prod->value->etype, ti = ne->tile_i, tj = ne->tile_j, nb = ne->rank - 3;
+    long long I = ne->dims[nb], K = ne->dims[nb + 1], J = ne->dims[nb + 2];
+    int64_t nbatch = 1;
+    for (int d = 0; d < nb; d++)
+        nbatch *= ne->dims[d];
     const char *T = em_ctype(et);
+    bool local_panel = ne->pack < 0;
+    bool par_batch = local_panel && c->p->opts->openmp && nest_work(ne) >= PAR_MIN;
     c->ne = ne;
     memset(&c->local, 0, sizeof c->local);
     c->local.outer = &c->fn;
     em_nest_comment(c);
     em_line(c, "/* in tiles of %d x %d held in registers over the %lld-long sum, the second factor", ti,
          tj, K);
-    em_line(c, " * packed %d columns at a time */", tj);
+    em_line(c, " * packed %d columns at a time%s */", tj,
+            par_batch ? "; the products of the batch in parallel" : "");
     em_line(c, "{");
     c->indent++;
     declare_temps(c, k, k, -1, false);
     const char *panel = em_unique(&c->local, "panel");
-    em_line(c, "%s *restrict %s = (%s *)(ws + %lld);", T, panel, T,
-         (long long)c->p->bufs[ne->pack].offset);
-    c->ws_refd = true;
+    if (!local_panel) {
+        em_line(c, "%s *restrict %s = (%s *)(ws + %lld);", T, panel, T,
+             (long long)c->p->bufs[ne->pack].offset);
+        c->ws_refd = true;
+    }
+    for (int d = 0; d < nb; d++) {
+        char v[16];
+        snprintf(v, sizeof v, "b%d", d);
+        c->var[d] = c->expr[d] = em_unique(&c->local, v);
+    }
     const char *i0 = em_unique(&c->local, "i0"), *kv = em_unique(&c->local, "k"),
                *j0 = em_unique(&c->local, "j0"), *ni = em_unique(&c->local, "ni"),
                *nj = em_unique(&c->local, "nj"), *acc = em_unique(&c->local, "acc");
-    c->var[0] = i0;
-    c->var[1] = kv;
-    c->var[2] = j0;
+    c->var[nb] = i0;
+    c->var[nb + 1] = kv;
+    c->var[nb + 2] = j0;
+    if (par_batch)
+        omp_parallel_for(c);
+    /* the batch axes: in parallel, one loop over their product whose index splits */
+    const char *bflat = NULL;
+    if (par_batch && nb > 1) {
+        bflat = em_unique(&c->local, "b");
+        em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", bflat, bflat, (long long)nbatch, bflat);
+        c->indent++;
+        int64_t inner = nbatch;
+        for (int d = 0; d < nb; d++) {
+            inner /= ne->dims[d];
+            em_line(c, "const int64_t %s = %s / %lld %% %lld;", c->var[d], bflat, (long long)inner,
+                    (long long)ne->dims[d]);
+        }
+    } else {
+        for (int d = 0; d < nb; d++) {
+            em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", c->var[d], c->var[d],
+                    (long long)ne->dims[d], c->var[d]);
+            c->indent++;
+        }
+    }
+    if (local_panel)
+        em_line(c, "%s %s[%lld];", T, panel, K * tj);
     em_line(c, "for (int64_t %s = 0; %s < %lld; %s += %d) {", j0, j0, J, j0, tj);
     c->indent++;
     em_line(c, "const int %s = %lld - %s < %d ? (int)(%lld - %s) : %d;", nj, J, j0, tj, J, j0, tj);
@@ -773,9 +858,9 @@ static void emit_tiled(ctx *c, int32_t k)
     c->indent++;
     char jexpr[64], dst[128];
     snprintf(jexpr, sizeof jexpr, "%s + jj", j0);
-    c->expr[0] = "0";
-    c->expr[1] = kv;
-    c->expr[2] = jexpr;
+    c->expr[nb] = "0";
+    c->expr[nb + 1] = kv;
+    c->expr[nb + 2] = jexpr;
     snprintf(dst, sizeof dst, "%s[%s * %d + jj]", panel, kv, tj);
     emit_assign(c, dst, ne->tile_b);
     c->indent--;
@@ -784,7 +869,7 @@ static void emit_tiled(ctx *c, int32_t k)
     em_line(c, "    %s = 0;", dst);
     c->indent--;
     em_line(c, "}");
-    if (c->p->opts->openmp && nest_work(ne) >= PAR_MIN && I > ti)
+    if (!par_batch && c->p->opts->openmp && nest_work(ne) / nbatch >= PAR_MIN && I > ti)
         omp_parallel_for(c);
     em_line(c, "for (int64_t %s = 0; %s < %lld; %s += %d) {", i0, i0, I, i0, ti);
     c->indent++;
@@ -793,32 +878,35 @@ static void emit_tiled(ctx *c, int32_t k)
     char iexpr[64];
     snprintf(iexpr, sizeof iexpr, "%s + ii", i0);
     {
-        /* the first factor's rows start at a[off + i0 * si] and step k by sk */
+        /* the first factor's rows start at a[off + batch + i0 * si] and step k by sk */
         const fx *a = ne->tile_a;
         int h = em_tile_helper(et, ne->tile_vb);
         *c->helpers |= 1ull << h;
         buf t = {0};
         buf_printf(&t, "%s + %lld", c->bufname[a->buf], (long long)a->off);
         c->refd[a->buf] = true;
-        if (a->st[0])
-            buf_printf(&t, " + %s * %lld", i0, (long long)a->st[0]);
+        for (int d = 0; d < nb; d++)
+            if (a->st[d])
+                buf_printf(&t, " + %s * %lld", c->var[d], (long long)a->st[d]);
+        if (a->st[nb])
+            buf_printf(&t, " + %s * %lld", i0, (long long)a->st[nb]);
         char *base = em_finish(c, &t);
         em_line(c, "nest_tile_%s_%dx%d(%s, %lld, %s, %lld, %lld, %s, %s);",
              nest_type_name((nest_type)et), ti, tj, ni, K, base ? base : "0",
-             (long long)a->st[0], (long long)a->st[1], panel, acc);
+             (long long)a->st[nb], (long long)a->st[nb + 1], panel, acc);
         free(base);
     }
-    c->expr[0] = iexpr;
+    c->expr[nb] = iexpr;
     /* the block leaves: through the absorbed outputs, and into the product if it is kept */
     em_line(c, "for (int ii = 0; ii < %s; ii++) {", ni);
     c->indent++;
     em_line(c, "for (int jj = 0; jj < %s; jj++) {", nj);
     c->indent++;
-    c->expr[1] = "0";
-    c->expr[2] = jexpr;
+    c->expr[nb + 1] = "0";
+    c->expr[nb + 2] = jexpr;
     char tile[96];
     snprintf(tile, sizeof tile, "%s[ii * %d + jj]", acc, tj);
-    c->tile_view = fx_load(c->mp, prod->buf, prod->off, 3, prod->st, -1);
+    c->tile_view = fx_load(c->mp, prod->buf, prod->off, ne->rank, prod->st, -1);
     if (!c->tile_view)
         c->b->failed = true; /* out of memory: reads of the product would find no name */
     c->tile_text = tile;
@@ -837,18 +925,103 @@ static void emit_tiled(ctx *c, int32_t k)
     }
     c->tile_view = NULL;
     c->tile_text = NULL;
-    c->indent--;
-    em_line(c, "}");
-    c->indent--;
-    em_line(c, "}");
-    c->indent--;
-    em_line(c, "}");
-    c->indent--;
-    em_line(c, "}");
+    for (int close = 0; close < 4 + (bflat ? 1 : nb); close++) {
+        c->indent--;
+        em_line(c, "}");
+    }
     cast_unused_temps(c);
     c->indent--;
     em_line(c, "}");
     em_names_free(&c->local);
+}
+
+/* topk (fuse.c): loops over every axis but the searched one, and a helper call per row. Rows
+ * run in parallel unless they share the merge sort's scratch. */
+/* The block of nest k: its comment, then the block with its temporaries (nest_close ends it). */
+static void nest_open(ctx *c, int32_t k)
+{
+    c->ne = &c->p->nests[k];
+    memset(&c->local, 0, sizeof c->local);
+    c->local.outer = &c->fn;
+    em_nest_comment(c);
+    em_line(c, "{");
+    c->indent++;
+    declare_temps(c, k, k, -1, false);
+}
+
+static void nest_close(ctx *c)
+{
+    cast_unused_temps(c);
+    c->indent--;
+    em_line(c, "}");
+    em_names_free(&c->local);
+}
+
+static void emit_topk(ctx *c, int32_t k)
+{
+    const nest *ne = &c->p->nests[k];
+    const ir_node *n = &c->f->nodes[ne->outs[0].node];
+    int axis = n->a.topk.axis, r = ne->rank, et = ne->outs[0].value->etype;
+    const fx *x = ne->outs[0].value;
+    nest_open(c, k);
+    const char *scratch = "0";
+    if (ne->pack >= 0) {
+        scratch = em_unique(&c->local, "scratch");
+        em_line(c, "int64_t *restrict %s = (int64_t *)(ws + %lld);", scratch,
+                (long long)c->p->bufs[ne->pack].offset);
+        c->ws_refd = true;
+    }
+    *c->helpers |= 1ull << (H_TOPK + (et - NEST_F32));
+    int64_t rows = 1;
+    for (int d = 0; d < r; d++)
+        if (d != axis)
+            rows *= ne->dims[d];
+    bool par = c->p->opts->openmp && ne->pack < 0 && nest_work(ne) >= PAR_MIN && rows >= 2;
+    int opened = 0, first = 1;
+    for (int d = 0; d < r; d++) {
+        if (d == axis) {
+            c->var[d] = c->expr[d] = "0";
+            continue;
+        }
+        char v[16];
+        snprintf(v, sizeof v, "i%d", d);
+        c->var[d] = c->expr[d] = em_unique(&c->local, v);
+        if (par && first)
+            omp_parallel_for(c);
+        first = 0;
+        em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", c->var[d], c->var[d],
+                (long long)ne->dims[d], c->var[d]);
+        c->indent++;
+        opened++;
+    }
+    /* the row's start in each array: the index with the axis at 0 */
+    buf t = {0};
+    int64_t st[NEST_MAX_RANK];
+    const int64_t *strides[3] = {x->st, ne->outs[0].st, ne->outs[1].st};
+    int32_t bufs[3] = {x->buf, ne->outs[0].buf, ne->outs[1].buf};
+    int64_t offs[3] = {x->off, ne->outs[0].off, ne->outs[1].off};
+    char *ptr[3];
+    for (int j = 0; j < 3; j++) {
+        buf_reset(&t);
+        memcpy(st, strides[j], (size_t)r * sizeof *st);
+        st[axis] = 0;
+        buf_printf(&t, "%s + ", c->bufname[bufs[j]]);
+        c->refd[bufs[j]] = true;
+        em_index(c, &t, bufs[j], offs[j], st, r);
+        ptr[j] = em_finish(c, &t);
+    }
+    em_line(c, "nest_topk_%s(%s, %lld, %lld, %lld, %d, %s, %lld, %s, %lld, %s);",
+            nest_type_name((nest_type)et), ptr[0] ? ptr[0] : "0", (long long)ne->dims[axis],
+            (long long)x->st[axis], (long long)n->a.topk.k, n->a.topk.largest,
+            ptr[1] ? ptr[1] : "0", (long long)ne->outs[0].st[axis], ptr[2] ? ptr[2] : "0",
+            (long long)ne->outs[1].st[axis], scratch);
+    for (int j = 0; j < 3; j++)
+        free(ptr[j]);
+    for (; opened > 0; opened--) {
+        c->indent--;
+        em_line(c, "}");
+    }
+    nest_close(c);
 }
 
 void em_nest(ctx *c, int32_t k)
@@ -857,19 +1030,13 @@ void em_nest(ctx *c, int32_t k)
         emit_tiled(c, k);
         return;
     }
-    const nest *ne = &c->p->nests[k];
-    c->ne = ne;
-    memset(&c->local, 0, sizeof c->local);
-    c->local.outer = &c->fn;
-    em_nest_comment(c);
-    em_line(c, "{");
-    c->indent++;
-    declare_temps(c, k, k, -1, false);
-    emit_nest_loops(c, ne, 0, true);
-    cast_unused_temps(c);
-    c->indent--;
-    em_line(c, "}");
-    em_names_free(&c->local);
+    if (c->p->nests[k].special == OP_TOPK) {
+        emit_topk(c, k);
+        return;
+    }
+    nest_open(c, k);
+    emit_nest_loops(c, &c->p->nests[k], 0, true);
+    nest_close(c);
 }
 
 /* A row group: one loop over the rows, each member nest's inner loops inside it. */

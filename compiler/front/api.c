@@ -121,8 +121,6 @@ UNARY(exp, EXP)
 UNARY(log, LOG)
 UNARY(sqrt, SQRT)
 UNARY(tanh, TANH)
-#undef BINARY
-#undef UNARY
 
 nest_value nest_select(nest_function *f, nest_value c, nest_value a, nest_value b)
 {
@@ -193,6 +191,105 @@ nest_value nest_get(nest_function *f, nest_value tuple, int64_t index)
 {
     ir_attrs at = {.index = index};
     return ir_build(f, OP_GET, 1, &tuple, &at);
+}
+
+/* ---- the op set of real models ---- */
+
+UNARY(sin, SIN)
+UNARY(cos, COS)
+UNARY(tan, TAN)
+UNARY(asin, ASIN)
+UNARY(acos, ACOS)
+UNARY(atan, ATAN)
+UNARY(sinh, SINH)
+UNARY(cosh, COSH)
+UNARY(floor, FLOOR)
+UNARY(ceiling, CEILING)
+UNARY(erf, ERF)
+UNARY(sign, SIGN)
+UNARY(relu, RELU)
+UNARY(sigmoid, SIGMOID)
+UNARY(not, NOT)
+BINARY(and, AND)
+BINARY(or, OR)
+BINARY(not_equal, NOT_EQUAL)
+BINARY(less_eq, LESS_EQ)
+BINARY(greater_eq, GREATER_EQ)
+#undef BINARY
+#undef UNARY
+
+nest_value nest_product(nest_function *f, nest_value a, int naxes, const int64_t *axes)
+{
+    return reduce(f, OP_PRODUCT, a, naxes, axes);
+}
+
+static nest_value argreduce(nest_function *f, ir_op op, nest_value a, int64_t axis)
+{
+    ir_attrs at = {.index = axis};
+    return ir_build(f, op, 1, &a, &at);
+}
+
+nest_value nest_argmax(nest_function *f, nest_value a, int64_t axis)
+{
+    return argreduce(f, OP_ARGMAX, a, axis);
+}
+
+nest_value nest_argmin(nest_function *f, nest_value a, int64_t axis)
+{
+    return argreduce(f, OP_ARGMIN, a, axis);
+}
+
+nest_value nest_pad(nest_function *f, nest_value a, nest_value value, const int64_t *below,
+                    const int64_t *above, const int64_t *interior)
+{
+    int32_t in[2] = {a, value};
+    ir_attrs at = {.below = below, .above = above, .interior = interior};
+    return ir_build(f, OP_PAD, 2, in, &at);
+}
+
+nest_value nest_reverse(nest_function *f, nest_value a, int naxes, const int64_t *axes)
+{
+    ir_attrs at = {.naxes = naxes, .axes = axes};
+    return ir_build(f, OP_REVERSE, 1, &a, &at);
+}
+
+nest_value nest_replace_slice(nest_function *f, nest_value a, nest_value b, const int64_t *lower,
+                              const int64_t *upper, const int64_t *strides)
+{
+    int32_t in[2] = {a, b};
+    ir_attrs at = {.lower = lower, .upper = upper, .step = strides};
+    return ir_build(f, OP_REPLACE_SLICE, 2, in, &at);
+}
+
+nest_value nest_one_hot(nest_function *f, nest_value indices, int rank, const int64_t *shape,
+                        int64_t axis)
+{
+    ir_attrs at = {.rank = rank, .shape = shape, .index = axis};
+    return ir_build(f, OP_ONE_HOT, 1, &indices, &at);
+}
+
+nest_value nest_gather(nest_function *f, nest_value a, nest_value indices, int64_t axis)
+{
+    int32_t in[2] = {a, indices};
+    ir_attrs at = {.index = axis};
+    return ir_build(f, OP_GATHER, 2, in, &at);
+}
+
+nest_value nest_softmax(nest_function *f, nest_value a, int naxes, const int64_t *axes)
+{
+    ir_attrs at = {.naxes = naxes, .axes = axes};
+    return ir_build(f, OP_SOFTMAX, 1, &a, &at);
+}
+
+nest_value nest_batch_dot(nest_function *f, nest_value a, nest_value b)
+{
+    int32_t in[2] = {a, b};
+    return ir_build(f, OP_BATCH_DOT, 2, in, NULL);
+}
+
+nest_value nest_topk(nest_function *f, nest_value a, int64_t k, int64_t axis, int largest)
+{
+    return ir_topk(f, a, k, axis, largest);
 }
 
 /* The most results a function may have. */

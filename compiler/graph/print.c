@@ -181,7 +181,8 @@ static void print_op(buf *b, const namer *nm, const ir_node *n, int64_t maxvals)
         print_list(b, n->rank, n->shape);
         break;
     }
-    case K_SLICE: {
+    case K_SLICE:
+    case K_REPLACE_SLICE: {
         buf_puts(b, ", lower=");
         print_list(b, n->rank, n->a.slice.lower);
         buf_puts(b, ", upper=");
@@ -204,6 +205,38 @@ static void print_op(buf *b, const namer *nm, const ir_node *n, int64_t maxvals)
         break;
     case K_GET:
         buf_printf(b, ", %d", n->a.get.index);
+        break;
+    case K_ARGREDUCE:
+    case K_GATHER:
+        buf_printf(b, ", axis=%d", n->a.axis);
+        break;
+    case K_PAD: {
+        buf_puts(b, ", below=");
+        print_list(b, n->rank, n->a.pad.below);
+        buf_puts(b, ", above=");
+        print_list(b, n->rank, n->a.pad.above);
+        bool none = true;
+        for (int i = 0; i < n->rank; i++)
+            none &= n->a.pad.interior[i] == 0;
+        if (!none) {
+            buf_puts(b, ", interior=");
+            print_list(b, n->rank, n->a.pad.interior);
+        }
+        break;
+    }
+    case K_REVERSE:
+    case K_SOFTMAX:
+        buf_puts(b, ", axes=");
+        print_axes(b, n->a.axes);
+        break;
+    case K_ONE_HOT:
+        buf_puts(b, ", shape=");
+        print_list(b, n->rank, n->shape);
+        buf_printf(b, ", axis=%d", n->a.axis);
+        break;
+    case K_TOPK:
+        buf_printf(b, ", k=%lld, axis=%d, largest=%s", (long long)n->a.topk.k, n->a.topk.axis,
+                   n->a.topk.largest ? "true" : "false");
         break;
     default:
         break;
@@ -246,10 +279,10 @@ void print_function(buf *b, const nest_function *f)
     buf_puts(b, " {\n");
     for (int32_t i = 0; i < f->nnodes; i++) {
         const ir_node *n = &f->nodes[i];
-        if (n->op == OP_PARAMETER)
-            continue;
+        if (n->op == OP_PARAMETER || n->op == OP_TOPK)
+            continue; /* a topk's two nodes print as the call that makes their tuple */
         buf_printf(b, "  %s = ", namer_name(&nm, i));
-        print_op(b, &nm, n, INT64_MAX);
+        print_op(b, &nm, ir_is_topk_tuple(f, i) ? &f->nodes[n->in[0]] : n, INT64_MAX);
         buf_putc(b, '\n');
     }
     buf_puts(b, "  return");

@@ -64,6 +64,8 @@ static bool reorder(plan *p, nest *n)
     for (int k = 0; k < n->rank; k++)
         order[k] = (uint8_t)k;
     int fixed = n->rowed ? 1 : 0; /* a row group's shared axis stays outermost */
+    if (nest_has_arg(n))
+        fixed = n->rank; /* an argmax's index is its innermost loop's variable */
     for (int i = fixed + 1; ok && i < n->rank; i++)
         for (int j = i; j > fixed && s.weight[order[j - 1]] < s.weight[order[j]]; j--) {
             uint8_t t = order[j];
@@ -178,7 +180,7 @@ int pass_flatten(plan *p)
 {
     for (int32_t k = 0; k < p->nnests; k++) {
         nest *n = &p->nests[k];
-        if (n->dead)
+        if (n->dead || n->special >= 0) /* a special nest's code knows its own axes */
             continue;
         if (!reorder(p, n) || !flatten_nest(p, n)) {
             if (!p->status)

@@ -38,6 +38,8 @@ static int op_weight(ir_op op)
 {
     switch (op) {
     case OP_EXP: case OP_LOG: case OP_TANH: case OP_POWER: return 10;
+    case OP_SIN: case OP_COS: case OP_TAN: case OP_ASIN: case OP_ACOS: case OP_ATAN:
+    case OP_SINH: case OP_COSH: case OP_ERF: case OP_SIGMOID: return 10;
     case OP_DIVIDE: case OP_SQRT: return 3;
     default: return 1;
     }
@@ -73,6 +75,7 @@ static nest *new_nest(plan *p, int rank, const int64_t *dims, uint32_t reduced)
     memset(n, 0, sizeof *n);
     n->rank = rank;
     n->pack = -1;
+    n->special = -1;
     n->dims = arena_memdup(p->a, dims, (size_t)rank * sizeof *dims + 1);
     n->reduced = reduced;
     if (!n->dims) {
@@ -138,7 +141,10 @@ static bool store(lower *lw, int32_t node)
     return lw->val[node] != NULL;
 }
 
-static bool is_load(const fx *e) { return e->kind == FX_LOAD || e->kind == FX_IMM; }
+static bool is_load(const fx *e)
+{
+    return (e->kind == FX_LOAD && e->nargs == 0) || e->kind == FX_IMM;
+}
 
 /* ---- lowering each kind of op ---- */
 
@@ -265,6 +271,406 @@ static bool lower_reshape(lower *lw, int32_t node)
     return lw->val[node] != NULL;
 }
 
+/* ---- the op set of real models ---- */
+
+/* argmax, argmin: a fold over the operand's space with the searched axis moved innermost, where
+ * it stays (flatten.c keeps the order of such nests) so that the loop's variable is the index. */
+static bool lower_argreduce(lower *lw, int32_t node)
+{
+    nest_function *f = lw->f;
+    const ir_node *n = &f->nodes[node];
+    int32_t ia = ir_resolve(f, n->in[0]);
+    const ir_node *a = &f->nodes[ia];
+    uint8_t order[NEST_MAX_RANK];
+    int64_t dims[NEST_MAX_RANK];
+    for (int k = 0, j = 0; k < a->rank; k++)
+        if (k != n->a.axis)
+            order[j++] = (uint8_t)k;
+    order[a->rank - 1] = (uint8_t)n->a.axis;
+    for (int k = 0; k < a->rank; k++)
+        dims[k] = a->shape[order[k]];
+    fx *v = fx_permute(lw->p, lw->val[ia], a->rank, order);
+    if (!v)
+        return false;
+    return reduce_into_home(lw, node, a->rank, dims, 1u << (a->rank - 1), v, n->op);
+}
+
+/* A rank-r expression that is 1 along axis k and 0 elsewhere: the index along k, from `off`. */
+static fx *iota(plan *p, int r, int k, int64_t off)
+{
+    int64_t st[NEST_MAX_RANK] = {0};
+    st[k] = 1;
+    return fx_load(p, FX_IOTA, off, r, st, -1);
+}
+
+static fx *op2(plan *p, ir_op op, int etype, fx *a, fx *b)
+{
+    fx *args[2] = {a, b};
+    return fx_op(p, op, etype, 2, args, -1);
+}
+
+static fx *imm64(plan *p, int64_t v) { return fx_imm(p, NEST_I64, 0, v); }
+
+/* Along axis k, a dilated axis (n elements, each followed by s - 1 holes, so (n-1)s + 1 long)
+ * starting at position lo of an axis of extent len: the condition "position p holds element
+ * (p - lo) / s", and that index. Positions outside or on a hole fail the condition (the index is
+ * then clamped by the gather that uses it: never read outside). */
+static fx *lattice(plan *p, int r, int k, int64_t lo, int64_t s, int64_t n, fx **index)
+{
+    fx *q = iota(p, r, k, -lo);
+    fx *qd = s == 1 ? q : op2(p, OP_DIVIDE, NEST_I64, q, imm64(p, s));
+    int64_t span = n > 0 ? (n - 1) * s + 1 : 0;
+    fx *in = op2(p, OP_AND, NEST_BOOL, op2(p, OP_GREATER_EQ, NEST_BOOL, q, imm64(p, 0)),
+                 op2(p, OP_LESS, NEST_BOOL, q, imm64(p, span)));
+    if (s > 1)
+        in = op2(p, OP_AND, NEST_BOOL, in,
+                 op2(p, OP_EQUAL, NEST_BOOL, op2(p, OP_MULTIPLY, NEST_I64, qd, imm64(p, s)), q));
+    *index = qd;
+    return in;
+}
+
+/* e over a space of extent cur along axis k, read along k at the positions index gives (an
+ * expression over the new space, of the same rank); NULL with p->status clear when e cannot be
+ * gathered (then the caller stores the operand). */
+static fx *gather_axis(plan *p, fx *e, int r, int k, int64_t cur, fx *index)
+{
+    return fx_gather(p, e, r, k, cur, index, 1);
+}
+
+/* pad: axes with interior padding first, each a select between the gathered operand and the
+ * value; then every other axis, innermost first, as a concat of the value, the (cropped) operand
+ * and the value: the complex view that splits the loops at its boundaries. */
+static fx *pad_expr(lower *lw, const ir_node *n, fx *x, fx *v)
+{
+    plan *p = lw->p;
+    const ir_node *a = &lw->f->nodes[ir_resolve(lw->f, n->in[0])];
+    int r = n->rank;
+    int64_t cur[NEST_MAX_RANK];
+    memcpy(cur, a->shape, (size_t)r * sizeof *cur);
+    fx *vb = fx_broadcast(p, v, r, r ? (uint32_t)((1ull << r) - 1) : 0), *e = x;
+    for (int k = 0; k < r && e && vb; k++) {
+        if (n->a.pad.interior[k] == 0)
+            continue;
+        fx *index, *in = lattice(p, r, k, n->a.pad.below[k], n->a.pad.interior[k] + 1, a->shape[k],
+                                 &index);
+        fx *g = in ? gather_axis(p, e, r, k, cur[k], index) : NULL;
+        fx *args[3] = {in, g, vb};
+        e = g ? fx_op(p, OP_SELECT, n->etype, 3, args, -1) : NULL;
+        cur[k] = n->shape[k];
+    }
+    /* inner axes first: the outer concat's value parts then hold no inner split */
+    for (int k = r - 1; k >= 0 && e && vb; k--) {
+        if (n->a.pad.interior[k] != 0)
+            continue;
+        int64_t lo = n->a.pad.below[k], len = n->shape[k];
+        /* positions [px, px + ext) hold elements [q0, q0 + ext) of the operand */
+        int64_t px = lo > 0 ? lo : 0, q0 = px - lo, q1 = len - lo < cur[k] ? len - lo : cur[k];
+        int64_t ext = q1 - q0 > 0 ? q1 - q0 : 0;
+        fx *parts[3];
+        int64_t starts[4] = {0};
+        int np = 0;
+        if (ext == 0) {
+            parts[np++] = vb;
+        } else {
+            if (px > 0)
+                parts[np++] = vb, starts[np] = px;
+            parts[np++] = fx_shift(p, e, k, q0), starts[np] = px + ext;
+            if (px + ext < len)
+                parts[np++] = vb, starts[np] = len;
+        }
+        e = np == 1 ? parts[0] : fx_concat(p, r, k, np, parts, starts, -1);
+        cur[k] = len;
+    }
+    return vb ? e : NULL;
+}
+
+/* replace_slice: with unit strides, nested concats: along axis k, x before the box, the box
+ * (built for the axes after k) and x after it, each x shifted into place along the axes before
+ * k. With strides, a select over the whole space between x and y gathered at
+ * (position - lower) / stride. */
+static fx *replace_slice_expr(lower *lw, const ir_node *n, fx *x, fx *y)
+{
+    plan *p = lw->p;
+    int r = n->rank;
+    const int64_t *lo = n->a.slice.lower, *up = n->a.slice.upper, *step = n->a.slice.step;
+    bool unit = true;
+    for (int k = 0; k < r; k++)
+        unit &= step[k] == 1;
+    if (!unit) {
+        const ir_node *yn = &lw->f->nodes[ir_resolve(lw->f, n->in[1])];
+        fx *cond = NULL, *g = y;
+        for (int k = 0; k < r && g; k++) {
+            fx *index, *in = lattice(p, r, k, lo[k], step[k], yn->shape[k], &index);
+            /* the box ends at upper: the last element is at most upper - 1 */
+            g = in ? gather_axis(p, g, r, k, yn->shape[k], index) : NULL;
+            cond = cond ? op2(p, OP_AND, NEST_BOOL, cond, in) : in;
+        }
+        fx *args[3] = {cond, g, x};
+        return g ? fx_op(p, OP_SELECT, n->etype, 3, args, -1) : NULL;
+    }
+    fx *e = y;
+    for (int k = r - 1; k >= 0 && e; k--) {
+        fx *xs = x;
+        for (int j = 0; j < k && xs; j++)
+            xs = fx_shift(p, xs, j, lo[j]);
+        fx *parts[3];
+        int64_t starts[4] = {0};
+        int np = 0;
+        if (lo[k] > 0)
+            parts[np++] = xs, starts[np] = lo[k];
+        if (up[k] > lo[k])
+            parts[np++] = e, starts[np] = up[k];
+        if (n->shape[k] > up[k])
+            parts[np++] = xs ? fx_shift(p, xs, k, up[k]) : NULL, starts[np] = n->shape[k];
+        if (np == 0) /* an empty axis: any part will do */
+            parts[np++] = xs, starts[np] = 0;
+        e = !xs ? NULL : np == 1 ? parts[0] : fx_concat(p, r, k, np, parts, starts, -1);
+    }
+    return e;
+}
+
+/* Stores node's operand i (its expression) so that a view can take it; false on error. */
+static bool store_operand(lower *lw, const ir_node *n, int i)
+{
+    return store(lw, ir_resolve(lw->f, n->in[i]));
+}
+
+static bool lower_structural(lower *lw, int32_t node)
+{
+    plan *p = lw->p;
+    nest_function *f = lw->f;
+    const ir_node *n = &f->nodes[node];
+    for (int attempt = 0; attempt < 2; attempt++) {
+        fx *x = operand(lw, n, 0), *v = NULL;
+        switch (ir_kind_of(n)) {
+        case K_PAD:
+            v = pad_expr(lw, n, x, operand(lw, n, 1));
+            break;
+        case K_REVERSE:
+            v = fx_reverse(p, x, n->rank, n->shape, n->a.axes);
+            break;
+        case K_REPLACE_SLICE:
+            v = replace_slice_expr(lw, n, x, operand(lw, n, 1));
+            break;
+        case K_ONE_HOT: {
+            int r = n->rank, axis = n->a.axis;
+            fx *xb = fx_broadcast(p, x, r, 1u << axis), *k = iota(p, r, axis, 0), *eq;
+            if (n->etype == NEST_F32 || n->etype == NEST_F64)
+                eq = op2(p, OP_EQUAL, NEST_BOOL, xb, fx_op(p, OP_CONVERT, n->etype, 1, &k, -1));
+            else
+                eq = op2(p, OP_EQUAL, NEST_BOOL,
+                         n->etype == NEST_I64 ? xb : fx_op(p, OP_CONVERT, NEST_I64, 1, &xb, -1), k);
+            v = fx_op(p, OP_CONVERT, n->etype, 1, &eq, node);
+            break;
+        }
+        case K_GATHER: {
+            const ir_node *a = &f->nodes[ir_resolve(f, n->in[0])];
+            const ir_node *ix = &f->nodes[ir_resolve(f, n->in[1])];
+            /* an operand read more often than it has elements is stored unless cheap */
+            if (attempt == 0 && ir_count(n) > ir_count(a) && !is_load(x) &&
+                cost(p, x) >= REUSE_COST && !store_operand(lw, n, 0))
+                return false;
+            if (attempt == 0 && ir_count(n) > ir_count(ix) && !is_load(operand(lw, n, 1)) &&
+                cost(p, operand(lw, n, 1)) >= REUSE_COST && !store_operand(lw, n, 1))
+                return false;
+            x = operand(lw, n, 0);
+            int axis = n->a.axis, ri = ix->rank;
+            uint32_t mask = 0;
+            for (int k = 0; k < n->rank; k++)
+                if (k < axis || k >= axis + ri)
+                    mask |= 1u << k;
+            fx *ib = fx_broadcast(p, operand(lw, n, 1), n->rank, mask);
+            v = ib ? fx_gather(p, x, a->rank, axis, a->shape[axis], ib, ri) : NULL;
+            break;
+        }
+        default:
+            return false;
+        }
+        if (v || p->status) {
+            lw->val[node] = v;
+            return v != NULL;
+        }
+        /* a view the operand's expression cannot take (a gather through a concatenation along
+         * the same axis): store the operand, once */
+        if (attempt == 1 || !store_operand(lw, n, 0))
+            return false;
+    }
+    return false;
+}
+
+/* A temporary holding value (over rank/dims) folded by op over the axes in mask; returns its
+ * load over the kept axes. */
+static fx *fold_temp(lower *lw, int32_t node, int rank, const int64_t *dims, uint32_t mask,
+                     fx *value, int op)
+{
+    plan *p = lw->p;
+    int64_t kept[NEST_MAX_RANK] = {0}, kst[NEST_MAX_RANK], st[NEST_MAX_RANK];
+    int rk = 0;
+    for (int k = 0; k < rank; k++)
+        if (!(mask & (1u << k)))
+            kept[rk++] = dims[k];
+    layout_strides(rk, kept, NEST_ROW_MAJOR, kst);
+    int64_t count = 1;
+    for (int k = 0; k < rk; k++)
+        count *= kept[k];
+    for (int k = 0, j = 0; k < rank; k++)
+        st[k] = (mask & (1u << k)) ? 0 : kst[j++];
+    int32_t b = plan_buffer(p, BUF_TEMP, -1, node, value->etype, count);
+    nest *ne = b >= 0 ? new_nest(p, rank, dims, mask) : NULL;
+    if (!ne || !add_out(p, ne, b, 0, st, value, op, node))
+        return NULL;
+    return fx_load(p, b, 0, rk, kst, node);
+}
+
+/* softmax: the max over the axes (a fold into a temporary), exp(x - max) stored once, its sum
+ * (which joins that store's loop), and the quotient, which fuses into the consumers. Row-wise,
+ * the nests share one loop over the rows (rows.c) and the exponentials stay in a row. */
+static bool lower_softmax(lower *lw, int32_t node)
+{
+    plan *p = lw->p;
+    nest_function *f = lw->f;
+    const ir_node *n = &f->nodes[node];
+    int32_t ia = ir_resolve(f, n->in[0]);
+    int r = n->rank, et = n->etype;
+    uint32_t mask = n->a.axes;
+    if (!is_load(lw->val[ia]) && cost(p, lw->val[ia]) >= SHARE_COST && !store(lw, ia))
+        return false;
+    fx *x = lw->val[ia];
+    fx *m = fold_temp(lw, node, r, n->shape, mask, x, OP_MAX);
+    fx *mb = m ? fx_broadcast(p, m, r, mask) : NULL;
+    fx *d = mb ? op2(p, OP_SUBTRACT, et, x, mb) : NULL;
+    fx *e = d ? fx_op(p, OP_EXP, et, 1, &d, -1) : NULL;
+    int64_t st[NEST_MAX_RANK];
+    layout_strides(r, n->shape, NEST_ROW_MAJOR, st);
+    int32_t eb = e ? plan_buffer(p, BUF_TEMP, -1, node, et, ir_count(n)) : -1;
+    nest *ne = eb >= 0 ? new_nest(p, r, n->shape, 0) : NULL;
+    if (!ne || !add_out(p, ne, eb, 0, st, e, -1, node))
+        return false;
+    fx *el = fx_load(p, eb, 0, r, st, node);
+    fx *s = el ? fold_temp(lw, node, r, n->shape, mask, el, OP_SUM) : NULL;
+    fx *sb = s ? fx_broadcast(p, s, r, mask) : NULL;
+    fx *args[2] = {el, sb};
+    lw->val[node] = sb ? fx_op(p, OP_DIVIDE, et, 2, args, node) : NULL;
+    return lw->val[node] != NULL;
+}
+
+/* One operand of batch_dot over its iteration space [batch..., m, n, k]: its batch axes of
+ * extent 1 dropped, then broadcast along every axis it does not have. The second operand's
+ * [k, n] axes are swapped first. NULL (p->status clear) when the operand's expression cannot be
+ * viewed so (a concat). */
+static fx *batch_operand(plan *p, fx *v, const ir_node *x, bool second, int nb, int rank,
+                         bool has_m)
+{
+    int rx = x->rank, bx = rx >= 2 ? rx - 2 : 0;
+    uint8_t order[NEST_MAX_RANK];
+    int64_t shape[NEST_MAX_RANK];
+    for (int k = 0; k < rx; k++) {
+        order[k] = (uint8_t)k;
+        shape[k] = x->shape[k];
+    }
+    if (second && rx >= 2) {
+        order[rx - 2] = (uint8_t)(rx - 1);
+        order[rx - 1] = (uint8_t)(rx - 2);
+        shape[rx - 2] = x->shape[rx - 1];
+        shape[rx - 1] = x->shape[rx - 2];
+        v = fx_permute(p, v, rx, order);
+    }
+    /* which axes of the space the operand covers, and its shape without batch axes of 1 */
+    uint32_t covered = 0;
+    int64_t cshape[NEST_MAX_RANK];
+    int rc = 0;
+    for (int k = 0; k < bx; k++) {
+        if (shape[k] == 1)
+            continue;
+        covered |= 1u << (k + nb - bx);
+        cshape[rc++] = shape[k];
+    }
+    for (int k = bx; k < rx; k++)
+        cshape[rc++] = shape[k];
+    int pos_m = nb, pos_n = nb + has_m;
+    if (rx >= 2)
+        covered |= 1u << (second ? pos_n : pos_m);
+    covered |= 1u << (rank - 1);
+    if (v && rc != rx)
+        v = fx_reshape(p, v, rx, shape, rc, cshape);
+    uint32_t all = rank >= 32 ? 0xffffffffu : (1u << rank) - 1;
+    return v ? fx_broadcast(p, v, rank, all & ~covered) : NULL;
+}
+
+/* batch_dot: a sum over k of products over the space [batch..., m, n, k], like dot: tile.c
+ * tiles it, its batch axes outermost. */
+static bool lower_batch_dot(lower *lw, int32_t node)
+{
+    plan *p = lw->p;
+    nest_function *f = lw->f;
+    const ir_node *n = &f->nodes[node];
+    int32_t ia = ir_resolve(f, n->in[0]), ib = ir_resolve(f, n->in[1]);
+    const ir_node *a = &f->nodes[ia], *b = &f->nodes[ib];
+    bool has_m = a->rank >= 2, has_n = b->rank >= 2;
+    int nb = n->rank - has_m - has_n, rank = n->rank + 1;
+    int64_t m = has_m ? a->shape[a->rank - 2] : 1, nn = has_n ? b->shape[b->rank - 1] : 1;
+    if (nn > 1 && !is_load(lw->val[ia]) && cost(p, lw->val[ia]) >= REUSE_COST && !store(lw, ia))
+        return false;
+    if (m > 1 && !is_load(lw->val[ib]) && cost(p, lw->val[ib]) >= REUSE_COST && !store(lw, ib))
+        return false;
+    fx *av = NULL, *bv = NULL;
+    for (int attempt = 0; attempt < 2 && !(av && bv); attempt++) {
+        av = batch_operand(p, lw->val[ia], a, false, nb, rank, has_m);
+        bv = batch_operand(p, lw->val[ib], b, true, nb, rank, has_m);
+        if (p->status)
+            return false;
+        if ((!av && !store(lw, ia)) || (!bv && !store(lw, ib)))
+            return false;
+    }
+    fx *prod = av && bv ? op2(p, OP_MULTIPLY, n->etype, av, bv) : NULL;
+    if (!prod) {
+        if (!p->status)
+            p->status = NEST_ERR_LIMIT;
+        return false;
+    }
+    int64_t dims[NEST_MAX_RANK + 1];
+    memcpy(dims, n->shape, (size_t)n->rank * sizeof *dims);
+    dims[rank - 1] = a->shape[a->rank - 1];
+    if (!reduce_into_home(lw, node, rank, dims, 1u << (rank - 1), prod, OP_SUM))
+        return false;
+    p->nests[p->nnests - 1].dot = m > 1 && nn > 1;
+    return true;
+}
+
+/* topk: the values node and the indices node after it, lowered together into a nest of its own
+ * (emitted by emit_topk) that reads the operand from memory, row by row along the axis. */
+static bool lower_topk(lower *lw, int32_t node)
+{
+    plan *p = lw->p;
+    nest_function *f = lw->f;
+    int32_t nv = f->nodes[node].a.topk.which ? node - 1 : node, ni = nv + 1;
+    if (lw->home[nv] >= 0)
+        return true; /* lowered with its twin */
+    const ir_node *n = &f->nodes[nv];
+    int32_t ia = ir_resolve(f, n->in[0]);
+    const ir_node *a = &f->nodes[ia];
+    fx *x = lw->val[ia];
+    if ((x->kind != FX_LOAD || x->nargs || x->buf == FX_IOTA) && !store(lw, ia))
+        return false;
+    x = lw->val[ia];
+    int64_t stv[NEST_MAX_RANK], sti[NEST_MAX_RANK];
+    int32_t bv = home_of(lw, nv, stv), bi = bv >= 0 ? home_of(lw, ni, sti) : -1;
+    nest *ne = bi >= 0 ? new_nest(p, a->rank, a->shape, 0) : NULL;
+    if (!ne || !add_out(p, ne, bv, 0, stv, x, -1, nv) || !add_out(p, ne, bi, 0, sti, x, -1, ni))
+        return false;
+    ne->special = OP_TOPK;
+    if (n->a.topk.k > TOPK_INSERT) { /* a merge sort: indices and their copy, a row each */
+        ne->pack = plan_buffer(p, BUF_TEMP, -1, nv, NEST_I64, 2 * a->shape[n->a.topk.axis]);
+        if (ne->pack < 0)
+            return false;
+    }
+    lw->home[nv] = bv;
+    lw->home[ni] = bi;
+    lw->val[nv] = fx_load(p, bv, 0, n->rank, stv, nv);
+    lw->val[ni] = fx_load(p, bi, 0, n->rank, sti, ni);
+    return lw->val[nv] && lw->val[ni];
+}
+
 static bool lower_node(lower *lw, int32_t node)
 {
     plan *p = lw->p;
@@ -358,6 +764,20 @@ static bool lower_node(lower *lw, int32_t node)
     }
     case K_DOT:
         return lower_dot(lw, node);
+    case K_ARGREDUCE:
+        return lower_argreduce(lw, node);
+    case K_PAD:
+    case K_REVERSE:
+    case K_REPLACE_SLICE:
+    case K_ONE_HOT:
+    case K_GATHER:
+        return lower_structural(lw, node);
+    case K_SOFTMAX:
+        return lower_softmax(lw, node);
+    case K_BATCH_DOT:
+        return lower_batch_dot(lw, node);
+    case K_TOPK:
+        return lower_topk(lw, node);
     case K_TUPLE:
     case K_GET:
         return true;
@@ -376,7 +796,8 @@ static bool maybe_store(lower *lw, int32_t node)
     bool is_result = false;
     for (int32_t i = 0; i < lw->f->nresults; i++)
         is_result |= lw->f->results[i] == node;
-    bool is_op = op_is_elementwise((ir_op)n->op) || k == K_CONCAT || k == K_DOT;
+    bool is_op = op_is_elementwise((ir_op)n->op) || k == K_CONCAT || k == K_DOT || k == K_PAD ||
+                 k == K_REPLACE_SLICE || k == K_ONE_HOT || k == K_GATHER;
     int64_t c = cost(p, lw->val[node]);
     if (is_result || (!p->opts->fuse && is_op) || c > FUSE_MAX_OPS ||
         (lw->users[node] > 1 && c >= SHARE_COST))
@@ -446,6 +867,10 @@ static bool stores_vary(const nest *n, uint32_t mask)
  * which are ready only after the whole nest. */
 static bool can_merge(plan *p, const nest *a, const nest *b)
 {
+    if (a->dot || b->dot)
+        return false; /* a product of matrices keeps its nest: tile.c tiles it */
+    if (a->special >= 0 || b->special >= 0)
+        return false;
     if (a->rank != b->rank || memcmp(a->dims, b->dims, (size_t)a->rank * sizeof *a->dims) != 0)
         return false;
     if (a->reduced != b->reduced &&
@@ -495,8 +920,12 @@ static void drop_dead_stores(plan *p)
                 continue;
             bool read = false;
             for (int32_t k = 0; k < p->nnests && !read; k++)
+                read = !p->nests[k].dead && p->nests[k].pack == b; /* a special nest's scratch */
+            for (int32_t k = 0; k < p->nnests && !read; k++)
                 for (int i = 0; !p->nests[k].dead && i < p->nests[k].nouts && !read; i++)
-                    read = fx_reads(p, p->nests[k].outs[i].value, b);
+                    read = fx_reads(p, p->nests[k].outs[i].value, b) ||
+                           /* a special nest writes all its outputs, read or not */
+                           (p->nests[k].special >= 0 && p->nests[k].outs[i].buf == b);
             if (read)
                 continue;
             p->bufs[b].dead = true;

@@ -71,6 +71,8 @@ static uint64_t hash_of(const fx *e)
         h = mix(h, (uint64_t)e->rank);
         for (int k = 0; k < e->rank; k++)
             h = mix(h, (uint64_t)e->st[k]);
+        for (int j = 0; j < e->nargs; j++)
+            h = mix(mix(h, (uint64_t)e->gst[j]), (uint64_t)e->gdim[j]);
         break;
     case FX_IMM:
         h = mix(h, (uint64_t)e->imm.i);
@@ -97,7 +99,10 @@ static bool same(const fx *a, const fx *b)
     switch (a->kind) {
     case FX_LOAD:
         return a->buf == b->buf && a->off == b->off && a->rank == b->rank &&
-               memcmp(a->st, b->st, (size_t)a->rank * sizeof *a->st) == 0;
+               memcmp(a->st, b->st, (size_t)a->rank * sizeof *a->st) == 0 &&
+               (a->nargs == 0 ||
+                (memcmp(a->gst, b->gst, (size_t)a->nargs * sizeof *a->gst) == 0 &&
+                 memcmp(a->gdim, b->gdim, (size_t)a->nargs * sizeof *a->gdim) == 0));
     case FX_IMM:
         return a->imm.i == b->imm.i; /* the bits, so -0.0 and NaNs stay distinct */
     case FX_CONCAT:
@@ -138,6 +143,8 @@ static fx *intern(plan *p, const fx *e)
     fx *n = arena_memdup(p->a, e, sizeof *e);
     if (!n || (e->nargs && !(n->args = arena_memdup(p->a, e->args, (size_t)e->nargs * sizeof *e->args))) ||
         (e->kind == FX_LOAD && e->rank && !(n->st = arena_memdup(p->a, e->st, (size_t)e->rank * sizeof *e->st))) ||
+        (e->kind == FX_LOAD && e->nargs && (!(n->gst = arena_memdup(p->a, e->gst, (size_t)e->nargs * sizeof *e->gst)) ||
+                                            !(n->gdim = arena_memdup(p->a, e->gdim, (size_t)e->nargs * sizeof *e->gdim)))) ||
         (e->kind == FX_CONCAT && !(n->starts = arena_memdup(p->a, e->starts, (size_t)(e->nargs + 1) * sizeof *e->starts)))) {
         p->status = NEST_ERR_NOMEM;
         return NULL;
@@ -151,8 +158,18 @@ static fx *intern(plan *p, const fx *e)
 
 fx *fx_load(plan *p, int32_t bufi, int64_t off, int rank, const int64_t *st, int32_t node)
 {
-    fx e = {.kind = FX_LOAD, .etype = p->bufs[bufi].etype, .node = node, .rank = rank,
-            .buf = bufi, .off = off, .st = (int64_t *)st};
+    return fx_gload(p, bufi, off, rank, st, 0, NULL, NULL, NULL, node);
+}
+
+fx *fx_gload(plan *p, int32_t bufi, int64_t off, int rank, const int64_t *st, int nterms,
+             fx *const *idx, const int64_t *gst, const int64_t *gdim, int32_t node)
+{
+    for (int j = 0; j < nterms; j++)
+        if (!idx[j])
+            return NULL;
+    fx e = {.kind = FX_LOAD, .etype = bufi == FX_IOTA ? NEST_I64 : p->bufs[bufi].etype,
+            .node = node, .rank = rank, .buf = bufi, .off = off, .st = (int64_t *)st,
+            .nargs = nterms, .args = (fx **)idx, .gst = (int64_t *)gst, .gdim = (int64_t *)gdim};
     return intern(p, &e);
 }
 
@@ -254,6 +271,35 @@ static fx **memo_slot(xform *x, const fx *e)
     return &x->vals[j];
 }
 
+static fx *rewrite(xform *x, const fx *e);
+
+/* A load with gather terms: its index expressions are over the same space as the load, so they
+ * take the same transform; the base (offset and strides) is the handler's, whose own gather
+ * terms (fx_gather adds one) follow the load's. */
+static fx *rewrite_gload(xform *x, const fx *e)
+{
+    fx *base = x->load(x, e);
+    if (!base)
+        return NULL;
+    int n = e->nargs + base->nargs;
+    if (n > FX_MAX_TERMS)
+        return NULL;
+    fx *idx[2 * FX_MAX_TERMS];
+    int64_t gst[2 * FX_MAX_TERMS], gdim[2 * FX_MAX_TERMS];
+    for (int j = 0; j < e->nargs; j++) {
+        if (!(idx[j] = rewrite(x, e->args[j])))
+            return NULL;
+        gst[j] = e->gst[j];
+        gdim[j] = e->gdim[j];
+    }
+    for (int j = 0; j < base->nargs; j++) {
+        idx[e->nargs + j] = base->args[j];
+        gst[e->nargs + j] = base->gst[j];
+        gdim[e->nargs + j] = base->gdim[j];
+    }
+    return fx_gload(x->p, base->buf, base->off, base->rank, base->st, n, idx, gst, gdim, e->node);
+}
+
 static fx *rewrite(xform *x, const fx *e)
 {
     if (x->failed || x->p->status)
@@ -268,7 +314,7 @@ static fx *rewrite(xform *x, const fx *e)
     fx *r = NULL;
     switch (e->kind) {
     case FX_LOAD:
-        r = x->load(x, e);
+        r = e->nargs ? rewrite_gload(x, e) : x->load(x, e);
         break;
     case FX_OP:
     case FX_CONCAT: {
@@ -430,8 +476,14 @@ fx *fx_reshape(plan *p, fx *e, int in_rank, const int64_t *in_shape, int rank,
     return run(&x, e);
 }
 
-/* substitute: one node replaced by another */
-static fx *sub_load(xform *x, const fx *e) { return e == x->old ? x->new_ : (fx *)e; }
+/* substitute: one node replaced by another (only plain loads are replaced: a load with gather
+ * terms keeps its base, and its index expressions are substituted) */
+static fx *sub_load(xform *x, const fx *e)
+{
+    if (e->nargs)
+        return fx_load(x->p, e->buf, e->off, e->rank, e->st, e->node);
+    return e == x->old ? x->new_ : (fx *)e;
+}
 
 static fx *sub_concat(xform *x, const fx *e, fx **parts)
 {
@@ -495,6 +547,87 @@ fx *fx_regroup(plan *p, fx *e, int rank, const int *from)
     return run(&x, e);
 }
 
+/* reverse: along the axes in mask, offsets move to the last element and strides turn negative.
+ * A concat along such an axis lists its parts in reverse order, each reversed within its own
+ * extent: the rewrite reversed it within the whole extent n, which a shift by n - extent undoes. */
+static fx *rv_load(xform *x, const fx *e)
+{
+    int64_t st[NEST_MAX_RANK], off = e->off;
+    for (int k = 0; k < e->rank; k++) {
+        st[k] = e->st[k];
+        if ((x->mask & (1u << k)) && x->in_shape[k] > 0) {
+            off += (x->in_shape[k] - 1) * e->st[k];
+            st[k] = -e->st[k];
+        }
+    }
+    return fx_load(x->p, e->buf, off, e->rank, st, e->node);
+}
+
+static fx *rv_concat(xform *x, const fx *e, fx **parts)
+{
+    if (!(x->mask & (1u << e->axis)))
+        return fx_concat(x->p, e->rank, e->axis, e->nargs, parts, e->starts, e->node);
+    int m = e->nargs;
+    int64_t n = x->in_shape[e->axis], starts[m + 1];
+    fx *rev[m > 0 ? m : 1];
+    for (int j = 0; j < m; j++) {
+        int64_t extent = e->starts[j + 1] - e->starts[j];
+        rev[m - 1 - j] = fx_shift(x->p, parts[j], e->axis, n - extent);
+        starts[m - 1 - j] = n - e->starts[j + 1];
+        if (!rev[m - 1 - j])
+            return NULL;
+    }
+    starts[m] = n - e->starts[0];
+    return fx_concat(x->p, e->rank, e->axis, m, rev, starts, e->node);
+}
+
+fx *fx_reverse(plan *p, fx *e, int rank, const int64_t *shape, uint32_t mask)
+{
+    if (!mask)
+        return e;
+    xform x = {.p = p, .load = rv_load, .concat = rv_concat, .rank = rank, .in_shape = shape,
+               .mask = mask};
+    return run(&x, e);
+}
+
+/* gather: axis `axis` of the operand's space becomes the ri axes of the index, and each load
+ * takes one more gather term: its stride along that axis times the index taken. A load that
+ * does not move along the axis (a broadcast) needs no term. */
+static fx *ga_load(xform *x, const fx *e)
+{
+    int64_t st[NEST_MAX_RANK];
+    int out = 0;
+    for (int k = 0; k < e->rank; k++) {
+        if (k != x->axis) {
+            st[out++] = e->st[k];
+            continue;
+        }
+        for (int j = 0; j < x->out_rank - x->in_rank + 1; j++)
+            st[out++] = 0;
+    }
+    int64_t gst = e->st[x->axis], gdim = x->delta;
+    if (gst == 0)
+        return fx_load(x->p, e->buf, e->off, out, st, e->node);
+    return fx_gload(x->p, e->buf, e->off, out, st, 1, &x->new_, &gst, &gdim, e->node);
+}
+
+static fx *ga_concat(xform *x, const fx *e, fx **parts)
+{
+    if (e->axis == x->axis)
+        return NULL; /* the parts would depend on the index's value */
+    int axis = e->axis < x->axis ? e->axis : e->axis + x->out_rank - x->in_rank;
+    return fx_concat(x->p, x->out_rank, axis, e->nargs, parts, e->starts, e->node);
+}
+
+fx *fx_gather(plan *p, fx *e, int in_rank, int axis, int64_t n, fx *idx, int ri)
+{
+    if (!idx)
+        return NULL;
+    xform x = {.p = p, .load = ga_load, .concat = ga_concat, .in_rank = in_rank,
+               .out_rank = in_rank - 1 + ri, .axis = axis, .delta = n, .new_ = idx};
+    return run(&x, e);
+}
+
 /* select: concats on `axis` resolved for the index range [lo, hi) */
 static fx *select_rec(xform *x, const fx *e);
 
@@ -512,7 +645,7 @@ static fx *select_rec(xform *x, const fx *e)
 {
     if (x->failed || x->p->status)
         return NULL;
-    if (e->kind == FX_IMM || e->kind == FX_LOAD)
+    if (e->kind == FX_IMM || (e->kind == FX_LOAD && e->nargs == 0))
         return (fx *)e;
     fx **slot = memo_slot(x, e);
     if (!slot)
@@ -527,8 +660,11 @@ static fx *select_rec(xform *x, const fx *e)
         for (int i = 0; i < e->nargs; i++)
             if (!(args[i] = select_rec(x, e->args[i])))
                 return NULL;
-        r = e->kind == FX_OP ? fx_op(x->p, (ir_op)e->op, e->etype, e->nargs, args, e->node)
-                             : fx_concat(x->p, e->rank, e->axis, e->nargs, args, e->starts, e->node);
+        r = e->kind == FX_OP     ? fx_op(x->p, (ir_op)e->op, e->etype, e->nargs, args, e->node)
+            : e->kind == FX_LOAD ? fx_gload(x->p, e->buf, e->off, e->rank, e->st, e->nargs, args,
+                                            e->gst, e->gdim, e->node)
+                                 : fx_concat(x->p, e->rank, e->axis, e->nargs, args, e->starts,
+                                             e->node);
     }
     if (!r) {
         x->failed = true;

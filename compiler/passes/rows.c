@@ -21,7 +21,8 @@
 static bool eligible(plan *p, const nest *n)
 {
     /* rank 1 too: a per-row scalar step (a mean, 1/sqrt of a variance) joins its row */
-    if (n->dead || n->rank < 1 || (n->reduced & 1u) || n->dims[0] < 2 || n->dot)
+    if (n->dead || n->rank < 1 || (n->reduced & 1u) || n->dims[0] < 2 || n->dot ||
+        n->special >= 0)
         return false; /* a product of matrices is tiled instead (tile.c) */
     for (int k = 1; k < n->rank; k++)
         if (n->dims[k] == 0)
@@ -84,7 +85,8 @@ static void check_load(fx *e, void *ctx)
             if (o->buf != e->buf)
                 continue;
             int64_t row = dense_row(w, o);
-            if (row < 0 || o->st[0] <= 0 || e->st[0] != o->st[0]) {
+            /* a gathered read may land in any row */
+            if (row < 0 || o->st[0] <= 0 || e->st[0] != o->st[0] || e->nargs) {
                 ck->ok = false;
                 return;
             }
@@ -93,7 +95,10 @@ static void check_load(fx *e, void *ctx)
             for (int k = 1; k < ck->reader->rank; k++) {
                 if (ck->reader->dims[k] == 0)
                     return; /* reads nothing */
-                hi += (ck->reader->dims[k] - 1) * e->st[k];
+                if (e->st[k] < 0) /* read backwards (reverse) */
+                    lo += (ck->reader->dims[k] - 1) * e->st[k];
+                else
+                    hi += (ck->reader->dims[k] - 1) * e->st[k];
             }
             if (lo < 0 || hi >= row)
                 ck->ok = false;
