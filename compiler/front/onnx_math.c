@@ -41,6 +41,9 @@ int ox_op_log(ox *c) { return unary(c, nest_log); }
 int ox_op_abs(ox *c) { return unary(c, nest_abs); }
 int ox_op_neg(ox *c) { return unary(c, nest_negative); }
 int ox_op_tanh(ox *c) { return unary(c, nest_tanh); }
+int ox_op_floor(ox *c) { return unary(c, nest_floor); }
+int ox_op_ceil(ox *c) { return unary(c, nest_ceiling); }
+int ox_op_erf(ox *c) { return unary(c, nest_erf); }
 
 /* Whether every element of a known tensor is v. */
 static bool all_equal(const ox_tensor *t, double v)

@@ -1,6 +1,6 @@
 /*
  * onnx_nn.c - the ONNX operators of networks: reductions, Softmax and LogSoftmax, MatMul and Gemm,
- * BatchNormalization and LayerNormalization, the global pools.
+ * BatchNormalization and LayerNormalization, the global pools, ArgMax, ArgMin and TopK.
  */
 #include <math.h>
 #include <string.h>
@@ -58,6 +58,67 @@ int ox_op_reduce_sum(ox *c) { return reduce(c, nest_sum, false, 13); }
 int ox_op_reduce_mean(ox *c) { return reduce(c, nest_sum, true, 18); }
 int ox_op_reduce_max(ox *c) { return reduce(c, nest_max, false, 18); }
 int ox_op_reduce_min(ox *c) { return reduce(c, nest_min, false, 18); }
+int ox_op_reduce_prod(ox *c) { return reduce(c, nest_product, false, 18); }
+
+/* ArgMax and ArgMin: the first index of the extreme along the axis, or the last one
+ * (select_last_index: the axis read backwards, the index counted back). */
+static int arg_extreme(ox *c, bool max)
+{
+    nest_value x = ox_in(c, 0);
+    OX_CHECK(x);
+    int rank = ox_rank(c, x);
+    if (rank < 1)
+        return ox_err(c, NEST_ERR_TYPE, "the input must have rank 1 or more");
+    int axis = ox_axis(c, ox_attr_int(c, "axis", 0), rank, "axis");
+    if (axis < 0)
+        return NEST_ERR_ARG;
+    bool last = ox_attr_int(c, "select_last_index", 0) != 0;
+    int64_t a = axis, d = ox_shape(c, x)[axis], keep[R];
+    nest_value v = last ? nest_reverse(c->f, x, 1, &a) : x;
+    nest_value r = max ? nest_argmax(c->f, v, a) : nest_argmin(c->f, v, a);
+    if (last)
+        r = nest_subtract(c->f, ox_full_like(c, r, (double)(d - 1)), r);
+    for (int i = 0; i < rank; i++)
+        keep[i] = i == axis ? 1 : ox_shape(c, x)[i];
+    c->out[0] = ox_attr_int(c, "keepdims", 1) ? ox_reshape(c, r, rank, keep) : r;
+    return NEST_OK;
+}
+
+int ox_op_argmax(ox *c) { return arg_extreme(c, true); }
+int ox_op_argmin(ox *c) { return arg_extreme(c, false); }
+
+/* TopK: the k (an attribute before opset 10, then a known input) largest or smallest along
+ * the axis, sorted, equal elements in index order; values and int64 indices. */
+int ox_op_topk(ox *c)
+{
+    nest_value x = ox_in(c, 0);
+    OX_CHECK(x);
+    int rank = ox_rank(c, x);
+    if (rank < 1)
+        return ox_err(c, NEST_ERR_TYPE, "the input must have rank 1 or more");
+    int axis = ox_axis(c, ox_attr_int(c, "axis", -1), rank, "axis");
+    if (axis < 0)
+        return NEST_ERR_ARG;
+    int64_t k = -1;
+    if (c->opset < 10) {
+        k = ox_attr_int(c, "k", -1);
+    } else {
+        int n = ox_known_ints(c, 1, &k, 1);
+        if (n < 0)
+            return NEST_ERR_ARG;
+        if (n != 1)
+            return ox_err(c, NEST_ERR_ARG, "K must hold one value");
+    }
+    if (k < 0 || k > ox_shape(c, x)[axis])
+        return ox_err(c, NEST_ERR_ARG, "K %lld is not in [0, %lld]", (long long)k,
+                      (long long)ox_shape(c, x)[axis]);
+    nest_value t = nest_topk(c->f, x, k, axis, ox_attr_int(c, "largest", 1) != 0);
+    OX_CHECK(t);
+    c->out[0] = nest_get(c->f, t, 0);
+    if (c->nout > 1)
+        c->out[1] = nest_get(c->f, t, 1);
+    return NEST_OK;
+}
 
 /* x reduced over the axes from `first` to the end, kept as extents of 1 (for broadcasting
  * back). */
@@ -111,11 +172,16 @@ static int softmax(ox *c, bool log_of)
         v = ox_reshape(c, x, 2, two);
         axis = 1;
     }
+    if (!log_of) {
+        int64_t a = axis;
+        c->out[0] = ox_reshape(c, nest_softmax(c->f, v, 1, &a), rank, ox_shape(c, x));
+        return NEST_OK;
+    }
     nest_value m = like(c, reduce_axis(c, nest_max, v, axis), v);
     nest_value d = nest_subtract(c->f, v, m);
     nest_value e = nest_exp(c->f, d);
     nest_value s = like(c, reduce_axis(c, nest_sum, e, axis), v);
-    nest_value r = log_of ? nest_subtract(c->f, d, nest_log(c->f, s)) : nest_divide(c->f, e, s);
+    nest_value r = nest_subtract(c->f, d, nest_log(c->f, s));
     c->out[0] = ox_reshape(c, r, rank, ox_shape(c, x));
     return NEST_OK;
 }
@@ -154,51 +220,9 @@ static nest_value matmul(ox *c, nest_value a, nest_value b)
         }
         if (rb <= 2)
             return nest_dot(c->f, a, b);
-        /* a vector times a batch of matrices: [K] x [..., K, N] -> [..., N] */
-        int64_t as[2] = {1, k};
-        a = ox_reshape(c, a, 2, as);
-        ra = 2;
     }
-    /* batches: [..., M, K, 1] * [..., 1, K, N] summed over K */
-    int rank = ra > rb ? ra : rb;
-    int64_t shape[R + 1], bsa[R], bsb[R];
-    for (int i = 0; i < rank - 2; i++) {
-        int ia = i - (rank - ra), ib = i - (rank - rb);
-        int64_t da = ia >= 0 ? ox_shape(c, a)[ia] : 1, db = ib >= 0 ? ox_shape(c, b)[ib] : 1;
-        if (da != db && da != 1 && db != 1) {
-            ox_err(c, NEST_ERR_TYPE, "batch dimensions %lld and %lld do not broadcast",
-                   (long long)da, (long long)db);
-            return NEST_NONE;
-        }
-        shape[i] = da == 1 ? db : da;
-    }
-    int64_t m = ox_shape(c, a)[ra - 2], k = ox_shape(c, a)[ra - 1];
-    int64_t kb = ox_shape(c, b)[rb - 2], n = ox_shape(c, b)[rb - 1];
-    if (k != kb) {
-        ox_err(c, NEST_ERR_TYPE, "inner dimensions %lld and %lld differ", (long long)k,
-               (long long)kb);
-        return NEST_NONE;
-    }
-    if (rank + 1 > R) {
-        ox_err(c, NEST_ERR_LIMIT, "rank %d is too large", rank);
-        return NEST_NONE;
-    }
-    memcpy(bsa, shape, sizeof bsa);
-    memcpy(bsb, shape, sizeof bsb);
-    bsa[rank - 2] = m, bsa[rank - 1] = k, bsa[rank] = 1;
-    bsb[rank - 2] = 1, bsb[rank - 1] = k, bsb[rank] = n;
-    int64_t s[R + 1];
-    memcpy(s, ox_shape(c, a), (size_t)ra * sizeof *s);
-    s[ra] = 1;
-    nest_value a3 = ox_reshape(c, a, ra + 1, s);
-    memcpy(s, ox_shape(c, b), (size_t)rb * sizeof *s);
-    memmove(s + rb - 1, s + rb - 2, 2 * sizeof *s);
-    s[rb - 2] = 1;
-    nest_value b3 = ox_reshape(c, b, rb + 1, s);
-    shape[rank - 2] = m, shape[rank - 1] = k, shape[rank] = n;
-    nest_value p = nest_multiply(c->f, ox_bcast_to(c, a3, rank + 1, shape), ox_bcast_to(c, b3, rank + 1, shape));
-    int64_t ax = rank - 1;
-    return nest_sum(c->f, p, 1, &ax);
+    /* batches of products: numpy's matmul (batch dims broadcast, a vector a) is batch_dot's */
+    return nest_batch_dot(c->f, a, b);
 }
 
 int ox_op_matmul(ox *c)

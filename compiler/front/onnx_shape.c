@@ -333,6 +333,8 @@ int ox_op_slice(ox *c)
     int64_t lower[R], upper[R], step[R];
     for (int i = 0; i < rank; i++)
         lower[i] = 0, upper[i] = ox_shape(c, x)[i], step[i] = 1;
+    int64_t rev[R];
+    int nrev = 0;
     uint32_t seen = 0;
     for (int i = 0; i < ns; i++) {
         int a = ox_axis(c, na >= 0 ? axes[i] : i, rank, "axis");
@@ -344,48 +346,67 @@ int ox_op_slice(ox *c)
         int64_t d = ox_shape(c, x)[a], s = nst >= 0 ? steps[i] : 1;
         if (s == 0)
             return ox_err(c, NEST_ERR_ARG, "step 0 on axis %d", a);
-        if (s < 0)
-            return ox_err(c, NEST_ERR_ARG, "negative steps are not supported yet (axis %d)", a);
         int64_t b = starts[i], e = ends[i];
+        if (s < 0) {
+            /* backwards from b (clamped to [0, d - 1]) to e (to [-1, d - 1]), exclusive: the
+             * reversed axis read forwards from d - 1 - b to d - 1 - e */
+            b = b < 0 ? b + d : b;
+            e = e < 0 ? e + d : e;
+            b = b < 0 ? 0 : b > d - 1 ? d - 1 : b;
+            e = e < -1 ? -1 : e > d - 1 ? d - 1 : e;
+            lower[a] = d - 1 - b, upper[a] = d - 1 - e, step[a] = -s;
+            upper[a] = upper[a] < lower[a] ? lower[a] : upper[a];
+            rev[nrev++] = a;
+            continue;
+        }
         b = b < 0 ? b + d : b;
         e = e < 0 ? e + d : e;
         b = b < 0 ? 0 : b > d ? d : b;
         e = e < b ? b : e > d ? d : e;
         lower[a] = b, upper[a] = e, step[a] = s;
     }
+    if (nrev)
+        x = nest_reverse(c->f, x, nrev, rev);
     c->out[0] = nest_slice(c->f, x, lower, upper, step);
     return NEST_OK;
 }
 
-/* Gather with indices known at import: slices joined along the axis. */
+/* Gather: a few indices known at import are slices joined along the axis (views the fusion
+ * reads in place); others are numpy.take (nest_gather). */
+#define GATHER_SLICES 16
 int ox_op_gather(ox *c)
 {
     nest_value x = ox_in(c, 0);
     OX_CHECK(x);
-    const ox_tensor *idx = ox_known(c, 1);
-    if (!idx)
-        return NEST_ERR_ARG;
-    if (idx->etype != NEST_I64 && idx->etype != NEST_I32)
-        return ox_err(c, NEST_ERR_TYPE, "indices must be int64 or int32");
+    const ox_tensor *idx = ox_peek(c, 1);
     int rank = ox_rank(c, x);
     int axis = ox_axis(c, ox_attr_int(c, "axis", 0), rank, "axis");
     if (axis < 0)
         return NEST_ERR_ARG;
-    int64_t n = ox_count(idx->rank, idx->shape), d = ox_shape(c, x)[axis];
-    if (n > 4096)
-        return ox_err(c, NEST_ERR_LIMIT, "%lld indices (at most 4096 until nest has a gather op)",
-                      (long long)n);
-    if (rank - 1 + idx->rank > R)
-        return ox_err(c, NEST_ERR_LIMIT, "the result's rank is above %d", R);
-    nest_value *parts = calloc((size_t)n + 1, sizeof *parts);
-    if (!parts)
-        return ox_err(c, NEST_ERR_NOMEM, "out of memory");
-    int st = NEST_OK;
-    for (int64_t i = 0; i < n && st == NEST_OK; i++) {
+    int64_t d = ox_shape(c, x)[axis];
+    if (idx && idx->etype != NEST_I64 && idx->etype != NEST_I32)
+        return ox_err(c, NEST_ERR_TYPE, "indices must be int64 or int32");
+    for (int64_t i = 0; idx && i < idx->count; i++) {
         int64_t k = ox_int_at(idx, i);
         if (k < -d || k >= d)
-            st = ox_err(c, NEST_ERR_ARG, "index %lld is out of range for extent %lld",
-                        (long long)k, (long long)d);
+            return ox_err(c, NEST_ERR_ARG, "index %lld is out of range for extent %lld",
+                          (long long)k, (long long)d);
+    }
+    int64_t n = idx ? ox_count(idx->rank, idx->shape) : 0;
+    if (!idx || n > GATHER_SLICES) {
+        /* indices known at run time, or many: numpy.take (an index out of range is clamped) */
+        nest_value i = ox_in(c, 1);
+        OX_CHECK(i);
+        if (ox_type(c, i) != NEST_I64 && ox_type(c, i) != NEST_I32)
+            return ox_err(c, NEST_ERR_TYPE, "indices must be int64 or int32");
+        c->out[0] = nest_gather(c->f, x, i, axis);
+        return NEST_OK;
+    }
+    if (rank - 1 + idx->rank > R)
+        return ox_err(c, NEST_ERR_LIMIT, "the result's rank is above %d", R);
+    nest_value parts[GATHER_SLICES];
+    for (int64_t i = 0; i < n; i++) {
+        int64_t k = ox_int_at(idx, i);
         k = k < 0 ? k + d : k;
         parts[i] = ox_slice_axis(c, x, axis, k, k + 1, 1);
     }
@@ -397,20 +418,17 @@ int ox_op_gather(ox *c)
         shape[k++] = idx->shape[i];
     for (int i = axis + 1; i < rank; i++)
         shape[k++] = ox_shape(c, x)[i];
-    if (st == NEST_OK) {
-        nest_value joined;
-        if (n == 0) {
-            int64_t es[R];
-            memcpy(es, ox_shape(c, x), (size_t)rank * sizeof *es);
-            es[axis] = 0;
-            joined = ox_full(c, ox_type(c, x), 0, rank, es);
-        } else {
-            joined = n == 1 ? parts[0] : nest_concat(c->f, (int)n, parts, axis);
-        }
-        c->out[0] = ox_reshape(c, joined, k, shape);
+    nest_value joined;
+    if (n == 0) {
+        int64_t es[R];
+        memcpy(es, ox_shape(c, x), (size_t)rank * sizeof *es);
+        es[axis] = 0;
+        joined = ox_full(c, ox_type(c, x), 0, rank, es);
+    } else {
+        joined = n == 1 ? parts[0] : nest_concat(c->f, (int)n, parts, axis);
     }
-    free(parts);
-    return st;
+    c->out[0] = ox_reshape(c, joined, k, shape);
+    return NEST_OK;
 }
 
 int ox_op_expand(ox *c)
