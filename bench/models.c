@@ -94,8 +94,11 @@ static void load(model *m, const char *path, bool aot)
     nest_options_init(&o);
     o.cache = 0;
     if (aot) {
+        /* a new name per model: dlopen hands back a library still loaded under the same
+         * name (one with OpenMP's threads is never unloaded), whatever the file holds now */
+        static int loads;
         char so[256];
-        snprintf(so, sizeof so, "/tmp/nest-models-%d.so", (int)getpid());
+        snprintf(so, sizeof so, "/tmp/nest-models-%d-%d.so", (int)getpid(), loads++);
         if (nest_build_so(&m->f, 1, so, NULL, &o, NULL) != NEST_OK) {
             printf("error %s\n", nest_errmsg(m->f));
             return;
@@ -144,7 +147,10 @@ static void time_calls(model *m, double seconds)
         int n = 0;
         double t0 = now(), t;
         do {
-            calls(m);
+            if (calls(m) != 0) {
+                printf("error the call failed\n");
+                return;
+            }
             n++;
         } while ((t = now()) - t0 < seconds / 5);
         per[b] = (t - t0) / n;

@@ -168,7 +168,11 @@ def main():
                     for kind in times:
                         if loaded[kind, t].startswith("error"):
                             continue
-                        times[kind].append(float(servers[kind, t].ask(f"time {SECONDS}")))
+                        reply = servers[kind, t].ask(f"time {SECONDS}")
+                        if reply.startswith("error"):
+                            sys.exit(f"models.py: {name} at batch {batch}, {kind} on {t} "
+                                     f"threads: {reply}")
+                        times[kind].append(float(reply))
                         time.sleep(PAUSE)
                 med = {k: sorted(v)[len(v) // 2] if v else "refused" for k, v in times.items()}
                 ratio = {k: f"{med['torch'] / med[k]:.2f}" if isinstance(med[k], float) else "-"
