@@ -3,6 +3,8 @@
 #   make            libraries (build/lib) and bin/nestc
 #   make test       install missing Debian packages (or say how), build, run the test suite
 #                   (the C tests, then the Python front end's with pytest)
+#   make python-test  the Python front end's tests alone (pytest)
+#   make run-onnx   the ONNX cases alone, with a table of what nest refuses at import
 #   make sanitize   the test suite built with -fsanitize=address,undefined, run
 #   make tsan       tests/test_threads.c under ThreadSanitizer
 #   make valgrind   the unit suites and the JIT path under valgrind memcheck
@@ -10,7 +12,7 @@
 #   make bench      nest against numpy, numexpr, Eigen, OpenBLAS and hand-fused C, and whole
 #                   models against PyTorch (make bench-models: that table alone)
 #   make docs       the pictures of docs/img (Graphviz): layers, sample graphs before and after fusion
-#   make fuzz       the long randomized differential run (runs fuzz-parse first)
+#   make fuzz       every fuzz target below, one after the other
 #   make fuzz-random  random graphs, JIT against the interpreter: NEST_FUZZ_COUNT graphs
 #                   (default 20000) from seed NEST_FUZZ_SEED (default: the time)
 #   make fuzz-parse the text-form parser under libFuzzer for FUZZ_TIME seconds (default 60)
@@ -21,6 +23,7 @@
 #   make deps       install the Debian packages nest needs (as root) or print the command
 #   make install    PREFIX=/usr/local, DESTDIR= for a staged install; make uninstall
 #   make clean
+#   make help       this text
 # V=1 shows full command lines. Every target first checks the Debian packages it needs
 # (tools/deps.sh) and, when one is missing, prints the apt-get command instead of failing later.
 
@@ -90,7 +93,8 @@ JITLIBS   := -L$(LLVM)/lib -lclang-cpp -lLLVM-14 -Wl,-rpath,$(LLVM)/lib -Wl,--no
 
 PHONY_ONNX := run-onnx fuzz-onnx
 .PHONY: $(PHONY_ONNX) all test sanitize tsan valgrind demo bench bench-models docs fuzz \
-        fuzz-parse fuzz-npy fuzz-build fuzz-jit fuzz-random deps install uninstall clean run-tests python-test
+        fuzz-parse fuzz-npy fuzz-build fuzz-jit fuzz-random deps install uninstall clean help \
+        run-tests python-test
 .DELETE_ON_ERROR:
 
 all: $(B)/lib/libnest.a $(B)/lib/libnest.so $(B)/lib/$(SONAME) $(BINDIR)/nestc $(JITLIB)
@@ -104,6 +108,10 @@ DEPS_SETS := build jit test bench docs fuzz valgrind
 
 deps:
 	@tools/deps.sh
+
+# The comment at the top of this file: a new target gets its line there.
+help:
+	@sed -n '1,/^$$/s/^#\( \|$$\)//p' $(firstword $(MAKEFILE_LIST))
 
 $(addprefix deps-,$(DEPS_SETS)): deps-%:
 	@tools/deps.sh --check $*
@@ -224,9 +232,9 @@ run-onnx: $(B)/tests/onnx_cases $(B)/onnx/node/.done $(B)/onnx/models/.done $(JI
 	$(Q)$(B)/tests/onnx_cases --required --table $(B)/onnx/node-table.md $(B)/onnx/node
 	$(Q)$(B)/tests/onnx_cases --all $(ONNX_MODELS_TOL) $(B)/onnx/models
 
-# Tests that are programs of their own: the layers against the includes, the package checks,
-# numpy against `nestc run`, the manual page against nestc, a staged install (skipped under
-# sanitizers).
+# Tests that are programs of their own: the layers against the includes and the calls, the
+# package checks, numpy against `nestc run`, the manual page against nestc, a staged install
+# (skipped under sanitizers).
 SCRIPT_TESTS := tests/test_layers.sh tests/test_deps.sh tests/test_run.py tests/test_docs.sh \
                 tests/test_install.sh
 

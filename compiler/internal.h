@@ -17,7 +17,7 @@
 #include "util.h"
 
 /* ---------------------------------------------------------------------------------------------
- * graph/types.c: element types, status texts, identifiers (below the IR: every file may use them)
+ * graph/types.c: element types, status texts, identifiers and the names C claims (below the IR)
  * ------------------------------------------------------------------------------------------- */
 
 /* nest_type_name, nest_type_size and nest_status_str of nest.h live here too. */
@@ -29,6 +29,10 @@
  * for a function (not a C keyword or a reserved prefix). */
 bool is_identifier(const char *s, size_t len);
 bool is_c_keyword(const char *s);
+/* Whether name is declared by the C library headers the generated C includes, predefined by C
+ * compilers, or a C++ keyword: the emitter renames parameters and values of that name, the
+ * pipeline refuses a function of it, importers rename it. */
+bool is_c_library_name(const char *name);
 #define IR_MAX_NAME 255
 
 /* ---------------------------------------------------------------------------------------------
@@ -554,10 +558,6 @@ void emit_preamble(buf *b, uint64_t helpers, emit_mode mode);
 bool emit_const_is_data(int64_t count, int etype);
 /* The declarations of one function's entry points, with shapes in comments. */
 void emit_header_decls(buf *b, const plan *p);
-/* Whether name is declared by the C library headers the generated C includes, predefined by C
- * compilers, or a C++ keyword: parameters and values of that name are renamed in the C, and a
- * function cannot have it. */
-bool emit_name_taken(const char *name);
 
 /* ---------------------------------------------------------------------------------------------
  * pipeline.c: the passes in order

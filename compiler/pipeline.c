@@ -149,7 +149,7 @@ static const char *const suffixes[] = {"", "_call", "_impl", "_workspace_size", 
 static int check_names(nest_function *const *fns, int n)
 {
     for (int i = 0; i < n; i++)
-        if (emit_name_taken(fns[i]->name))
+        if (is_c_library_name(fns[i]->name))
             return ir_error(fns[i], NEST_ERR_ARG,
                             "function %s cannot be compiled: C library headers the generated C "
                             "includes, the C compiler or C++ already use the name %s",

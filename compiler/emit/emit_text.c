@@ -348,10 +348,11 @@ char *em_finish(ctx *c, buf *t)
     return s;
 }
 
-/* base, or base_1, base_2, ... : the first that no scope uses; recorded in ns. */
+/* base, or base_1, base_2, ... : the first that no scope uses; recorded in ns. base itself is
+ * not taken when C or its library claims it (no C library name ends in _<digits>). */
 const char *em_unique(names *ns, const char *base)
 {
-    if (!names_has(ns, base) && !is_c_keyword(base))
+    if (!names_has(ns, base) && !is_c_keyword(base) && !is_c_library_name(base))
         return em_names_add(ns, base);
     char s[IR_MAX_NAME + 32];
     for (int k = 1;; k++) {

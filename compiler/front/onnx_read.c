@@ -169,7 +169,7 @@ static char *c_name(ox_model *m, const char *onnx, const char *fallback)
         s[n++] = ok ? ch : '_';
     }
     s[n] = '\0';
-    if (is_c_keyword(s) || strncmp(s, "nest_", 5) == 0 || emit_name_taken(s)) {
+    if (is_c_keyword(s) || strncmp(s, "nest_", 5) == 0 || is_c_library_name(s)) {
         memmove(s + 2, s, n + 1);
         s[0] = 'v', s[1] = '_';
         n += 2;
@@ -1071,7 +1071,7 @@ static char *stem_name(const char *path)
         s[k++] = ok ? ch : '_';
     }
     s[k] = '\0';
-    if (is_c_keyword(s) || strncmp(s, "nest_", 5) == 0 || emit_name_taken(s)) {
+    if (is_c_keyword(s) || strncmp(s, "nest_", 5) == 0 || is_c_library_name(s)) {
         memmove(s + 2, s, k + 1);
         s[0] = 'm', s[1] = '_';
     }
