@@ -61,27 +61,29 @@ GEN        := $(B)/gen
 # front/, passes/, emit/); the runtime turns C text into code; the driver joins the two.
 COMMON_SRC   := common/util.c
 COMPILER_SRC := compiler/graph/types.c compiler/graph/ir.c compiler/graph/print.c \
-                compiler/graph/interp.c compiler/graph/prune.c \
+                compiler/graph/interp.c compiler/graph/prune.c compiler/graph/state.c \
+                compiler/graph/grad.c \
                 compiler/front/api.c compiler/front/parse.c \
                 compiler/front/onnx_read.c compiler/front/onnx_ops.c compiler/front/onnx_math.c \
                 compiler/front/onnx_shape.c compiler/front/onnx_nn.c \
                 compiler/passes/layout.c compiler/passes/fuse.c compiler/passes/rows.c \
                 compiler/passes/flatten.c compiler/passes/tile.c compiler/passes/memplan.c \
                 compiler/emit/emit_text.c compiler/emit/emit_loops.c compiler/emit/emit_c.c \
+                compiler/emit/emit_state.c compiler/passes/inplace.c \
                 compiler/pipeline.c
 RUNTIME_SRC  := runtime/loader.c runtime/cache.c runtime/jit.c runtime/aot.c
-DRIVER_SRC   := driver/driver.c
+DRIVER_SRC   := driver/driver.c driver/state.c
 NESTC_SRC    := driver/cli.c driver/npy.c driver/run.c driver/nestc.c
 TEST_NAMES   := test_ir test_parse test_parse_ops test_interp test_interp_ops test_runtime \
                 test_fuse test_diff test_diff_ops test_random test_onnx test_oom test_faults \
-                test_threads test_sizes test_npy test_nestc
+                test_threads test_sizes test_npy test_nestc test_state test_grad
 
 LIB_OBJ   := $(patsubst %.c,$(B)/obj/%.o,$(COMMON_SRC) $(COMPILER_SRC) $(RUNTIME_SRC) $(DRIVER_SRC)) \
              $(B)/obj/gen/onnx.pb-c.o
 NESTC_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(NESTC_SRC))
 TESTS     := $(addprefix $(B)/tests/,$(TEST_NAMES))
 HEADERS   := include/nest.h common/util.h compiler/internal.h compiler/ops.def compiler/emit/emit.h \
-             $(wildcard runtime/*.h) driver/cli.h
+             compiler/emit/state_code.h driver/driver.h $(wildcard runtime/*.h) driver/cli.h
 
 # The JIT shim (runtime/jit.cpp, clang and LLVM) is a library of its own, loaded by libnest on
 # first use. It is never built with sanitizers: `make sanitize` (B=build/san) uses this one.
@@ -120,6 +122,15 @@ $(B)/obj/%.o: %.c $(HEADERS) | deps-build
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(NCFLAGS) $(CFLAGS) -c $< -o $@
+
+# compiler/emit/state_code.h is C the library compiles (driver/state.c) and text the emitter
+# prints (emit_state.c): this makes the text, one string per line.
+$(GEN)/state_code.inc: compiler/emit/state_code.h
+	@mkdir -p $(dir $@)
+	$(Q)sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n",/' $< > $@
+
+$(B)/obj/compiler/emit/emit_state.o: $(GEN)/state_code.inc
+$(B)/obj/compiler/emit/emit_state.o: NCFLAGS += -I$(GEN)
 
 # The schema is a file of libonnx-dev: when it is missing, the check says which packages to get.
 $(ONNX_PROTO): | deps-build
@@ -239,7 +250,7 @@ SCRIPT_TESTS := tests/test_layers.sh tests/test_deps.sh tests/test_run.py tests/
                 tests/test_install.sh
 
 run-tests: $(TESTS) $(BINDIR)/nestc $(JITLIB) $(B)/tests/onnx_cases $(B)/onnx/node/.done \
-           $(B)/onnx/models/.done
+           $(B)/onnx/models/.done $(B)/samples/train
 	@failed=0; for t in $(TESTS) $(SCRIPT_TESTS); do \
 	    echo "== $$t"; NESTC=$(BINDIR)/nestc B=$(B) BINDIR=$(BINDIR) SANFLAGS="$(SANFLAGS)" \
 	        $$t || failed=1; \
@@ -248,6 +259,8 @@ run-tests: $(TESTS) $(BINDIR)/nestc $(JITLIB) $(B)/tests/onnx_cases $(B)/onnx/no
 	$(B)/tests/onnx_cases --quiet --required --table $(B)/onnx/node-table.md $(B)/onnx/node || failed=1; \
 	echo "== ONNX models exported from PyTorch"; \
 	$(B)/tests/onnx_cases --quiet --all $(ONNX_MODELS_TOL) $(B)/onnx/models || failed=1; \
+	echo "== training the digits MLP of samples/ against PyTorch"; \
+	/usr/bin/python3 tests/test_train.py $(B)/samples/train samples/mlp.nest || failed=1; \
 	if [ $$failed = 0 ]; then echo "all tests passed"; else echo "SOME TESTS FAILED"; exit 1; fi
 
 test:
@@ -315,11 +328,11 @@ FUZZ_TIME  ?= 60
 FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
               -fno-sanitize-recover=all $(WARN) -Iinclude -Icommon -Icompiler
 
-# The targets of the text form and of ONNX build the compiler's sources, with the C of the ONNX
-# schema.
+# The targets of the text form, of ONNX and of graph building compile the compiler's sources, with
+# the C of the ONNX schema.
 FUZZ_SRC   := $(COMMON_SRC) $(COMPILER_SRC) $(GEN)/onnx.pb-c.c
 
-$(B)/fuzz/fuzz_parse: tests/fuzz_parse.c $(FUZZ_SRC) $(HEADERS) | deps-fuzz
+$(B)/fuzz/fuzz_parse: tests/fuzz_parse.c $(FUZZ_SRC) $(HEADERS) $(GEN)/state_code.inc | deps-fuzz
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  FUZZCC  $@")
 	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -I$(GEN) -o $@ tests/fuzz_parse.c $(FUZZ_SRC) -lprotobuf-c -lm
@@ -344,7 +357,7 @@ fuzz-parse: $(B)/fuzz/fuzz_parse
 
 # The ONNX reader under libFuzzer: any bytes import or fail with an error naming the source and
 # nothing to emit; the corpus is the ONNX backend node tests' models.
-$(B)/fuzz/fuzz_onnx: tests/fuzz_onnx.c $(FUZZ_SRC) $(HEADERS) | deps-fuzz
+$(B)/fuzz/fuzz_onnx: tests/fuzz_onnx.c $(FUZZ_SRC) $(HEADERS) $(GEN)/state_code.inc | deps-fuzz
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  FUZZCC  $@")
 	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -I$(GEN) -o $@ tests/fuzz_onnx.c $(FUZZ_SRC) -lprotobuf-c -lm
@@ -357,7 +370,7 @@ fuzz-onnx: $(B)/fuzz/fuzz_onnx $(B)/onnx/node/.done
 
 # The C API's builders under libFuzzer (tests/fuzz_build.c): bytes become builder calls, valid
 # or not; failures carry errors, values are what they say, results print, parse back and emit.
-$(B)/fuzz/fuzz_build: tests/fuzz_build.c $(FUZZ_SRC) $(HEADERS) | deps-fuzz
+$(B)/fuzz/fuzz_build: tests/fuzz_build.c $(FUZZ_SRC) $(HEADERS) $(GEN)/state_code.inc | deps-fuzz
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  FUZZCC  $@")
 	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -I$(GEN) -o $@ tests/fuzz_build.c $(FUZZ_SRC) -lprotobuf-c -lm
@@ -371,7 +384,7 @@ fuzz-build: $(B)/fuzz/fuzz_build
 # the input's bytes (NEST_LIBFUZZER), each graph compiled in process and compared with the
 # interpreter. The compiler and runtime are instrumented; clang and LLVM (the JIT shim) are not.
 $(B)/fuzz/fuzz_jit: tests/test_random.c tests/testutil.h $(COMMON_SRC) $(COMPILER_SRC) $(RUNTIME_SRC) \
-                    $(DRIVER_SRC) $(GEN)/onnx.pb-c.c $(HEADERS) $(JITLIB) | deps-fuzz
+                    $(DRIVER_SRC) $(GEN)/onnx.pb-c.c $(HEADERS) $(JITLIB) $(GEN)/state_code.inc | deps-fuzz
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  FUZZCC  $@")
 	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -Wno-missing-prototypes -Wno-unused-function -DNEST_LIBFUZZER -Iruntime -Itests -I$(GEN) \
@@ -391,7 +404,13 @@ fuzz-random: $(B)/tests/test_random $(JITLIB)
 
 fuzz: fuzz-parse fuzz-npy fuzz-onnx fuzz-build fuzz-jit fuzz-random
 
-# The samples: l2 through the C API and the JIT, dense ahead of time through its header.
+# The samples: l2 through the C API and the JIT, dense ahead of time through its header, train
+# (the digits of scikit-learn, read with zlib) through modules with state.
+$(B)/samples/train: samples/train.c $(B)/lib/libnest.a include/nest.h
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) -std=c11 -O2 -Wall -Wextra -Werror $(SANFLAGS) -Iinclude -o $@ $< $(B)/lib/libnest.a \
+	    -lz $(LDLIBS)
+
 $(B)/samples/l2: samples/l2.c $(B)/lib/libnest.a include/nest.h
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) -std=c11 -O2 -Wall -Wextra -Werror -Iinclude -o $@ $< $(B)/lib/libnest.a $(LDLIBS)
@@ -444,6 +463,10 @@ demo:
 	@echo
 	@echo "== the Python front end, named axes (PYTHONPATH=python $(PYTHON) samples/python/tour.py):"
 	$(Q)PYTHONPATH=python NEST_LIBRARY=$(abspath $(B)/lib/libnest.so) $(PYTHON) samples/python/tour.py
+	@echo "== samples/mlp.nest: a perceptron whose step (forward, grad, SGD with momentum, in"
+	@echo "   place) is one kernel, trained on scikit-learn's digits by samples/train.c:"
+	$(Q)$(MAKE) --no-print-directory $(B)/samples/train
+	$(Q)$(B)/samples/train samples/mlp.nest
 
 # The benchmark (bench/, docs/performance.md). The hand-fused C loops are built with the flags
 # nest's JIT uses (runtime/jit.c); Eigen with -O3 -march=native. Writes build/bench.md, and its
@@ -453,7 +476,12 @@ BENCH_CXX     ?= clang++-14
 BENCH_JITFLAGS := -O3 -march=native -mtune=generic -fPIC -fopenmp-simd -fopenmp -fno-math-errno \
                   -fveclib=libmvec
 BENCH_BIN     := $(B)/bench/bench $(B)/bench/trivial_plain $(B)/bench/trivial_nest \
-                 $(B)/bench/crosscheck $(B)/bench/ops $(B)/bench/models_run
+                 $(B)/bench/crosscheck $(B)/bench/ops $(B)/bench/train $(B)/bench/models_run
+
+# the training table: nest's step kernels against PyTorch eager (bench/train_peers.py)
+$(B)/bench/train: bench/train.c bench/peer.h $(B)/bench/peer.o $(B)/lib/libnest.a include/nest.h
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(NCFLAGS) -O2 -o $@ $< $(B)/bench/peer.o $(B)/lib/libnest.a $(LDLIBS)
 
 $(B)/bench/handfused.o: bench/handfused.c bench/handfused.h
 	@mkdir -p $(dir $@)
@@ -512,6 +540,7 @@ bench:
 	$(Q){ echo; echo '## Cross-check: two threads at 16M, best of 10 calls in turn'; echo; \
 	    echo '```'; $(B)/bench/crosscheck; echo '```'; } | tee -a $(B)/bench.md
 	$(Q)$(B)/bench/ops -o $(B)/bench.md
+	$(Q)$(B)/bench/train -o $(B)/bench.md
 	$(Q){ echo; NEST_LIBRARY=$(abspath $(B)/lib/libnest.so) $(PYTHON) bench/python_call.py; } | tee -a $(B)/bench.md
 	$(Q)$(MAKE) --no-print-directory bench-models
 	$(Q){ echo; cat $(B)/bench-models.md; } >> $(B)/bench.md

@@ -49,6 +49,7 @@ typedef enum ir_op {
 typedef enum ir_kind {
     K_PARAM,     /* a.param */
     K_CONST,     /* a.constant */
+    K_STATE,     /* a.state: the value of a module state tensor at the call's entry */
     K_EW,        /* element-wise; result type = operand type */
     K_CMP,       /* element-wise comparison; result bool */
     K_SELECT,    /* element-wise c ? a : b */
@@ -122,6 +123,7 @@ typedef struct ir_node {
             uint8_t which;      /* 0: the values; 1: their indices (the next node) */
         } topk;                 /* K_TOPK */
         int32_t axis;           /* K_CONCAT, K_ARGREDUCE, K_ONE_HOT, K_GATHER */
+        int32_t state;          /* K_STATE: index into the module's states */
         struct {
             int32_t index;      /* the element taken */
             int32_t target;     /* the node that element is, through any GETs: never a GET */
@@ -146,7 +148,19 @@ struct nest_function {
     int status;
     char *errmsg;   /* malloc'd, or NULL */
     int32_t line, col; /* where the text form defined the function, or 0 */
+    nest_module *module;  /* the module whose state it may read and assign, or NULL */
+    struct ir_assign *assigns; /* assign(state, value) statements, in order (arena, grows) */
+    int32_t nassigns;
+    size_t capassigns;
 };
+
+/* One assignment of a function: state tensor `state` takes the value of node `node` when the
+ * call returns. */
+typedef struct ir_assign {
+    int32_t state;
+    int32_t node;
+    int32_t line, col;   /* where the text form wrote it, or 0 */
+} ir_assign;
 
 /* Operands and attributes for ir_build. Fields unused by an op are ignored. */
 typedef struct ir_attrs {
@@ -165,12 +179,17 @@ typedef struct ir_attrs {
     int64_t count;
     const char *name;       /* K_PARAM */
     int layout;             /* K_PARAM */
+    int32_t state;          /* K_STATE */
 } ir_attrs;
 
 /* Builds one node: checks the operands and attributes, infers the result type, appends it.
  * Returns its index, or NEST_NONE with the error on f. */
 int32_t ir_build(nest_function *f, ir_op op, int nin, const int32_t *in, const ir_attrs *at);
 
+/* A constant of `shape` whose elements are all v (converted to etype; integers truncated and
+ * saturated at their range, NaN 0, as nest_convert does); its node, or
+ * NEST_NONE with the error on f. */
+int32_t ir_fill(nest_function *f, int etype, double v, int rank, const int64_t *shape);
 /* topk of x: its values and indices nodes, then the tuple of both, which it returns (or
  * NEST_NONE with the error on f). */
 int32_t ir_topk(nest_function *f, int32_t x, int64_t k, int64_t axis, int largest);
@@ -179,6 +198,9 @@ static inline bool ir_is_topk_tuple(const nest_function *f, int32_t i);
 
 /* Records an error on f (replacing the last one) and returns `status`. */
 int ir_error(nest_function *f, int status, const char *fmt, ...) FORMAT(3, 4);
+/* The same for any handle: *errmsg (malloc'd, replaced) and *status take the error; returns the
+ * status (NEST_ERR_NOMEM when the message could not be made). */
+int ir_verror(char **errmsg, int *status, int code, const char *fmt, va_list ap);
 
 /* Element counts and helpers on nodes. */
 int64_t ir_count(const ir_node *n); /* product of the shape (1 for scalars) */
@@ -217,22 +239,66 @@ bool ir_verify(const nest_function *f);
  * graph/prune.c: dead nodes
  * ------------------------------------------------------------------------------------------- */
 
-/* Removes the nodes that no result depends on (parameters stay: they are the arguments) from a
- * function that has returned, renumbering the others in order (operands, GET targets,
- * parameters, results). Returns how many went; 0 also when out of memory (f unchanged). */
+/* Removes the nodes that no result depends on and no assignment needs (parameters stay: they are
+ * the arguments) from a function that has returned, renumbering the others in order (operands,
+ * GET targets, parameters, results, assignments). Returns how many went; 0 also when out of
+ * memory (f unchanged). */
 int32_t ir_prune(nest_function *f);
+
+/* ---------------------------------------------------------------------------------------------
+ * graph/state.c: modules and their state: variables and persistent tensors, reads, assignments
+ * ------------------------------------------------------------------------------------------- */
+
+/* A tensor of a module's state: `var` (trainable) or `persistent`. */
+typedef struct ir_state {
+    const char *name;
+    uint8_t etype;
+    uint8_t rank;
+    bool trainable;
+    int64_t *shape;
+    int64_t count;
+    nest_init init;
+    int32_t line, col;   /* where the text form declared it, or 0 */
+} ir_state;
+
+struct nest_module {
+    char *name;          /* NAME of the generated NAME_state (malloc'd) */
+    nest_function **fns; /* owned */
+    int nfns, capfns;
+    ir_state *states;    /* in declaration order (arena, grows) */
+    int32_t nstates;
+    size_t capstates;
+    arena arena;
+    int status;
+    char *errmsg;
+    int line, col;
+};
+
+/* Records an error on m (replacing the last one) and returns `status`. */
+int ir_module_error(nest_module *m, int status, const char *fmt, ...) FORMAT(3, 4);
+/* The state named `name` (len bytes) of f's module, or -1. */
+int32_t ir_state_find(const nest_module *m, const char *name, size_t len);
+/* Declares a state tensor (the checks of nest_variable); its index, or -1 with the error on m. */
+int32_t ir_state_declare(nest_module *m, const char *name, bool trainable, nest_type type,
+                         int rank, const int64_t *shape, const nest_init *init);
+/* The read node of state s in f, made on first use; NEST_NONE with the error on f. */
+int32_t ir_state_read(nest_function *f, int32_t s);
+/* Whether f reads (in a node a result or an assignment needs) or assigns module state. The
+ * generated entry points of such a function take the state first. */
+bool ir_uses_state(const nest_function *f);
+/* A hash of the module's state layout (names, types, shapes): a state object and a compiled
+ * function fit each other when their layouts hash alike and have as many tensors. */
+uint64_t ir_state_layout_hash(const nest_module *m);
+/* The module name a file name gives: its stem, with every character that cannot be in an
+ * identifier replaced by '_' ("model" for "dir/model.nest"); malloc'd. */
+char *ir_module_name_of_file(const char *filename);
 
 /* ---------------------------------------------------------------------------------------------
  * front/parse.c: the text form
  * ------------------------------------------------------------------------------------------- */
 
-struct nest_module {
-    nest_function **fns;
-    int nfns, capfns;
-    int status;
-    char *errmsg;
-    int line, col;
-};
+/* Frees a function whatever owns it (nest_function_free leaves a module's functions alone). */
+void ir_function_destroy(nest_function *f);
 
 /* Deepest nesting of calls the parser accepts. */
 #define PARSE_MAX_DEPTH 1000
@@ -299,19 +365,33 @@ void print_scalar(buf *b, int etype, const void *data, int64_t i);
  * graph/interp.c: the reference interpreter
  * ------------------------------------------------------------------------------------------- */
 
-/* Evaluates f into the result arrays (see nest_evaluate). */
-int interp_run(nest_function *f, void *const *args, void *const *results);
+/* Evaluates f into the result arrays (see nest_evaluate); `state` (NULL for a function without
+ * state) holds the module's state tensors, which take the assigned values at the end. */
+int interp_run(nest_function *f, void *const *args, void *const *results, void *const *state);
+/* nest_evaluate's checks of the counts and arrays, then interp_run. */
+int interp_call(nest_function *f, void *const *state, void *const *args, int nargs,
+                void *const *results, int nresults);
 
 /* ---------------------------------------------------------------------------------------------
  * The plan: what the passes below turn a function into. Buffers hold tensors; nests are loop
  * nests over an iteration space; fx are the element expressions evaluated inside them.
  * ------------------------------------------------------------------------------------------- */
 
-typedef enum pbuf_kind { BUF_PARAM, BUF_RESULT, BUF_TEMP, BUF_CONST } pbuf_kind;
+typedef enum pbuf_kind {
+    BUF_PARAM,
+    BUF_RESULT,
+    BUF_TEMP,
+    BUF_CONST,
+    BUF_STATE,     /* a state tensor of the module: read (its entry value), and written in place
+                    * by an assignment when inplace.c finds that safe */
+    BUF_STATE_NEW, /* the new value of an assigned state tensor, until inplace.c makes it the
+                    * state tensor itself or a temporary copied into it at the end */
+} pbuf_kind;
 
 typedef struct pbuf {
     pbuf_kind kind;
-    int32_t index;      /* BUF_PARAM / BUF_RESULT: position; BUF_CONST: constant number */
+    int32_t index;      /* BUF_PARAM / BUF_RESULT: position; BUF_CONST: constant number;
+                         * BUF_STATE, BUF_STATE_NEW: the state tensor */
     int32_t node;       /* the graph node whose value it holds */
     uint8_t etype;
     int64_t count;      /* elements */
@@ -386,6 +466,8 @@ typedef struct nest {
                           * array: a batch of products) */
     int32_t group;       /* rows.c: the first nest of its row group (its own index if alone) */
     bool rowed;          /* rows.c: in a group of several nests sharing the outer loop */
+    bool values_first;   /* inplace.c: the body reads every output's value before it stores
+                          * any (a swap of two tensors in place, through registers) */
     int16_t special;     /* OP_TOPK: a nest of its own code (outs: the values and the indices,
                           * each reading the operand's load; pack: a scratch buffer or -1);
                           * the passes leave it as it is. -1 otherwise */
@@ -514,6 +596,9 @@ int pass_rows(plan *p);
  * axes whose strides agree for every access; drops axes of extent 1. The shared outer axis of a
  * row group stays where it is. */
 int pass_flatten(plan *p);
+/* Reorders a nest's axes: new axis k is old axis order[k] (dims, folded axes, every output's
+ * strides and expressions). False when out of memory. */
+bool nest_permute(plan *p, nest *n, const uint8_t *order);
 
 /* ---------------------------------------------------------------------------------------------
  * passes/tile.c: register tiles for matrix products
@@ -528,6 +613,16 @@ int pass_flatten(plan *p);
 int pass_tile(plan *p);
 /* The register tile (rows ti, columns tj) for an element type and a vector width in bytes. */
 void tile_shape(int etype, int vector_bytes, int *ti, int *tj);
+
+/* ---------------------------------------------------------------------------------------------
+ * passes/inplace.c: assignments of state in place
+ * ------------------------------------------------------------------------------------------- */
+
+/* Makes each assignment's store write the state tensor itself when no later read of the entry
+ * value can see it (the update w = w - lr * v runs in place), ordering the stores of a nest so
+ * that every read of a tensor comes before its store; otherwise the store goes to a temporary
+ * that a nest at the end copies into the tensor. */
+int pass_inplace(plan *p);
 
 /* ---------------------------------------------------------------------------------------------
  * passes/memplan.c: the workspace
@@ -558,6 +653,12 @@ void emit_preamble(buf *b, uint64_t helpers, emit_mode mode);
 bool emit_const_is_data(int64_t count, int etype);
 /* The declarations of one function's entry points, with shapes in comments. */
 void emit_header_decls(buf *b, const plan *p);
+/* emit_state.c: the C of a module's state (the NAME_state type; in the .c file, its table and
+ * the functions NAME_state_new ... NAME_state_load; in the header, their declarations) before
+ * the functions that take it. */
+void emit_state(buf *b, const nest_module *m, emit_mode mode, bool header);
+/* Whether a function called `name` would clash with the state entry points of module m. */
+bool emit_state_name_taken(const nest_module *m, const char *name);
 
 /* ---------------------------------------------------------------------------------------------
  * pipeline.c: the passes in order
@@ -568,7 +669,7 @@ void emit_header_decls(buf *b, const plan *p);
 int pipeline_plan(plan *p, nest_function *f, arena *a, const nest_options *opts,
                   const char *dump_after, buf *dump);
 /* The passes, in order, as nestc --dump-after names them. */
-#define PIPELINE_PASSES "fuse, rows, flatten, tile, memplan"
+#define PIPELINE_PASSES "fuse, rows, flatten, tile, inplace, memplan"
 bool pipeline_has_pass(const char *name);
 /* Prints a plan (nests, their outputs and expressions) for --dump-after. */
 void plan_dump(buf *b, const plan *p);

@@ -142,8 +142,8 @@ int cli_load(const char *path, const cli_import *imp, cli_input *in)
     size_t plen = strlen(path);
     if (plen > 5 && strcmp(path + plen - 5, ".onnx") == 0)
         return load_onnx(path, imp, in);
-    if (imp->name || imp->ndims)
-        return cli_usage_error("--name and --dim apply to ONNX models (FILE.onnx)");
+    if (imp->ndims)
+        return cli_usage_error("--dim applies to ONNX models (FILE.onnx)");
     size_t len;
     char *src = read_all(path, &len);
     if (!src) {
@@ -159,6 +159,9 @@ int cli_load(const char *path, const cli_import *imp, cli_input *in)
         fprintf(stderr, "%s\n", nest_module_errmsg(in->m));
         show_line(src, len, nest_module_errline(in->m), nest_module_errcol(in->m));
         rc = EXIT_INPUT;
+    } else if (imp->name && nest_module_set_name(in->m, imp->name) != NEST_OK) {
+        fprintf(stderr, "nestc: --name: %s\n", nest_module_errmsg(in->m));
+        rc = EXIT_USAGE;
     } else {
         in->fns = in->m->fns;
         in->n = in->m->nfns;

@@ -8,13 +8,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "driver.h"
 #include "rt.h"
 
 struct nest_kernel {
     rt_code *code;
     int (*call)(void *const *args, void *const *results);
     int (*call_ws)(void *const *args, void *const *results, void *ws);
+    /* a function with state: the same, after the state's array of tensors */
+    int (*call_st)(void *st, void *const *args, void *const *results);
+    int (*call_st_ws)(void *st, void *const *args, void *const *results, void *ws);
+    bool state;         /* the function reads or assigns the state of its module */
+    int nstates;        /* the module's state tensors, and their layout hash */
+    uint64_t layout;
     void *ws;
     size_t ws_size;
     atomic_bool ws_busy; /* a call is using ws: another call at the same time makes its own */
@@ -22,6 +28,7 @@ struct nest_kernel {
     int32_t nconsts;
     int nparams, nresults;
     int64_t *counts;    /* elements of each parameter, then of each result */
+    int64_t *bytes;     /* ... and their sizes in bytes */
     char *name;
     bool cache_hit;
     char *cache_note;   /* why the cache was not used, or NULL */
@@ -51,6 +58,7 @@ void nest_kernel_free(nest_kernel *k)
     free(k->consts);
     free(k->ws);
     free(k->counts);
+    free(k->bytes);
     free(k->name);
     free(k->cache_note);
     if (call_err.k == k)
@@ -79,15 +87,22 @@ nest_kernel *nest_compile(nest_function *f, const nest_options *opts)
     atomic_init(&k->ws_busy, false);
     k->nparams = f->nparams;
     k->nresults = f->nresults;
+    k->state = ir_uses_state(f);
+    if (k->state) {
+        k->nstates = f->module->nstates;
+        k->layout = ir_state_layout_hash(f->module);
+    }
     k->counts = malloc(((size_t)f->nparams + (size_t)f->nresults + 1) * sizeof *k->counts);
+    k->bytes = malloc(((size_t)f->nparams + (size_t)f->nresults + 1) * sizeof *k->bytes);
     k->name = strdup(f->name);
     k->consts = calloc((size_t)info.nconsts + 1, sizeof *k->consts);
-    if (!k->counts || !k->name || !k->consts)
+    if (!k->counts || !k->bytes || !k->name || !k->consts)
         goto nomem;
-    for (int32_t i = 0; i < f->nparams; i++)
-        k->counts[i] = ir_count(&f->nodes[f->params[i]]);
-    for (int32_t i = 0; i < f->nresults; i++)
-        k->counts[f->nparams + i] = ir_count(&f->nodes[f->results[i]]);
+    for (int32_t i = 0; i < f->nparams + f->nresults; i++) {
+        const ir_node *n = &f->nodes[i < f->nparams ? f->params[i] : f->results[i - f->nparams]];
+        k->counts[i] = ir_count(n);
+        k->bytes[i] = k->counts[i] * (int64_t)nest_type_size((nest_type)n->etype);
+    }
     k->nconsts = info.nconsts;
     for (int32_t i = 0; i < info.nconsts; i++) {
         const ir_node *n = &f->nodes[info.const_nodes[i]];
@@ -122,7 +137,11 @@ nest_kernel *nest_compile(nest_function *f, const nest_options *opts)
         goto fail;
     }
     /* function pointers from object pointers: POSIX guarantees the round trip */
-    if (k->ws)
+    if (k->state && k->ws)
+        memcpy(&k->call_st_ws, &entry, sizeof entry);
+    else if (k->state)
+        memcpy(&k->call_st, &entry, sizeof entry);
+    else if (k->ws)
         memcpy(&k->call_ws, &entry, sizeof entry);
     else
         memcpy(&k->call, &entry, sizeof entry);
@@ -163,28 +182,34 @@ static int call_error(nest_kernel *k, int status, const char *fmt, ...)
     return status;
 }
 
+/* The entry point with a workspace: the plain one, or the one taking the state first. */
+static int call_ws(nest_kernel *k, void *st, void *const *args, void *const *results, void *ws)
+{
+    return k->state ? k->call_st_ws(st, args, results, ws) : k->call_ws(args, results, ws);
+}
+
 /* Runs the kernel with its own workspace, or with one of the call's own when another call holds
  * it (many threads calling one kernel). */
-static int run_with_workspace(nest_kernel *k, void *const *args, void *const *results)
+static int run_with_workspace(nest_kernel *k, void *st, void *const *args, void *const *results)
 {
     bool idle = false;
     if (atomic_compare_exchange_strong(&k->ws_busy, &idle, true)) {
-        int rc = k->call_ws(args, results, k->ws);
+        int rc = call_ws(k, st, args, results, k->ws);
         atomic_store(&k->ws_busy, false);
         return rc;
     }
     void *ws = aligned_alloc(64, (k->ws_size + 63) & ~(size_t)63);
     if (!ws)
         return -1;
-    int rc = k->call_ws(args, results, ws);
+    int rc = call_ws(k, st, args, results, ws);
     free(ws);
     return rc;
 }
 
-int nest_call(nest_kernel *k, void *const *args, int nargs, void *const *results, int nresults)
+/* The checks of nest_call and nest_call_state: counts, NULL and aliased arrays. */
+static int check_call(nest_kernel *k, void *const *args, int nargs, void *const *results,
+                      int nresults)
 {
-    if (!k)
-        return NEST_ERR_ARG;
     if (nargs != k->nparams || nresults != k->nresults)
         return call_error(k, NEST_ERR_CALL,
                           "%s takes %d argument%s and %d result%s; given %d and %d", k->name,
@@ -209,7 +234,15 @@ int nest_call(nest_kernel *k, void *const *args, int nargs, void *const *results
                 return call_error(k, NEST_ERR_CALL, "%s: results %d and %d are the same array",
                                   k->name, j + 1, i + 1);
     }
-    int rc = k->ws ? run_with_workspace(k, args, results) : k->call(args, results);
+    return NEST_OK;
+}
+
+/* Runs a checked call (st: the state's tensors, or NULL). */
+static int run(nest_kernel *k, void *st, void *const *args, void *const *results)
+{
+    int rc = k->ws      ? run_with_workspace(k, st, args, results)
+             : k->state ? k->call_st(st, args, results)
+                        : k->call(args, results);
     if (rc < 0)
         return call_error(k, NEST_ERR_NOMEM,
                           "%s: out of memory for a workspace of %zu bytes (the kernel's own is in "
@@ -218,6 +251,38 @@ int nest_call(nest_kernel *k, void *const *args, int nargs, void *const *results
     if (rc != 0)
         return call_error(k, NEST_ERR_NOMEM, "%s: the kernel failed (%d)", k->name, rc);
     return NEST_OK;
+}
+
+int nest_call(nest_kernel *k, void *const *args, int nargs, void *const *results, int nresults)
+{
+    if (!k)
+        return NEST_ERR_ARG;
+    if (k->state)
+        return call_error(k, NEST_ERR_CALL,
+                          "%s reads or assigns state: call it with nest_call_state", k->name);
+    int st = check_call(k, args, nargs, results, nresults);
+    return st != NEST_OK ? st : run(k, NULL, args, results);
+}
+
+int nest_call_state(nest_kernel *k, nest_state *st, void *const *args, int nargs,
+                    void *const *results, int nresults)
+{
+    if (!k)
+        return NEST_ERR_ARG;
+    if (!k->state) /* a function without state ignores the state object */
+        return nest_call(k, args, nargs, results, nresults);
+    int status = check_call(k, args, nargs, results, nresults);
+    if (status != NEST_OK)
+        return status;
+    char *msg = NULL;
+    status = state_check_call(st, k->nstates, k->layout, k->name, args, nargs, k->bytes, results,
+                              nresults, k->bytes + nargs, &msg);
+    if (status != NEST_OK) {
+        call_error(k, status, "%s", msg ? msg : "out of memory");
+        free(msg);
+        return status;
+    }
+    return run(k, st->t, args, results);
 }
 
 const char *nest_kernel_errmsg(const nest_kernel *k)

@@ -30,10 +30,11 @@ static const char usage[] =
     "  --run[=FUNC]       evaluate FUNC (default: every function) with the reference\n"
     "                     interpreter on generated inputs and print the results; parameter p's\n"
     "                     element i is ((7i + 3p) mod 11 - 5) / 8 (integers: without / 8;\n"
-    "                     bool: (i + p) mod 2)\n"
+    "                     bool: (i + p) mod 2); a function with state runs on a new state\n"
     "  --jit              with --run: compile in process and run the compiled code, checked\n"
     "                     against the interpreter (-v: compile time and compile-cache hit)\n"
-    "  --name=NAME        ONNX: the function's name (default: the file's stem)\n"
+    "  --name=NAME        the module's name, which names its state in the C (NAME_state_new,\n"
+    "                     ...); ONNX: the function's name (default: the file's stem)\n"
     "  --dim NAME=N       ONNX: the value of the dynamic dimension NAME (repeatable)\n"
     "  --help             show this text\n"
     "  --version          show the version of nestc and of the LLVM it compiles with\n"
@@ -61,7 +62,11 @@ static int run_generated(nest_function *f, const nest_options *opts, bool jit)
     void **args = calloc((size_t)np + 1, sizeof *args);
     void **res = calloc((size_t)nr + 1, sizeof *res), **got = calloc((size_t)nr + 1, sizeof *got);
     nest_kernel *k = NULL;
-    int status = args && res && got ? NEST_OK : NEST_ERR_NOMEM;
+    /* a function with state runs on a fresh state of its module, one for each path */
+    bool state = f->module && f->module->nstates > 0;
+    nest_state *si = state ? nest_state_new(f->module) : NULL,
+               *sj = state && jit ? nest_state_new(f->module) : NULL;
+    int status = args && res && got && (!state || (si && (!jit || sj))) ? NEST_OK : NEST_ERR_NOMEM;
     for (int i = 0; status == NEST_OK && i < np; i++) {
         const ir_node *p = &f->nodes[f->params[i]];
         int64_t count = ir_count(p);
@@ -79,7 +84,7 @@ static int run_generated(nest_function *f, const nest_options *opts, bool jit)
             status = NEST_ERR_NOMEM;
     }
     if (status == NEST_OK)
-        status = nest_evaluate(f, args, np, res, nr);
+        status = nest_evaluate_state(f, si, args, np, res, nr);
     if (status == NEST_OK && jit) {
         k = nest_compile(f, opts);
         if (!k)
@@ -90,7 +95,7 @@ static int run_generated(nest_function *f, const nest_options *opts, bool jit)
                     nest_kernel_compile_ms(k), nest_kernel_workspace_size(k));
         if (k && nest_kernel_cache_note(k)[0])
             fprintf(stderr, "nestc: warning: %s\n", nest_kernel_cache_note(k));
-        if (k && nest_call(k, args, np, got, nr) != NEST_OK) {
+        if (k && nest_call_state(k, sj, args, np, got, nr) != NEST_OK) {
             fprintf(stderr, "nestc: %s: %s\n", f->name, nest_kernel_errmsg(k));
             status = NEST_ERR_CALL;
         }
@@ -115,6 +120,8 @@ static int run_generated(nest_function *f, const nest_options *opts, bool jit)
                 status == NEST_ERR_NOMEM && !f->errmsg ? "out of memory" : nest_errmsg(f));
     }
     nest_kernel_free(k);
+    nest_state_free(si);
+    nest_state_free(sj);
     for (int i = 0; args && i < np; i++)
         free(args[i]);
     for (int i = 0; res && got && i < nr; i++) {
@@ -145,6 +152,7 @@ typedef struct action {
     const char *run;
     bool jit;
     const char *file;
+    nest_module *module; /* a .nest file's module, or NULL */
 } action;
 
 /* What the options ask of the functions: dump, emit, build, run. Returns the exit status. */
@@ -154,7 +162,8 @@ static int act(nest_function *const *fns, int n, const action *ac, const nest_op
     int rc = 0;
     if (dump && !put_text(pipeline_dump(fns, n, opts, dump), fns, n))
         return EXIT_INPUT;
-    if (emit && !put_text(strcmp(emit, "ir") == 0    ? nest_print(fns, n)
+    if (emit && !put_text(strcmp(emit, "ir") == 0
+                              ? (ac->module ? nest_module_print(ac->module) : nest_print(fns, n))
                           : strcmp(emit, "dot") == 0 ? pipeline_dot(fns, n, opts)
                           : nest_emit(fns, n, strcmp(emit, "c") == 0 ? NEST_EMIT_C : NEST_EMIT_H,
                                       opts),
@@ -264,7 +273,7 @@ int main(int argc, char **argv)
     cli_input in;
     int rc = cli_load(file, &imp, &in);
     if (rc == 0)
-        rc = act(in.fns, in.n, &(action){emit, out, dump, do_run, run, jit, file}, &opts);
+        rc = act(in.fns, in.n, &(action){emit, out, dump, do_run, run, jit, file, in.m}, &opts);
     cli_input_free(&in);
     if (fflush(stdout) != 0) {
         fprintf(stderr, "nestc: writing the output failed: %s\n", strerror(errno));

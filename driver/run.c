@@ -295,6 +295,7 @@ static void *alloc_array(nest_type t, int64_t count)
 typedef struct arrays {
     int np, nr;
     void **args, **res, **ref;
+    nest_state *st;      /* a function with state: the state its calls read and update */
 } arrays;
 
 static void free_arrays(arrays *a)
@@ -308,6 +309,7 @@ static void free_arrays(arrays *a)
     free(a->args);
     free(a->res);
     free(a->ref);
+    nest_state_free(a->st);
 }
 
 /* Parameter i's value: its --in file, converted to the parameter's layout, or random values. */
@@ -390,8 +392,23 @@ static int cmp_double(const void *a, const void *b)
 
 static int call_once(nest_kernel *k, nest_function *f, arrays *a)
 {
+    if (a->st)
+        return k ? nest_call_state(k, a->st, a->args, a->np, a->res, a->nr)
+                 : nest_evaluate_state(f, a->st, a->args, a->np, a->res, a->nr);
     return k ? nest_call(k, a->args, a->np, a->res, a->nr)
              : nest_evaluate(f, a->args, a->np, a->res, a->nr);
+}
+
+/* --check: the interpreter's results of the first call (for a function with state, on a new
+ * state of its own) into a->ref. */
+static int reference(nest_function *f, arrays *a)
+{
+    if (!a->st)
+        return nest_evaluate(f, a->args, a->np, a->ref, a->nr);
+    nest_state *st = nest_state_new(f->module);
+    int rc = st ? nest_evaluate_state(f, st, a->args, a->np, a->ref, a->nr) : NEST_ERR_NOMEM;
+    nest_state_free(st);
+    return rc;
 }
 
 /* --time: n calls (n < 0: as many as fit in about a second, 3 at least). Calls shorter than a
@@ -591,7 +608,7 @@ static int check_results(nest_function *f, const arrays *a, const run_args *r)
 
 static int run_function(nest_function *f, const run_args *r)
 {
-    arrays a = {nest_param_count(f), nest_result_count(f), NULL, NULL, NULL};
+    arrays a = {nest_param_count(f), nest_result_count(f), NULL, NULL, NULL, NULL};
     nest_kernel *k = NULL;
     int rc = 0;
     if (a.np < 0 || a.nr < 0) {
@@ -614,7 +631,10 @@ static int run_function(nest_function *f, const run_args *r)
     a.args = calloc((size_t)a.np + 1, sizeof *a.args);
     a.res = calloc((size_t)a.nr + 1, sizeof *a.res);
     a.ref = calloc((size_t)a.nr + 1, sizeof *a.ref);
-    if (!a.args || !a.res || !a.ref) {
+    /* a function with state runs on a new state of its module, which each call updates */
+    if (f->module && f->module->nstates > 0)
+        a.st = nest_state_new(f->module);
+    if (!a.args || !a.res || !a.ref || (f->module && f->module->nstates > 0 && !a.st)) {
         free_arrays(&a);
         fprintf(stderr, "nestc: out of memory\n");
         return EXIT_INPUT;
@@ -655,6 +675,10 @@ static int run_function(nest_function *f, const run_args *r)
             rc = EXIT_INPUT;
         }
     }
+    if (rc == 0 && r->check && reference(f, &a) != NEST_OK) {
+        fprintf(stderr, "nestc: the reference interpreter: %s\n", nest_errmsg(f));
+        rc = EXIT_INPUT;
+    }
     if (rc == 0 && r->outdir && make_dirs(r->outdir) != 0) {
         fprintf(stderr, "nestc: cannot create the directory %s: %s\n", r->outdir,
                 strerror(errno));
@@ -662,6 +686,8 @@ static int run_function(nest_function *f, const run_args *r)
     }
     for (int i = 0; i < a.nr && rc == 0; i++)
         rc = show_result(f, i, a.res[i], r);
+    if (rc == 0 && r->check) /* before the timed calls, which update a function's state */
+        rc = check_results(f, &a, r);
     if (rc == 0 && r->time_runs) {
         double median = 0, best = 0;
         int64_t calls = 0, batch = 1;
@@ -682,14 +708,7 @@ static int run_function(nest_function *f, const run_args *r)
             printf("\n");
         }
     }
-    if (rc == 0 && r->check) {
-        if (nest_evaluate(f, a.args, a.np, a.ref, a.nr) != NEST_OK) {
-            fprintf(stderr, "nestc: the reference interpreter: %s\n", nest_errmsg(f));
-            rc = EXIT_INPUT;
-        } else {
-            rc = check_results(f, &a, r);
-        }
-    }
+
     nest_kernel_free(k);
     free_arrays(&a);
     return rc;

@@ -311,13 +311,119 @@ nest_value nest_result(const nest_function *f, int i);
 const char *nest_value_name(const nest_function *f, nest_value v);
 
 /* ---------------------------------------------------------------------------------------------
- * Text form
+ * Modules and state
+ *
+ * A module holds functions and the state they share: variables (trainable) and persistent
+ * tensors, which keep their values from one call to the next. A function of a module reads a
+ * state tensor with nest_read and gives it a new value with nest_assign. Reads see the values
+ * at the call's entry; assignments take effect when the call returns, all at once (so two
+ * tensors can be swapped in one call). The values themselves live in a state object
+ * (nest_state_new below, NAME_state_new in generated C), which each call is given.
  * ------------------------------------------------------------------------------------------- */
 
 typedef struct nest_module nest_module;
 
+/* Creates an empty module. `name` follows the rules of nest_function_new; it names the state
+ * type and functions of the generated C (NAME_state, NAME_state_new, ...). An invalid name
+ * leaves the error on the module. Returns NULL only when out of memory; the caller frees the
+ * module with nest_module_free, which frees its functions too. */
+nest_module *nest_module_new(const char *name);
+
+/* The module's name, and a new one (nestc --name). For a parsed module it is the file name's
+ * stem, characters that cannot be in an identifier replaced by '_'. */
+const char *nest_module_name(const nest_module *m);
+int nest_module_set_name(nest_module *m, const char *name);
+
+/* Adds an empty function to the module: it may read and assign the module's state. It belongs
+ * to the module (nest_function_free on it does nothing). Returns NULL with the error on m for a
+ * name the module already has, or when out of memory; an invalid name leaves the error on the
+ * returned function, as nest_function_new does. */
+nest_function *nest_module_add_function(nest_module *m, const char *name);
+
+/* How a state tensor starts (the generator is documented in docs/text-format.md: a counter-based
+ * splitmix64 stream and arithmetic that gives the same values on every machine). */
+typedef enum nest_init_kind {
+    NEST_INIT_ZEROS,   /* every element 0 */
+    NEST_INIT_CONSTANT,/* every element a */
+    NEST_INIT_UNIFORM, /* uniform in [a, b) from `seed` (float types) */
+    NEST_INIT_NORMAL,  /* normal with mean a and standard deviation b from `seed` (float types) */
+} nest_init_kind;
+
+typedef struct nest_init {
+    nest_init_kind kind;
+    double a, b;
+    uint64_t seed;
+} nest_init;
+
+/* Declares a trainable variable (nest_variable) or a persistent tensor, not trained
+ * (nest_persistent), of the module. `name` follows the rules of nest_function_new and is unique
+ * in the module (among its state and the names its functions use); `init` NULL means zeros; a
+ * constant must fit the type (integers: a whole number in range). Returns NEST_OK or an error
+ * kept on m. */
+int nest_variable(nest_module *m, const char *name, nest_type type, int rank,
+                  const int64_t *shape, const nest_init *init);
+int nest_persistent(nest_module *m, const char *name, nest_type type, int rank,
+                    const int64_t *shape, const nest_init *init);
+
+/* The value of the state tensor `name` of f's module at the call's entry (the same value each
+ * time it is asked for in f). NEST_NONE with the error on f if f has no module or the module no
+ * such tensor. */
+nest_value nest_read(nest_function *f, const char *name);
+
+/* Gives the state tensor that `state` reads (a value of nest_read) the value `value` when the
+ * call returns. The value must have the tensor's type and shape; a tensor is assigned at most
+ * once per function. Returns NEST_OK or an error kept on f. */
+int nest_assign(nest_function *f, nest_value state, nest_value value);
+
+/* Reverse-mode gradients: adds to f the graph of the derivatives of the scalar float `loss`
+ * with respect to each of `wrt` (n >= 1 values of nest_read of trainable variables, or float
+ * parameters), and returns them as a tuple (element i has wrt[i]'s type and shape; zeros where
+ * loss does not depend on it). Gradients do not flow through comparisons, integer values or
+ * other ops that have no derivative. NEST_NONE with the error on f for a loss that is not a
+ * float scalar, or a wrt that is not a float variable or parameter (a persistent tensor is not
+ * trainable); on an error f is left as it was. */
+nest_value nest_grad(nest_function *f, nest_value loss, int n, const nest_value *wrt);
+
+/* State objects: the values of a module's state. A state object does not refer to its module
+ * (free them in any order); it fits every function compiled from a module with the same state
+ * declarations. Several state objects of one module are independent (two models training side
+ * by side). */
+typedef struct nest_state nest_state;
+
+/* Allocates and initializes a state object of the module. NULL with the error on m (out of
+ * memory: NEST_ERR_NOMEM). The caller frees it with nest_state_free. */
+nest_state *nest_state_new(nest_module *m);
+void nest_state_free(nest_state *st);
+
+/* The state's tensors, in declaration order: their count, the bytes of all their data, and for
+ * tensor i its name, type, rank, shape (belonging to the state) and data (dense, row-major; read
+ * and write it freely between calls). Out-of-range indexes give NULL or -1. */
+int nest_state_count(const nest_state *st);
+size_t nest_state_size(const nest_state *st);
+const char *nest_state_name(const nest_state *st, int i);
+int nest_state_type(const nest_state *st, int i);
+int nest_state_rank(const nest_state *st, int i);
+const int64_t *nest_state_shape(const nest_state *st, int i);
+void *nest_state_data(nest_state *st, int i);
+/* The index of the tensor called `name`, or -1; and its data, or NULL. */
+int nest_state_find(const nest_state *st, const char *name);
+void *nest_state_tensor(nest_state *st, const char *name);
+
+/* Writes the state to a file (format: docs/api.md; written to PATH.tmp and renamed), and reads
+ * one back. Loading checks the whole file (header, names, types, shapes, size, checksum) before
+ * it changes anything: on any error the state is unchanged. NEST_OK, or NEST_ERR_IO with the
+ * reason in nest_state_errmsg (NEST_ERR_NOMEM when out of memory). */
+int nest_state_save(nest_state *st, const char *path);
+int nest_state_load(nest_state *st, const char *path);
+/* The message of the last failed save or load ("" if none); it belongs to the state. */
+const char *nest_state_errmsg(const nest_state *st);
+
+/* ---------------------------------------------------------------------------------------------
+ * Text form
+ * ------------------------------------------------------------------------------------------- */
+
 /* Parses the text form (`len` bytes, which may hold NUL bytes: they are an error). `filename`
- * names the text in messages. Returns NULL only when out of memory; otherwise a module that
+ * names the text in messages, and its stem names the module. Returns NULL only when out of memory; otherwise a module that
  * either holds the functions or keeps the first error: nest_module_errcode() and a message of
  * the form "file:line:col: error: text". The caller frees it with nest_module_free. */
 nest_module *nest_parse(const char *text, size_t len, const char *filename);
@@ -336,6 +442,10 @@ nest_function *nest_module_find(const nest_module *m, const char *name);
 /* The canonical text form of n functions: parsing it and printing again gives the same text.
  * Returns a string the caller frees, or NULL (error on the first function, or out of memory). */
 char *nest_print(nest_function *const *fns, int n);
+/* The canonical text form of a module: its state declarations, then its functions as nest_print
+ * gives them; a module without functions is its declarations alone. Parsing it gives the module
+ * back. Returns a string the caller frees, or NULL (the error on m, or on a function). */
+char *nest_module_print(nest_module *m);
 
 /* A Graphviz digraph of n functions: one node per op, each edge labelled with the type and shape
  * of the value it carries; the loop nests the compiler makes are clusters of the ops they
@@ -400,6 +510,13 @@ nest_function *nest_import_onnx_mem(const void *data, size_t len, const nest_onn
 int nest_evaluate(nest_function *f, void *const *args, int nargs, void *const *results,
                   int nresults);
 
+/* nest_evaluate for a function that reads or assigns state (nest_evaluate refuses those): reads
+ * see st's values, and st takes the assigned values when the call returns. st must fit f's
+ * module (NEST_ERR_CALL otherwise), and no argument or result array may be one of st's
+ * tensors. */
+int nest_evaluate_state(nest_function *f, nest_state *st, void *const *args, int nargs,
+                        void *const *results, int nresults);
+
 /* ---------------------------------------------------------------------------------------------
  * Compilation
  * ------------------------------------------------------------------------------------------- */
@@ -436,6 +553,12 @@ nest_kernel *nest_compile(nest_function *f, const nest_options *opts);
  * threads at once: the kernel owns one workspace, and a call that finds it in use allocates its
  * own for the call (NEST_ERR_NOMEM if it cannot). */
 int nest_call(nest_kernel *k, void *const *args, int nargs, void *const *results, int nresults);
+
+/* nest_call for a kernel whose function reads or assigns state (nest_call refuses those): as
+ * nest_evaluate_state. Kernels of one module may share a state object; calls with one state
+ * object must not overlap. */
+int nest_call_state(nest_kernel *k, nest_state *st, void *const *args, int nargs,
+                    void *const *results, int nresults);
 
 /* The message of the last failed nest_call on k in the calling thread ("" if none). It lives in
  * the thread until its next failing call or the kernel's free. */

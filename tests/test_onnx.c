@@ -751,10 +751,36 @@ static void test_float_attribute_saturates(void **state)
     nest_function_free(f);
 }
 
+/* A node whose evaluation at import would make 256 GiB (ConstantOfShape of [2^36] floats) is
+ * computed at run time instead, not allocated (found by fuzz_onnx): the shape of its value and
+ * a small fold beside it are still known. tests/corpus/onnx/huge-fold.onnx is written by
+ * onnx.helper: Constant s = [2^36], big = ConstantOfShape(s), y = Shape(big), z = s * 2. */
+static void test_huge_fold_at_run_time(void **state)
+{
+    (void)state;
+    nest_function *f = nest_import_onnx("tests/corpus/onnx/huge-fold.onnx", NULL);
+    assert_non_null(f);
+    assert_ok(f, nest_errcode(f));
+    int64_t y = 0, z = 0;
+    void *res[2] = {&y, &z};
+    assert_ok(f, nest_evaluate(f, NULL, 0, res, 2));
+    assert_int_equal(y, INT64_C(1) << 36);
+    assert_int_equal(z, INT64_C(1) << 37);
+    nest_function_free(f);
+    /* the fuzzer's input: a Reshape whose shape depends on it is an error naming the node */
+    f = nest_import_onnx("tests/corpus/onnx/crash-constant-of-shape-huge.onnx", NULL);
+    assert_non_null(f);
+    assert_int_equal(nest_errcode(f), NEST_ERR_ARG);
+    assert_non_null(strstr(nest_errmsg(f), "node 29 (Reshape, opset 17): input 2"));
+    assert_non_null(strstr(nest_errmsg(f), "must be known at import"));
+    nest_function_free(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_values),
+        cmocka_unit_test(test_huge_fold_at_run_time),
         cmocka_unit_test(test_named_dims),
         cmocka_unit_test(test_garbage_and_truncation),
         cmocka_unit_test(test_opsets),

@@ -967,15 +967,15 @@ static void test_errors_junk(void **state)
 {
     (void)state;
     static const err_case cases[] = {
-        E("x;system(\"id\")", SYNTAX, 1, 1, "expected 'func', found 'x'"),
+        E("x;system(\"id\")", SYNTAX, 1, 1, "expected 'func', 'var' or 'persistent', found 'x'"),
         E("func x;system(\"id\")", SYNTAX, 1, 7, "unexpected character ';'"),
         E(F "  x;system(\"id\")\n", SYNTAX, 2, 4, "unexpected character ';'"),
         E(F "  z = x;system(\"id\")\n", SYNTAX, 2, 8, "unexpected character ';'"),
         E(F "  z = $(id)\n", SYNTAX, 2, 7, "unexpected character '$'"),
-        E("}", SYNTAX, 1, 1, "expected 'func', found '}'"),
-        E("func f() -> () {\n  return\n}\n}\n", SYNTAX, 4, 1, "expected 'func', found '}'"),
-        E("func f() -> () {\n  return\n}\n42", SYNTAX, 4, 1, "expected 'func', found '42'"),
-        E("function f() -> () {}", SYNTAX, 1, 1, "expected 'func', found 'function'"),
+        E("}", SYNTAX, 1, 1, "expected 'func', 'var' or 'persistent', found '}'"),
+        E("func f() -> () {\n  return\n}\n}\n", SYNTAX, 4, 1, "expected 'func', 'var' or 'persistent', found '}'"),
+        E("func f() -> () {\n  return\n}\n42", SYNTAX, 4, 1, "expected 'func', 'var' or 'persistent', found '42'"),
+        E("function f() -> () {}", SYNTAX, 1, 1, "expected 'func', 'var' or 'persistent', found 'function'"),
         E("func f() -> () {\n  return\n};", SYNTAX, 3, 2, "unexpected character ';'"),
         E(F "  1 = x\n", SYNTAX, 2, 3, "expected a statement (NAME = expression, or return), found '1'"),
         E(F "  add(x, x)\n", SYNTAX, 2, 3, "the value of this op is unused: name it (x = add(...))"),

@@ -1398,6 +1398,8 @@ static void generate(gen *g, uint64_t seed)
     }
 }
 
+#ifndef NEST_RANDOM_GENERATOR_ONLY /* tests/test_grad.c takes the generator alone */
+
 /* ---- running one graph ---- */
 
 /* What a crash reports: the seed and the graph being run. */
@@ -1929,3 +1931,5 @@ int main(void)
     return rc;
 }
 #endif /* NEST_LIBFUZZER */
+
+#endif /* NEST_RANDOM_GENERATOR_ONLY */

@@ -83,6 +83,11 @@ typedef struct ctx {
     } *hoist;                         /* loads read once before the loops that do not move them */
     size_t nhoist, caphoist;
     const char *tile_text;
+    /* the module state the function reads or assigns, in the state's order (emit_c.c) */
+    int nst;
+    int32_t *st_index;                /* the state tensor */
+    bool *st_written;                 /* assigned by the function */
+    const char *stn;                  /* the wrappers' name of the state pointer ("st") */
 } ctx;
 
 typedef struct valref {

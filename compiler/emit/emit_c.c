@@ -20,7 +20,7 @@
 /* ---- functions ---- */
 
 /* Names the emitter uses at function scope. */
-static const char *const reserved[] = {"ws", "args", "results", "workspace", "rc", "u"};
+static const char *const reserved[] = {"ws", "args", "results", "workspace", "rc", "u", "st"};
 
 /* Records the names a function's C cannot give to its parameters and values: the emitter's,
  * and the function's own entry points, which its wrappers call (em_unique also steers clear of
@@ -35,14 +35,52 @@ static void reserve_names(ctx *c)
         snprintf(nm, sizeof nm, "%s%s", c->f->name, entry[i]);
         em_names_add(&c->fn, nm);
     }
+    if (c->f->module && c->f->module->nstates > 0) { /* the state's type */
+        snprintf(nm, sizeof nm, "%s_state", c->f->module->name);
+        em_names_add(&c->fn, nm);
+    }
 }
 
-/* The C names of the parameters and then the results, in ABI order, recorded in c->fn: the
- * graph's names, and for results that are parameters or unnamed, result<i>. */
+/* The state tensors the function reads or assigns (ir_uses_state), in the state's order, into
+ * c->nst, c->st_index and c->st_written; false when out of memory. */
+static bool used_states(ctx *c)
+{
+    const nest_function *f = c->f;
+    c->nst = 0;
+    if (!ir_uses_state(f))
+        return true;
+    int32_t ns = f->module->nstates;
+    c->st_index = calloc((size_t)ns + 1, sizeof *c->st_index);
+    c->st_written = calloc((size_t)ns + 1, sizeof *c->st_written);
+    bool *used = calloc((size_t)ns + 1, sizeof *used);
+    if (!c->st_index || !c->st_written || !used) {
+        free(used);
+        return false;
+    }
+    for (int32_t b = 0; c->p && b < c->p->nbufs; b++)
+        if (c->p->bufs[b].kind == BUF_STATE && !c->p->bufs[b].dead)
+            used[c->p->bufs[b].index] = true;
+    for (int32_t i = 0; i < f->nassigns; i++)
+        used[f->assigns[i].state] = true;
+    for (int32_t s = 0; s < ns; s++) {
+        if (!used[s])
+            continue;
+        c->st_index[c->nst] = s;
+        for (int32_t i = 0; i < f->nassigns; i++)
+            c->st_written[c->nst] |= f->assigns[i].state == s;
+        c->nst++;
+    }
+    free(used);
+    return true;
+}
+
+/* The C names of the parameters, the results and the state tensors used, in ABI order,
+ * recorded in c->fn: the graph's names, and for results that are parameters or unnamed,
+ * result<i>. */
 static const char **abi_names(ctx *c)
 {
     const nest_function *f = c->f;
-    const char **abi = calloc((size_t)(f->nparams + f->nresults) + 1, sizeof *abi);
+    const char **abi = calloc((size_t)(f->nparams + f->nresults + c->nst) + 1, sizeof *abi);
     if (!abi)
         return NULL;
     for (int32_t i = 0; i < f->nparams; i++)
@@ -57,15 +95,24 @@ static const char **abi_names(ctx *c)
             snprintf(nm, sizeof nm, "%s", base);
         abi[f->nparams + i] = em_unique(&c->fn, nm);
     }
+    for (int i = 0; i < c->nst; i++)
+        abi[f->nparams + f->nresults + i] =
+            em_unique(&c->fn, f->module->states[c->st_index[i]].name);
     return abi;
 }
 
-/* The declaration of the typed entry point's parameters: "const float *restrict x, ...". */
-static void param_list(ctx *c, buf *b, bool with_restrict, bool with_ws)
+/* The declaration of the typed entry point's parameters: "const float *restrict x, ...", after
+ * "M_state *st" (with st_first), and with the state tensors (with_states) and the workspace. */
+static void param_list(ctx *c, buf *b, bool with_restrict, bool with_ws, bool with_states,
+                       bool st_first)
 {
     const nest_function *f = c->f;
     const char *r = with_restrict ? "restrict " : "";
     bool any = false;
+    if (st_first) {
+        buf_printf(b, "%s_state *%s", f->module->name, c->stn);
+        any = true;
+    }
     for (int32_t i = 0; i < f->nparams; i++) {
         const ir_node *n = &f->nodes[f->params[i]];
         buf_printf(b, "%sconst %s *%s%s", any ? ", " : "", em_ctype(n->etype), r, c->bufname[i]);
@@ -77,6 +124,12 @@ static void param_list(ctx *c, buf *b, bool with_restrict, bool with_ws)
                    c->bufname[f->nparams + i]);
         any = true;
     }
+    for (int i = 0; with_states && i < c->nst; i++) {
+        buf_printf(b, "%s%s%s *%s%s", any ? ", " : "", c->st_written[i] ? "" : "const ",
+                   em_ctype(f->module->states[c->st_index[i]].etype), r,
+                   c->bufname[f->nparams + f->nresults + i]);
+        any = true;
+    }
     if (with_ws) {
         buf_printf(b, "%sunsigned char *%sws", any ? ", " : "", r);
         any = true;
@@ -85,11 +138,15 @@ static void param_list(ctx *c, buf *b, bool with_restrict, bool with_ws)
         buf_puts(b, "void");
 }
 
-/* "(const float *)args[0], ..., (float *)results[0]", with the arrays named args and res */
-static void call_args(ctx *c, buf *b, const char *ws, const char *args, const char *res)
+/* "(const float *)args[0], ..., (float *)results[0]", with the arrays named args and res; after
+ * "st, " (st_first), and with the state's tensors (with_states: "(float *)st->t[3]"). */
+static void call_args(ctx *c, buf *b, const char *ws, const char *args, const char *res,
+                      bool with_states, bool st_first)
 {
     const nest_function *f = c->f;
-    bool any = false;
+    bool any = st_first;
+    if (st_first)
+        buf_puts(b, c->stn);
     for (int32_t i = 0; i < f->nparams; i++) {
         buf_printf(b, "%s(const %s *)%s[%d]", any ? ", " : "",
                    em_ctype(f->nodes[f->params[i]].etype), args, i);
@@ -98,6 +155,11 @@ static void call_args(ctx *c, buf *b, const char *ws, const char *args, const ch
     for (int32_t i = 0; i < f->nresults; i++) {
         buf_printf(b, "%s(%s *)%s[%d]", any ? ", " : "", em_ctype(f->nodes[f->results[i]].etype), res,
                    i);
+        any = true;
+    }
+    for (int i = 0; with_states && i < c->nst; i++) {
+        buf_printf(b, "%s(%s%s *)%s->t[%d]", any ? ", " : "", c->st_written[i] ? "" : "const ",
+                   em_ctype(f->module->states[c->st_index[i]].etype), c->stn, c->st_index[i]);
         any = true;
     }
     if (ws)
@@ -182,6 +244,23 @@ static void emit_constants(ctx *c)
     }
 }
 
+/* The body of a wrapper that calls NAME_impl with the argument text `args` (ending with ws
+ * when the function has a workspace of ws_size bytes, which it allocates). */
+static void impl_call(ctx *c, int64_t ws_size, const char *args)
+{
+    if (ws_size > 0) {
+        em_line(c, "    unsigned char *ws = malloc(%lld);", (long long)ws_size);
+        em_line(c, "    int rc;");
+        em_line(c, "    if (!ws)");
+        em_line(c, "        return 1;");
+        em_line(c, "    rc = %s_impl(%s);", c->f->name, args ? args : "");
+        em_line(c, "    free(ws);");
+        em_line(c, "    return rc;");
+    } else {
+        em_line(c, "    return %s_impl(%s);", c->f->name, args ? args : "");
+    }
+}
+
 bool emit_const_is_data(int64_t count, int etype)
 {
     return count * (int64_t)nest_type_size((nest_type)etype) > EMIT_DATA_BYTES;
@@ -191,6 +270,7 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
 {
     const nest_function *f = p->f;
     ctx c = {.b = b, .p = p, .mp = (plan *)p, .f = f, .mode = mode, .helpers = helpers};
+    const char **abi = NULL;
     c.bufname = calloc((size_t)p->nbufs + 1, sizeof *c.bufname);
     c.refd = calloc((size_t)p->nbufs + 1, sizeof *c.refd);
     c.decl = calloc((size_t)p->nbufs + 1, sizeof *c.decl);
@@ -204,9 +284,14 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
     }
     /* the emitter's own names first, then the graph's */
     reserve_names(&c);
-    /* buffers of parameters and results: their C names, in ABI order (bufname is indexed by
-     * plan buffer; param i and result i are looked up below) */
-    const char **abi = abi_names(&c);
+    c.stn = strcmp(f->name, "st") ? "st" : "nest_st";
+    if (!used_states(&c)) {
+        b->failed = true;
+        goto out;
+    }
+    /* buffers of parameters, results and state: their C names, in ABI order (bufname is indexed
+     * by plan buffer; param i and result i are looked up below) */
+    abi = abi_names(&c);
     if (!abi) {
         b->failed = true;
         goto out;
@@ -217,22 +302,26 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
             c.bufname[bi] = abi[pb->index];
         else if (pb->kind == BUF_RESULT)
             c.bufname[bi] = abi[f->nparams + pb->index];
+        else if (pb->kind == BUF_STATE)
+            for (int i = 0; i < c.nst; i++)
+                if (c.st_index[i] == pb->index)
+                    c.bufname[bi] = abi[f->nparams + f->nresults + i];
     }
     emit_constants(&c);
 
-    bool ws = p->ws_size > 0;
-    /* the typed entry: parameters and results by name (with the workspace: the impl) */
+    /* the body is the static NAME_impl, which every entry point calls: a call to the exported
+     * NAME from inside a shared object could reach another library's function of that name
+     * (the C library's random or time, or a second nest library loaded before) */
+    bool ws = p->ws_size > 0, state = c.nst > 0;
+    const char *sp = state ? f->module->name : NULL;
     const char **save = c.bufname;
     c.bufname = abi;
     buf sig = {0};
-    param_list(&c, &sig, true, ws);
+    param_list(&c, &sig, true, ws, state, false);
     char *sigs = em_finish(&c, &sig);
     c.bufname = save;
     signature_comment(&c);
-    if (ws)
-        em_line(&c, "static int %s_impl(%s)", f->name, sigs ? sigs : "");
-    else
-        em_line(&c, "int %s(%s)", f->name, sigs ? sigs : "");
+    em_line(&c, "static int %s_impl(%s)", f->name, sigs ? sigs : "");
     free(sigs);
     em_line(&c, "{");
     c.indent++;
@@ -265,9 +354,17 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
      * of nothing) are cast away, so that compilers see them used */
     for (int32_t bi = 0; bi < p->nbufs; bi++) {
         const pbuf *pb = &p->bufs[bi];
-        if ((pb->kind == BUF_PARAM || pb->kind == BUF_RESULT || pb->kind == BUF_CONST) &&
+        if ((pb->kind == BUF_PARAM || pb->kind == BUF_RESULT || pb->kind == BUF_CONST ||
+             pb->kind == BUF_STATE) &&
             !c.refd[bi] && c.bufname[bi])
             em_line(&c, "(void)%s;", c.bufname[bi]);
+    }
+    for (int i = 0; i < c.nst; i++) { /* a state tensor with no buffer (assigned nothing) */
+        bool has = false;
+        for (int32_t bi = 0; bi < p->nbufs; bi++)
+            has |= p->bufs[bi].kind == BUF_STATE && p->bufs[bi].index == c.st_index[i];
+        if (!has)
+            em_line(&c, "(void)%s;", abi[f->nparams + f->nresults + i]);
     }
     if (ws && !c.ws_refd)
         em_line(&c, "(void)ws;");
@@ -283,9 +380,15 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
         em_line(&c, "    return %lld;", (long long)p->ws_size);
         em_line(&c, "}");
         em_line(&c, "%s", "");
-        call_args(&c, &ca, "(unsigned char *)workspace", "args", "results");
+        call_args(&c, &ca, "(unsigned char *)workspace", "args", "results", state, false);
         char *a = em_finish(&c, &ca);
-        em_line(&c, "int %s_call_ws(void *const *args, void *const *results, void *workspace)", f->name);
+        if (state)
+            em_line(&c, "int %s_call_ws(%s_state *%s, void *const *args, void *const *results, "
+                        "void *workspace)",
+                    f->name, sp, c.stn);
+        else
+            em_line(&c, "int %s_call_ws(void *const *args, void *const *results, void *workspace)",
+                    f->name);
         em_line(&c, "{");
         if (f->nparams == 0)
             em_line(&c, "    (void)args;");
@@ -295,41 +398,47 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
         em_line(&c, "}");
         em_line(&c, "%s", "");
         free(a);
-        buf pl = {0};
-        c.bufname = abi;
-        param_list(&c, &pl, true, false);
-        c.bufname = save;
-        char *ps = em_finish(&c, &pl);
-        em_line(&c, "int %s(%s)", f->name, ps ? ps : "");
-        free(ps);
-        em_line(&c, "{");
-        em_line(&c, "    unsigned char *ws = malloc(%lld);", (long long)p->ws_size);
-        em_line(&c, "    int rc;");
-        em_line(&c, "    if (!ws)");
-        em_line(&c, "        return 1;");
-        buf cl = {0};
-        for (int32_t i = 0; i < f->nparams + f->nresults; i++)
-            buf_printf(&cl, "%s, ", abi[i]);
-        char *cls = em_finish(&c, &cl);
-        em_line(&c, "    rc = %s_impl(%sws);", f->name, cls ? cls : "");
-        free(cls);
-        em_line(&c, "    free(ws);");
-        em_line(&c, "    return rc;");
-        em_line(&c, "}");
-        em_line(&c, "%s", "");
     }
-    /* NAME_call calls NAME: its arrays must not hide a function named args or results */
+    /* NAME by its arrays (and the state's tensors) */
+    buf pl = {0};
+    c.bufname = abi;
+    param_list(&c, &pl, true, false, false, state);
+    c.bufname = save;
+    char *ps = em_finish(&c, &pl);
+    em_line(&c, "int %s(%s)", f->name, ps ? ps : "");
+    free(ps);
+    em_line(&c, "{");
+    buf cl = {0};
+    for (int32_t i = 0; i < f->nparams + f->nresults; i++)
+        buf_printf(&cl, "%s%s", i ? ", " : "", abi[i]);
+    for (int i = 0; i < c.nst; i++)
+        buf_printf(&cl, "%s(%s%s *)%s->t[%d]", f->nparams + f->nresults + i ? ", " : "",
+                   c.st_written[i] ? "" : "const ",
+                   em_ctype(f->module->states[c.st_index[i]].etype), c.stn, c.st_index[i]);
+    if (ws)
+        buf_printf(&cl, "%sws", f->nparams + f->nresults + c.nst ? ", " : "");
+    char *cls = em_finish(&c, &cl);
+    impl_call(&c, ws ? p->ws_size : 0, cls);
+    free(cls);
+    em_line(&c, "}");
+    em_line(&c, "%s", "");
+    /* NAME_call calls the impl too (its arrays must not hide a function named args or
+     * results) */
     const char *an = strcmp(f->name, "args") ? "args" : "nest_args";
     const char *rn = strcmp(f->name, "results") ? "results" : "nest_results";
-    call_args(&c, &ca, NULL, an, rn);
+    call_args(&c, &ca, ws ? "ws" : NULL, an, rn, state, false);
     char *a = em_finish(&c, &ca);
-    em_line(&c, "int %s_call(void *const *%s, void *const *%s)", f->name, an, rn);
+    if (state)
+        em_line(&c, "int %s_call(%s_state *%s, void *const *%s, void *const *%s)", f->name, sp,
+                c.stn, an, rn);
+    else
+        em_line(&c, "int %s_call(void *const *%s, void *const *%s)", f->name, an, rn);
     em_line(&c, "{");
     if (f->nparams == 0)
         em_line(&c, "    (void)%s;", an);
     if (f->nresults == 0)
         em_line(&c, "    (void)%s;", rn);
-    em_line(&c, "    return %s(%s);", f->name, a ? a : "");
+    impl_call(&c, ws ? p->ws_size : 0, a);
     em_line(&c, "}");
     em_line(&c, "%s", "");
     free(a);
@@ -338,6 +447,8 @@ out:
     if (c.fn.oom || c.mp->status != NEST_OK)
         b->failed = true;
     free(abi);
+    free(c.st_index);
+    free(c.st_written);
     free(c.hoist);
     free(c.bufname);
     free(c.refd);
@@ -356,30 +467,49 @@ void emit_header_decls(buf *b, const plan *p)
         return;
     }
     reserve_names(&c);
-    const char **names_ = abi_names(&c);
-    if (!names_) {
+    c.stn = strcmp(f->name, "st") ? "st" : "nest_st";
+    const char **names_ = NULL;
+    if (!used_states(&c) || !(names_ = abi_names(&c))) {
         namer_free(&c.nm);
         em_names_free(&c.fn);
+        free(c.st_index);
+        free(c.st_written);
         b->failed = true;
         return;
     }
+    bool state = c.nst > 0;
+    const char *sp = state ? f->module->name : "";
+    char pre[IR_MAX_NAME + 32] = "";
+    if (state)
+        snprintf(pre, sizeof pre, "%s_state *%s, ", sp, c.stn);
     c.bufname = names_;
     signature_comment(&c);
+    if (state) {
+        buf t = {0};
+        for (int i = 0; i < c.nst; i++)
+            buf_printf(&t, "%s%s%s", i ? ", " : "", f->module->states[c.st_index[i]].name,
+                       c.st_written[i] ? " (assigned)" : "");
+        char *ts = em_finish(&c, &t);
+        em_line(&c, "/* with the state of %s: %s */", sp, ts ? ts : "");
+        free(ts);
+    }
     buf pl = {0};
-    param_list(&c, &pl, false, false);
+    param_list(&c, &pl, false, false, false, state);
     char *ps = em_finish(&c, &pl);
     em_line(&c, "int %s(%s);", f->name, ps ? ps : "");
     free(ps);
-    em_line(&c, "int %s_call(void *const *args, void *const *results);", f->name);
+    em_line(&c, "int %s_call(%svoid *const *args, void *const *results);", f->name, pre);
     if (p->ws_size > 0) {
         em_line(&c, "size_t %s_workspace_size(void); /* %lld bytes */", f->name, (long long)p->ws_size);
-        em_line(&c, "int %s_call_ws(void *const *args, void *const *results, void *workspace);",
-             f->name);
+        em_line(&c, "int %s_call_ws(%svoid *const *args, void *const *results, void *workspace);",
+                f->name, pre);
     }
     em_line(&c, "%s", "");
     if (c.fn.oom)
         b->failed = true;
     free(names_);
+    free(c.st_index);
+    free(c.st_written);
     em_names_free(&c.fn);
     namer_free(&c.nm);
 }

@@ -636,7 +636,8 @@ static void count_uses(fx *e, void *ctx_)
 
 /* Emits the statements computing the nest's values at the current indexes; afterwards
  * em_value_text() gives each output's value. Ops used more than once, or by other ops, get a
- * local named after their graph node. */
+ * local named after their graph node; in a nest whose values come first (inplace.c), every
+ * output's value does, loads too, so that no store precedes a read. */
 void em_values(ctx *c, body *bd, fx *const *roots, int n)
 {
     if (!fx_walk(c->mp, roots, n, count_uses, bd) || bd->oom)
@@ -646,10 +647,25 @@ void em_values(ctx *c, body *bd, fx *const *roots, int n)
         if (r)
             r->outputs++;
     }
+    bool first = c->ne && c->ne->values_first;
     for (size_t i = 0; i < bd->n; i++) {
         valref *r = &bd->v[i];
         const fx *e = r->e;
-        if (e->kind != FX_OP || (r->uses == 0 && r->outputs == 1))
+        if (first && e->kind == FX_LOAD && r->outputs > 0) {
+            buf t = {0};
+            em_operand(bd, &t, e);
+            char *s = em_finish(c, &t);
+            const char *name = em_unique(c->body_names, e->node >= 0 ? namer_name(&c->nm, e->node) : "t");
+            if (!s) {
+                bd->oom = true;
+                return;
+            }
+            em_line(c, "%s %s = %s;", em_ctype(e->etype), name, s);
+            free(s);
+            r->name = name;
+            continue;
+        }
+        if (e->kind != FX_OP || (r->uses == 0 && r->outputs == 1 && !first))
             continue; /* used once, as an output: inlined there */
         const char *base = e->node >= 0 ? namer_name(&c->nm, e->node) : "t";
         const char *name = em_unique(c->body_names, base);

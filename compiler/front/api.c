@@ -25,6 +25,12 @@ nest_function *nest_function_new(const char *name)
 
 void nest_function_free(nest_function *f)
 {
+    if (f && !f->module) /* a module's functions go with it */
+        ir_function_destroy(f);
+}
+
+void ir_function_destroy(nest_function *f)
+{
     if (!f)
         return;
     arena_free(&f->arena);
@@ -74,11 +80,15 @@ int nest_set_name(nest_function *f, nest_value v, const char *name)
     if (ir_check_name(f, "value", name))
         return f->status;
     int32_t other = ir_find_name(f, name);
+    if (f->module && ir_state_find(f->module, name, strlen(name)) >= 0 && other != v)
+        return ir_error(f, NEST_ERR_ARG, "the name '%s' is a state tensor of module %s", name,
+                        f->module->name);
     if (other >= 0 && other != v)
         return ir_error(f, NEST_ERR_ARG, "the name '%s' is already used in function %s", name,
                         f->name);
-    if (f->nodes[v].op == OP_PARAMETER && other != v)
-        return ir_error(f, NEST_ERR_ARG, "parameter %s keeps its name", f->nodes[v].name);
+    if ((f->nodes[v].op == OP_PARAMETER || f->nodes[v].op == OP_STATE) && other != v)
+        return ir_error(f, NEST_ERR_ARG, "%s %s keeps its name",
+                        f->nodes[v].op == OP_STATE ? "state tensor" : "parameter", f->nodes[v].name);
     const char *s = arena_strdup(&f->arena, name);
     if (!s)
         return ir_error(f, NEST_ERR_NOMEM, "out of memory");
@@ -449,16 +459,6 @@ nest_value nest_result(const nest_function *f, int i)
 
 /* ---- modules ---- */
 
-void nest_module_free(nest_module *m)
-{
-    if (!m)
-        return;
-    for (int i = 0; i < m->nfns; i++)
-        nest_function_free(m->fns[i]);
-    free(m->fns);
-    free(m->errmsg);
-    free(m);
-}
 
 int nest_module_errcode(const nest_module *m) { return m ? m->status : NEST_ERR_ARG; }
 
@@ -500,6 +500,16 @@ int nest_evaluate(nest_function *f, void *const *args, int nargs, void *const *r
     if (!f->has_return)
         return ir_error(f, NEST_ERR_ARG, "function %s has no results (nest_return was not called)",
                         f->name);
+    if (ir_uses_state(f))
+        return ir_error(f, NEST_ERR_CALL,
+                        "function %s reads or assigns state of module %s: use nest_evaluate_state",
+                        f->name, f->module->name);
+    return interp_call(f, NULL, args, nargs, results, nresults);
+}
+
+int interp_call(nest_function *f, void *const *state, void *const *args, int nargs,
+                void *const *results, int nresults)
+{
     if (nargs != f->nparams || nresults != f->nresults)
         return ir_error(f, NEST_ERR_CALL,
                         "function %s takes %d argument%s and %d result%s; given %d and %d",
@@ -515,7 +525,7 @@ int nest_evaluate(nest_function *f, void *const *args, int nargs, void *const *r
     for (int i = 0; i < nresults; i++)
         if (!results[i] && ir_count(&f->nodes[f->results[i]]) > 0)
             return ir_error(f, NEST_ERR_CALL, "result %d is NULL", i + 1);
-    return interp_run(f, args, results);
+    return interp_run(f, args, results, state);
 }
 
 void nest_options_init(nest_options *o)
@@ -529,4 +539,49 @@ void nest_options_init(nest_options *o)
     o->fuse = 1;
     o->openmp = 1;
     o->cache = 1;
+}
+
+/* ---- modules: their functions (graph/state.c holds the rest of a module) ---- */
+
+void nest_module_free(nest_module *m)
+{
+    if (!m)
+        return;
+    for (int i = 0; i < m->nfns; i++)
+        ir_function_destroy(m->fns[i]);
+    free(m->fns);
+    free(m->name);
+    free(m->errmsg);
+    arena_free(&m->arena);
+    free(m);
+}
+
+nest_function *nest_module_add_function(nest_module *m, const char *name)
+{
+    if (!m)
+        return NULL;
+    for (int i = 0; name && i < m->nfns; i++)
+        if (m->fns[i]->name && strcmp(m->fns[i]->name, name) == 0) {
+            ir_module_error(m, NEST_ERR_ARG, "module %s already has a function %s",
+                            nest_module_name(m), name);
+            return NULL;
+        }
+    if (m->nfns == m->capfns) {
+        int cap = m->capfns ? m->capfns * 2 : 4;
+        nest_function **p = realloc(m->fns, (size_t)cap * sizeof *p);
+        if (!p) {
+            ir_module_error(m, NEST_ERR_NOMEM, "out of memory");
+            return NULL;
+        }
+        m->fns = p;
+        m->capfns = cap;
+    }
+    nest_function *f = nest_function_new(name);
+    if (!f) {
+        ir_module_error(m, NEST_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    f->module = m;
+    m->fns[m->nfns++] = f;
+    return f;
 }

@@ -16,6 +16,11 @@
 #define OX_MIN_OPSET 1
 #define OX_MAX_OPSET 17
 
+/* A node whose inputs are all known is evaluated at import while the values it makes take at
+ * most this many bytes together; a larger one is computed at run time instead (a weight's
+ * transpose, say), so that import never holds more than this for one node. */
+#define OX_FOLD_BYTES ((int64_t)1 << 28)
+
 /* A tensor known at import time: an initializer, a Constant, or the value of a node whose
  * inputs were all known (folded). */
 typedef struct ox_tensor {

@@ -10,37 +10,10 @@
 
 #define R NEST_MAX_RANK
 
-/* value as an integer in [lo, hi]: truncated, saturated at the range, NaN 0 (nest_convert's
- * rule); a plain cast of an out-of-range double is undefined. */
-static int64_t saturate(double value, int64_t lo, int64_t hi)
-{
-    if (value != value)
-        return 0;
-    if (value <= (double)lo)
-        return lo;
-    if (value >= (double)hi)
-        return hi;
-    return (int64_t)value;
-}
-
-/* A constant of one value filling a shape. */
+/* A constant of one value filling a shape (integers saturate, as nest_convert does). */
 nest_value ox_full(ox *c, int etype, double value, int rank, const int64_t *shape)
 {
-    union {
-        float f32;
-        double f64;
-        int32_t i32;
-        int64_t i64;
-        uint8_t b;
-    } u;
-    switch (etype) {
-    case NEST_F32: u.f32 = (float)value; break;
-    case NEST_F64: u.f64 = value; break;
-    case NEST_I32: u.i32 = (int32_t)saturate(value, INT32_MIN, INT32_MAX); break;
-    case NEST_I64: u.i64 = saturate(value, INT64_MIN, INT64_MAX); break;
-    default: u.b = value != 0; break;
-    }
-    return nest_constant(c->f, (nest_type)etype, rank, shape, &u, 1);
+    return ir_fill(c->f, etype, value, rank, shape);
 }
 
 /* A constant of v's type and shape. */

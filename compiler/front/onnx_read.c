@@ -672,6 +672,21 @@ static int node_order(ox_model *m, const Onnx__GraphProto *g, int32_t *order)
     return st;
 }
 
+/* Whether evaluating the scratch function of a node would make more than OX_FOLD_BYTES. */
+static bool fold_too_large(const nest_function *scratch)
+{
+    int64_t bytes = 0;
+    for (int32_t i = 0; i < scratch->nnodes; i++) {
+        const ir_node *r = &scratch->nodes[i];
+        if (r->etype == IR_TUPLE)
+            continue;
+        bytes += ir_count(r) * (int64_t)nest_type_size((nest_type)r->etype);
+        if (bytes > OX_FOLD_BYTES)
+            return true;
+    }
+    return false;
+}
+
 /* Lowers one node: into the function, or, when every input is known, into a scratch function
  * that the reference interpreter evaluates at once (the outputs become known tensors). */
 static int lower_node(ox_model *m, const Onnx__NodeProto *n)
@@ -724,6 +739,17 @@ static int lower_node(ox_model *m, const Onnx__NodeProto *n)
         c.f = scratch;
     }
     int st = fn(&c);
+    if (scratch && st == NEST_OK && scratch->status == NEST_OK && fold_too_large(scratch)) {
+        /* at run time instead: lowered again into the function */
+        nest_function_free(scratch);
+        scratch = NULL;
+        c.f = m->f;
+        for (size_t i = 0; i < n->n_input; i++)
+            inv[i] = NEST_NONE;
+        for (size_t i = 0; i < n->n_output; i++)
+            out[i] = NEST_NONE;
+        st = fn(&c);
+    }
     /* a builder failed (its message names the op and its operands, not the node): say where,
      * whether the converter went on or gave up (CHECK) */
     if (c.f->status != NEST_OK && strncmp(nest_errmsg(c.f), m->file, strlen(m->file)) != 0)
@@ -749,8 +775,10 @@ static int lower_node(ox_model *m, const Onnx__NodeProto *n)
             st = ox_err(&c, NEST_ERR_ARG, "output %zu is a tuple", i + 1);
             break;
         }
+        /* a constant may hold one value that fills its shape */
         ox_tensor *k = arena_alloc(&m->a, sizeof *k);
-        size_t bytes = (size_t)ir_count(r) * nest_type_size((nest_type)r->etype);
+        int64_t count = r->op == OP_CONSTANT ? r->a.constant.count : ir_count(r);
+        size_t bytes = (size_t)count * nest_type_size((nest_type)r->etype);
         if (!k || !(k->data = arena_alloc(&m->a, bytes + 1))) {
             st = model_err(m, NEST_ERR_NOMEM, "out of memory");
             break;
@@ -758,10 +786,9 @@ static int lower_node(ox_model *m, const Onnx__NodeProto *n)
         k->etype = r->etype;
         k->rank = r->rank;
         memcpy(k->shape, r->shape, (size_t)r->rank * sizeof *k->shape);
-        k->count = ir_count(r);
+        k->count = count;
         if (r->op == OP_CONSTANT) {
-            k->count = r->a.constant.count;
-            memcpy(k->data, r->a.constant.data, (size_t)k->count * nest_type_size((nest_type)k->etype));
+            memcpy(k->data, r->a.constant.data, bytes);
         } else { /* in the scratch function */
             nest_value rv = out[i];
             void *res[1] = {k->data};

@@ -1,18 +1,21 @@
 /*
  * parse.c - the text form (.nest) into functions.
  *
- *   file   := func*
+ *   file   := (func | state)*
+ *   state  := ("var" | "persistent") NAME ":" type "=" init
+ *   init   := "zeros" | value | ("uniform" | "normal") "(" value "," value "," "seed" "=" INT ")"
  *   func   := "func" NAME "(" [param {"," param}] ")" "->" rets "{" stmt* "}"
  *   param  := NAME ":" type [layout]
  *   rets   := type [layout] | "(" [type [layout] {"," type [layout]}] ")"
  *   type   := ("f32" | "f64" | "i32" | "i64" | "bool") "[" [INT {"," INT}] "]"
  *   layout := "row" | "col"
- *   stmt   := NAME "=" expr | "return" [expr {"," expr}]
- *   expr   := NAME | OP "(" [arg {"," arg}] ")"
+ *   stmt   := NAME "=" expr | "assign" "(" NAME "," expr ")" | "return" [expr {"," expr}]
+ *   expr   := NAME | OP "(" [arg {"," arg}] ")" | "grad" "(" expr {"," NAME} ")"
  *   arg    := expr | NAME "=" value | type | value        (by op: see parse_call)
  *   value  := number | "true" | "false" | "inf" | "nan" | "-" value | "[" [value {"," value}] "]"
  *
- * Comments run from '#' to the end of the line. The parser stops at the first error and
+ * The state a module declares is in scope in every function after it: a state NAME reads the
+ * tensor's value at the call's entry. Comments run from '#' to the end of the line. The parser stops at the first error and
  * records "file:line:col: error: message" on the module. It never recurses deeper than
  * PARSE_MAX_DEPTH calls.
  */
@@ -695,21 +698,73 @@ static _Noreturn void build_error(parser *ps, const token *t)
     error_at(ps, t->line, t->col, ps->f->status, "%s", ps->f->errmsg ? ps->f->errmsg : "invalid op");
 }
 
-/* Whether the current NAME token is followed by '=' (an attribute), without consuming. */
-static bool at_attribute(parser *ps)
+/* Whether the token after the current one is of kind k, without consuming. */
+static bool peek_is(parser *ps, tok_kind k)
 {
-    if (!is_tok(ps, T_NAME))
-        return false;
     const char *p = ps->p, *line_start = ps->line_start;
     int line = ps->line;
     token t = ps->tok;
     next(ps);
-    bool eq = is_tok(ps, T_EQ);
+    bool is = is_tok(ps, k);
     ps->p = p;
     ps->line = line;
     ps->line_start = line_start;
     ps->tok = t;
-    return eq;
+    return is;
+}
+
+/* Whether the current NAME token is followed by '=' (an attribute), without consuming. */
+static bool at_attribute(parser *ps) { return is_tok(ps, T_NAME) && peek_is(ps, T_EQ); }
+
+/* The end of a call that built node v (or failed: the error at optok): its position, the ')'. */
+static int32_t end_call(parser *ps, const token *optok, int32_t v)
+{
+    if (v < 0)
+        build_error(ps, optok);
+    ps->f->nodes[v].line = optok->line;
+    ps->f->nodes[v].col = optok->col;
+    next(ps); /* the ')' */
+    ps->depth--;
+    return v;
+}
+
+/* grad "(" expr {"," NAME} ")": the tuple of the gradients of a scalar with respect to
+ * variables or parameters (compiler/graph/grad.c). */
+static int32_t parse_grad(parser *ps, token optok)
+{
+    if (++ps->depth > PARSE_MAX_DEPTH)
+        error_at(ps, optok.line, optok.col, NEST_ERR_LIMIT,
+                 "calls nest deeper than %d levels; name intermediate values", PARSE_MAX_DEPTH);
+    expect(ps, T_LPAREN);
+    if (is_tok(ps, T_RPAREN))
+        error_tok(ps, &optok, "grad needs a loss and the values to differentiate it by, as in "
+                              "grad(loss, w1, b1)");
+    int32_t loss = parse_expr(ps);
+    int32_t *wrt = NULL;
+    size_t n = 0, cap = 0;
+    while (accept(ps, T_COMMA)) {
+        token t = ps->tok;
+        if (t.kind != T_NAME)
+            expected(ps, "the name of a variable or parameter");
+        sym *y = sym_find(ps, t.s, t.len);
+        if (!y) {
+            char sh[64];
+            error_tok(ps, &t, "use of undefined value %s", show(&t, sh));
+        }
+        const ir_node *x = &ps->f->nodes[y->node];
+        if (x->op != OP_STATE && x->op != OP_PARAMETER)
+            error_tok(ps, &t, "grad differentiates by variables and parameters; %.*s is a value "
+                              "computed in the function",
+                      (int)(t.len > 40 ? 40 : t.len), t.s);
+        wrt = grow(ps, wrt, n, &cap, sizeof *wrt);
+        wrt[n++] = y->node;
+        next(ps);
+    }
+    if (n == 0)
+        error_tok(ps, &ps->tok, "grad needs at least one variable or parameter after the loss");
+    if (!is_tok(ps, T_RPAREN))
+        expected(ps, "',' or ')'");
+    return end_call(ps, &optok, nest_grad(ps->f, loss, (int)n, wrt));
 }
 
 /* The checks of a call's attributes that need the parser's view (which attribute is missing,
@@ -792,7 +847,9 @@ static void *constant_data(parser *ps, const ttype *ty, const lits *vals, const 
 static int32_t parse_call(parser *ps, token optok)
 {
     ir_op op = ir_op_lookup(optok.s, optok.len);
-    if (op == OP_COUNT || op == OP_PARAMETER) {
+    if (op == OP_COUNT && optok.len == 4 && memcmp(optok.s, "grad", 4) == 0)
+        return parse_grad(ps, optok);
+    if (op == OP_COUNT || op == OP_PARAMETER || op == OP_STATE) {
         char s[64];
         error_tok(ps, &optok, "unknown op %s", show(&optok, s));
     }
@@ -890,13 +947,7 @@ static int32_t parse_call(parser *ps, token optok)
                     ? ir_topk(ps->f, in[0], at[A_K].v[0], at[A_AXIS].v[0],
                               at[A_LARGEST].set ? (int)at[A_LARGEST].v[0] : 1)
                     : ir_build(ps->f, op, (int)nin, in, &ia);
-    if (v < 0)
-        build_error(ps, &optok);
-    ps->f->nodes[v].line = optok.line;
-    ps->f->nodes[v].col = optok.col;
-    next(ps); /* the ')' */
-    ps->depth--;
-    return v;
+    return end_call(ps, &optok, v);
 }
 
 static int32_t parse_expr(parser *ps)
@@ -998,7 +1049,12 @@ static void parse_binding(parser *ps)
         expected(ps, "'='");
     }
     next(ps);
-    if (sym_find(ps, t.s, t.len))
+    sym *old = sym_find(ps, t.s, t.len);
+    if (old && old->node >= 0 && ps->f->nodes[old->node].op == OP_STATE)
+        error_tok(ps, &t, "%.*s is a state tensor of the module (declared at line %d); "
+                          "assign(%.*s, value) gives it a new value",
+                  (int)t.len, t.s, old->line, (int)t.len, t.s);
+    if (old)
         sym_add(ps, &t, -1); /* reports the earlier definition */
     const char *name = name_of(ps, &t, "value");
     int32_t v = parse_expr(ps);
@@ -1006,6 +1062,33 @@ static void parse_binding(parser *ps)
     ir_node *n = &ps->f->nodes[v];
     if (!n->name) /* `y = x` makes y another name of x: the text form keeps the first */
         n->name = name;
+}
+
+/* "assign" "(" NAME "," expr ")" */
+static void parse_assign(parser *ps)
+{
+    token kw = ps->tok;
+    next(ps); /* "assign" */
+    expect(ps, T_LPAREN);
+    token t = ps->tok;
+    if (t.kind != T_NAME)
+        expected(ps, "the name of a state tensor");
+    sym *y = sym_find(ps, t.s, t.len);
+    if (!y || ps->f->nodes[y->node].op != OP_STATE)
+        error_tok(ps, &t, "assign takes a state tensor of the module (var or persistent), and "
+                          "'%.*s' is not one",
+                  (int)(t.len > 40 ? 40 : t.len), t.s);
+    int32_t target = y->node;
+    next(ps);
+    expect(ps, T_COMMA);
+    int32_t v = parse_expr(ps);
+    if (!is_tok(ps, T_RPAREN))
+        expected(ps, "')'");
+    if (nest_assign(ps->f, target, v) != NEST_OK)
+        build_error(ps, &kw);
+    ps->f->assigns[ps->f->nassigns - 1].line = kw.line;
+    ps->f->assigns[ps->f->nassigns - 1].col = kw.col;
+    next(ps);
 }
 
 static void parse_function(parser *ps)
@@ -1017,6 +1100,7 @@ static void parse_function(parser *ps)
     nest_function *f = calloc(1, sizeof *f);
     if (!f)
         oom(ps);
+    f->module = m;
     if (m->nfns == m->capfns) {
         int cap = m->capfns ? m->capfns * 2 : 4;
         nest_function **p = realloc(m->fns, (size_t)cap * sizeof *p);
@@ -1060,6 +1144,17 @@ static void parse_function(parser *ps)
             sym_add(ps, &pt, v);
         } while (accept(ps, T_COMMA));
     }
+    /* the module's state, in declaration order: one read node each, named by the tensor */
+    for (int32_t s = 0; s < m->nstates; s++) {
+        const ir_state *st = &m->states[s];
+        token at = {T_NAME, st->name, strlen(st->name), st->line, st->col};
+        if (sym_find(ps, at.s, at.len))
+            continue; /* a parameter of that name was refused by ir_build already */
+        int32_t v = ir_state_read(f, s);
+        if (v < 0)
+            build_error(ps, &kw);
+        sym_add(ps, &at, v);
+    }
     expect(ps, T_RPAREN);
     expect(ps, T_ARROW);
     int nrets;
@@ -1075,6 +1170,8 @@ static void parse_function(parser *ps)
         if (is_word(ps, "return")) {
             parse_return(ps, rets, nrets);
             returned = true;
+        } else if (is_word(ps, "assign") && peek_is(ps, T_LPAREN)) {
+            parse_assign(ps);
         } else {
             parse_binding(ps);
         }
@@ -1088,17 +1185,102 @@ static void parse_function(parser *ps)
     ps->f = NULL;
 }
 
-/* file := func*. Returns false after an error (recorded on the module). The setjmp lives here,
- * apart from nest_parse's locals, so that no local of the caller is live across it. */
+/* A number of an initializer, as a double. */
+static double init_number(parser *ps, const lit *x, int etype)
+{
+    if (x->is_bool && etype != NEST_BOOL)
+        error_tok(ps, &x->at, "a bool literal initializes only a bool tensor");
+    if (!x->is_bool && etype == NEST_BOOL)
+        error_tok(ps, &x->at, "a bool tensor starts true or false");
+    if (x->is_bool)
+        return (double)x->u;
+    if ((etype == NEST_I32 || etype == NEST_I64) && !x->is_int)
+        error_tok(ps, &x->at, "%s tensors start with an integer", nest_type_name((nest_type)etype));
+    return x->f;
+}
+
+/* ("var" | "persistent") NAME ":" type "=" init */
+static void parse_state(parser *ps)
+{
+    bool trainable = is_word(ps, "var");
+    next(ps);
+    token nt = ps->tok;
+    if (nt.kind != T_NAME)
+        expected(ps, trainable ? "the name of the variable" : "the name of the persistent tensor");
+    if (nt.len > IR_MAX_NAME)
+        error_at(ps, nt.line, nt.col, NEST_ERR_LIMIT, "name is %zu characters long (the limit is %d)",
+                 nt.len, IR_MAX_NAME);
+    char *name = arena_alloc(&ps->scratch, nt.len + 1);
+    if (!name)
+        oom(ps);
+    memcpy(name, nt.s, nt.len);
+    int32_t earlier = ir_state_find(ps->m, name, nt.len);
+    if (earlier >= 0)
+        error_tok(ps, &nt, "state tensor '%s' is already declared at line %d", name,
+                  ps->m->states[earlier].line);
+    for (int i = 0; i < ps->m->nfns; i++)
+        if (strcmp(ps->m->fns[i]->name, name) == 0)
+            error_tok(ps, &nt, "'%s' is the name of a function (line %d)", name,
+                      ps->m->fns[i]->line);
+    next(ps);
+    expect(ps, T_COLON);
+    ttype ty;
+    parse_type(ps, &ty, false);
+    expect(ps, T_EQ);
+    nest_init in = {NEST_INIT_ZEROS, 0, 0, 0};
+    token it = ps->tok;
+    if (is_word(ps, "zeros")) {
+        next(ps);
+    } else if ((is_word(ps, "uniform") || is_word(ps, "normal")) && peek_is(ps, T_LPAREN)) {
+        in.kind = is_word(ps, "uniform") ? NEST_INIT_UNIFORM : NEST_INIT_NORMAL;
+        next(ps);
+        expect(ps, T_LPAREN);
+        lit a = parse_literal(ps);
+        expect(ps, T_COMMA);
+        lit b = parse_literal(ps);
+        if (is_tok(ps, T_RPAREN))
+            expected(ps, "seed=N (the seed of the generator)");
+        expect(ps, T_COMMA);
+        if (a.is_bool || b.is_bool)
+            error_tok(ps, a.is_bool ? &a.at : &b.at, "the parameters of %s are numbers",
+                      in.kind == NEST_INIT_UNIFORM ? "uniform" : "normal");
+        if (!is_word(ps, "seed") || !peek_is(ps, T_EQ))
+            expected(ps, "seed=N (the seed of the generator)");
+        next(ps);
+        next(ps);
+        if (is_tok(ps, T_MINUS))
+            error_tok(ps, &ps->tok, "a seed cannot be negative");
+        in.seed = (uint64_t)parse_int(ps, &ps->tok);
+        next(ps);
+        expect(ps, T_RPAREN);
+        in.a = a.f;
+        in.b = b.f;
+    } else {
+        lit x = parse_literal(ps);
+        in.kind = NEST_INIT_CONSTANT;
+        in.a = init_number(ps, &x, ty.etype);
+    }
+    int32_t s = ir_state_declare(ps->m, name, trainable, (nest_type)ty.etype, ty.rank, ty.shape, &in);
+    if (s < 0)
+        error_at(ps, it.line, it.col, ps->m->status, "%s", nest_module_errmsg(ps->m));
+    ps->m->states[s].line = nt.line;
+    ps->m->states[s].col = nt.col;
+}
+
+/* file := (func | state)*. Returns false after an error (recorded on the module). The setjmp
+ * lives here, apart from nest_parse's locals, so that no local of the caller is live across it. */
 static bool parse_file(parser *ps)
 {
     if (setjmp(ps->fail) != 0)
         return false;
     next(ps);
     while (!is_tok(ps, T_EOF)) {
-        if (!is_word(ps, "func"))
-            expected(ps, "'func'");
-        parse_function(ps);
+        if (is_word(ps, "var") || is_word(ps, "persistent"))
+            parse_state(ps);
+        else if (is_word(ps, "func"))
+            parse_function(ps);
+        else
+            expected(ps, "'func', 'var' or 'persistent'");
     }
     return true;
 }
@@ -1118,11 +1300,19 @@ nest_module *nest_parse(const char *text, size_t len, const char *filename)
     ps->file = filename ? filename : "<input>";
     ps->line = 1;
     ps->m = m;
+    m->name = ir_module_name_of_file(ps->file);
+    if (!m->name) {
+        ps->m = NULL;
+        free(ps);
+        nest_module_free(m);
+        return NULL;
+    }
     if (!parse_file(ps)) {
-        /* the error is on m; drop every function so that callers see only the error */
+        /* the error is on m; drop every function and state so that callers see only the error */
         for (int i = 0; i < m->nfns; i++)
-            nest_function_free(m->fns[i]);
+            ir_function_destroy(m->fns[i]);
         m->nfns = 0;
+        m->nstates = 0;
     }
     free(ps->syms);
     arena_free(&ps->scratch);

@@ -263,6 +263,7 @@ static bool compare_i(ir_op op, int64_t x, int64_t y)
 typedef struct interp {
     nest_function *f;
     void *const *args;
+    void *const *state; /* the module's state tensors */
     void **val; /* the buffer of each node, or NULL */
 } interp;
 
@@ -937,6 +938,10 @@ static bool eval_node(const interp *in, const ir_node *n, void *out)
     switch (ir_kind_of(n)) {
     case K_PARAM: eval_param(in, n, out); return true;
     case K_CONST: eval_constant(n, out); return true;
+    case K_STATE:
+        if (ir_count(n) > 0)
+            memcpy(out, in->state[n->a.state], (size_t)ir_count(n) * nest_type_size((nest_type)n->etype));
+        return true;
     case K_EW: eval_elementwise(in, n, out); return true;
     case K_CMP: eval_compare(in, n, out); return true;
     case K_SELECT: eval_select(in, n, out); return true;
@@ -981,10 +986,10 @@ static void write_result(const ir_node *n, const void *src, void *dst, int layou
     }
 }
 
-int interp_run(nest_function *f, void *const *args, void *const *results)
+int interp_run(nest_function *f, void *const *args, void *const *results, void *const *state)
 {
     int32_t nn = f->nnodes;
-    interp in = {f, args, calloc((size_t)nn + 1, sizeof(void *))};
+    interp in = {f, args, state, calloc((size_t)nn + 1, sizeof(void *))};
     /* last[i]: the last node reading node i (nn for results), or -1 when i is not needed */
     int32_t *last = malloc(((size_t)nn + 1) * sizeof *last);
     int status = NEST_OK;
@@ -996,6 +1001,8 @@ int interp_run(nest_function *f, void *const *args, void *const *results)
         last[i] = -1;
     for (int32_t r = 0; r < f->nresults; r++)
         last[f->results[r]] = nn;
+    for (int32_t a = 0; a < f->nassigns; a++)
+        last[f->assigns[a].node] = nn;
     for (int32_t i = nn - 1; i >= 0; i--) { /* consumers come after their operands */
         const ir_node *n = &f->nodes[i];
         if (last[i] < 0 || n->op == OP_TUPLE || n->op == OP_GET)
@@ -1031,6 +1038,11 @@ int interp_run(nest_function *f, void *const *args, void *const *results)
     for (int32_t r = 0; r < f->nresults; r++) {
         int32_t v = f->results[r];
         write_result(&f->nodes[v], in.val[v], results[r], f->result_layout[r]);
+    }
+    /* the state takes its new values last: every read above saw the entry values */
+    for (int32_t a = 0; a < f->nassigns; a++) {
+        const ir_assign *as = &f->assigns[a];
+        write_result(&f->nodes[as->node], in.val[as->node], state[as->state], NEST_ROW_MAJOR);
     }
 
 out:

@@ -26,16 +26,22 @@ ir_op ir_op_lookup(const char *name, size_t len)
     return OP_COUNT;
 }
 
-int ir_error(nest_function *f, int status, const char *fmt, ...)
+int ir_verror(char **errmsg, int *status, int code, const char *fmt, va_list ap)
 {
     buf b = {0};
+    buf_vprintf(&b, fmt, ap);
+    free(*errmsg);
+    *errmsg = buf_finish(&b); /* NULL when out of memory: the handle's errmsg then says so */
+    *status = *errmsg ? code : NEST_ERR_NOMEM;
+    return *status;
+}
+
+int ir_error(nest_function *f, int status, const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
-    buf_vprintf(&b, fmt, ap);
+    ir_verror(&f->errmsg, &f->status, status, fmt, ap);
     va_end(ap);
-    free(f->errmsg);
-    f->errmsg = buf_finish(&b); /* NULL when out of memory: nest_errmsg() then says so */
-    f->status = f->errmsg ? status : NEST_ERR_NOMEM;
     return f->status;
 }
 
@@ -638,6 +644,19 @@ static int infer(nest_function *f, ir_node *n, ir_op op, int nin, const int32_t 
         }
         return NEST_OK;
 
+    case K_STATE: {
+        const nest_module *m = f->module;
+        if (!m || at->state < 0 || at->state >= m->nstates)
+            return ir_error(f, NEST_ERR_ARG, "state: %d is not a state tensor of the module of %s",
+                            at->state, f->name);
+        const ir_state *s = &m->states[at->state];
+        n->etype = s->etype;
+        n->rank = s->rank;
+        n->shape = dup_shape(f, s->rank, s->shape);
+        n->a.state = at->state;
+        return NEST_OK;
+    }
+
     case K_EW:
     case K_CMP:
     case K_SELECT: {
@@ -900,6 +919,10 @@ int32_t ir_build(nest_function *f, ir_op op, int nin, const int32_t *in, const i
         if (ir_find_name(f, at->name) >= 0) /* parameters and named values share one scope */
             return ir_error(f, NEST_ERR_ARG, "parameter name '%s' is used twice", at->name),
                    NEST_NONE;
+        if (f->module && ir_state_find(f->module, at->name, strlen(at->name)) >= 0)
+            return ir_error(f, NEST_ERR_ARG, "parameter name '%s' is a state tensor of module %s",
+                            at->name, f->module->name),
+                   NEST_NONE;
         int32_t *p = arena_grow(&f->arena, f->params, (size_t)f->nparams, &f->capparams,
                                 sizeof *p);
         if (!p)
@@ -932,6 +955,39 @@ int32_t ir_build(nest_function *f, ir_op op, int nin, const int32_t *in, const i
     return f->nnodes++;
 }
 
+/* value as an integer in [lo, hi]: truncated, saturated at the range, NaN 0 (nest_convert's
+ * rule); a plain cast of an out-of-range double is undefined. */
+static int64_t saturate(double value, int64_t lo, int64_t hi)
+{
+    if (value != value)
+        return 0;
+    if (value <= (double)lo)
+        return lo;
+    if (value >= (double)hi)
+        return hi;
+    return (int64_t)value;
+}
+
+int32_t ir_fill(nest_function *f, int etype, double v, int rank, const int64_t *shape)
+{
+    union {
+        float f32;
+        double f64;
+        int32_t i32;
+        int64_t i64;
+        uint8_t b;
+    } d;
+    switch (etype) {
+    case NEST_F32: d.f32 = (float)v; break;
+    case NEST_F64: d.f64 = v; break;
+    case NEST_I32: d.i32 = (int32_t)saturate(v, INT32_MIN, INT32_MAX); break;
+    case NEST_I64: d.i64 = saturate(v, INT64_MIN, INT64_MAX); break;
+    default: d.b = v != 0; break;
+    }
+    ir_attrs at = {.type = etype, .rank = rank, .shape = shape, .data = &d, .count = 1};
+    return ir_build(f, OP_CONSTANT, 0, NULL, &at);
+}
+
 int32_t ir_topk(nest_function *f, int32_t x, int64_t k, int64_t axis, int largest)
 {
     ir_attrs at = {.k = k, .index = axis, .largest = largest, .which = 0};
@@ -961,6 +1017,8 @@ bool ir_verify(const nest_function *f)
             return false;
         if (n->etype > IR_TUPLE)
             return false;
+        if (n->op == OP_STATE && (!f->module || n->a.state < 0 || n->a.state >= f->module->nstates))
+            return false;
         if (n->op == OP_GET) {
             const ir_node *t = &f->nodes[ir_resolve(f, n->in[0])];
             if (t->op != OP_TUPLE || t->in[n->a.get.index] < 0 ||
@@ -981,5 +1039,14 @@ bool ir_verify(const nest_function *f)
         if (f->results[i] < 0 || f->results[i] >= f->nnodes ||
             f->nodes[f->results[i]].etype == IR_TUPLE)
             return false;
+    for (int32_t i = 0; i < f->nassigns; i++) {
+        const ir_assign *as = &f->assigns[i];
+        if (!f->module || as->state < 0 || as->state >= f->module->nstates || as->node < 0 ||
+            as->node >= f->nnodes || f->nodes[as->node].etype == IR_TUPLE)
+            return false;
+        for (int32_t j = 0; j < i; j++)
+            if (f->assigns[j].state == as->state)
+                return false;
+    }
     return true;
 }

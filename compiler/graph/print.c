@@ -279,12 +279,15 @@ void print_function(buf *b, const nest_function *f)
     buf_puts(b, " {\n");
     for (int32_t i = 0; i < f->nnodes; i++) {
         const ir_node *n = &f->nodes[i];
-        if (n->op == OP_PARAMETER || n->op == OP_TOPK)
+        if (n->op == OP_PARAMETER || n->op == OP_STATE || n->op == OP_TOPK)
             continue; /* a topk's two nodes print as the call that makes their tuple */
         buf_printf(b, "  %s = ", namer_name(&nm, i));
         print_op(b, &nm, ir_is_topk_tuple(f, i) ? &f->nodes[n->in[0]] : n, INT64_MAX);
         buf_putc(b, '\n');
     }
+    for (int32_t i = 0; i < f->nassigns; i++)
+        buf_printf(b, "  assign(%s, %s)\n", f->module->states[f->assigns[i].state].name,
+                   namer_name(&nm, f->assigns[i].node));
     buf_puts(b, "  return");
     for (int32_t i = 0; i < f->nreturned; i++)
         buf_printf(b, "%s %s", i ? "," : "", namer_name(&nm, f->returned[i]));
@@ -292,11 +295,57 @@ void print_function(buf *b, const nest_function *f)
     namer_free(&nm);
 }
 
+/* A number of an initializer: the shortest text that reads back as the same double. */
+static void print_init_number(buf *b, int etype, double v)
+{
+    if (etype == NEST_BOOL) {
+        buf_puts(b, v != 0 ? "true" : "false");
+        return;
+    }
+    if (etype == NEST_I32 || etype == NEST_I64) {
+        buf_printf(b, "%lld", (long long)v); /* a whole number in range: checked when declared */
+        return;
+    }
+    print_scalar(b, NEST_F64, &v, 0);
+}
+
+/* "var w: f32[3,4] = uniform(-0.5, 0.5, seed=7)" for each state tensor of m. */
+static void print_states(buf *b, const nest_module *m)
+{
+    for (int32_t i = 0; i < m->nstates; i++) {
+        const ir_state *s = &m->states[i];
+        buf_printf(b, "%s %s: ", s->trainable ? "var" : "persistent", s->name);
+        print_tensor_type(b, s->etype, s->rank, s->shape, NEST_ROW_MAJOR);
+        buf_puts(b, " = ");
+        switch (s->init.kind) {
+        case NEST_INIT_ZEROS: buf_puts(b, "zeros"); break;
+        case NEST_INIT_CONSTANT: print_init_number(b, s->etype, s->init.a); break;
+        case NEST_INIT_UNIFORM:
+        case NEST_INIT_NORMAL:
+            buf_puts(b, s->init.kind == NEST_INIT_UNIFORM ? "uniform(" : "normal(");
+            print_init_number(b, s->etype, s->init.a);
+            buf_puts(b, ", ");
+            print_init_number(b, s->etype, s->init.b);
+            buf_printf(b, ", seed=%llu)", (unsigned long long)s->init.seed);
+            break;
+        }
+        buf_putc(b, '\n');
+    }
+    if (m->nstates)
+        buf_putc(b, '\n');
+}
+
 char *nest_print(nest_function *const *fns, int n)
 {
     if (n < 0 || (n > 0 && !fns))
         return NULL;
     buf b = {0};
+    /* the state of the functions' module first, so that every function sees it */
+    for (int i = 0; i < n; i++)
+        if (fns[i] && fns[i]->module && fns[i]->module->nstates) {
+            print_states(&b, fns[i]->module);
+            break;
+        }
     for (int i = 0; i < n; i++) {
         if (!fns[i] || !fns[i]->name) {
             if (fns[i])
@@ -311,6 +360,28 @@ char *nest_print(nest_function *const *fns, int n)
     char *s = buf_finish(&b);
     if (!s && n > 0)
         ir_error(fns[0], NEST_ERR_NOMEM, "print: out of memory");
+    return s;
+}
+
+char *nest_module_print(nest_module *m)
+{
+    if (!m)
+        return NULL;
+    buf b = {0};
+    print_states(&b, m);
+    for (int i = 0; i < m->nfns; i++) {
+        if (!m->fns[i]->name) {
+            ir_error(m->fns[i], NEST_ERR_ARG, "print: the function has no valid name");
+            buf_reset(&b);
+            return NULL;
+        }
+        if (i)
+            buf_putc(&b, '\n');
+        print_function(&b, m->fns[i]);
+    }
+    char *s = buf_finish(&b);
+    if (!s)
+        ir_module_error(m, NEST_ERR_NOMEM, "print: out of memory");
     return s;
 }
 

@@ -22,6 +22,8 @@ int32_t ir_prune(nest_function *f)
         map[f->results[i]] = 1;
     for (int32_t i = 0; i < f->nreturned; i++)
         map[f->returned[i]] = 1;
+    for (int32_t i = 0; i < f->nassigns; i++) /* the values a call assigns to state */
+        map[f->assigns[i].node] = 1;
     /* operands come before their users: one backward sweep marks everything live */
     for (int32_t i = nn - 1; i >= 0; i--) {
         const ir_node *n = &f->nodes[i];
@@ -54,6 +56,8 @@ int32_t ir_prune(nest_function *f)
         f->results[i] = map[f->results[i]];
     for (int32_t i = 0; i < f->nreturned; i++)
         f->returned[i] = map[f->returned[i]];
+    for (int32_t i = 0; i < f->nassigns; i++)
+        f->assigns[i].node = map[f->assigns[i].node];
     f->nnodes = k;
     free(map);
     assert(ir_verify(f));

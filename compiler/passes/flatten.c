@@ -73,11 +73,16 @@ static bool reorder(plan *p, nest *n)
             order[j - 1] = t;
         }
     free(s.st);
+    return ok && nest_permute(p, n, order);
+}
+
+bool nest_permute(plan *p, nest *n, const uint8_t *order)
+{
     bool identity = true;
     for (int k = 0; k < n->rank; k++)
         identity &= order[k] == k;
-    if (!ok || identity)
-        return ok;
+    if (identity)
+        return true;
     int64_t dims[NEST_MAX_RANK];
     uint32_t reduced = 0;
     for (int k = 0; k < n->rank; k++) {

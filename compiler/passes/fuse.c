@@ -687,6 +687,16 @@ static bool lower_node(lower *lw, int32_t node)
         lw->val[node] = fx_load(p, b, 0, n->rank, st, node);
         break;
     }
+    case K_STATE: { /* read like a parameter: the tensor's entry value */
+        int64_t st[NEST_MAX_RANK];
+        layout_strides(n->rank, n->shape, NEST_ROW_MAJOR, st);
+        int32_t b = plan_buffer(p, BUF_STATE, n->a.state, node, n->etype, ir_count(n));
+        if (b < 0)
+            return false;
+        lw->home[node] = b;
+        lw->val[node] = fx_load(p, b, 0, n->rank, st, node);
+        break;
+    }
     case K_CONST: {
         if (n->a.constant.count == 1) {
             const void *d = n->a.constant.data;
@@ -791,7 +801,8 @@ static bool maybe_store(lower *lw, int32_t node)
     plan *p = lw->p;
     const ir_node *n = &lw->f->nodes[node];
     ir_kind k = ir_kind_of(n);
-    if (k == K_PARAM || k == K_CONST || k == K_TUPLE || k == K_GET || lw->home[node] >= 0)
+    if (k == K_PARAM || k == K_CONST || k == K_STATE || k == K_TUPLE || k == K_GET ||
+        lw->home[node] >= 0)
         return true;
     bool is_result = false;
     for (int32_t i = 0; i < lw->f->nresults; i++)
@@ -826,6 +837,54 @@ static bool finish_results(lower *lw)
         if (!ne || !add_out(p, ne, b, 0, st, lw->val[node], -1, node))
             return false;
     }
+    return true;
+}
+
+/* Each assignment stores its value into the state tensor's new value (inplace.c decides where
+ * that is), in a nest at the end: every read of the entry values comes before it. Assignments
+ * of one shape are placed side by side, so that they merge into one nest (a velocity and its
+ * weight: the weight's update reads the velocity before its store, in place). */
+static bool finish_assigns(lower *lw)
+{
+    plan *p = lw->p;
+    nest_function *f = lw->f;
+    int32_t *order = malloc(((size_t)f->nassigns + 1) * sizeof *order);
+    bool *done = calloc((size_t)f->nassigns + 1, sizeof *done);
+    int32_t norder = 0;
+    if (!order || !done) {
+        free(order);
+        free(done);
+        p->status = NEST_ERR_NOMEM;
+        return false;
+    }
+    for (int32_t i = 0; i < f->nassigns; i++) {
+        if (done[i])
+            continue;
+        const ir_node *a = &f->nodes[f->assigns[i].node];
+        for (int32_t j = i; j < f->nassigns; j++) {
+            const ir_node *b = &f->nodes[f->assigns[j].node];
+            if (!done[j] && a->rank == b->rank &&
+                memcmp(a->shape, b->shape, (size_t)a->rank * sizeof *a->shape) == 0) {
+                done[j] = true;
+                order[norder++] = j;
+            }
+        }
+    }
+    free(done);
+    for (int32_t k = 0; k < f->nassigns; k++) {
+        int32_t i = order[k];
+        int32_t node = f->assigns[i].node;
+        const ir_node *n = &f->nodes[node];
+        int64_t st[NEST_MAX_RANK];
+        layout_strides(n->rank, n->shape, NEST_ROW_MAJOR, st);
+        int32_t b = plan_buffer(p, BUF_STATE_NEW, f->assigns[i].state, node, n->etype, ir_count(n));
+        nest *ne = b >= 0 ? new_nest(p, n->rank, n->shape, 0) : NULL;
+        if (!ne || !add_out(p, ne, b, 0, st, lw->val[node], -1, node)) {
+            free(order);
+            return false;
+        }
+    }
+    free(order);
     return true;
 }
 
@@ -909,6 +968,57 @@ static void merge_adjacent(plan *p)
     }
 }
 
+/* Whether nest n (live) reads any buffer written by nest w. */
+static bool reads_from(plan *p, const nest *n, const nest *w)
+{
+    for (int i = 0; i < n->nouts; i++)
+        for (int j = 0; j < w->nouts; j++)
+            if (fx_reads(p, n->outs[i].value, w->outs[j].buf))
+                return true;
+    return false;
+}
+
+/* Whether nest n reads the entry value of a state tensor that nest a assigns. */
+static bool reads_assigned(plan *p, const nest *n, const nest *a)
+{
+    for (int j = 0; j < a->nouts; j++)
+        for (int32_t b = 0; b < p->nbufs; b++)
+            if (p->bufs[b].kind == BUF_STATE && p->bufs[b].index == p->bufs[a->outs[j].buf].index)
+                for (int i = 0; i < n->nouts; i++)
+                    if (fx_reads(p, n->outs[i].value, b))
+                        return true;
+    return false;
+}
+
+/* Moves each nest of assignments up to right after the last nest that writes what it reads,
+ * when no nest in between reads the entry value of a tensor it assigns: an update then follows
+ * the product of its gradient (tile.c runs it on the product's tiles, so the gradient is never
+ * stored) and can still write in place. */
+static void schedule_assigns(plan *p)
+{
+    for (int32_t k = p->nnests - 1; k > 0; k--) {
+        nest *a = &p->nests[k];
+        bool assigns = !a->dead && a->nouts > 0;
+        for (int i = 0; assigns && i < a->nouts; i++)
+            assigns = p->bufs[a->outs[i].buf].kind == BUF_STATE_NEW;
+        if (!assigns)
+            continue;
+        int32_t prod = -1;
+        for (int32_t j = k - 1; j >= 0 && prod < 0; j--)
+            if (!p->nests[j].dead && reads_from(p, a, &p->nests[j]))
+                prod = j;
+        bool ok = prod >= 0 && prod < k - 1;
+        for (int32_t m = prod + 1; ok && m < k; m++)
+            ok = p->nests[m].dead || !reads_assigned(p, &p->nests[m], a);
+        if (!ok)
+            continue;
+        nest moved = *a;
+        memmove(&p->nests[prod + 2], &p->nests[prod + 1], (size_t)(k - prod - 1) * sizeof *a);
+        p->nests[prod + 1] = moved;
+        k++; /* position k now holds the nest that was before it */
+    }
+}
+
 /* Drops stores into temporaries that no nest reads any more. */
 static void drop_dead_stores(plan *p)
 {
@@ -964,6 +1074,10 @@ int pass_fuse(plan *p)
     /* liveness: results, then backwards through operands (get and tuple resolved) */
     for (int32_t i = 0; i < f->nresults; i++)
         lw.live[f->results[i]] = true;
+    for (int32_t i = 0; i < f->nassigns; i++) { /* an assignment consumes its value */
+        lw.live[f->assigns[i].node] = true;
+        lw.users[f->assigns[i].node]++;
+    }
     for (int32_t i = f->nnodes - 1; i >= 0; i--) {
         const ir_node *n = &f->nodes[i];
         if (!lw.live[i] || n->etype == IR_TUPLE)
@@ -988,8 +1102,12 @@ int pass_fuse(plan *p)
     }
     if (!p->status)
         finish_results(&lw);
+    if (!p->status)
+        finish_assigns(&lw);
     if (!p->status && p->opts->fuse) /* without fusion every op keeps its nest */
         merge_adjacent(p);
+    if (!p->status && p->opts->fuse)
+        schedule_assigns(p);
     if (!p->status)
         drop_dead_stores(p);
 out:

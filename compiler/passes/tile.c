@@ -182,6 +182,26 @@ void tile_shape(int etype, int vector_bytes, int *ti, int *tj)
     *tj = vector_bytes >= 64 ? 4 * lanes : 2 * lanes;
 }
 
+/* A product whose folded axis is the outermost (a^T . b: the weights' gradient in the backward
+ * of a dense layer) is put in [I, K, J] order, J the result's contiguous axis, so that it tiles
+ * like any other (one folded innermost is swapped by tile_nest). */
+static bool to_ikj(plan *p, nest *n)
+{
+    if (!n->dot || n->rank != 3 || n->reduced != 1u || n->nouts != 1)
+        return true;
+    int r = __builtin_ctz(n->reduced), j = -1, i = -1;
+    for (int d = 0; d < 3; d++)
+        if (d != r && n->outs[0].st[d] == 1)
+            j = d;
+    for (int d = 0; d < 3; d++)
+        if (d != r && d != j)
+            i = d;
+    if (j < 0 || i < 0)
+        return true;
+    uint8_t order[3] = {(uint8_t)i, (uint8_t)r, (uint8_t)j};
+    return nest_permute(p, n, order);
+}
+
 /* Swaps the last two axes of a product's nest (its one output, dims, folded axis). */
 static bool swap_last_axes(plan *p, nest *n)
 {
@@ -211,6 +231,8 @@ static bool swap_last_axes(plan *p, nest *n)
 static bool tile_nest(plan *p, int32_t k, int vbytes)
 {
     nest *n = &p->nests[k];
+    if (!n->dead && !n->rowed && !to_ikj(p, n))
+        return false;
     int r = n->rank;
     if (!n->dot || n->dead || n->rowed || r < 3 || n->nouts != 1)
         return true;

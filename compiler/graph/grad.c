@@ -1,0 +1,669 @@
+/*
+ * grad.c - reverse-mode gradients, a graph-to-graph pass: nest_grad appends to a function the
+ * nodes that compute d loss / d w for a scalar loss and some of its variables or parameters.
+ *
+ * The adjoint of the loss is 1. Walking the nodes from the loss down to the first variable, each
+ * node that depends on a variable and reaches the loss passes its adjoint g to its operands by
+ * the rule of its op (below), and an operand used several times sums what it receives. The
+ * rules build ordinary nodes with ir_build, so the gradient graph is typed, printed and compiled
+ * like any other: transposes are reshapes with an order (views), the sum a broadcast needs is a
+ * reduction, and the product of a dense layer's backward is a dot the tile pass tiles.
+ *
+ * Nothing flows through values that are not floats (comparisons, integers, bool), into the
+ * condition of a select, or out of convert to an integer: those have no derivative. At a tie
+ * the rules follow the forward op: maximum(a, b) is a > b ? a : b, so b takes the gradient when
+ * a == b; max and min over axes share the gradient among the elements equal to the result.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+typedef struct gctx {
+    nest_function *f;
+    int32_t *adj;   /* per node below top: its adjoint so far, or -1 (zero) */
+    bool *need;     /* per node below top: depends on a wrt value and reaches the loss */
+    bool failed;
+} gctx;
+
+/* ---- building ---- */
+
+static int32_t build(gctx *g, ir_op op, int nin, const int32_t *in, const ir_attrs *at)
+{
+    if (g->failed)
+        return NEST_NONE;
+    for (int i = 0; i < nin; i++)
+        if (in[i] < 0) {
+            g->failed = true;
+            return NEST_NONE;
+        }
+    int32_t v = ir_build(g->f, op, nin, in, at);
+    if (v < 0)
+        g->failed = true;
+    return v;
+}
+
+static int32_t bin(gctx *g, ir_op op, int32_t a, int32_t b)
+{
+    int32_t in[2] = {a, b};
+    return build(g, op, 2, in, NULL);
+}
+
+static int32_t un(gctx *g, ir_op op, int32_t a) { return build(g, op, 1, &a, NULL); }
+
+static int32_t sel(gctx *g, int32_t c, int32_t a, int32_t b)
+{
+    int32_t in[3] = {c, a, b};
+    return build(g, OP_SELECT, 3, in, NULL);
+}
+
+/* A tensor of `shape` (etype) whose elements are all v. */
+static int32_t fill(gctx *g, int etype, double v, int rank, const int64_t *shape)
+{
+    if (g->failed)
+        return NEST_NONE;
+    int32_t c = ir_fill(g->f, etype, v, rank, shape);
+    if (c < 0)
+        g->failed = true;
+    return c;
+}
+
+/* A tensor of x's type and shape whose elements are all v. */
+static int32_t like(gctx *g, double v, int32_t x)
+{
+    if (x < 0)
+        return NEST_NONE;
+    const ir_node *n = &g->f->nodes[x];
+    return fill(g, n->etype, v, n->rank, n->shape);
+}
+
+static int axes_of(uint32_t mask, int64_t *axes)
+{
+    int k = 0;
+    for (int i = 0; i < NEST_MAX_RANK; i++)
+        if (mask & (1u << i))
+            axes[k++] = i;
+    return k;
+}
+
+/* x broadcast to `shape` along the axes of mask (x itself for no axes). */
+static int32_t bcast(gctx *g, int32_t x, int rank, const int64_t *shape, uint32_t mask)
+{
+    if (!mask)
+        return x;
+    int64_t axes[NEST_MAX_RANK];
+    ir_attrs at = {.rank = rank, .shape = shape, .naxes = axes_of(mask, axes), .axes = axes};
+    return build(g, OP_BROADCAST, 1, &x, &at);
+}
+
+/* The sum of x over the axes of mask (x itself for no axes). */
+static int32_t sum(gctx *g, int32_t x, uint32_t mask)
+{
+    if (!mask)
+        return x;
+    int64_t axes[NEST_MAX_RANK];
+    ir_attrs at = {.naxes = axes_of(mask, axes), .axes = axes};
+    return build(g, OP_SUM, 1, &x, &at);
+}
+
+/* x read in the axis `order` (NULL: identity) and laid out in `shape`; x itself when that
+ * changes nothing. */
+static int32_t reshape(gctx *g, int32_t x, const int64_t *order, int rank, const int64_t *shape)
+{
+    if (x < 0)
+        return NEST_NONE;
+    const ir_node *n = &g->f->nodes[x];
+    bool same = n->rank == rank && memcmp(n->shape, shape, (size_t)rank * sizeof *shape) == 0;
+    for (int k = 0; same && order && k < rank; k++)
+        same = order[k] == k;
+    if (same)
+        return x;
+    ir_attrs at = {.order = order, .rank = rank, .shape = shape};
+    return build(g, OP_RESHAPE, 1, &x, &at);
+}
+
+static int32_t slice(gctx *g, int32_t x, const int64_t *lower, const int64_t *upper)
+{
+    ir_attrs at = {.lower = lower, .upper = upper};
+    return build(g, OP_SLICE, 1, &x, &at);
+}
+
+static int32_t concat(gctx *g, int n, const int32_t *parts, int axis)
+{
+    ir_attrs at = {.index = axis};
+    return build(g, OP_CONCAT, n, parts, &at);
+}
+
+/* Adds a contribution to node x's adjoint. */
+static void acc(gctx *g, int32_t x, int32_t v)
+{
+    if (v < 0) {
+        g->failed = true;
+        return;
+    }
+    g->adj[x] = g->adj[x] < 0 ? v : bin(g, OP_ADD, g->adj[x], v);
+}
+
+static bool is_float(int t) { return t == NEST_F32 || t == NEST_F64; }
+
+/* ---- the rules that need more than a line ---- */
+
+static int64_t prod(const int64_t *v, int n)
+{
+    int64_t p = 1;
+    for (int i = 0; i < n; i++)
+        p *= v[i]; /* a product of dims of a tensor nest accepted: no overflow */
+    return p;
+}
+
+/* out = dot(a, b): a [I.., K] and b [K, J..] contract K. With the free axes of each side merged
+ * (I, J), ga = g . b^T and gb = a^T . g, the transposes being reshapes with an order. */
+static void rule_dot(gctx *g, int32_t gi, int32_t a, int32_t b)
+{
+    nest_function *f = g->f;
+    ir_node A = f->nodes[a], B = f->nodes[b];
+    bool na = g->need[a], nb = g->need[b];
+    if (A.rank == 0 || B.rank == 0) { /* a scalar s scales t: gs = sum(g * t), gt = s * g */
+        int32_t s = A.rank == 0 ? a : b, t = A.rank == 0 ? b : a;
+        int tr = f->nodes[t].rank;
+        if (g->need[s])
+            acc(g, s, sum(g, bin(g, OP_MULTIPLY, gi, t), tr ? (uint32_t)((1ull << tr) - 1) : 0));
+        if (g->need[t])
+            acc(g, t, bin(g, OP_DOT, s, gi));
+        return;
+    }
+    if (A.rank == 1 && B.rank == 1) { /* vector . vector: g is a scalar */
+        if (na)
+            acc(g, a, bin(g, OP_DOT, gi, b));
+        if (nb)
+            acc(g, b, bin(g, OP_DOT, gi, a));
+        return;
+    }
+    int ra = A.rank, rb = B.rank;
+    int64_t K = A.shape[ra - 1], I = prod(A.shape, ra - 1), J = prod(B.shape + 1, rb - 1);
+    int64_t order[NEST_MAX_RANK];
+    if (na) { /* ga [I, K] = g [I, J] . bt [J, K] */
+        int64_t gs[2] = {I, J}, bts[2] = {J, K};
+        int32_t g2 = ra == 1 ? reshape(g, gi, NULL, 1, &J) : reshape(g, gi, NULL, 2, gs);
+        for (int k = 0; k < rb - 1; k++)
+            order[k] = k + 1;
+        order[rb - 1] = 0;
+        int32_t bt = reshape(g, b, order, 2, bts);
+        acc(g, a, reshape(g, bin(g, OP_DOT, g2, bt), NULL, ra, A.shape));
+    }
+    if (nb) { /* gb [K, J] = at [K, I] . g [I, J] */
+        int64_t ats[2] = {K, I}, gs[2] = {I, J};
+        order[0] = ra - 1;
+        for (int k = 1; k < ra; k++)
+            order[k] = k - 1;
+        int32_t at = reshape(g, a, order, 2, ats);
+        int32_t g2 = rb == 1 ? reshape(g, gi, NULL, 1, &I) : reshape(g, gi, NULL, 2, gs);
+        acc(g, b, reshape(g, bin(g, OP_DOT, at, g2), NULL, rb, B.shape));
+    }
+}
+
+/* out = reshape(a, order, shape): g back to the permuted shape, then the inverse permutation. */
+static void rule_reshape(gctx *g, int32_t gi, int32_t node, int32_t a)
+{
+    const nest_function *f = g->f;
+    const ir_node *A = &f->nodes[a];
+    const uint8_t *order = f->nodes[node].a.order;
+    int r = A->rank;
+    int64_t pshape[NEST_MAX_RANK], inv[NEST_MAX_RANK];
+    const int64_t *ashape = A->shape;
+    for (int k = 0; k < r; k++) {
+        pshape[k] = ashape[order[k]];
+        inv[order[k]] = k;
+    }
+    int32_t t = reshape(g, gi, NULL, r, pshape);
+    acc(g, a, reshape(g, t, inv, r, ashape));
+}
+
+/* out = slice(a, lower, upper, step): g placed back where the slice took its elements, zeros
+ * elsewhere; axis by axis, zeros interleave for a step and concatenate below and above. */
+static void rule_slice(gctx *g, int32_t gi, int32_t node, int32_t a)
+{
+    nest_function *f = g->f;
+    ir_node n = f->nodes[node];
+    const ir_node *A = &f->nodes[a];
+    int r = A->rank, et = A->etype;
+    int64_t full[NEST_MAX_RANK], cur[NEST_MAX_RANK + 1];
+    memcpy(full, A->shape, (size_t)r * sizeof *full);
+    memcpy(cur, n.shape, (size_t)r * sizeof *cur);
+    if (prod(cur, r) == 0)
+        return; /* nothing was taken: the gradient is zero */
+    int32_t x = gi;
+    for (int d = 0; d < r && !g->failed; d++) {
+        int64_t cnt = cur[d], step = n.a.slice.step[d], lo = n.a.slice.lower[d];
+        if (step > 1 && cnt > 1) {
+            /* [.., cnt, ..] -> [.., cnt, 1, ..] ++ zeros [.., cnt, step - 1, ..] -> [.., cnt * step, ..] */
+            if (r + 1 > NEST_MAX_RANK) {
+                ir_error(f, NEST_ERR_LIMIT, "grad: a strided slice of rank %d (the limit is %d)", r,
+                         NEST_MAX_RANK - 1);
+                g->failed = true;
+                return;
+            }
+            int64_t s1[NEST_MAX_RANK + 1], s2[NEST_MAX_RANK + 1];
+            for (int k = 0, j = 0; k <= r; k++)
+                s1[k] = k == d + 1 ? 1 : cur[j++];
+            memcpy(s2, s1, sizeof s1);
+            s2[d + 1] = step - 1;
+            int32_t parts[2] = {reshape(g, x, NULL, r + 1, s1), fill(g, et, 0, r + 1, s2)};
+            int32_t c = concat(g, 2, parts, d + 1);
+            cur[d] = cnt * step;
+            x = reshape(g, c, NULL, r, cur);
+            int64_t lo0[NEST_MAX_RANK] = {0}, up[NEST_MAX_RANK];
+            memcpy(up, cur, (size_t)r * sizeof *up);
+            up[d] = (cnt - 1) * step + 1;
+            x = slice(g, x, lo0, up);
+            cur[d] = up[d];
+        }
+        int64_t below = lo, above = full[d] - lo - cur[d];
+        if (below > 0 || above > 0) {
+            int32_t parts[3];
+            int np = 0;
+            int64_t zs[NEST_MAX_RANK];
+            memcpy(zs, cur, (size_t)r * sizeof *zs);
+            if (below > 0) {
+                zs[d] = below;
+                parts[np++] = fill(g, et, 0, r, zs);
+            }
+            parts[np++] = x;
+            if (above > 0) {
+                zs[d] = above;
+                parts[np++] = fill(g, et, 0, r, zs);
+            }
+            x = concat(g, np, parts, d);
+            cur[d] = full[d];
+        }
+    }
+    acc(g, a, x);
+}
+
+/* out = max or min of a over axes: the elements equal to the result share its gradient. */
+static void rule_extremum(gctx *g, int32_t gi, int32_t node, int32_t a)
+{
+    const ir_node *A = &g->f->nodes[a];
+    int r = A->rank;
+    int64_t shape[NEST_MAX_RANK];
+    memcpy(shape, A->shape, (size_t)r * sizeof *shape);
+    uint32_t mask = g->f->nodes[node].a.axes;
+    int32_t m = bin(g, OP_EQUAL, a, bcast(g, node, r, shape, mask));
+    int32_t zero = like(g, 0, a);
+    int32_t ones = sel(g, m, like(g, 1, a), zero);
+    int32_t share = bin(g, OP_DIVIDE, bcast(g, gi, r, shape, mask),
+                        bcast(g, sum(g, ones, mask), r, shape, mask));
+    acc(g, a, sel(g, m, share, zero));
+}
+
+/* out = product of a over axes: d/da_j = product of the others. With z zeros in a group, that
+ * is p / a_j when z = 0, the product of the nonzero elements at the one zero when z = 1, and 0
+ * otherwise; no division by zero. */
+static void rule_product(gctx *g, int32_t gi, int32_t node, int32_t a)
+{
+    const ir_node *A = &g->f->nodes[a];
+    int r = A->rank;
+    int64_t shape[NEST_MAX_RANK];
+    memcpy(shape, A->shape, (size_t)r * sizeof *shape);
+    uint32_t mask = g->f->nodes[node].a.axes;
+    int32_t zero = like(g, 0, a), one = like(g, 1, a);
+    int32_t isz = bin(g, OP_EQUAL, a, zero);
+    ir_attrs at = {.naxes = 0};
+    int64_t axes[NEST_MAX_RANK];
+    at.naxes = axes_of(mask, axes);
+    at.axes = axes;
+    int32_t nz = sel(g, isz, one, a);
+    int32_t pnz = build(g, OP_PRODUCT, 1, &nz, &at);
+    int32_t zs = sum(g, sel(g, isz, one, zero), mask);
+    int32_t pb = bcast(g, pnz, r, shape, mask), zb = bcast(g, zs, r, shape, mask);
+    int32_t gb = bcast(g, gi, r, shape, mask);
+    int32_t none = bin(g, OP_DIVIDE, pb, nz);                         /* z = 0 */
+    int32_t onez = sel(g, bin(g, OP_EQUAL, zb, like(g, 1, a)), sel(g, isz, pb, zero), zero);
+    int32_t d = sel(g, bin(g, OP_EQUAL, zb, zero), none, onez);
+    acc(g, a, bin(g, OP_MULTIPLY, gb, d));
+}
+
+/* ---- the rule of each op ---- */
+
+static void rule(gctx *g, int32_t i)
+{
+    nest_function *f = g->f;
+    ir_node n = f->nodes[i];
+    int32_t gi = g->adj[i];
+    int32_t a = n.nin > 0 ? ir_resolve(f, n.in[0]) : -1, b = n.nin > 1 ? ir_resolve(f, n.in[1]) : -1;
+    bool na = a >= 0 && g->need[a], nb = b >= 0 && g->need[b];
+    switch ((ir_op)n.op) {
+    case OP_ADD:
+        if (na)
+            acc(g, a, gi);
+        if (nb)
+            acc(g, b, gi);
+        break;
+    case OP_SUBTRACT:
+        if (na)
+            acc(g, a, gi);
+        if (nb)
+            acc(g, b, un(g, OP_NEGATIVE, gi));
+        break;
+    case OP_MULTIPLY:
+        if (na)
+            acc(g, a, bin(g, OP_MULTIPLY, gi, b));
+        if (nb)
+            acc(g, b, bin(g, OP_MULTIPLY, gi, a));
+        break;
+    case OP_DIVIDE: /* d(a/b)/db = -(a/b)/b */
+        if (na)
+            acc(g, a, bin(g, OP_DIVIDE, gi, b));
+        if (nb)
+            acc(g, b, un(g, OP_NEGATIVE, bin(g, OP_DIVIDE, bin(g, OP_MULTIPLY, gi, i), b)));
+        break;
+    case OP_MAXIMUM:
+    case OP_MINIMUM: {
+        int32_t m = bin(g, n.op == OP_MAXIMUM ? OP_GREATER : OP_LESS, a, b);
+        int32_t zero = like(g, 0, i);
+        if (na)
+            acc(g, a, sel(g, m, gi, zero));
+        if (nb)
+            acc(g, b, sel(g, m, zero, gi));
+        break;
+    }
+    case OP_POWER: { /* as PyTorch: no gradient for a where b == 0, nor for b where a == 0 <= b */
+        int32_t zero = like(g, 0, i);
+        if (na) {
+            int32_t bm1 = bin(g, OP_SUBTRACT, b, like(g, 1, b));
+            int32_t t = bin(g, OP_MULTIPLY, gi, bin(g, OP_MULTIPLY, b, bin(g, OP_POWER, a, bm1)));
+            acc(g, a, sel(g, bin(g, OP_EQUAL, b, zero), zero, t));
+        }
+        if (nb) {
+            int32_t t = bin(g, OP_MULTIPLY, gi, bin(g, OP_MULTIPLY, i, un(g, OP_LOG, a)));
+            int32_t keep = sel(g, bin(g, OP_LESS, b, zero), t, zero);
+            acc(g, b, sel(g, bin(g, OP_EQUAL, a, zero), keep, t));
+        }
+        break;
+    }
+    case OP_NEGATIVE:
+        acc(g, a, un(g, OP_NEGATIVE, gi));
+        break;
+    case OP_ABS: {
+        int32_t zero = like(g, 0, i);
+        int32_t neg = sel(g, bin(g, OP_LESS, a, zero), un(g, OP_NEGATIVE, gi), zero);
+        acc(g, a, sel(g, bin(g, OP_GREATER, a, zero), gi, neg));
+        break;
+    }
+    case OP_EXP:
+        acc(g, a, bin(g, OP_MULTIPLY, gi, i));
+        break;
+    case OP_LOG:
+        acc(g, a, bin(g, OP_DIVIDE, gi, a));
+        break;
+    case OP_SQRT:
+        acc(g, a, bin(g, OP_DIVIDE, gi, bin(g, OP_MULTIPLY, like(g, 2, i), i)));
+        break;
+    case OP_TANH:
+        acc(g, a, bin(g, OP_MULTIPLY, gi,
+                      bin(g, OP_SUBTRACT, like(g, 1, i), bin(g, OP_MULTIPLY, i, i))));
+        break;
+    case OP_SIN:
+        acc(g, a, bin(g, OP_MULTIPLY, gi, un(g, OP_COS, a)));
+        break;
+    case OP_COS:
+        acc(g, a, un(g, OP_NEGATIVE, bin(g, OP_MULTIPLY, gi, un(g, OP_SIN, a))));
+        break;
+    case OP_TAN: /* 1 + tan^2 */
+        acc(g, a, bin(g, OP_MULTIPLY, gi, bin(g, OP_ADD, like(g, 1, i), bin(g, OP_MULTIPLY, i, i))));
+        break;
+    case OP_ASIN:
+    case OP_ACOS: { /* +-1 / sqrt(1 - a^2) */
+        int32_t d = bin(g, OP_DIVIDE, gi,
+                        un(g, OP_SQRT, bin(g, OP_SUBTRACT, like(g, 1, a), bin(g, OP_MULTIPLY, a, a))));
+        acc(g, a, n.op == OP_ASIN ? d : un(g, OP_NEGATIVE, d));
+        break;
+    }
+    case OP_ATAN:
+        acc(g, a, bin(g, OP_DIVIDE, gi, bin(g, OP_ADD, like(g, 1, a), bin(g, OP_MULTIPLY, a, a))));
+        break;
+    case OP_SINH:
+        acc(g, a, bin(g, OP_MULTIPLY, gi, un(g, OP_COSH, a)));
+        break;
+    case OP_COSH:
+        acc(g, a, bin(g, OP_MULTIPLY, gi, un(g, OP_SINH, a)));
+        break;
+    case OP_ERF: /* 2 / sqrt(pi) exp(-a^2) */
+        acc(g, a, bin(g, OP_MULTIPLY, gi,
+                      bin(g, OP_MULTIPLY, like(g, 1.12837916709551257390, a),
+                          un(g, OP_EXP, un(g, OP_NEGATIVE, bin(g, OP_MULTIPLY, a, a))))));
+        break;
+    case OP_RELU: /* as PyTorch: 0 at 0 */
+        acc(g, a, sel(g, bin(g, OP_GREATER, a, like(g, 0, a)), gi, like(g, 0, i)));
+        break;
+    case OP_SIGMOID:
+        acc(g, a, bin(g, OP_MULTIPLY, gi,
+                      bin(g, OP_MULTIPLY, i, bin(g, OP_SUBTRACT, like(g, 1, i), i))));
+        break;
+    case OP_FLOOR:
+    case OP_CEILING:
+    case OP_SIGN: /* steps: zero almost everywhere */
+        break;
+    case OP_REVERSE: {
+        int64_t axes[NEST_MAX_RANK];
+        ir_attrs at = {.naxes = axes_of(n.a.axes, axes), .axes = axes};
+        acc(g, a, build(g, OP_REVERSE, 1, &gi, &at));
+        break;
+    }
+    case OP_SOFTMAX: { /* y * (g - sum(g * y) over the axes) */
+        int64_t shape[NEST_MAX_RANK];
+        memcpy(shape, n.shape, (size_t)n.rank * sizeof *shape);
+        int32_t s = bcast(g, sum(g, bin(g, OP_MULTIPLY, gi, i), n.a.axes), n.rank, shape, n.a.axes);
+        acc(g, a, bin(g, OP_MULTIPLY, i, bin(g, OP_SUBTRACT, gi, s)));
+        break;
+    }
+    case OP_PRODUCT:
+        rule_product(g, gi, i, a);
+        break;
+    case OP_SELECT: {
+        int32_t c = a, x = b, y = ir_resolve(f, n.in[2]);
+        int32_t zero = like(g, 0, i);
+        if (g->need[x])
+            acc(g, x, sel(g, c, gi, zero));
+        if (g->need[y])
+            acc(g, y, sel(g, c, zero, gi));
+        break;
+    }
+    case OP_CONVERT:
+        if (na && is_float(f->nodes[a].etype)) {
+            ir_attrs at = {.type = f->nodes[a].etype};
+            acc(g, a, f->nodes[a].etype == n.etype ? gi : build(g, OP_CONVERT, 1, &gi, &at));
+        }
+        break;
+    case OP_DOT:
+        rule_dot(g, gi, a, b);
+        break;
+    case OP_BROADCAST:
+        acc(g, a, sum(g, gi, n.a.axes));
+        break;
+    case OP_RESHAPE:
+        rule_reshape(g, gi, i, a);
+        break;
+    case OP_SLICE:
+        rule_slice(g, gi, i, a);
+        break;
+    case OP_CONCAT: {
+        int64_t lo[NEST_MAX_RANK] = {0}, up[NEST_MAX_RANK], start = 0;
+        memcpy(up, n.shape, (size_t)n.rank * sizeof *up);
+        for (int j = 0; j < n.nin; j++) {
+            int32_t x = ir_resolve(f, n.in[j]);
+            int64_t len = f->nodes[x].shape[n.a.axis];
+            lo[n.a.axis] = start;
+            up[n.a.axis] = start + len;
+            if (g->need[x])
+                acc(g, x, slice(g, gi, lo, up));
+            start += len;
+        }
+        break;
+    }
+    case OP_SUM: {
+        const ir_node *A = &f->nodes[a];
+        int64_t shape[NEST_MAX_RANK];
+        memcpy(shape, A->shape, (size_t)A->rank * sizeof *shape);
+        acc(g, a, bcast(g, gi, A->rank, shape, n.a.axes));
+        break;
+    }
+    case OP_MAX:
+    case OP_MIN:
+        rule_extremum(g, gi, i, a);
+        break;
+    case OP_PARAMETER:
+    case OP_STATE:
+    case OP_CONSTANT: /* leaves */
+        break;
+    default: /* an op without a rule here: an error rather than a silent zero */
+        ir_error(f, NEST_ERR_ARG, "grad: no gradient rule for %s yet (on the path from %s to the loss)",
+                 ir_ops[n.op].name, n.name ? n.name : "a value");
+        g->failed = true;
+        break;
+    }
+}
+
+/* Whether op passes a gradient from its result to operand j (given float types on both). */
+static bool differentiable(const ir_node *n, int j)
+{
+    switch (ir_kind_of(n)) {
+    case K_EW:
+    case K_CONVERT:
+    case K_DOT:
+    case K_BROADCAST:
+    case K_RESHAPE:
+    case K_SLICE:
+    case K_CONCAT:
+    case K_REDUCE:
+    case K_REVERSE:
+    case K_SOFTMAX:
+        return true;
+    case K_PAD:            /* these pass a gradient, but nest has no rule for them yet: */
+    case K_REPLACE_SLICE:  /* nest_grad says so rather than give a zero */
+    case K_BATCH_DOT:
+        return true;
+    case K_GATHER:
+        return j == 0;
+    case K_TOPK:
+        return n->a.topk.which == 0;
+    case K_SELECT:
+        return j > 0;
+    default:
+        return false;
+    }
+}
+
+nest_value nest_grad(nest_function *f, nest_value loss, int n, const nest_value *wrt)
+{
+    if (!f)
+        return NEST_NONE;
+    if (!f->name)
+        return ir_error(f, NEST_ERR_ARG, "the function has no valid name"), NEST_NONE;
+    if (loss < 0)
+        return f->status ? NEST_NONE : (ir_error(f, NEST_ERR_ARG, "grad: the loss is NEST_NONE"), NEST_NONE);
+    if (n < 1 || !wrt)
+        return ir_error(f, NEST_ERR_ARG, "grad: give at least one value to differentiate by"),
+               NEST_NONE;
+    if (loss >= f->nnodes)
+        return ir_error(f, NEST_ERR_ARG, "grad: %d is not a value of function %s", loss, f->name),
+               NEST_NONE;
+    int32_t L = ir_resolve(f, loss);
+    const ir_node *ln = &f->nodes[L];
+    if (ln->etype == IR_TUPLE || !is_float(ln->etype) || ln->rank != 0) {
+        buf b = {0};
+        ir_format_type(&b, f, L);
+        char *t = buf_finish(&b);
+        ir_error(f, NEST_ERR_TYPE, "grad: the loss must be an f32 or f64 scalar, not %s", t ? t : "?");
+        free(t);
+        return NEST_NONE;
+    }
+    int32_t top = f->nnodes, lo = top;
+    for (int k = 0; k < n; k++) {
+        if (wrt[k] < 0)
+            return f->status ? NEST_NONE : (ir_error(f, NEST_ERR_ARG, "grad: value %d is NEST_NONE", k + 1), NEST_NONE);
+        if (wrt[k] >= f->nnodes)
+            return ir_error(f, NEST_ERR_ARG, "grad: %d is not a value of function %s", wrt[k], f->name),
+                   NEST_NONE;
+        int32_t w = ir_resolve(f, wrt[k]);
+        const ir_node *x = &f->nodes[w];
+        const char *nm = x->name ? x->name : ir_ops[x->op].name;
+        if (x->op == OP_STATE && !f->module->states[x->a.state].trainable)
+            return ir_error(f, NEST_ERR_ARG,
+                            "grad: %s is a persistent tensor, which is not trained (declare it "
+                            "var to differentiate by it)",
+                            nm),
+                   NEST_NONE;
+        if (x->op != OP_STATE && x->op != OP_PARAMETER)
+            return ir_error(f, NEST_ERR_ARG,
+                            "grad: %s is not a variable or a parameter (gradients are taken with "
+                            "respect to inputs)",
+                            nm),
+                   NEST_NONE;
+        if (!is_float(x->etype))
+            return ir_error(f, NEST_ERR_TYPE,
+                            "grad: %s is %s, which has no gradient (only f32 and f64 values have "
+                            "one)",
+                            nm, nest_type_name((nest_type)x->etype)),
+                   NEST_NONE;
+        if (w < lo)
+            lo = w;
+    }
+    gctx g = {f, malloc((size_t)top * sizeof(int32_t)), calloc((size_t)top, sizeof(bool)), false};
+    bool *dep = calloc((size_t)top, sizeof(bool)), *reach = calloc((size_t)top, sizeof(bool));
+    int32_t *res = malloc((size_t)n * sizeof *res), t = NEST_NONE;
+    if (!g.adj || !g.need || !dep || !reach || !res) {
+        ir_error(f, NEST_ERR_NOMEM, "grad: out of memory");
+        g.failed = true;
+        goto out;
+    }
+    /* which nodes depend on a wrt value through float ops, and which reach the loss */
+    for (int k = 0; k < n; k++)
+        dep[ir_resolve(f, wrt[k])] = true;
+    for (int32_t i = lo; i < top; i++) {
+        const ir_node *x = &f->nodes[i];
+        if (dep[i] || x->etype == IR_TUPLE || x->op == OP_GET || !is_float(x->etype))
+            continue;
+        for (int j = 0; j < x->nin && !dep[i]; j++) {
+            int32_t o = ir_resolve(f, x->in[j]);
+            dep[i] = dep[o] && is_float(f->nodes[o].etype) && differentiable(x, j);
+        }
+    }
+    reach[L] = true;
+    for (int32_t i = L; i >= 0; i--) {
+        const ir_node *x = &f->nodes[i];
+        if (!reach[i] || x->etype == IR_TUPLE)
+            continue;
+        for (int j = 0; j < x->nin; j++)
+            reach[ir_resolve(f, x->in[j])] = true;
+    }
+    for (int32_t i = 0; i < top; i++) {
+        g.need[i] = dep[i] && reach[i];
+        g.adj[i] = -1;
+    }
+    if (g.need[L]) {
+        g.adj[L] = like(&g, 1, L);
+        for (int32_t i = L; i >= lo && !g.failed; i--)
+            if (g.need[i] && g.adj[i] >= 0)
+                rule(&g, i);
+    }
+    for (int k = 0; k < n && !g.failed; k++) {
+        int32_t w = ir_resolve(f, wrt[k]);
+        res[k] = g.adj[w] >= 0 ? g.adj[w] : like(&g, 0, w);
+    }
+    if (!g.failed)
+        t = build(&g, OP_TUPLE, n, res, NULL);
+out:
+    free(g.adj);
+    free(g.need);
+    free(dep);
+    free(reach);
+    free(res);
+    if (g.failed) {
+        if (!f->status)
+            ir_error(f, NEST_ERR_NOMEM, "grad: out of memory");
+        f->nnodes = top; /* the nodes built so far go: the function is as it was */
+        return NEST_NONE;
+    }
+    return t;
+}

@@ -1,0 +1,126 @@
+#!/usr/bin/python3
+"""test_train.py - samples/train (a model of samples/ trained by nest, one kernel per step)
+against PyTorch: the same initial weights and batches give the same loss at each of the first
+100 steps, to 1e-4 relative; and training to the end reaches 95% test accuracy.
+
+    tests/test_train.py TRAIN MODEL.nest
+
+The initial weights come from the state file train writes (the format of docs/api.md, read
+here independently); the batches from the image indexes it writes, into the digits shuffled as
+train.c documents (reimplemented here). PyTorch runs on one thread, nest on one core.
+"""
+import gzip
+import re
+import struct
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+
+DIGITS = "/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz"
+M64 = (1 << 64) - 1
+TYPES = {0: np.float32, 1: np.float64, 2: np.int32, 3: np.int64, 4: np.uint8}
+
+
+def read_state(path):
+    """The tensors of a state file, by name."""
+    data = open(path, "rb").read()
+    assert data[:8] == b"NESTSTAT", "not a state file"
+    version, count = struct.unpack_from("<II", data, 8)
+    assert version == 1
+    pos, heads = 16, []
+    for _ in range(count):
+        (n,) = struct.unpack_from("<H", data, pos)
+        name = data[pos + 2:pos + 2 + n].decode()
+        pos += 2 + n
+        etype, rank = data[pos], data[pos + 1]
+        shape = struct.unpack_from("<%dq" % rank, data, pos + 2)
+        pos += 2 + 8 * rank
+        heads.append((name, TYPES[etype], shape))
+    tensors = {}
+    for name, dt, shape in heads:
+        size = int(np.prod(shape, dtype=np.int64)) * np.dtype(dt).itemsize
+        tensors[name] = np.frombuffer(data, dt, count=size // np.dtype(dt).itemsize,
+                                      offset=pos).reshape(shape).copy()
+        pos += size
+    h = 0xcbf29ce484222325
+    for b in data[:pos]:
+        h = ((h ^ b) * 0x100000001b3) & M64
+    assert struct.unpack_from("<Q", data, pos)[0] == h and pos + 8 == len(data), "bad checksum"
+    return tensors
+
+
+def splitmix(state):
+    state = (state + 0x9e3779b97f4a7c15) & M64
+    z = state
+    z = ((z ^ (z >> 30)) * 0xbf58476d1ce4e5b9) & M64
+    z = ((z ^ (z >> 27)) * 0x94d049bb133111eb) & M64
+    return state, z ^ (z >> 31)
+
+
+def shuffle(v, seed):
+    for i in range(len(v) - 1, 0, -1):
+        seed, z = splitmix(seed)
+        j = z % (i + 1)
+        v[i], v[j] = v[j], v[i]
+
+
+def digits():
+    d = np.loadtxt(gzip.open(DIGITS), delimiter=",")
+    order = list(range(len(d)))
+    shuffle(order, 12345)
+    d = d[order]
+    return torch.tensor((d[:, :64] / 16).astype(np.float32)), torch.tensor(d[:, 64].astype(np.int64))
+
+
+def main():
+    train, model = sys.argv[1], sys.argv[2]
+    torch.set_num_threads(1)
+    failed = False
+    with tempfile.TemporaryDirectory() as tmp:
+        init, losses, order = tmp + "/init.state", tmp + "/losses", tmp + "/order"
+        subprocess.run([train, model, "--steps", "100", "--init", init, "--losses", losses,
+                        "--order", order, "--one-core", "-q"], check=True)
+        w = read_state(init)
+        got = [float(x) for x in open(losses)]
+        batches = [[int(x) for x in line.split()] for line in open(order)]
+    x, y = digits()
+    layers = [torch.nn.Linear(64, 256), torch.nn.Linear(256, 256), torch.nn.Linear(256, 10)]
+    with torch.no_grad():
+        for k, layer in enumerate(layers, 1):
+            layer.weight.copy_(torch.tensor(w["w%d" % k].T))
+            layer.bias.copy_(torch.tensor(w["b%d" % k]))
+    net = torch.nn.Sequential(layers[0], torch.nn.ReLU(), layers[1], torch.nn.ReLU(), layers[2])
+    opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
+    worst = 0.0
+    for step, idx in enumerate(batches):
+        loss = torch.nn.functional.cross_entropy(net(x[idx]), y[idx])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        want = loss.item()
+        rel = abs(got[step] - want) / abs(want)
+        worst = max(worst, rel)
+        if rel > 1e-4:
+            print("step %d: nest's loss %.9g, PyTorch's %.9g (relative difference %.2g)"
+                  % (step + 1, got[step], want, rel))
+            failed = True
+    print("%d steps: the losses of nest and PyTorch differ by %.2g relative at most"
+          % (len(batches), worst))
+    if len(batches) != 100:
+        print("train ran %d steps, not 100" % len(batches))
+        failed = True
+    out = subprocess.run([train, model, "--one-core", "-q"], check=True, capture_output=True,
+                         text=True).stdout
+    print(out.strip())
+    acc = float(re.search(r"test accuracy ([0-9.]+)%", out).group(1))
+    if acc < 95:
+        print("test accuracy %.1f%% is below 95%%" % acc)
+        failed = True
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
