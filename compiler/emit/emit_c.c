@@ -308,6 +308,7 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
                     c.bufname[bi] = abi[f->nparams + f->nresults + i];
     }
     emit_constants(&c);
+    em_window_kernels(&c);
 
     /* the body is the static NAME_impl, which every entry point calls: a call to the exported
      * NAME from inside a shared object could reach another library's function of that name

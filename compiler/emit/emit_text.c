@@ -167,6 +167,10 @@ static void emit_model_helper(buf *b, int h)
 
 static void emit_helper(buf *b, int h)
 {
+    if (h >= H_VEC) {
+        em_vec_helper(b, h);
+        return;
+    }
     if (h >= H_SIGMOID) {
         emit_model_helper(b, h);
         return;

@@ -28,12 +28,13 @@ static int host_vector_bytes(void)
 static int host_vector_bytes(void) { return 16; }
 #endif
 
-/* The vector width the generated code is compiled for. */
-static int vector_bytes(const nest_options *o)
+int tile_vector_bytes(const nest_options *o)
 {
     const char *m = o->march ? o->march : "native";
     if (strcmp(m, "native") == 0)
         return host_vector_bytes();
+    if (strcmp(m, "x86-64") == 0 || strcmp(m, "x86-64-v2") == 0)
+        return 16;
     if (strstr(m, "avx512") || strcmp(m, "x86-64-v4") == 0 || strstr(m, "sapphirerapids") ||
         strstr(m, "icelake") || strstr(m, "skylake-avx512") || strstr(m, "znver4"))
         return 64;
@@ -110,7 +111,7 @@ static bool absorb(plan *p, int32_t k)
     for (int d = 0; d < ep->rank; d++)
         ecount *= ep->dims[d];
     if (ep->reduced || ep->rowed || ep->tile_i || ep->rank < 1 || ecount != count ||
-        nest_has_arg(ep) || ep->special >= 0)
+        nest_has_arg(ep) || ep->special >= 0 || ep->win)
         return true;
     /* lift each output: its space regroups into [batch..., I, J] (a flat one splits), then K
      * gets stride 0 */
@@ -272,9 +273,10 @@ static bool tile_nest(plan *p, int32_t k, int vbytes)
 
 int pass_tile(plan *p)
 {
-    int vbytes = vector_bytes(p->opts);
+    int vbytes = tile_vector_bytes(p->opts);
     for (int32_t k = 0; k < p->nnests; k++) {
-        if (p->nests[k].special < 0) /* a special nest's scratch stays */
+        /* a convolution's is its copy of the input (conv.c), a special nest's its scratch */
+        if (!p->nests[k].win && p->nests[k].special < 0)
             p->nests[k].pack = -1;
         if (!p->opts->fuse)
             continue; /* --no-fuse shows the plain nests */
