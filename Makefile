@@ -65,7 +65,7 @@ COMPILER_SRC := compiler/graph/types.c compiler/graph/ir.c compiler/graph/window
                 compiler/graph/prune.c compiler/graph/state.c compiler/graph/grad.c \
                 compiler/front/api.c compiler/front/parse.c \
                 compiler/front/onnx_read.c compiler/front/onnx_ops.c compiler/front/onnx_math.c \
-                compiler/front/onnx_shape.c compiler/front/onnx_nn.c \
+                compiler/front/onnx_shape.c compiler/front/onnx_nn.c compiler/front/onnx_conv.c \
                 compiler/passes/layout.c compiler/passes/fuse.c compiler/passes/conv.c \
                 compiler/passes/rows.c \
                 compiler/passes/flatten.c compiler/passes/tile.c compiler/passes/memplan.c \

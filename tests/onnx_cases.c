@@ -15,10 +15,9 @@
  * A case that imports but compiles wrongly or computes other values fails. A case whose import
  * is refused is skipped, except with --required for the operators the ONNX issue lists: a
  * refused case of one of those fails, unless it uses what nest does not have (element types
- * other than float, double, int32, int64 and bool; sequences and optionals; training mode), is
- * an expansion into operators outside the list (CASE_expanded), or its operator waits for nest
- * ops still to come (the pending list below, printed). With --all (whole models) every case
- * must pass. Ends with the counts; exit status 1 if any failed.
+ * other than float, double, int32, int64 and bool; sequences and optionals; training mode) or is
+ * an expansion into operators outside the list (CASE_expanded). With --all (whole models) every
+ * case must pass. Ends with the counts; exit status 1 if any failed.
  */
 #include <dirent.h>
 #include <math.h>
@@ -44,12 +43,6 @@ static const char *const listed[] = {
     "ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum", "Relu", "Reshape", "Shape",
     "Sigmoid", "Sign", "Slice", "Softmax", "Split", "Sqrt", "Squeeze", "Sub", "Sum", "Tanh", "Tile",
     "TopK", "Transpose", "Unsqueeze", "Where",
-};
-
-/* Listed operators whose lowering waits for nest ops still being added (convolution, pools):
- * their refused cases are counted apart. */
-static const char *const pending[] = {
-    "AveragePool", "Conv", "ConvTranspose", "MaxPool",
 };
 
 /* Import errors that say the case needs what nest does not have. */
@@ -399,22 +392,18 @@ static void unsupported_op(const char *why, char *op, size_t n)
 }
 
 /* Why a refused case may be skipped under --required or --all (NULL: it may not). */
-static const char *excuse(const char *casename, const char *op, const char *why)
+static const char *excuse(const char *casename, const char *why)
 {
-    char other[64];
-    unsupported_op(why, other, sizeof other);
-    if (IN(pending, other)) /* an operator still to come */
-        return "pending";
     if (all_required)
         return NULL;
     for (size_t i = 0; i < sizeof lacks / sizeof lacks[0]; i++)
         if (strstr(why, lacks[i]))
             return "needs what nest lacks";
+    char other[64];
+    unsupported_op(why, other, sizeof other);
     size_t n = strlen(casename);
     if (n > 9 && strcmp(casename + n - 9, "_expanded") == 0 && other[0] && !IN(listed, other))
         return "expands into an operator outside the list";
-    if (IN(pending, op))
-        return "pending";
     return NULL;
 }
 
@@ -474,7 +463,6 @@ int main(int argc, char **argv)
     qsort(names, n, sizeof *names, by_name);
     int passed = 0, failed = 0, skipped = 0, fixed_passed = 0, folded = 0, lacking = 0;
     int outside = 0;
-    int waiting = 0;
     for (size_t i = 0; i < n; i++) {
         char why[1200] = "";
         tcase tc;
@@ -483,7 +471,7 @@ int main(int argc, char **argv)
         int st = run_case(dir, names[i], &tc, &fixed, why, sizeof why);
         const char *ok = NULL;
         if (st == SKIP && (all_required || (required && IN(listed, tc.op)))) {
-            if (!(ok = excuse(names[i], tc.op, why))) {
+            if (!(ok = excuse(names[i], why))) {
                 char refused[sizeof why];
                 snprintf(refused, sizeof refused, "refused, and it must pass: %.1150s", why);
                 memcpy(why, refused, sizeof why);
@@ -500,9 +488,7 @@ int main(int argc, char **argv)
             printf("FAIL %s (%s): %s\n", names[i], tc.op, why);
         } else {
             skipped++, oc->skipped++;
-            if (ok && strcmp(ok, "pending") == 0)
-                waiting++;
-            else if (ok && ok[0] == 'n')
+            if (ok && ok[0] == 'n')
                 lacking++;
             else if (ok)
                 outside++;
@@ -531,16 +517,8 @@ int main(int argc, char **argv)
     printf("onnx: %d passed (%d with inputs fixed at import, %d of them computed at import "
            "entirely), %d failed, %d skipped", passed, fixed_passed, folded, failed, skipped);
     if (required)
-        printf(" (of listed operators: %d need what nest lacks, %d expand into other operators, "
-               "%d pending)", lacking, outside, waiting);
-    else if (all_required)
-        printf(" (%d pending)", waiting);
+        printf(" (of listed operators: %d need what nest lacks, %d expand into other operators)",
+               lacking, outside);
     printf("\n");
-    if ((required || all_required) && waiting) {
-        printf("onnx: pending, until nest has their ops:");
-        for (size_t i = 0; i < sizeof pending / sizeof pending[0]; i++)
-            printf(" %s", pending[i]);
-        printf("\n");
-    }
     return failed ? 1 : 0;
 }

@@ -1,8 +1,8 @@
 /*
  * onnx.h - what the ONNX importer's files share: onnx_read.c reads the protobuf, checks the
  * graph, decodes tensors and walks the nodes in order; onnx_ops.c holds what the lowerings share
- * and the table of operators (onnx_ops.def); onnx_math.c, onnx_shape.c and onnx_nn.c lower
- * each operator to nest ops. The protobuf structs come from onnx.proto through protoc-c
+ * and the table of operators (onnx_ops.def); onnx_math.c, onnx_shape.c, onnx_nn.c and
+ * onnx_conv.c lower each operator to nest ops. The protobuf structs come from onnx.proto through protoc-c
  * (build/gen/onnx.pb-c.h).
  */
 #ifndef NEST_ONNX_H
@@ -145,13 +145,25 @@ int ox_inputs_bcast(ox *c, int n, nest_value *v);
  * input `index` from it. Returns the count, -1 when not given, -2 on an error. */
 int ox_axes_arg(ox *c, int input_opset, int index, int64_t *axes);
 
+/* ---- onnx_nn.c: what the convolutions share with the products ---- */
+
+/* The inference BatchNormalization that alone uses this node's first output, with known
+ * statistics: its index and its coefficients y = x * a + b for n channels (double, the import's
+ * memory). NULL when there is none. */
+const Onnx__NodeProto *ox_bn_after(ox *c, int32_t *index, double **a, double **b, int64_t *n);
+/* Element i of a known float or double tensor set to v. */
+void ox_store(ox_tensor *t, int64_t i, double v);
+/* v of shape [C] as the channel axis 1 of x's shape (broadcast); NEST_NONE with the error when
+ * x has rank below 2 or v is not a vector. */
+nest_value ox_per_channel(ox *c, nest_value v, nest_value x);
+
 typedef int (*ox_lower_fn)(ox *c);
 /* The lowering of an operator of the default domain, or NULL if it is not supported. */
 ox_lower_fn ox_lookup(const char *op_type);
 /* Appends the supported operators, comma-separated. */
 void ox_supported(buf *b);
 
-/* ---- onnx_math.c, onnx_shape.c, onnx_nn.c: one lowering per operator (onnx_ops.def) ---- */
+/* ---- onnx_math.c, onnx_shape.c, onnx_nn.c, onnx_conv.c: one lowering per operator (onnx_ops.def) ---- */
 
 /* Reads the node's inputs and attributes, builds its outputs in c->out; NEST_OK or the error
  * recorded on the node. */

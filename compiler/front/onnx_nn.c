@@ -271,10 +271,7 @@ static bool bn_coeffs(ox *c, const Onnx__NodeProto *bn, double **a, double **b, 
     return true;
 }
 
-/* The inference BatchNormalization that alone uses this node's output, with its coefficients
- * for n channels; NULL when there is none. */
-static const Onnx__NodeProto *bn_after(ox *c, int32_t *index, double **a, double **b,
-                                       int64_t *n)
+const Onnx__NodeProto *ox_bn_after(ox *c, int32_t *index, double **a, double **b, int64_t *n)
 {
     const Onnx__NodeProto *u = ox_sole_user(c, 0, index);
     if (!u || !u->op_type || strcmp(u->op_type, "BatchNormalization") != 0 ||
@@ -283,7 +280,7 @@ static const Onnx__NodeProto *bn_after(ox *c, int32_t *index, double **a, double
     return u;
 }
 
-static void store(ox_tensor *t, int64_t i, double v)
+void ox_store(ox_tensor *t, int64_t i, double v)
 {
     if (t->etype == NEST_F32)
         ((float *)t->data)[i] = (float)v;
@@ -302,7 +299,7 @@ static bool gemm_fold_bn(ox *c, const ox_tensor **b, nest_value *cc, float *beta
     const ox_tensor *kb = ox_peek(c, 1), *kc = ox_has(c, 2) ? ox_peek(c, 2) : NULL;
     if (!kb || kb->rank != 2 || (kb->etype != NEST_F32 && kb->etype != NEST_F64) ||
         (ox_has(c, 2) && (!kc || kc->etype != kb->etype || kc->rank > 2)) ||
-        !bn_after(c, &index, &a, &sh, &n))
+        !ox_bn_after(c, &index, &a, &sh, &n))
         return false;
     bool tb = ox_attr_int(c, "transB", 0) != 0;
     if (n != kb->shape[tb ? 0 : 1])
@@ -319,11 +316,12 @@ static bool gemm_fold_bn(ox *c, const ox_tensor **b, nest_value *cc, float *beta
         return false;
     for (int64_t i = 0; i < kb->shape[0]; i++)
         for (int64_t j = 0; j < kb->shape[1]; j++)
-            store(nb, i * kb->shape[1] + j, ox_float_at(kb, i * kb->shape[1] + j) * a[tb ? i : j]);
+            ox_store(nb, i * kb->shape[1] + j,
+                     ox_float_at(kb, i * kb->shape[1] + j) * a[tb ? i : j]);
     for (int64_t i = 0; i < cm; i++)
         for (int64_t j = 0; j < n; j++)
-            store(nc, i * n + j, (kc ? *beta * ox_float_at(kc, i * cn + (cn == 1 ? 0 : j)) : 0) *
-                                     a[j] + sh[j]);
+            ox_store(nc, i * n + j,
+                     (kc ? *beta * ox_float_at(kc, i * cn + (cn == 1 ? 0 : j)) : 0) * a[j] + sh[j]);
     *b = nb;
     *cc = ox_constant(c, nc, kc ? c->node->input[2] : c->node->output[0]);
     *beta = 1;
@@ -394,8 +392,7 @@ int ox_op_gemm(ox *c)
 
 /* ---- normalization and pooling ---- */
 
-/* v of shape [C] (or broadcastable) as the channel axis 1 of x's shape. */
-static nest_value per_channel(ox *c, nest_value v, nest_value x)
+nest_value ox_per_channel(ox *c, nest_value v, nest_value x)
 {
     if (v == NEST_NONE || x == NEST_NONE)
         return NEST_NONE;
@@ -404,10 +401,16 @@ static nest_value per_channel(ox *c, nest_value v, nest_value x)
         ox_err(c, NEST_ERR_TYPE, "needs an input of rank 2 or more and per-channel vectors");
         return NEST_NONE;
     }
-    int64_t s[R];
+    const int64_t *xs = ox_shape(c, x);
+    int64_t s[R], axes[R];
+    if (ox_shape(c, v)[0] == xs[1]) { /* one broadcast along every axis but the channels' */
+        for (int i = 0; i < rank - 1; i++)
+            axes[i] = i == 0 ? 0 : i + 1;
+        return nest_broadcast(c->f, v, rank, xs, rank - 1, axes);
+    }
     for (int i = 0; i < rank; i++)
         s[i] = i == 1 ? ox_shape(c, v)[0] : 1;
-    return ox_bcast_to(c, ox_reshape(c, v, rank, s), rank, ox_shape(c, x));
+    return ox_bcast_to(c, ox_reshape(c, v, rank, s), rank, xs);
 }
 
 int ox_op_batch_norm(ox *c)
@@ -430,13 +433,13 @@ int ox_op_batch_norm(ox *c)
             return ta && tb ? ox_err(c, NEST_ERR_TYPE, "the input must be float or double")
                             : NEST_ERR_NOMEM;
         for (int64_t k = 0; k < n; k++) {
-            store(ta, k, ka[k]);
-            store(tb, k, kb[k]);
+            ox_store(ta, k, ka[k]);
+            ox_store(tb, k, kb[k]);
         }
         nest_value a = ox_constant(c, ta, c->node->input[1]);
         nest_value b = ox_constant(c, tb, c->node->input[2]);
-        c->out[0] = nest_add(c->f, nest_multiply(c->f, x, per_channel(c, a, x)),
-                             per_channel(c, b, x));
+        c->out[0] = nest_add(c->f, nest_multiply(c->f, x, ox_per_channel(c, a, x)),
+                             ox_per_channel(c, b, x));
         return NEST_OK;
     }
     double eps = ox_attr_float(c, "epsilon", 1e-5f);
@@ -449,7 +452,7 @@ int ox_op_batch_norm(ox *c)
      * (known statistics make a and b constants after folding) */
     nest_value a = nest_divide(c->f, scale, nest_sqrt(c->f, nest_add(c->f, var, ox_full_like(c, var, eps))));
     nest_value b = nest_subtract(c->f, bias, nest_multiply(c->f, mean, a));
-    c->out[0] = nest_add(c->f, nest_multiply(c->f, x, per_channel(c, a, x)), per_channel(c, b, x));
+    c->out[0] = nest_add(c->f, nest_multiply(c->f, x, ox_per_channel(c, a, x)), ox_per_channel(c, b, x));
     return NEST_OK;
 }
 
