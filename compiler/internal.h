@@ -347,7 +347,7 @@ void ir_function_destroy(nest_function *f);
 #define PARSE_MAX_DEPTH 1000
 
 /* ---------------------------------------------------------------------------------------------
- * front/onnx_read.c, onnx_ops.c, onnx_math.c, onnx_shape.c, onnx_nn.c: ONNX import
+ * front/onnx_read.c, onnx_ops.c, onnx_math.c, onnx_shape.c, onnx_nn.c, onnx_conv.c: ONNX import
  * (nest_import_onnx of nest.h)
  * ------------------------------------------------------------------------------------------- */
 
@@ -355,8 +355,8 @@ void ir_function_destroy(nest_function *f);
  * build/gen), checks the graph and builds the function node by node, folding the nodes whose
  * inputs are known; onnx_ops.c holds what the lowerings share and the table of operators
  * (front/onnx_ops.def, one line per operator); onnx_math.c (element-wise), onnx_shape.c
- * (constants, shapes, views) and onnx_nn.c (reductions, products, normalization, pooling) hold
- * one lowering per operator. What they share is in front/onnx.h, which only they include. */
+ * (constants, shapes, views), onnx_nn.c (reductions, products, normalization, global pools) and
+ * onnx_conv.c (convolutions and pools over windows) hold one lowering per operator. What they share is in front/onnx.h, which only they include. */
 
 /* ---------------------------------------------------------------------------------------------
  * graph/print.c: canonical text and Graphviz

@@ -501,6 +501,73 @@ static void test_batch_norm_folded(void **state)
     }
 }
 
+/* A Conv, ConvTranspose or pool over x f32[1,2,5,5] (W f32[4,2,3,3] or f32[2,4,3,3]) with one
+ * ints attribute (or a string one for auto_pad): bad windows are errors naming the node and what
+ * is wrong, and nothing is compiled. */
+static void test_conv_errors(void **state)
+{
+    (void)state;
+    static const float W[72] = {0};
+    static const struct {
+        const char *op, *attr;
+        int n;
+        int64_t v[4];
+        int code;
+        const char *msg;
+    } cases[] = {
+        {"Conv", "pads", 3, {1, 1, 1}, NEST_ERR_ARG, "(Conv, opset 13): pads has 3 entries, not 4"},
+        {"Conv", "pads", 4, {-1, 0, 0, 0}, NEST_ERR_ARG, "pads must not be negative"},
+        {"Conv", "strides", 2, {0, 1}, NEST_ERR_ARG, "strides must be positive"},
+        {"Conv", "dilations", 1, {2}, NEST_ERR_ARG, "dilations has 1 entries, not one per spatial"},
+        {"Conv", "dilations", 2, {3, 1}, NEST_ERR_TYPE,
+         "the window (7) is larger than the padded input (5) on spatial axis 0"},
+        {"Conv", "kernel_shape", 2, {2, 2}, NEST_ERR_TYPE, "kernel_shape differs from W's"},
+        {"Conv", "group", 0, {2}, NEST_ERR_TYPE, "(Conv, opset 13): "},
+        {"Conv", "auto_pad", 0, {0}, NEST_ERR_ARG, "auto_pad 'WRONG' is not NOTSET"},
+        {"ConvTranspose", "group", 0, {3}, NEST_ERR_TYPE,
+         "W's first extent (2) must be X's channels (2) and a multiple of group (3)"},
+        {"ConvTranspose", "output_shape", 2, {0, 5}, NEST_ERR_ARG, "output_shape must be positive"},
+        {"ConvTranspose", "pads", 4, {4, 4, 4, 4}, NEST_ERR_ARG,
+         "the padding of spatial axis 0 (4 and 4) leaves no output"},
+        {"MaxPool", "strides", 2, {1, 1}, NEST_ERR_ARG, "kernel_shape is required"},
+        {"MaxPool", "kernel_shape", 2, {6, 6}, NEST_ERR_TYPE, "the window (6) is larger"},
+        {"AveragePool", "kernel_shape", 3, {2, 2, 2}, NEST_ERR_ARG,
+         "kernel_shape has 3 entries, not one per spatial axis (2)"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        model md;
+        model_init(&md, 13);
+        input(&md, "x", 4, (const int64_t[]){1, 2, 5, 5});
+        bool pool = strstr(cases[i].op, "Pool") != NULL;
+        bool tr = strcmp(cases[i].op, "ConvTranspose") == 0;
+        if (!pool)
+            init(&md, "W", 4, tr ? (const int64_t[]){2, 4, 3, 3} : (const int64_t[]){4, 2, 3, 3},
+                 W);
+        node(&md, (char *)cases[i].op, "x", pool ? NULL : "W", "y");
+        output(&md, "y");
+        Onnx__AttributeProto a = ONNX__ATTRIBUTE_PROTO__INIT, *pa = &a;
+        a.name = (char *)cases[i].attr;
+        int64_t ints[4];
+        memcpy(ints, cases[i].v, sizeof ints);
+        if (strcmp(a.name, "auto_pad") == 0) {
+            a.has_s = 1;
+            a.s.data = (uint8_t *)"WRONG";
+            a.s.len = 5;
+        } else if (cases[i].n == 0) {
+            a.has_i = 1;
+            a.i = ints[0];
+        } else {
+            a.n_ints = (size_t)cases[i].n;
+            a.ints = ints;
+        }
+        md.nodes[0].n_attribute = 1;
+        md.nodes[0].attribute = &pa;
+        nest_function *f = import_model(&md, NULL);
+        assert_msg(f, cases[i].code, cases[i].msg);
+        nest_function_free(f);
+    }
+}
+
 /* Pow with a known exponent of 2 is a product (what pow computes, without the call). */
 static void test_pow_square(void **state)
 {
@@ -790,6 +857,7 @@ int main(void)
         cmocka_unit_test(test_fixed_inputs),
         cmocka_unit_test(test_no_dead_nodes),
         cmocka_unit_test(test_batch_norm_folded),
+        cmocka_unit_test(test_conv_errors),
         cmocka_unit_test(test_pow_square),
         cmocka_unit_test(test_prune),
         cmocka_unit_test(test_weights_are_data),
