@@ -21,6 +21,13 @@ double now_s(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+double cpu_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
 void sleep_ms(int ms)
 {
     struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
@@ -75,3 +82,16 @@ void fill(float *a, int64_t count, int seed)
         a[i] = (float)((h >> 8) & 1023) / 512.0f - 1.0f;
     }
 }
+
+static char note_text[4096];
+
+void note(const char *fmt, ...)
+{
+    size_t len = strlen(note_text);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(note_text + len, sizeof note_text - len, fmt, ap);
+    va_end(ap);
+}
+
+const char *notes(void) { return note_text; }

@@ -10,6 +10,8 @@
 #include <stdio.h>
 
 double now_s(void);
+/* The CPU time of the process (all its threads), in seconds. */
+double cpu_s(void);
 void sleep_ms(int ms);
 void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 /* The median of n values (sorts them). */
@@ -21,5 +23,9 @@ float *alloc_f32(int64_t count);
 void free_f32(float *p, int64_t count);
 /* The values the Python peers' fill() writes: a hash of the index mapped to [-1, 1). */
 void fill(float *a, int64_t count, int seed);
+
+/* Notes for the end of a report: note() appends (printf-style), notes() is all of them. */
+void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+const char *notes(void);
 
 #endif

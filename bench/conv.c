@@ -2,8 +2,11 @@
  * conv.c - the convolution table of `make bench`: nest against PyTorch (its CPU convolutions are
  * oneDNN's) with matched threads, measured interleaved in one run.
  *
- *   conv [--quick] [--only TEXT]     the whole table (from the repository root), as markdown on
- *                                    stdout; --only runs the workloads whose name holds TEXT
+ *   conv [--quick] [--cpu-time] [--only TEXT]
+ *                                    the whole table (from the repository root), as markdown on
+ *                                    stdout; --only runs the workloads whose name holds TEXT;
+ *                                    --cpu-time times the one-thread rows in the CPU time of
+ *                                    each side's process (for a busy machine)
  *
  * Workloads, float32, NCHW, at batch 1 and 8, on 1 and 2 threads: the convolution layers of
  * ResNet-50 (3x3 at 64, 128, 256 and 512 channels; its 1x1 layers; the 7x7 stride-2 stem), a
@@ -70,7 +73,7 @@ static const workload WORKLOADS[] = {
 #define NW (sizeof WORKLOADS / sizeof *WORKLOADS)
 
 static const int BATCHES[2] = {1, 8};
-static bool quick;
+static bool quick, cpu_time;
 
 /* ---------------------------------------------------------------------------------------------
  * The nest side: graphs, inputs, checksums
@@ -244,6 +247,13 @@ static double checksum(const side *s, double *scale)
 }
 
 /* Seconds per call over a batch of at least BATCH_SECONDS (*iters found the first time). */
+/* The clock of a batch: wall time, or with --cpu-time on one thread the process's CPU time
+ * (what the other processes of a busy machine take from it is not counted). */
+static double clock_s(int threads)
+{
+    return cpu_time && threads == 1 ? cpu_s() : now_s();
+}
+
 static double time_nest(side *s, int threads, int *iters)
 {
     if (*iters == 0) {
@@ -253,10 +263,10 @@ static double time_nest(side *s, int threads, int *iters)
         double one = now_s() - t0;
         *iters = (int)(BATCH_SECONDS / (one > 1e-9 ? one : 1e-9)) + 1;
     }
-    double t0 = now_s();
+    double t0 = clock_s(threads);
     for (int i = 0; i < *iters; i++)
         call(s, threads);
-    return (now_s() - t0) / *iters;
+    return (clock_s(threads) - t0) / *iters;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -273,17 +283,6 @@ typedef struct row {
 static row rows[NW * 4 + 2];
 static int nrows;
 static double dot_gflops[2];
-static char notes[4096];
-
-static void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void note(const char *fmt, ...)
-{
-    size_t len = strlen(notes);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(notes + len, sizeof notes - len, fmt, ap);
-    va_end(ap);
-}
 
 /* The setup command of the peer for workload w at batch n. */
 static const char *peer_setup(peer *py, const workload *w, int64_t n)
@@ -338,7 +337,8 @@ static void measure(peer *py, const workload *w, int64_t n)
                 if ((k == 0) == nest_first)
                     tn[r] = time_nest(&s, threads, &iters);
                 else
-                    tt[r] = atof(peer_cmd(py, "time %d %g", threads, BATCH_SECONDS));
+                    tt[r] = atof(peer_cmd(py, "time %d %g%s", threads, BATCH_SECONDS,
+                                          cpu_time && threads == 1 ? " cpu" : ""));
             }
             ratio[r] = tt[r] / tn[r];
         }
@@ -390,8 +390,10 @@ int main(int argc, char **argv)
             quick = true;
         else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc)
             only = argv[++i];
+        else if (strcmp(argv[i], "--cpu-time") == 0)
+            cpu_time = true;
         else
-            die("usage: conv [--quick] [--only TEXT]");
+            die("usage: conv [--quick] [--cpu-time] [--only TEXT]");
     }
     setenv("NEST_CACHE", "0", 0); /* every kernel compiled by this run */
     peer py;
@@ -411,8 +413,10 @@ int main(int argc, char **argv)
     printf("\n## Convolution: nest against PyTorch (oneDNN), matched threads\n\n");
     printf("%s; float32, NCHW; the median of %d rounds, each a batch of at least %.0f ms of each "
            "side. Speed: PyTorch's time over nest's, the median of the rounds' ratios (above 1: "
-           "nest is faster).\n\n",
-           torch_info, quick ? 3 : MAX_ROUNDS, BATCH_SECONDS * 1e3);
+           "nest is faster).%s\n\n",
+           torch_info, quick ? 3 : MAX_ROUNDS, BATCH_SECONDS * 1e3,
+           cpu_time ? " One-thread rows in CPU time of each side's process (--cpu-time), "
+                      "two-thread rows in wall time." : "");
     printf("| workload | batch | threads | nest ms | PyTorch ms | nest GFLOP/s | PyTorch GFLOP/s "
            "| speed |\n|---|---:|---:|---:|---:|---:|---:|---:|\n");
     int behind = 0, total = 0, below85 = 0, n3x3 = 0;
@@ -441,7 +445,7 @@ int main(int argc, char **argv)
         printf("- the ResNet basic block compiled by the JIT (cache off) in %.0f ms (target: "
                "under 2000)\n",
                compile_ms);
-    if (notes[0])
-        printf("\nNotes:\n\n%s", notes);
+    if (notes()[0])
+        printf("\nNotes:\n\n%s", notes());
     return 0;
 }

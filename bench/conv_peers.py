@@ -6,8 +6,9 @@ CPU convolutions are oneDNN's).
   conv_peers.py --serve       read commands on stdin, one reply line each on stdout:
       setup W N ARGS...       the inputs of workload W at batch N (ARGS as bench/conv.c sends
                               them) -> "ok"
-      time T SECONDS          seconds per call on T threads (torch.set_num_threads), timed with
-                              time.perf_counter over a batch of at least SECONDS -> "<s>"
+      time T SECONDS [cpu]    seconds per call on T threads (torch.set_num_threads), timed with
+                              time.perf_counter (cpu: time.process_time, the process's CPU
+                              time) over a batch of at least SECONDS -> "<s>"
       check                   run once -> the checksum of the result (see bench/conv.c)
       info                    -> "torch X.Y.Z"
       quit
@@ -98,7 +99,7 @@ class Workload:
         return y @ self.f3
 
 
-def seconds_per_call(wl, threads, target):
+def seconds_per_call(wl, threads, target, clock=time.perf_counter):
     torch.set_num_threads(threads)
     with torch.no_grad():
         if threads not in wl.iters:
@@ -107,10 +108,10 @@ def seconds_per_call(wl, threads, target):
             wl.run()
             wl.iters[threads] = max(1, int(target / max(time.perf_counter() - t0, 1e-9)) + 1)
         iters = wl.iters[threads]
-        t0 = time.perf_counter()
+        t0 = clock()
         for _ in range(iters):
             wl.run()
-        return (time.perf_counter() - t0) / iters
+        return (clock() - t0) / iters
 
 
 def serve():
@@ -126,7 +127,8 @@ def serve():
             wl = Workload(cmd[1], int(cmd[2]), cmd[3:])
             reply = "ok"
         elif cmd[0] == "time":
-            reply = "%.9g" % seconds_per_call(wl, int(cmd[1]), float(cmd[2]))
+            clock = time.process_time if cmd[3:] == ["cpu"] else time.perf_counter
+            reply = "%.9g" % seconds_per_call(wl, int(cmd[1]), float(cmd[2]), clock)
         elif cmd[0] == "check":
             with torch.no_grad():
                 reply = "%.17g" % checksum(wl.run())

@@ -496,6 +496,8 @@ static const spec CONV1[] = {
     {1, 1, 3, 17, 1, S3(40, 0, 0), S3(1, 0, 0), {0}, {0}, {0}, {0}, {0}, 0},
     {1, 1, 1, 1, 1, S3(1, 0, 0), S3(1, 0, 0), {0}, {0}, {0}, {0}, {0}, 0},
     {1, 2, 16, 32, 1, S3(5, 0, 0), S3(3, 0, 0), {0}, {0}, S3(1, 0, 0), S3(1, 0, 0), {0}, E_RELU},
+    /* 1x1 over 128 positions: a product of matrices (tile.c), the bias in its tiles */
+    {1, 2, 8, 5, 1, S3(128, 0, 0), S3(1, 0, 0), {0}, {0}, {0}, {0}, {0}, E_BIAS},
     /* a long filter: more taps than the kernels write out, so they loop over a table */
     {1, 1, 2, 3, 1, S3(100, 0, 0), S3(70, 0, 0), {0}, {0}, S3(3, 0, 0), {0}, {0}, 0},
 };
@@ -528,6 +530,10 @@ static const spec CONV2[] = {
     {2, 1, 4, 8, 4, S3(10, 7, 0), S3(3, 3, 0), S3(2, 2, 0), {0}, S3(1, 1, 0), S3(1, 1, 0), {0}, 0},
     /* 1x1, read in place: a product (positions not a multiple of any vector) */
     {2, 3, 5, 7, 1, S3(7, 7, 0), S3(1, 1, 0), {0}, {0}, {0}, {0}, {0}, E_BIAS},
+    /* 1x1 over 8x8 positions: a product of matrices per image (tile.c), with the batch norm,
+     * the residual and the ReLU in its tiles; and with its value kept as a result too */
+    {2, 2, 16, 24, 1, S3(8, 8, 0), S3(1, 1, 0), {0}, {0}, {0}, {0}, {0}, E_BN | E_RES | E_RELU},
+    {2, 3, 5, 7, 1, S3(16, 4, 0), S3(1, 1, 0), {0}, {0}, {0}, {0}, {0}, E_KEEP | E_RELU},
     /* 1x1 stride 2 (the downsampling of a residual block) */
     {2, 2, 4, 6, 1, S3(8, 9, 0), S3(1, 1, 0), S3(2, 2, 0), {0}, {0}, {0}, {0}, 0},
     /* valid 5x5 (LeNet), in place */
@@ -575,6 +581,10 @@ static const spec CONV3[] = {
      {0}, 0},
     {3, 1, 3, 3, 3, S3(4, 5, 3), S3(2, 2, 2), {0}, {0}, {0}, {0}, S3(2, 1, 2), E_RES},
     {3, 1, 2, 5, 1, S3(3, 4, 5), S3(1, 1, 1), {0}, {0}, {0}, {0}, {0}, 0},
+    {3, 2, 4, 6, 1, S3(4, 4, 4), S3(1, 1, 1), {0}, {0}, {0}, {0}, {0}, E_BIAS | E_RELU},
+    /* 270 taps: the kernels loop over the taps axis by axis (a table per axis), stride phases */
+    {3, 2, 3, 5, 1, S3(12, 11, 13), S3(9, 3, 10), S3(1, 1, 2), {0}, S3(1, 0, 0), S3(2, 0, 1), {0},
+     E_RELU},
     {3, 1, 8, 32, 1, S3(3, 3, 3), S3(3, 3, 3), {0}, {0}, S3(1, 1, 1), S3(1, 1, 1), {0}, E_BIAS},
 };
 

@@ -57,7 +57,7 @@ void em_vec_helper(buf *b, int h)
 
 /* Kernels of at most this many taps run them as straight code, each with its offsets as
  * constants (no loop counter, no table: 3% of a 3x3 kernel's instructions); longer windows
- * loop over a table of offsets. */
+ * loop over the taps, axis by axis. */
 #define UNROLL_TAPS 64
 
 static const char *kernel_name(ctx *c, int32_t k, char *s, size_t n)
@@ -66,14 +66,52 @@ static const char *kernel_name(ctx *c, int32_t k, char *s, size_t n)
     return s;
 }
 
-/* The table of the taps' offsets (the loops that are not straight code read it). */
+/* The tables of the taps' offsets, one per axis of the window (a tap reads at the sum of its
+ * axes' entries: conv.c's tapoff[t]), for the loops over the taps (tap_loops): a window of
+ * 1000 x 1000 takes 2,000 entries, not a million. */
 static void emit_offsets(ctx *c, const wplan *w)
 {
-    buf_printf(c->b, "    static const int64_t off[%lld] = {", (long long)w->taps);
-    for (int64_t t = 0; t < w->taps; t++)
-        buf_printf(c->b, "%s%lld", t ? (t % 12 ? ", " : ",\n        ") : "",
-                   (long long)w->tapoff[t]);
-    buf_puts(c->b, "};\n");
+    const ir_window *win = w->win;
+    int64_t scale = 1; /* planes per phase of axis i: those of the axes after it */
+    int64_t sc[IR_MAX_SPATIAL];
+    for (int i = win->nsp - 1; i >= 0; i--) {
+        sc[i] = scale;
+        scale *= w->nph[i];
+    }
+    for (int i = 0; i < win->nsp; i++) {
+        buf_printf(c->b, "    static const int64_t off%d[%lld] = {", i, (long long)win->window[i]);
+        for (int64_t f = 0; f < win->window[i]; f++) {
+            int64_t u = f * win->dilation[i], k = 0;
+            while (w->ph[i][k] != u % win->stride[i])
+                k++;
+            buf_printf(c->b, "%s%lld", f ? (f % 12 ? ", " : ",\n        ") : "",
+                       (long long)(u / win->stride[i] * w->qst[i] + k * sc[i] * w->plane));
+        }
+        buf_puts(c->b, "};\n");
+    }
+}
+
+/* Opens the loops over the taps, row-major over the window's axes, at `indent`: inside, t is
+ * the tap and ot its offset (emit_offsets' tables); one brace to close. */
+static void tap_loops(ctx *c, const wplan *w, const char *indent)
+{
+    const ir_window *win = w->win;
+    int nsp = win->nsp;
+    buf_puts(c->b, indent);
+    for (int i = 0; i < nsp; i++)
+        buf_printf(c->b, "for (int64_t a%d = 0; a%d < %lld; a%d++) ", i, i,
+                   (long long)win->window[i], i);
+    buf_printf(c->b, "{\n%s    const int64_t t = ", indent);
+    for (int i = 0; i < nsp; i++) {
+        long long after = 1;
+        for (int j = i + 1; j < nsp; j++)
+            after *= win->window[j];
+        buf_printf(c->b, "%sa%d * %lld", i ? " + " : "", i, after);
+    }
+    buf_printf(c->b, ", ot = ");
+    for (int i = 0; i < nsp; i++)
+        buf_printf(c->b, "%soff%d[a%d]", i ? " + " : "", i, i);
+    buf_puts(c->b, ";\n");
 }
 
 /* The kernel of convolution nest k: out[ii * tj + jj] = sum over the group's input channels c
@@ -110,11 +148,11 @@ static void emit_kernel(ctx *c, int32_t k)
                cg, T, cs, taps);
     bool unroll = w->taps <= UNROLL_TAPS;
     if (!unroll)
-        buf_printf(b, "            for (int t = 0; t < %lld; t++) {\n", taps);
+        tap_loops(c, w, "            ");
     for (int64_t t = 0; t < (unroll ? w->taps : 1); t++) {
         char tt[32], ot[32];
         snprintf(tt, sizeof tt, unroll ? "%lld" : "t", (long long)t);
-        snprintf(ot, sizeof ot, unroll ? "%lld" : "off[t]", (long long)w->tapoff[t]);
+        snprintf(ot, sizeof ot, unroll ? "%lld" : "ot", (long long)w->tapoff[t]);
         buf_printf(b, "            %s const %s *restrict p = xc + %s;\n                %s",
                    unroll ? "{" : "   ", T, ot, V);
         for (int j = 0; j < nv; j++)
@@ -136,17 +174,17 @@ static void emit_kernel(ctx *c, int32_t k)
         for (int j = 0; j < nv; j++)
             buf_printf(b, "        *(%s *)(out + %d) = s%d_%d;\n", V, i * tj + j * L, i, j);
     buf_puts(b, "        return;\n    }\n#endif\n");
+    buf_printf(b, "    for (int i = 0; i < %d; i++)\n        out[i] = 0;\n"
+                  "    for (int64_t c = 0; c < %lld; c++)\n", ti * tj, cg);
+    tap_loops(c, w, "        ");
     buf_printf(b,
-               "    for (int i = 0; i < %d; i++)\n        out[i] = 0;\n"
-               "    for (int64_t c = 0; c < %lld; c++)\n"
-               "        for (int t = 0; t < %lld; t++)\n"
                "            for (int ii = 0; ii < rows; ii++) {\n"
                "                const %s a = w[ii * %lld + c * %lld + t];\n"
-               "                const %s *restrict p = x + c * %lld + off[t];\n"
+               "                const %s *restrict p = x + c * %lld + ot;\n"
                "                for (int jj = 0; jj < lanes; jj++)\n"
                "                    out[ii * %d + jj] += a * p[jj];\n"
-               "            }\n}\n\n",
-               ti * tj, cg, taps, T, crs, taps, T, cs, tj);
+               "            }\n        }\n}\n\n",
+               T, crs, taps, T, cs, tj);
 }
 
 /* The kernel of convolution nest k with channels in lanes: out[ii * tj + jj] = sum over the
@@ -190,12 +228,11 @@ static void emit_kernel_by_channels(ctx *c, int32_t k)
                cg, T, taps * tj);
     bool unroll = w->taps <= UNROLL_TAPS;
     if (!unroll)
-        buf_printf(b, "        for (int t = 0; t < %lld; t++) {\n", taps);
-
+        tap_loops(c, w, "        ");
     for (int64_t t = 0; t < (unroll ? w->taps : 1); t++) {
         char tt[32], ot[32];
         snprintf(tt, sizeof tt, unroll ? "%lld" : "t", (long long)t);
-        snprintf(ot, sizeof ot, unroll ? "%lld" : "off[t]", (long long)w->tapoff[t]);
+        snprintf(ot, sizeof ot, unroll ? "%lld" : "ot", (long long)w->tapoff[t]);
         buf_printf(b, "        %s const int64_t o = c * %lld + %s;\n", unroll ? "{" : "   ", cs, ot);
         buf_printf(b, "            const %s *restrict p = wc + %s * %d;\n            %s", T, tt,
                    tj, V);
@@ -219,16 +256,16 @@ static void emit_kernel_by_channels(ctx *c, int32_t k)
             buf_printf(b, "    *(%s *)(out + %d) = s%d_%d;\n", V, i * tj + j * L, i, j);
     buf_puts(b, "#else\n");
     emit_offsets(c, w);
+    buf_printf(b, "    for (int i = 0; i < %d; i++)\n        out[i] = 0;\n"
+                  "    for (int64_t c = 0; c < %lld; c++)\n", ti * tj, cg);
+    tap_loops(c, w, "        ");
     buf_printf(b,
-               "    for (int i = 0; i < %d; i++)\n        out[i] = 0;\n"
-               "    for (int64_t c = 0; c < %lld; c++)\n"
-               "        for (int t = 0; t < %lld; t++)\n"
                "            for (int ii = 0; ii < %d; ii++) {\n"
-               "                const %s a = x[q[ii] + c * %lld + off[t]];\n"
+               "                const %s a = x[q[ii] + c * %lld + ot];\n"
                "                for (int jj = 0; jj < %d; jj++)\n"
                "                    out[ii * %d + jj] += a * w[(c * %lld + t) * %d + jj];\n"
-               "            }\n#endif\n}\n\n",
-               ti * tj, cg, taps, ti, T, cs, tj, tj, taps, tj);
+               "            }\n        }\n#endif\n}\n\n",
+               ti, T, cs, tj, tj, taps, tj);
 }
 
 void em_window_kernels(ctx *c)
@@ -252,7 +289,7 @@ static const char *nm(ctx *c, const char *base) { return em_unique(&c->local, ba
 /* The C name of buffer b, noted as written into the C. */
 static const char *bufname(ctx *c, int32_t b)
 {
-    c->refd[b] = true;
+    em_ref(c, b);
     return c->bufname[b];
 }
 
@@ -395,13 +432,15 @@ static void emit_copy_axis(ctx *c, const wplan *w, const copy_names *cn, int i, 
     close_block(c);
 }
 /* The copy of x into the planes at xp (count elements with the slack), per image and channel:
- * one plane per phase of the stride along every axis (one plane when the strides are 1). */
-static void emit_copy(ctx *c, const wplan *w, const char *xp, int64_t count)
+ * one plane per phase of the stride along every axis (one plane when the strides are 1). With
+ * nc0 (C text), only the group's channels of one image, from image-and-channel nc0 on, into xp
+ * (the local planes of a thread: no loop of its own in parallel). */
+static void emit_copy(ctx *c, const wplan *w, const char *xp, int64_t count, const char *nc0)
 {
     const ir_window *win = w->win;
     int nsp = win->nsp;
     const char *T = em_ctype(w->x->etype);
-    long long nc = w->N * w->C;
+    long long nc = nc0 ? w->C / w->G : w->N * w->C;
     bool dil = false;
     for (int i = 0; i < nsp; i++)
         dil |= win->data_dilation[i] > 1;
@@ -451,13 +490,17 @@ static void emit_copy(ctx *c, const wplan *w, const char *xp, int64_t count)
                 ts ? ts : "");
         free(ts);
     }
-    const char *ncv = nm(c, "nc"), *pl = nm(c, "pl");
-    char n[IR_MAX_NAME + 32], ch[IR_MAX_NAME + 32];
+    const char *ncv = nm(c, "nc"), *pl = nm(c, "pl"), *cc = nc0 ? nm(c, "cc") : ncv;
+    char n[IR_MAX_NAME * 2 + 64], ch[IR_MAX_NAME * 2 + 64], one[IR_MAX_NAME * 2 + 16];
+    if (nc0) { /* image and channel: nc0 + cc */
+        snprintf(one, sizeof one, "(%s + %s)", nc0, cc);
+        ncv = one;
+    }
     image_channel(ncv, w->C, n, ch, sizeof n);
-    if (parallel(c, nc, w->cstride))
+    if (!nc0 && parallel(c, nc, w->cstride))
         em_omp_for(c);
-    em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) { /* image and channel */", ncv, ncv, nc,
-            ncv);
+    em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) { /* %s */", cc, cc, nc, cc,
+            nc0 ? "the group's channels" : "image and channel");
     c->indent++;
     c->expr[0] = n;
     c->expr[1] = ch;
@@ -466,7 +509,7 @@ static void emit_copy(ctx *c, const wplan *w, const char *xp, int64_t count)
     /* a loop over the phases of each axis that has several */
     int loops = 0;
     buf q = {0};
-    buf_printf(&q, "%s + %s * %lld", xp, ncv, (long long)w->cstride);
+    buf_printf(&q, "%s + %s * %lld", xp, cc, (long long)w->cstride);
     for (int i = 0; i < nsp; i++) {
         if (w->nph[i] == 1)
             continue;
@@ -552,26 +595,29 @@ static void emit_tile_store(ctx *c, const nest *ne, const char *n, const char *k
 }
 
 /* The indexes of tile t: image n, group g, tile of channels kt (of kn) and of positions pt (of
- * pn). The channels' tile runs innermost (a tile of positions stays in the cache for all of
- * them), or with filters_outer the positions' (a tile of channels' filters stays in the cache
- * for every image and position). */
+ * pn). The images run outermost (an image's planes stay in the cache for all its tiles); then
+ * the channels' tile runs innermost (a tile of positions stays in the cache for all of them),
+ * or with filters_outer the positions' (a tile of channels' filters stays in the cache for
+ * every position). */
 static void emit_tile_indexes(ctx *c, const wplan *w, const char *t, const char *n, const char *g,
                               const char *kt, const char *pt, long long kn, long long pn)
 {
-    long long N = w->N, G = w->G;
+    long long G = w->G;
     if (!w->filters_outer) {
         em_line(c, "const int64_t %s = %s %% %lld, %s = %s / %lld %% %lld;", kt, t, kn, pt, t, kn,
                 pn);
         em_line(c, "const int64_t %s = %s / %lld %% %lld, %s = %s / %lld;", g, t, kn * pn, G, n, t,
                 kn * pn * G);
     } else {
-        em_line(c, "const int64_t %s = %s %% %lld, %s = %s / %lld %% %lld;", pt, t, pn, n, t, pn, N);
-        em_line(c, "const int64_t %s = %s / %lld %% %lld, %s = %s / %lld;", kt, t, pn * N, kn, g, t,
-                pn * N * kn);
+        em_line(c, "const int64_t %s = %s %% %lld, %s = %s / %lld %% %lld;", pt, t, pn, kt, t, pn, kn);
+        em_line(c, "const int64_t %s = %s / %lld %% %lld, %s = %s / %lld;", g, t, pn * kn, G, n, t,
+                pn * kn * G);
     }
 }
 
-/* The tiles with output channels in rows and positions in lanes. */
+/* The tiles with output channels in rows and positions in lanes. With local planes, a
+ * parallel loop over images and groups copies the group's planes into a local array and runs
+ * its tiles in turn. */
 static void emit_tiles_by_positions(ctx *c, int32_t k, const char *xp)
 {
     const nest *ne = &c->p->nests[k];
@@ -587,11 +633,28 @@ static void emit_tiles_by_positions(ctx *c, int32_t k, const char *xp)
     const char *n = nm(c, "n"), *k0 = nm(c, "k0"), *q0 = nm(c, "q0"), *rows = nm(c, "rows");
     const char *lanes = nm(c, "lanes"), *acc = nm(c, "acc");
     em_line(c, "/* %lld tiles: images x groups x positions x output channels */", tiles);
-    if (parallel(c, tiles, (long long)ti * tj * cg * w->taps))
-        em_omp_for(c);
-    em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", t, t, tiles, t);
-    c->indent++;
-    emit_tile_indexes(c, w, t, n, g, ktv, qbv, kt, qb);
+    if (w->local_planes) {
+        const char *ng = nm(c, "ng"), *nc0 = nm(c, "nc0");
+        long long count = cg * cs + tj;
+        if (parallel(c, w->N * w->G, kg * w->q * cg * w->taps))
+            em_omp_for(c);
+        em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) { /* image and group */", ng, ng,
+                (long long)(w->N * w->G), ng);
+        c->indent++;
+        em_line(c, "const int64_t %s = %s / %lld, %s = %s %% %lld, %s = %s * %lld;", n, ng,
+                (long long)w->G, g, ng, (long long)w->G, nc0, ng, cg);
+        em_line(c, "%s %s[%lld];", T, xp, count);
+        emit_copy(c, w, xp, count, nc0);
+        em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", t, t, kt * qb, t);
+        c->indent++;
+        em_line(c, "const int64_t %s = %s %% %lld, %s = %s / %lld;", ktv, t, kt, qbv, t, kt);
+    } else {
+        if (parallel(c, tiles, (long long)ti * tj * cg * w->taps))
+            em_omp_for(c);
+        em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", t, t, tiles, t);
+        c->indent++;
+        emit_tile_indexes(c, w, t, n, g, ktv, qbv, kt, qb);
+    }
     em_line(c, "const int64_t %s = %s * %lld + %s * %d, %s = %s * %d;", k0, g, kg, ktv, ti, q0, qbv,
             tj);
     em_line(c, "const int %s = %lld - %s * %d < %d ? (int)(%lld - %s * %d) : %d;", rows, kg, ktv, ti,
@@ -610,11 +673,18 @@ static void emit_tiles_by_positions(ctx *c, int32_t k, const char *xp)
         em_line(c, "const int %s = %d;", lanes, tj);
     }
     em_line(c, "%s %s[%d];", T, acc, ti * tj);
-    em_line(c, "%s(%s, %s, %s + %lld + %s * %lld, %s + (%s * %lld + %s * %lld) * %lld + %s, %s);",
-            kern, rows, lanes, bufname(c, w->wbuf), (long long)w->woff, k0, cg * w->taps, xp, n,
-            (long long)w->C, g, cg, cs, q0, acc);
+    char xt[IR_MAX_NAME * 3 + 64];
+    if (w->local_planes)
+        snprintf(xt, sizeof xt, "%s + %s", xp, q0);
+    else
+        snprintf(xt, sizeof xt, "%s + (%s * %lld + %s * %lld) * %lld + %s", xp, n,
+                 (long long)w->C, g, cg, cs, q0);
+    em_line(c, "%s(%s, %s, %s + %lld + %s * %lld, %s, %s);", kern, rows, lanes,
+            bufname(c, w->wbuf), (long long)w->woff, k0, cg * w->taps, xt, acc);
     emit_tile_store(c, ne, n, k0, q0, rows, acc);
     close_block(c);
+    if (w->local_planes)
+        close_block(c);
 }
 
 /* The filters packed for the tiles with channels in lanes: per group and tile of tj output
@@ -756,15 +826,15 @@ static void emit_conv(ctx *c, int32_t k)
     if (w->in_place) {
         em_line(c, "const %s *restrict %s = %s + %lld;", T, xp, bufname(c, w->xbuf),
                 (long long)w->xoff);
-    } else {
+    } else if (!w->local_planes) {
         em_line(c, "%s *restrict %s = (%s *)(ws + %lld);", T, xp, T, (long long)pb->offset);
-        c->ws_refd = true;
-        emit_copy(c, w, xp, w->packoff);
+        em_ref_ws(c);
+        emit_copy(c, w, xp, w->packoff, NULL);
     }
     if (w->by_channels) {
         em_line(c, "%s *restrict %s = (%s *)(ws + %lld) + %lld;", T, wp, T, (long long)pb->offset,
                 (long long)w->packoff);
-        c->ws_refd = true;
+        em_ref_ws(c);
         emit_pack(c, w, wp);
         emit_tiles_by_channels(c, k, xp, wp);
     } else {

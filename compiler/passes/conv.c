@@ -18,7 +18,8 @@
  *     computed: on small images (7x7: 49 positions of 61 in the planes, 64 lanes) the packing
  *     pays for itself once a batch has a few images.
  * When nothing needs padding, dilating or splitting and x is a dense buffer, x is read in place
- * (a 1x1 convolution is then a plain product). The form and the tile's shape are those that
+ * (a 1x1 convolution is then a plain product; fuse.c lowers those whose positions fill the
+ * columns of tile.c's tiles as products of matrices, and only the others come here). The form and the tile's shape are those that
  * take the fewest cycles by a small model: the lanes computed, the FMA units' latency, the
  * loads per FMA, the store and the packing.
  *
@@ -191,6 +192,44 @@ static bool plan_planes(plan *p, wplan *w, const ir_node *xn)
     return true;
 }
 
+fx *conv_as_product(plan *p, int32_t node, const fx *x, const fx *filters, int64_t *dims)
+{
+    const nest_function *f = p->f;
+    const ir_node *n = &f->nodes[node], *xn = &f->nodes[ir_resolve(f, n->in[0])];
+    const ir_node *wn = &f->nodes[ir_resolve(f, n->in[1])];
+    const ir_window *win = n->a.win;
+    int nsp = win->nsp, r = n->rank + 1;
+    int64_t P = 1, C = xn->shape[1], K = n->shape[1];
+    for (int i = 0; i < nsp; i++) {
+        if (win->window[i] != 1 || win->stride[i] != 1 || win->data_dilation[i] != 1 ||
+            win->pad_below[i] != 0 || win->pad_above[i] != 0)
+            return NULL;
+        P *= n->shape[2 + i];
+    }
+    int ti, tj;
+    tile_shape(n->etype, tile_vector_bytes(p->opts), &ti, &tj);
+    int64_t cols = (P + tj - 1) / tj * tj;
+    if (win->groups != 1 || K < 2 || P < 2 || C < 1 || n->shape[0] < 1 || cols * 10 > P * 11 ||
+        !dense_load(x, xn->rank, xn->shape) || x->nargs || x->buf < 0 ||
+        !dense_load(filters, wn->rank, wn->shape) || filters->nargs || filters->buf < 0)
+        return NULL;
+    /* [N, K, o.., C]: w[k, c] ignores the image and the positions, x[n, c, o..] the channel k */
+    int64_t stw[NEST_MAX_RANK + 1] = {0}, stx[NEST_MAX_RANK + 1] = {0}, s = 1;
+    for (int i = nsp - 1; i >= 0; i--) {
+        stx[2 + i] = s;
+        s *= xn->shape[2 + i];
+    }
+    stx[0] = s * C;
+    stx[r - 1] = s;
+    stw[1] = C;
+    stw[r - 1] = 1;
+    memcpy(dims, n->shape, (size_t)n->rank * sizeof *dims);
+    dims[r - 1] = C;
+    fx *args[2] = {fx_load(p, filters->buf, filters->off, r, stw, -1),
+                   fx_load(p, x->buf, x->off, r, stx, -1)};
+    return args[0] && args[1] ? fx_op(p, OP_MULTIPLY, n->etype, 2, args, node) : NULL;
+}
+
 bool conv_plan(plan *p, nest *ne, int32_t node, fx *x, fx *filters)
 {
     const nest_function *f = p->f;
@@ -224,6 +263,11 @@ bool conv_plan(plan *p, nest *ne, int32_t node, fx *x, fx *filters)
         return false;
     }
     choose_tile(w, n->etype, tile_vector_bytes(p->opts));
+    /* the planes of one image and group, with the slack of the last tile */
+    double bytes = ((double)(w->C / w->G) * (double)w->cstride + (double)(w->nv * w->lanes)) *
+                   (double)nest_type_size((nest_type)n->etype);
+    w->local_planes = !w->in_place && !w->by_channels && bytes <= CONV_LOCAL_PLANES &&
+                      (w->N * w->G >= 8 || !p->opts->openmp);
     return true;
 }
 
@@ -235,7 +279,7 @@ static bool make_private(plan *p, nest *ne)
     wplan *w = ne->win;
     int64_t copy = 0, filters = 0;
     bool over = false;
-    if (!w->in_place)
+    if (!w->in_place && !w->local_planes)
         over |= mul_overflows(w->N * w->C, w->cstride, &copy) ||
                 add_overflows(copy, (int64_t)w->nv * w->lanes, &copy);
     if (w->by_channels)
@@ -268,6 +312,10 @@ void conv_describe(buf *b, const nest *ne)
         buf_printf(b, "%s%lld", i ? " x " : "", (long long)w->hq[i]);
     if (w->in_place)
         buf_puts(b, " planes read in place)\n");
+    else if (w->local_planes)
+        buf_printf(b, " planes x %lld per channel, copied per image and group into a local "
+                      "array)\n",
+                   (long long)(w->cstride / w->plane));
     else
         buf_printf(b, " planes x %lld per channel, copied into b%d)\n",
                    (long long)(w->cstride / w->plane), ne->pack);
@@ -275,15 +323,9 @@ void conv_describe(buf *b, const nest *ne)
 
 /* ---- the pass: element-wise work absorbed into the store ---- */
 
-static void find_concat(fx *e, void *ctx)
-{
-    if (e->kind == FX_CONCAT)
-        *(bool *)ctx = true;
-}
-
 /* Absorbs the element-wise nest after window nest k into its store, when it runs over the same
  * space and reads k's value only where k writes it. */
-static bool absorb(plan *p, int32_t k)
+static bool absorb(plan *p, int32_t k, const int32_t *readers)
 {
     nest *n = &p->nests[k];
     int32_t e = k + 1;
@@ -292,65 +334,36 @@ static bool absorb(plan *p, int32_t k)
     if (e >= p->nnests)
         return true;
     nest *ep = &p->nests[e];
-    const nout *val = &n->outs[0];
     if (ep->win || ep->special >= 0 || ep->reduced || ep->dot || ep->pack >= 0 ||
         ep->rank != n->rank ||
         memcmp(ep->dims, n->dims, (size_t)n->rank * sizeof *n->dims) != 0)
         return true;
-    fx *view = fx_load(p, val->buf, val->off, n->rank, val->st, -1);
-    fx *zero = fx_imm(p, val->value->etype, 0, 0);
-    if (!view || !zero)
-        return false;
+    fx *vals[ep->nouts > 0 ? ep->nouts : 1];
     for (int i = 0; i < ep->nouts; i++) {
         if (ep->outs[i].reduce >= 0)
             return true;
-        /* the store runs over whole rows of positions: it cannot split at a concat's bounds */
-        bool cat = false;
-        if (!fx_walk(p, &ep->outs[i].value, 1, find_concat, &cat))
-            return false;
-        fx *r = fx_substitute(p, ep->outs[i].value, view, zero);
-        if (!r)
-            return p->status == NEST_OK;
-        if (cat || fx_reads(p, r, val->buf))
-            return true;
+        vals[i] = ep->outs[i].value;
     }
-    nout *outs = arena_array(p->a, (size_t)(n->nouts + ep->nouts), sizeof *outs);
-    int32_t *nodes = arena_array(p->a, (size_t)(n->nnodes + ep->nnodes) + 1, sizeof *nodes);
-    if (!outs || !nodes)
-        return false;
-    memcpy(outs, n->outs, (size_t)n->nouts * sizeof *outs);
-    memcpy(outs + n->nouts, ep->outs, (size_t)ep->nouts * sizeof *outs);
-    memcpy(nodes, n->nodes, (size_t)n->nnodes * sizeof *nodes);
-    memcpy(nodes + n->nnodes, ep->nodes, (size_t)ep->nnodes * sizeof *nodes);
-    n->outs = outs;
-    n->nouts += ep->nouts;
-    n->nodes = nodes;
-    n->nnodes += ep->nnodes;
-    ep->dead = true;
-    /* the value itself is stored only if another nest reads it */
-    bool read = p->bufs[val->buf].kind != BUF_TEMP;
-    for (int32_t j = 0; j < p->nnests && !read; j++)
-        for (int i = 0; j != k && !p->nests[j].dead && i < p->nests[j].nouts && !read; i++)
-            read = fx_reads(p, p->nests[j].outs[i].value, val->buf);
-    if (!read) {
-        n->outs[0].drop = true;
-        p->bufs[val->buf].dead = true;
-    }
-    return true;
+    /* the store runs over whole rows of positions: it cannot split at a concat's bounds */
+    if (fx_has_concat(p, vals, ep->nouts, -1) ||
+        !reads_only_view(p, &n->outs[0], n->rank, vals, ep->nouts))
+        return p->status == NEST_OK;
+    return nest_absorb(p, k, e, ep->outs, readers);
 }
 
 int pass_conv(plan *p)
 {
-    for (int32_t k = 0; k < p->nnests; k++) {
+    int32_t *readers = NULL;
+    for (int32_t k = 0; k < p->nnests && !p->status; k++) {
         nest *ne = &p->nests[k];
         if (!ne->win || ne->dead)
             continue;
-        if ((ne->win->wbuf >= 0 && !make_private(p, ne)) ||
-            (p->opts->fuse && !absorb(p, k))) { /* --no-fuse: every op keeps its nest */
-            if (!p->status)
-                p->status = NEST_ERR_NOMEM;
-            return p->status;
-        }
+        bool ok = ne->win->wbuf < 0 || make_private(p, ne);
+        if (ok && p->opts->fuse) /* --no-fuse: every op keeps its nest */
+            ok = (readers || (readers = nest_readers(p))) && absorb(p, k, readers);
+        if (!ok && !p->status)
+            p->status = NEST_ERR_NOMEM;
     }
+    free(readers);
     return p->status;
 }

@@ -59,7 +59,7 @@ static void ignores_axis(fx *e, void *ctx)
 static bool ignores(plan *p, fx *e, int axis)
 {
     indep d = {axis, true};
-    return fx_walk(p, &e, 1, ignores_axis, &d) && d.ok;
+    return fx_visit(p, &e, 1, NULL, ignores_axis, &d) && d.ok;
 }
 
 /* Splits value = A * B over [batch..., I, K, J] (rank r) into the factor that ignores the
@@ -81,15 +81,11 @@ static bool factors(plan *p, fx *v, int r, fx **a, fx **b)
     return false;
 }
 
-static void find_concat(fx *e, void *ctx)
-{
-    if (e->kind == FX_CONCAT)
-        *(bool *)ctx = true;
-}
-
 /* The element-wise nest right after n, if it reads n's product only where n writes it and its
- * space is n's [batch..., I, J]: its outputs, lifted into n's [batch..., I, K, J] space, join n. */
-static bool absorb(plan *p, int32_t k)
+ * space is n's [batch..., I, J]: its outputs, lifted into n's [batch..., I, K, J] space, join n.
+ * `readers` counts, per buffer, the nests that read it (before any absorption: only nests after
+ * a product read it, and absorbing one into its product leaves the others as they are). */
+static bool absorb(plan *p, int32_t k, const int32_t *readers)
 {
     nest *n = &p->nests[k];
     int32_t e = k + 1;
@@ -126,53 +122,21 @@ static bool absorb(plan *p, int32_t k)
         if (!v3 || !os || !st3)
             return p->status == NEST_OK; /* not expressible: leave it */
         /* the tile's store runs whole blocks: it cannot split at a concat's boundaries */
-        bool cat = false;
-        if (!fx_walk(p, &v3, 1, find_concat, &cat))
-            return false;
-        if (cat)
-            return true;
+        if (fx_has_concat(p, &v3, 1, -1))
+            return p->status == NEST_OK;
         for (int d = 0; d <= nb; d++)
             st3[d] = os->st[d];
         st3[nb + 1] = 0;
         st3[nb + 2] = os->st[nb + 1];
         lifted[i] = (nout){o->buf, o->off, st3, v3, -1, o->node, false};
     }
-    /* it may read the product only where the product is written: with that view (one node,
-     * expressions being hash-consed) replaced, no read of the product's buffer may remain */
-    fx *view = fx_load(p, prod->buf, prod->off, r, prod->st, -1);
-    fx *zero = fx_imm(p, prod->value->etype, 0, 0);
-    if (!view || !zero)
-        return false;
-    for (int i = 0; i < ep->nouts; i++) {
-        fx *rest = fx_substitute(p, lifted[i].value, view, zero);
-        if (!rest)
-            return p->status == NEST_OK;
-        if (fx_reads(p, rest, prod->buf))
-            return true;
-    }
-    nout *outs = arena_array(p->a, (size_t)(n->nouts + ep->nouts), sizeof *outs);
-    int32_t *nodes = arena_array(p->a, (size_t)(n->nnodes + ep->nnodes) + 1, sizeof *nodes);
-    if (!outs || !nodes)
-        return false;
-    memcpy(outs, n->outs, (size_t)n->nouts * sizeof *outs);
-    memcpy(outs + n->nouts, lifted, (size_t)ep->nouts * sizeof *outs);
-    memcpy(nodes, n->nodes, (size_t)n->nnodes * sizeof *nodes);
-    memcpy(nodes + n->nnodes, ep->nodes, (size_t)ep->nnodes * sizeof *nodes);
-    n->outs = outs;
-    n->nouts += ep->nouts;
-    n->nodes = nodes;
-    n->nnodes += ep->nnodes;
-    ep->dead = true;
-    /* the product itself is stored only if a nest other than this one reads it */
-    bool read = p->bufs[prod->buf].kind != BUF_TEMP;
-    for (int32_t j = 0; j < p->nnests && !read; j++)
-        for (int i = 0; j != k && !p->nests[j].dead && i < p->nests[j].nouts && !read; i++)
-            read = fx_reads(p, p->nests[j].outs[i].value, prod->buf);
-    if (!read) {
-        n->outs[0].drop = true;
-        p->bufs[prod->buf].dead = true;
-    }
-    return true;
+    /* it may read the product only where the product is written */
+    fx *vals[ep->nouts];
+    for (int i = 0; i < ep->nouts; i++)
+        vals[i] = lifted[i].value;
+    if (!reads_only_view(p, prod, r, vals, ep->nouts))
+        return p->status == NEST_OK;
+    return nest_absorb(p, k, e, lifted, readers);
 }
 
 void tile_shape(int etype, int vector_bytes, int *ti, int *tj)
@@ -229,7 +193,7 @@ static bool swap_last_axes(plan *p, nest *n)
     return true;
 }
 
-static bool tile_nest(plan *p, int32_t k, int vbytes)
+static bool tile_nest(plan *p, int32_t k, int vbytes, const int32_t *readers)
 {
     nest *n = &p->nests[k];
     if (!n->dead && !n->rowed && !to_ikj(p, n))
@@ -264,27 +228,32 @@ static bool tile_nest(plan *p, int32_t k, int vbytes)
     for (int d = 0; d < r - 3; d++)
         nbatch *= n->dims[d];
     if (nbatch >= 2 && bytes <= TILE_LOCAL_PANEL)
-        return absorb(p, k);
+        return absorb(p, k, readers);
     n->pack = plan_buffer(p, BUF_TEMP, -1, o->node, et, n->dims[r - 2] * n->tile_j);
     if (n->pack < 0)
         return false;
-    return absorb(p, k);
+    return absorb(p, k, readers);
 }
 
 int pass_tile(plan *p)
 {
     int vbytes = tile_vector_bytes(p->opts);
+    int32_t *readers = NULL;
     for (int32_t k = 0; k < p->nnests; k++) {
         /* a convolution's is its copy of the input (conv.c), a special nest's its scratch */
         if (!p->nests[k].win && p->nests[k].special < 0)
             p->nests[k].pack = -1;
-        if (!p->opts->fuse)
+        if (!p->opts->fuse || !p->nests[k].dot || p->nests[k].dead)
             continue; /* --no-fuse shows the plain nests */
-        if (!tile_nest(p, k, vbytes)) {
+        if (!readers && !(readers = nest_readers(p))) /* how many nests read each buffer, once */
+            return p->status;
+        if (!tile_nest(p, k, vbytes, readers)) {
+            free(readers);
             if (!p->status)
                 p->status = NEST_ERR_NOMEM;
             return p->status;
         }
     }
+    free(readers);
     return p->status;
 }
