@@ -72,6 +72,7 @@ typedef enum ir_kind {
     K_SOFTMAX,   /* a.axes: the axes normalized over */
     K_BATCH_DOT, /* numpy's matmul of in[0] and in[1] */
     K_TOPK,      /* a.topk: the values (which 0) or the indices (which 1) */
+    K_SCATTER_ADD, /* a.axis: in[0] with in[2] added at the indices in[1] along the axis */
 } ir_kind;
 
 typedef enum ir_types { TY_NUM, TY_FLOAT, TY_BOOL, TY_ANY } ir_types;
@@ -122,7 +123,7 @@ typedef struct ir_node {
             uint8_t largest;    /* 1: the largest first; 0: the smallest */
             uint8_t which;      /* 0: the values; 1: their indices (the next node) */
         } topk;                 /* K_TOPK */
-        int32_t axis;           /* K_CONCAT, K_ARGREDUCE, K_ONE_HOT, K_GATHER */
+        int32_t axis;           /* K_CONCAT, K_ARGREDUCE, K_ONE_HOT, K_GATHER, K_SCATTER_ADD */
         int32_t state;          /* K_STATE: index into the module's states */
         struct {
             int32_t index;      /* the element taken */
@@ -171,7 +172,8 @@ typedef struct ir_attrs {
     const int64_t *axes;
     const int64_t *order;   /* K_RESHAPE, rank of the operand, or NULL */
     const int64_t *lower, *upper, *step; /* K_SLICE, K_REPLACE_SLICE; step may be NULL */
-    int64_t index;          /* K_CONCAT, K_ARGREDUCE, K_ONE_HOT, K_GATHER axis, K_GET index */
+    int64_t index;          /* K_CONCAT, K_ARGREDUCE, K_ONE_HOT, K_GATHER, K_SCATTER_ADD axis;
+                             * K_GET index */
     const int64_t *below, *above, *interior; /* K_PAD; interior may be NULL */
     int64_t k;              /* K_TOPK */
     int largest, which;     /* K_TOPK */
@@ -455,9 +457,12 @@ typedef struct nest {
     bool rowed;          /* rows.c: in a group of several nests sharing the outer loop */
     bool values_first;   /* inplace.c: the body reads every output's value before it stores
                           * any (a swap of two tensors in place, through registers) */
-    int16_t special;     /* OP_TOPK: a nest of its own code (outs: the values and the indices,
-                          * each reading the operand's load; pack: a scratch buffer or -1);
-                          * the passes leave it as it is. -1 otherwise */
+    int16_t special;     /* a nest of its own code, which the passes leave as it is; -1
+                          * otherwise. OP_TOPK: outs are the values and the indices, each
+                          * reading the operand's load; pack a scratch buffer or -1.
+                          * OP_SCATTER_ADD: over the updates' space, outs[0]'s value (an
+                          * update) is added to the element outs[1]'s value loads (a load of
+                          * the result with the index as its gather term; not stored: drop) */
 } nest;
 
 /* Whether any output of n folds (the nest is a reduction, its values ready only at its end). */

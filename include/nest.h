@@ -273,6 +273,14 @@ nest_value nest_one_hot(nest_function *f, nest_value indices, int rank, const in
  * empty only when the result is. */
 nest_value nest_gather(nest_function *f, nest_value a, nest_value indices, int64_t axis);
 
+/* gather's adjoint, numpy.add.at: a (numeric) with each element of `updates` added to the element
+ * of a that gather(a, indices, axis) would take at its position. updates has a's type and the
+ * shape gather's result would have (a's with `axis` replaced by indices' shape, i32 or i64).
+ * Indices count and clamp as gather's do; an index that repeats adds each of its updates, in
+ * row-major order of the updates. The result has a's type and shape. */
+nest_value nest_scatter_add(nest_function *f, nest_value a, nest_value indices, nest_value updates,
+                            int64_t axis);
+
 /* softmax over `naxes` distinct axes of a (f32, f64): exp(a - m) / sum(exp(a - m)), where m and
  * the sum run over those axes (m is their max: nothing overflows). The shape is a's. A group
  * holding a NaN, or only -inf, gives NaN. */

@@ -325,6 +325,126 @@ static nest_value c_softmax_xent(gcase *c)
     return nest_negative(f, nest_sum(f, nest_multiply(f, y, logp), 2, ax01));
 }
 
+/* pad with padding below, above (negative: cropping) and between the elements; the padding
+ * value is a parameter too */
+static nest_value c_pad(gcase *c)
+{
+    int rank = 1 + below(c->r, 3);
+    int64_t shape[4], lo[4], hi[4], mid[4];
+    rshape(c->r, rank, shape);
+    for (int k = 0; k < rank; k++) {
+        mid[k] = below(c->r, 3);
+        int64_t dil = (shape[k] - 1) * (mid[k] + 1) + 1;
+        lo[k] = below(c->r, 4) - 1;
+        hi[k] = below(c->r, 4) - 1;
+        if (dil + lo[k] + hi[k] < 1)
+            lo[k] = hi[k] = 0;
+    }
+    nest_value x = param(c, rank, shape, -2, 2), v = param(c, 0, NULL, -2, 2);
+    return nest_pad(c->f, x, v, lo, hi, mid);
+}
+
+static nest_value c_replace_slice(gcase *c)
+{
+    int rank = 1 + below(c->r, 3);
+    int64_t shape[4], lo[4], up[4], st[4], box[4];
+    for (int k = 0; k < rank; k++) {
+        shape[k] = 1 + below(c->r, 6);
+        lo[k] = below(c->r, (int)shape[k]);
+        up[k] = lo[k] + 1 + below(c->r, (int)(shape[k] - lo[k]));
+        st[k] = 1 + below(c->r, 3);
+        box[k] = (up[k] - lo[k] + st[k] - 1) / st[k];
+    }
+    nest_value x = param(c, rank, shape, -2, 2), y = param(c, rank, box, -2, 2);
+    return nest_replace_slice(c->f, x, y, lo, up, st);
+}
+
+/* numpy's matmul: vectors, matrices, batches with axes broadcast on either side */
+static nest_value c_batch_dot(gcase *c)
+{
+    static const int ranks[][2] = {{1, 1}, {1, 2}, {2, 1}, {2, 2}, {3, 2}, {2, 3},
+                                   {3, 3}, {4, 3}, {3, 4}, {1, 3}, {3, 1}};
+    const int *rk = ranks[below(c->r, (int)(sizeof ranks / sizeof ranks[0]))];
+    int64_t sa[4], sb[4], m = 1 + below(c->r, 4), k = 1 + below(c->r, 4), n = 1 + below(c->r, 4);
+    int ba = rk[0] - 2 > 0 ? rk[0] - 2 : 0, bb = rk[1] - 2 > 0 ? rk[1] - 2 : 0;
+    int nb = ba > bb ? ba : bb;
+    int64_t batch[2];
+    for (int i = 0; i < nb; i++)
+        batch[i] = 2 + below(c->r, 2);
+    for (int i = 0; i < ba; i++) /* aligned at the right; extent 1 broadcasts */
+        sa[i] = below(c->r, 3) ? batch[nb - ba + i] : 1;
+    for (int i = 0; i < bb; i++)
+        sb[i] = below(c->r, 3) ? batch[nb - bb + i] : 1;
+    if (rk[0] == 1)
+        sa[0] = k;
+    else {
+        sa[ba] = m;
+        sa[ba + 1] = k;
+    }
+    if (rk[1] == 1)
+        sb[0] = k;
+    else {
+        sb[bb] = k;
+        sb[bb + 1] = n;
+    }
+    nest_value a = param(c, rk[0], sa, -2, 2), b = param(c, rk[1], sb, -2, 2);
+    return nest_batch_dot(c->f, a, b);
+}
+
+/* random indices of `rank` dims in [-n - 1, n]: negative ones, clamped ones, repeats */
+static nest_value indices(gcase *c, int rank, int64_t n)
+{
+    int64_t shape[4], v[64];
+    rshape(c->r, rank, shape);
+    int64_t cnt = count_of(rank, shape);
+    for (int64_t e = 0; e < cnt; e++)
+        v[e] = (int64_t)below(c->r, (int)(2 * n + 2)) - n - 1;
+    return nest_constant(c->f, NEST_I64, rank, shape, v, cnt);
+}
+
+static nest_value c_gather(gcase *c)
+{
+    int rank = 1 + below(c->r, 3);
+    nest_value x = rparam(c, rank, -2, 2);
+    int axis = below(c->r, rank);
+    nest_value i = indices(c, below(c->r, 3), c->shape[0][axis]);
+    /* times a ramp of x: the gathered values are used twice */
+    nest_value t = nest_gather(c->f, x, i, axis);
+    return nest_multiply(c->f, t, nest_gather(c->f, nest_exp(c->f, x), i, axis));
+}
+
+static nest_value c_scatter_add(gcase *c)
+{
+    int rank = 1 + below(c->r, 3);
+    nest_value x = rparam(c, rank, -2, 2);
+    int axis = below(c->r, rank), ri = below(c->r, 3);
+    nest_value i = indices(c, ri, c->shape[0][axis]);
+    int64_t us[6];
+    int ur = 0;
+    for (int k = 0; k < rank; k++) {
+        if (k == axis)
+            for (int j = 0; j < ri; j++)
+                us[ur++] = nest_value_shape(c->f, i)[j];
+        else
+            us[ur++] = c->shape[0][k];
+    }
+    if (ur > 4)
+        return nest_scatter_add(c->f, x, i, nest_gather(c->f, x, i, axis), axis);
+    nest_value u = param(c, ur, us, -2, 2);
+    nest_value s = nest_scatter_add(c->f, nest_exp(c->f, x), i, nest_multiply(c->f, u, u), axis);
+    return nest_multiply(c->f, s, s);
+}
+
+static nest_value c_topk(gcase *c)
+{
+    int rank = 1 + below(c->r, 3);
+    nest_value x = rparam(c, rank, -2, 2);
+    int axis = below(c->r, rank);
+    int64_t k = below(c->r, (int)c->shape[0][axis] + 1);
+    nest_value t = nest_topk(c->f, x, k, axis, below(c->r, 2));
+    return nest_multiply(c->f, nest_get(c->f, t, 0), nest_get(c->f, t, 0));
+}
+
 static const struct {
     const char *name;
     build_fn build;
@@ -340,6 +460,8 @@ static const struct {
     {"atan", c_atan}, {"sinh", c_sinh}, {"cosh", c_cosh}, {"erf", c_erf}, {"relu", c_relu},
     {"sigmoid", c_sigmoid}, {"floor_ceiling_sign", c_floor}, {"product", c_product},
     {"product_zeros", c_product_zeros}, {"reverse", c_reverse}, {"softmax", c_softmax},
+    {"pad", c_pad}, {"replace_slice", c_replace_slice}, {"batch_dot", c_batch_dot},
+    {"gather", c_gather}, {"scatter_add", c_scatter_add}, {"topk", c_topk},
 };
 
 /* ---- the check ---- */
@@ -494,6 +616,47 @@ static void test_no_gradient(void **state)
     assert_error(f, NEST_ERR_ARG, "is not a variable or a parameter");
 }
 
+/* An index has no derivative: a loss that depends on x through argmax or argmin is an error
+ * naming the op; the indices of topk pass nothing while its values carry the gradient. */
+static void test_index_gradient(void **state)
+{
+    nest_function *f = *state;
+    nest_value x = nest_parameter(f, "x", NEST_F64, 2, SHAPE(2, 3), NEST_ROW_MAJOR);
+    nest_value t = nest_parameter(f, "t", NEST_F64, 1, SHAPE(3), NEST_ROW_MAJOR);
+    nest_value am = nest_argmax(f, x, 1);
+    assert_ok(f, nest_set_name(f, am, "best"));
+    int64_t ax[1] = {0};
+    nest_value via = nest_sum(f, nest_gather(f, t, am, 0), 1, ax);
+    assert_int_equal(nest_grad(f, via, 1, &x), NEST_NONE);
+    assert_error(f, NEST_ERR_ARG, "grad: argmax best has no gradient (its result is an index)");
+    assert_int_equal(nest_grad(f, via, 2, (nest_value[]){t, x}), NEST_NONE);
+    /* by t alone it is fine: d/dt sum(t[argmax(x)]) counts each row's pick */
+    nest_value g = nest_grad(f, via, 1, &t);
+    assert_value(f, g);
+    nest_value am2 = nest_argmin(f, x, 0);
+    nest_value via2 = nest_sum(f, nest_convert(f, am2, NEST_F64), 1, ax);
+    assert_int_equal(nest_grad(f, via2, 1, &x), NEST_NONE);
+    assert_error(f, NEST_ERR_ARG, "argmin has no gradient");
+    /* topk: loss = sum(values * 2) + sum(convert(indices)) */
+    nest_value tk = nest_topk(f, x, 2, 1, 1);
+    int64_t ax01[2] = {0, 1};
+    nest_value two = nest_constant(f, NEST_F64, 0, NULL, (double[]){2}, 1);
+    nest_value vals = nest_multiply(f, nest_get(f, tk, 0), nest_broadcast(f, two, 2, SHAPE(2, 2), 2, ax01));
+    nest_value loss = nest_add(f, nest_sum(f, vals, 2, ax01),
+                               nest_sum(f, nest_convert(f, nest_get(f, tk, 1), NEST_F64), 2, ax01));
+    nest_value gt = nest_grad(f, loss, 2, (nest_value[]){x, t});
+    assert_value(f, gt);
+    nest_value outs[3] = {nest_get(f, g, 0), nest_get(f, gt, 0), nest_get(f, gt, 1)};
+    assert_ok(f, nest_return(f, 3, outs, NULL));
+    double xs[6] = {3, 1, 2, -1, 5, 4}, ts[3] = {1, 1, 1}, g1[3], g2[6], g3[3];
+    void *args[2] = {xs, ts}, *res[3] = {g1, g2, g3};
+    assert_ok(f, evaluate(f, args, res));
+    const double picks[3] = {1, 1, 0}, top2[6] = {2, 0, 2, 0, 2, 2}, zero[3] = {0, 0, 0};
+    assert_exact(NEST_F64, g1, picks, 3);
+    assert_exact(NEST_F64, g2, top2, 6);
+    assert_exact(NEST_F64, g3, zero, 3);
+}
+
 /* The backward of a dense layer: both products are tiled, with the transposes as views. */
 static void test_dense_backward_tiled(void **state)
 {
@@ -520,7 +683,8 @@ static void test_dense_backward_tiled(void **state)
 /* ---- random graphs ----
  *
  * The graphs are those of tests/test_random.c's generator (element-wise math, comparisons and
- * select, convert, broadcast, reshape, slice, concat, reductions, dot, tuples), moved to f64:
+ * select, convert, broadcast, reshape, slice, concat, reductions, dot, tuples and the op set of
+ * real models), moved to f64:
  * the canonical text of each graph with f32 replaced by f64 and column-major layouts dropped
  * (neither changes what is computed). The loss is the sum of every float result times a
  * random constant; nest_grad gives its gradient with respect to every float parameter, which
@@ -554,8 +718,8 @@ static void to_f64(char *s)
 
 typedef struct stats {
     int graphs, checked, skipped, compiled;
-    int norule; /* graphs with an op that has no gradient rule yet (pad, replace_slice,
-                 * batch_dot, gather, topk): nest_grad refuses them */
+    int index;  /* graphs whose loss depends on a parameter through an argmax or argmin:
+                 * nest_grad refuses them */
 } stats;
 
 static double eval_loss(nest_function *lf, void **args, int np)
@@ -636,8 +800,8 @@ static void check_graph(uint64_t seed, stats *st)
     }
     assert_ok(lf, nest_return(lf, 1, &ll, NULL));
     nest_value grads = nest_grad(gf, gl, nw, wrt);
-    if (grads < 0 && strstr(nest_errmsg(gf), "no gradient rule")) {
-        st->norule++;
+    if (grads < 0 && strstr(nest_errmsg(gf), "has no gradient (its result is an index)")) {
+        st->index++;
         nest_module_free(ml);
         nest_module_free(mg);
         free(text);
@@ -750,8 +914,9 @@ static void random_graphs(void **state)
     for (uint64_t s = s0; s < s0 + n; s++)
         check_graph(s, &st);
     print_message("%d graphs, %d gradient elements checked, %d skipped (within h of a jump or "
-                  "a kink), %d graphs compiled; %d graphs with an op without a gradient rule\n",
-                  st.graphs, st.checked, st.skipped, st.compiled, st.norule);
+                  "a kink), %d graphs compiled; %d graphs whose loss depends on a parameter "
+                  "through an index (argmax, argmin)\n",
+                  st.graphs, st.checked, st.skipped, st.compiled, st.index);
     assert_true(st.checked > 1000);
 }
 
@@ -761,6 +926,7 @@ int main(void)
         cmocka_unit_test(test_rules),
         cmocka_unit_test(random_graphs),
         cmocka_unit_test_setup_teardown(test_no_gradient, fn_setup, fn_teardown),
+        cmocka_unit_test_setup_teardown(test_index_gradient, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(test_dense_backward_tiled, fn_setup, fn_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1024,6 +1024,63 @@ static void emit_topk(ctx *c, int32_t k)
     nest_close(c);
 }
 
+/* scatter_add (fuse.c): loops over the updates' space, each update added to the element its
+ * index points at. The axes before the indices' run in parallel: they add to distinct elements,
+ * and each element takes its updates in their order whatever the threads. */
+static void emit_scatter(ctx *c, int32_t k)
+{
+    const nest *ne = &c->p->nests[k];
+    const ir_node *n = &c->f->nodes[ne->outs[0].node];
+    int r = ne->rank, et = ne->outs[0].value->etype;
+    nest_open(c, k);
+    bool par = c->p->opts->openmp && n->a.axis > 0 && nest_work(ne) >= PAR_MIN && ne->dims[0] >= 2;
+    for (int d = 0; d < r; d++) {
+        char v[16];
+        snprintf(v, sizeof v, "i%d", d);
+        c->var[d] = c->expr[d] = em_unique(&c->local, v);
+        if (par && d == 0)
+            omp_parallel_for(c);
+        em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", c->var[d], c->var[d],
+                (long long)ne->dims[d], c->var[d]);
+        c->indent++;
+    }
+    body bd = {.c = c};
+    names scope = {.outer = &c->local}, *saved = c->body_names;
+    c->body_names = &scope;
+    fx *vals[2] = {ne->outs[0].value, ne->outs[1].value};
+    em_values(c, &bd, vals, 2);
+    char *v = bd.oom ? NULL : em_value_text(&bd, vals[0]);
+    char *d = bd.oom ? NULL : em_value_text(&bd, vals[1]);
+    if (v && vals[0]->kind == FX_OP && !is_identifier(v, strlen(v))) { /* acc + (a - b) */
+        buf t = {0};
+        buf_printf(&t, "(%s)", v);
+        free(v);
+        v = em_finish(c, &t);
+    }
+    char *sum = v && d ? em_combine(c, OP_SUM, et, d, v) : NULL;
+    buf cm = {0};
+    em_node_comment(c, &cm, ne->outs[0].node);
+    char *cs = em_finish(c, &cm);
+    if (sum)
+        em_line(c, "%s = %s;%s", d, sum, cs ? cs : "");
+    else
+        c->b->failed = true;
+    free(v);
+    free(d);
+    free(sum);
+    free(cs);
+    free(bd.v);
+    if (bd.oom || scope.oom)
+        c->b->failed = true;
+    em_names_free(&scope);
+    c->body_names = saved;
+    for (int i = 0; i < r; i++) {
+        c->indent--;
+        em_line(c, "}");
+    }
+    nest_close(c);
+}
+
 void em_nest(ctx *c, int32_t k)
 {
     if (c->p->nests[k].tile_i) {
@@ -1032,6 +1089,10 @@ void em_nest(ctx *c, int32_t k)
     }
     if (c->p->nests[k].special == OP_TOPK) {
         emit_topk(c, k);
+        return;
+    }
+    if (c->p->nests[k].special == OP_SCATTER_ADD) {
+        emit_scatter(c, k);
         return;
     }
     nest_open(c, k);

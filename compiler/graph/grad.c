@@ -122,9 +122,11 @@ static int32_t reshape(gctx *g, int32_t x, const int64_t *order, int rank, const
     return build(g, OP_RESHAPE, 1, &x, &at);
 }
 
-static int32_t slice(gctx *g, int32_t x, const int64_t *lower, const int64_t *upper)
+/* x[lower:upper:step] (step NULL: 1). */
+static int32_t slice(gctx *g, int32_t x, const int64_t *lower, const int64_t *upper,
+                     const int64_t *step)
 {
-    ir_attrs at = {.lower = lower, .upper = upper};
+    ir_attrs at = {.lower = lower, .upper = upper, .step = step};
     return build(g, OP_SLICE, 1, &x, &at);
 }
 
@@ -255,7 +257,7 @@ static void rule_slice(gctx *g, int32_t gi, int32_t node, int32_t a)
             int64_t lo0[NEST_MAX_RANK] = {0}, up[NEST_MAX_RANK];
             memcpy(up, cur, (size_t)r * sizeof *up);
             up[d] = (cnt - 1) * step + 1;
-            x = slice(g, x, lo0, up);
+            x = slice(g, x, lo0, up, NULL);
             cur[d] = up[d];
         }
         int64_t below = lo, above = full[d] - lo - cur[d];
@@ -321,6 +323,136 @@ static void rule_product(gctx *g, int32_t gi, int32_t node, int32_t a)
     int32_t onez = sel(g, bin(g, OP_EQUAL, zb, like(g, 1, a)), sel(g, isz, pb, zero), zero);
     int32_t d = sel(g, bin(g, OP_EQUAL, zb, zero), none, onez);
     acc(g, a, bin(g, OP_MULTIPLY, gb, d));
+}
+
+/* out = pad(a, v, below, above, interior): g padded by -below and -above (cropping what the
+ * padding added, zeros where it cropped) is the dilated operand's gradient, and every
+ * (interior + 1)-th element of it a's. v takes the rest: sum(g) - sum(ga). */
+static void rule_pad(gctx *g, int32_t gi, int32_t node, int32_t a, int32_t v)
+{
+    nest_function *f = g->f;
+    ir_node n = f->nodes[node];
+    const ir_node *A = &f->nodes[a];
+    int r = n.rank;
+    int64_t lo[NEST_MAX_RANK], hi[NEST_MAX_RANK], zero[NEST_MAX_RANK] = {0}, up[NEST_MAX_RANK],
+        step[NEST_MAX_RANK];
+    bool pads = false, steps = false;
+    for (int k = 0; k < r; k++) {
+        if (n.a.pad.below[k] == INT64_MIN || n.a.pad.above[k] == INT64_MIN) {
+            ir_error(f, NEST_ERR_LIMIT, "grad: the padding of %s is out of range",
+                     n.name ? n.name : "a pad");
+            g->failed = true;
+            return;
+        }
+        lo[k] = -n.a.pad.below[k];
+        hi[k] = -n.a.pad.above[k];
+        step[k] = n.a.pad.interior[k] + 1;
+        up[k] = A->shape[k] ? (A->shape[k] - 1) * step[k] + 1 : 0; /* the dilated extent */
+        pads |= lo[k] != 0 || hi[k] != 0;
+        steps |= step[k] != 1;
+    }
+    int32_t ga = gi;
+    if (pads) {
+        ir_attrs at = {.below = lo, .above = hi};
+        int32_t in[2] = {gi, fill(g, n.etype, 0, 0, NULL)};
+        ga = build(g, OP_PAD, 2, in, &at);
+    }
+    if (steps)
+        ga = slice(g, ga, zero, up, step);
+    uint32_t all = r ? (uint32_t)((1ull << r) - 1) : 0;
+    if (g->need[a])
+        acc(g, a, ga);
+    if (g->need[v])
+        acc(g, v, bin(g, OP_SUBTRACT, sum(g, gi, all), sum(g, ga, all)));
+}
+
+/* t [nb.., p, q] summed to the shape of a batch_dot operand x whose matrices (x itself, or a
+ * vector as one) are [.., p, q] (rank xr, shape xs): over the batch axes x lacks or broadcast
+ * (extent 1). */
+static int32_t unbroadcast(gctx *g, int32_t t, int nb, int32_t x, int xr, const int64_t *xs)
+{
+    if (t < 0)
+        return NEST_NONE;
+    int skip = nb - (xr - 2);
+    uint32_t mask = 0;
+    for (int i = 0; i < nb; i++)
+        if (i < skip || (xs[i - skip] == 1 && g->f->nodes[t].shape[i] != 1))
+            mask |= 1u << i;
+    ir_node X = g->f->nodes[x]; /* a copy: building moves the nodes */
+    return reshape(g, sum(g, t, mask), NULL, X.rank, X.shape);
+}
+
+/* x with its last two axes swapped (a view). */
+static int32_t swap_last(gctx *g, int32_t x, int r, const int64_t *shape)
+{
+    int64_t order[NEST_MAX_RANK], s[NEST_MAX_RANK];
+    for (int k = 0; k < r; k++) {
+        order[k] = k < r - 2 ? k : k == r - 2 ? r - 1 : r - 2;
+        s[k] = shape[order[k]];
+    }
+    return reshape(g, x, order, r, s);
+}
+
+/* out = batch_dot(a, b): a [.., m, k] and b [.., k, n] (a vector a is [1, k], a vector b
+ * [k, 1]); with g as [batch.., m, n], ga = g . b^T and gb = a^T . g as batch_dots, the
+ * transposes views, each summed over the batch axes its operand was broadcast along. */
+static void rule_batch_dot(gctx *g, int32_t gi, int32_t node, int32_t a, int32_t b)
+{
+    nest_function *f = g->f;
+    ir_node N = f->nodes[node], A = f->nodes[a], B = f->nodes[b];
+    int nb = N.rank - (A.rank >= 2) - (B.rank >= 2);
+    int64_t k = A.shape[A.rank - 1];
+    int64_t gs[NEST_MAX_RANK + 2], as[NEST_MAX_RANK + 2], bs[NEST_MAX_RANK + 2];
+    memcpy(gs, N.shape, (size_t)nb * sizeof *gs);
+    gs[nb] = A.rank >= 2 ? A.shape[A.rank - 2] : 1;
+    gs[nb + 1] = B.rank >= 2 ? B.shape[B.rank - 1] : 1;
+    int ar = A.rank >= 2 ? A.rank : 2, br = B.rank >= 2 ? B.rank : 2;
+    memcpy(as, A.shape, (size_t)A.rank * sizeof *as);
+    memcpy(bs, B.shape, (size_t)B.rank * sizeof *bs);
+    if (A.rank == 1) {
+        as[0] = 1;
+        as[1] = k;
+    }
+    if (B.rank == 1) {
+        bs[0] = k;
+        bs[1] = 1;
+    }
+    if (nb + 2 > NEST_MAX_RANK) {
+        ir_error(f, NEST_ERR_LIMIT, "grad: a batch_dot of rank %d (the limit is %d)", N.rank,
+                 NEST_MAX_RANK - 2);
+        g->failed = true;
+        return;
+    }
+    int32_t g2 = reshape(g, gi, NULL, nb + 2, gs);
+    int32_t a2 = reshape(g, a, NULL, ar, as), b2 = reshape(g, b, NULL, br, bs);
+    if (g->need[a]) /* [nb.., m, k] */
+        acc(g, a, unbroadcast(g, bin(g, OP_BATCH_DOT, g2, swap_last(g, b2, br, bs)), nb, a, ar, as));
+    if (g->need[b]) /* [nb.., k, n] */
+        acc(g, b, unbroadcast(g, bin(g, OP_BATCH_DOT, swap_last(g, a2, ar, as), g2), nb, b, br, bs));
+}
+
+/* out = the values of topk(a): each goes back to where its index (the next node) took it:
+ * one_hot of the indices over a new axis of a's extent beside the k one, times g, summed over k. */
+static void rule_topk(gctx *g, int32_t gi, int32_t node, int32_t a)
+{
+    nest_function *f = g->f;
+    ir_node n = f->nodes[node];
+    const ir_node *A = &f->nodes[a];
+    int r = A->rank, axis = n.a.topk.axis;
+    if (r + 1 > NEST_MAX_RANK) {
+        ir_error(f, NEST_ERR_LIMIT, "grad: a topk of rank %d (the limit is %d)", r, NEST_MAX_RANK - 1);
+        g->failed = true;
+        return;
+    }
+    int64_t s[NEST_MAX_RANK];
+    for (int k = 0, j = 0; k <= r; k++)
+        s[k] = k == axis ? A->shape[axis] : n.shape[j++];
+    int32_t idx = node + 1; /* the indices: built with the values (ir_verify checks it) */
+    ir_attrs oh = {.rank = r + 1, .shape = s, .index = axis}, cv = {.type = n.etype};
+    int32_t hot = build(g, OP_ONE_HOT, 1, &idx, &oh);
+    hot = build(g, OP_CONVERT, 1, &hot, &cv);
+    acc(g, a, sum(g, bin(g, OP_MULTIPLY, hot, bcast(g, gi, r + 1, s, 1u << axis)),
+                  1u << (axis + 1)));
 }
 
 /* ---- the rule of each op ---- */
@@ -460,6 +592,44 @@ static void rule(gctx *g, int32_t i)
     case OP_PRODUCT:
         rule_product(g, gi, i, a);
         break;
+    case OP_PAD:
+        rule_pad(g, gi, i, a, b);
+        break;
+    case OP_REPLACE_SLICE: { /* a outside the box, b inside */
+        const int64_t *lo = n.a.slice.lower, *up = n.a.slice.upper, *st = n.a.slice.step;
+        if (na) {
+            ir_attrs at = {.lower = lo, .upper = up, .step = st};
+            int32_t in[2] = {gi, like(g, 0, b)};
+            acc(g, a, build(g, OP_REPLACE_SLICE, 2, in, &at));
+        }
+        if (nb)
+            acc(g, b, slice(g, gi, lo, up, st));
+        break;
+    }
+    case OP_BATCH_DOT:
+        rule_batch_dot(g, gi, i, a, b);
+        break;
+    case OP_GATHER: { /* the adjoint: g added back where the indices took */
+        ir_attrs at = {.index = n.a.axis};
+        int32_t in[3] = {like(g, 0, a), b, gi};
+        acc(g, a, build(g, OP_SCATTER_ADD, 3, in, &at));
+        break;
+    }
+    case OP_SCATTER_ADD: {
+        int32_t u = ir_resolve(f, n.in[2]);
+        if (na)
+            acc(g, a, gi);
+        if (g->need[u]) {
+            ir_attrs at = {.index = n.a.axis};
+            int32_t in[2] = {gi, b};
+            acc(g, u, build(g, OP_GATHER, 2, in, &at));
+        }
+        break;
+    }
+    case OP_TOPK: /* the values; the indices pass nothing */
+        if (n.a.topk.which == 0)
+            rule_topk(g, gi, i, a);
+        break;
     case OP_SELECT: {
         int32_t c = a, x = b, y = ir_resolve(f, n.in[2]);
         int32_t zero = like(g, 0, i);
@@ -496,7 +666,7 @@ static void rule(gctx *g, int32_t i)
             lo[n.a.axis] = start;
             up[n.a.axis] = start + len;
             if (g->need[x])
-                acc(g, x, slice(g, gi, lo, up));
+                acc(g, x, slice(g, gi, lo, up, NULL));
             start += len;
         }
         break;
@@ -524,7 +694,8 @@ static void rule(gctx *g, int32_t i)
     }
 }
 
-/* Whether op passes a gradient from its result to operand j (given float types on both). */
+/* Whether op passes a gradient from its result to operand j (given float types on both). Every
+ * kind is listed: a new one must say. */
 static bool differentiable(const ir_node *n, int j)
 {
     switch (ir_kind_of(n)) {
@@ -538,20 +709,29 @@ static bool differentiable(const ir_node *n, int j)
     case K_REDUCE:
     case K_REVERSE:
     case K_SOFTMAX:
-        return true;
-    case K_PAD:            /* these pass a gradient, but nest has no rule for them yet: */
-    case K_REPLACE_SLICE:  /* nest_grad says so rather than give a zero */
+    case K_PAD:            /* the operand and the padding value */
+    case K_REPLACE_SLICE:
     case K_BATCH_DOT:
         return true;
-    case K_GATHER:
+    case K_GATHER:         /* not the indices */
         return j == 0;
-    case K_TOPK:
+    case K_SCATTER_ADD:
+        return j == 0 || j == 2;
+    case K_TOPK:           /* the values; the indices are integers */
         return n->a.topk.which == 0;
-    case K_SELECT:
+    case K_SELECT:         /* not the condition */
         return j > 0;
-    default:
+    case K_CMP:            /* bool results */
+    case K_ARGREDUCE:      /* indices (nest_grad refuses a path through them) */
+    case K_ONE_HOT:        /* of integer indices, or a step function of float ones */
+    case K_PARAM:
+    case K_CONST:
+    case K_STATE:
+    case K_TUPLE:
+    case K_GET:
         return false;
     }
+    return false;
 }
 
 nest_value nest_grad(nest_function *f, nest_value loss, int n, const nest_value *wrt)
@@ -640,6 +820,18 @@ nest_value nest_grad(nest_function *f, nest_value loss, int n, const nest_value 
     for (int32_t i = 0; i < top; i++) {
         g.need[i] = dep[i] && reach[i];
         g.adj[i] = -1;
+    }
+    /* an index of a value that depends on a wrt value, on the way to the loss: no derivative */
+    for (int32_t i = lo; i < top && !g.failed; i++) {
+        const ir_node *x = &f->nodes[i];
+        int32_t o = x->nin > 0 ? ir_resolve(f, x->in[0]) : -1;
+        if (ir_kind_of(x) == K_ARGREDUCE && reach[i] && dep[o]) {
+            ir_error(f, NEST_ERR_ARG,
+                     "grad: %s%s%s has no gradient (its result is an index), and the loss depends "
+                     "through it on a value to differentiate by",
+                     ir_ops[x->op].name, x->name ? " " : "", x->name ? x->name : "");
+            g.failed = true;
+        }
     }
     if (g.need[L]) {
         g.adj[L] = like(&g, 1, L);

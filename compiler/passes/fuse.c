@@ -671,6 +671,55 @@ static bool lower_topk(lower *lw, int32_t node)
     return lw->val[nv] && lw->val[ni];
 }
 
+/* scatter_add: a nest stores the operand into the home, then a nest of its own (emit_scatter)
+ * runs over the updates' space and adds each update where its index points. Its outs[0] is the
+ * update's value; outs[1], never stored (drop), is the element it adds to: a load of the home
+ * with the index as a gather term, so that every pass sees what the nest reads and writes. */
+static bool lower_scatter_add(lower *lw, int32_t node)
+{
+    plan *p = lw->p;
+    nest_function *f = lw->f;
+    const ir_node *n = &f->nodes[node];
+    int32_t ia = ir_resolve(f, n->in[0]), ii = ir_resolve(f, n->in[1]), iu = ir_resolve(f, n->in[2]);
+    const ir_node *ix = &f->nodes[ii], *u = &f->nodes[iu];
+    int axis = n->a.axis, ri = ix->rank, r = u->rank;
+    /* indices read more often than they have elements are stored unless cheap; the nest's
+     * loops do not split at concatenations, so neither operand holds one */
+    if (ir_count(u) > ir_count(ix) && !is_load(lw->val[ii]) && cost(p, lw->val[ii]) >= REUSE_COST &&
+        !store(lw, ii))
+        return false;
+    for (int k = 0; k < r; k++) {
+        if (k < ri && fx_has_concat(p, &lw->val[ii], 1, k) && !store(lw, ii))
+            return false;
+        if (fx_has_concat(p, &lw->val[iu], 1, k) && !store(lw, iu))
+            return false;
+    }
+    int64_t st[NEST_MAX_RANK], dst[NEST_MAX_RANK];
+    int32_t b = home_of(lw, node, st);
+    nest *ne = b >= 0 ? new_nest(p, n->rank, n->shape, 0) : NULL;
+    if (!ne || !add_out(p, ne, b, 0, st, lw->val[ia], -1, node))
+        return false;
+    uint32_t others = 0; /* the axes of the updates that are not the indices' */
+    for (int k = 0; k < r; k++) {
+        bool taken = k >= axis && k < axis + ri;
+        dst[k] = k < axis ? st[k] : taken ? 0 : st[k - ri + 1];
+        others |= taken ? 0 : 1u << k;
+    }
+    fx *idx = fx_broadcast(p, lw->val[ii], r, others);
+    int64_t gst = st[axis], gdim = n->shape[axis];
+    fx *to = idx ? fx_gload(p, b, 0, r, dst, 1, &idx, &gst, &gdim, node) : NULL;
+    ne = to ? new_nest(p, r, u->shape, 0) : NULL;
+    if (!ne || !add_out(p, ne, b, 0, dst, lw->val[iu], -1, node) ||
+        !add_out(p, ne, b, 0, dst, to, -1, node))
+        return false;
+    ne->special = OP_SCATTER_ADD;
+    ne->outs[1].drop = true;
+    ne->nnodes = 1;
+    lw->home[node] = b;
+    lw->val[node] = fx_load(p, b, 0, n->rank, st, node);
+    return lw->val[node] != NULL;
+}
+
 static bool lower_node(lower *lw, int32_t node)
 {
     plan *p = lw->p;
@@ -788,6 +837,8 @@ static bool lower_node(lower *lw, int32_t node)
         return lower_batch_dot(lw, node);
     case K_TOPK:
         return lower_topk(lw, node);
+    case K_SCATTER_ADD:
+        return lower_scatter_add(lw, node);
     case K_TUPLE:
     case K_GET:
         return true;
