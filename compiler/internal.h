@@ -268,6 +268,9 @@ struct nest_module {
 
 /* Records an error on m (replacing the last one) and returns `status`. */
 int ir_module_error(nest_module *m, int status, const char *fmt, ...) FORMAT(3, 4);
+/* Makes the error of m's first function that has one m's error (after an operation on the
+ * whole module failed on a function). */
+void ir_module_take_error(nest_module *m);
 /* The state named `name` (len bytes) of f's module, or -1. */
 int32_t ir_state_find(const nest_module *m, const char *name, size_t len);
 /* Declares a state tensor (the checks of nest_variable); its index, or -1 with the error on m. */

@@ -533,6 +533,10 @@ void nest_options_init(nest_options *o);
  * NULL with the error on the function at fault. `opts` may be NULL for the defaults. */
 typedef enum nest_emit_kind { NEST_EMIT_C, NEST_EMIT_H } nest_emit_kind;
 char *nest_emit(nest_function *const *fns, int n, nest_emit_kind kind, const nest_options *opts);
+/* The same for a module: its state (NAME_state_new ... , also when it has no functions, for a
+ * host that keeps, saves and loads the state alone) and all its functions. NULL with the error
+ * on m (a function's error is copied there). */
+char *nest_module_emit(nest_module *m, nest_emit_kind kind, const nest_options *opts);
 
 /* A compiled function, callable in this process. */
 typedef struct nest_kernel nest_kernel;
@@ -576,6 +580,10 @@ void nest_kernel_free(nest_kernel *k);
  * and its time; the caller frees it. */
 int nest_build_so(nest_function *const *fns, int n, const char *so_path, const char *h_path,
                   const nest_options *opts, char **log);
+/* The same for a module: its state and all its functions (nest_module_emit), also when it has no
+ * functions; the error on m. */
+int nest_module_build_so(nest_module *m, const char *so_path, const char *h_path,
+                         const nest_options *opts, char **log);
 
 #ifdef __cplusplus
 }
