@@ -277,14 +277,18 @@ static val *take_indices(gen *g, int64_t n, int ri, const int64_t *ishape, const
     return ix;
 }
 
-/* An operand with axes, an axis of it, indices' rank and shape, and the shape gather's result
- * (scatter_add's updates) has; false when too large. */
-static bool take_shapes(gen *g, val *a, int *axis, int *ri, int64_t *ishape, int64_t *shape)
+/* An operand (ok), an axis of it, indices' rank and shape, and the shape gather's result
+ * (scatter_add's updates) has; NULL when none fits. */
+static val *take_operand(gen *g, bool (*ok)(const val *), int *axis, int *ri, int64_t *ishape,
+                         int64_t *shape)
 {
+    val *a = pick(g, ok);
+    if (!a)
+        return NULL;
     *axis = below(&g->r, a->rank);
     *ri = below(&g->r, 3);
     if (a->rank - 1 + *ri > MAXRANK || a->shape[*axis] == 0)
-        return false;
+        return NULL;
     rand_shape(g, *ri, ishape);
     for (int k = 0, j = 0; k < a->rank; k++) {
         if (k != *axis) {
@@ -294,19 +298,16 @@ static bool take_shapes(gen *g, val *a, int *axis, int *ri, int64_t *ishape, int
         for (int i = 0; i < *ri; i++)
             shape[j++] = ishape[i];
     }
-    return volume(a->rank - 1 + *ri, shape) <= g->cap;
+    return volume(a->rank - 1 + *ri, shape) <= g->cap ? a : NULL;
 }
 
 static bool step_gather(gen *g)
 {
-    val *a = pick(g, has_axes);
-    if (!a)
-        return false;
-    int ia = (int)(a - g->vals), axis, ri;
+    int axis, ri;
     int64_t ishape[MAXRANK], shape[MAXRANK];
-    if (!take_shapes(g, a, &axis, &ri, ishape, shape))
-        return false;
-    val *ix = take_indices(g, a->shape[axis], ri, ishape, "gather's indices");
+    val *a = take_operand(g, has_axes, &axis, &ri, ishape, shape);
+    int ia = a ? (int)(a - g->vals) : -1;
+    val *ix = a ? take_indices(g, a->shape[axis], ri, ishape, "gather's indices") : NULL;
     if (!ix)
         return false;
     a = &g->vals[ia];
@@ -317,13 +318,12 @@ static bool step_gather(gen *g)
 /* scatter_add: an element takes x's and up to as many updates as there are indices */
 static bool step_scatter_add(gen *g)
 {
-    val *a = pick(g, is_numeric_axes);
+    int axis, ri;
+    int64_t ishape[MAXRANK], shape[MAXRANK];
+    val *a = take_operand(g, is_numeric_axes, &axis, &ri, ishape, shape);
     if (!a)
         return false;
-    int ia = (int)(a - g->vals), axis, ri;
-    int64_t ishape[MAXRANK], shape[MAXRANK];
-    if (!take_shapes(g, a, &axis, &ri, ishape, shape))
-        return false;
+    int ia = (int)(a - g->vals);
     val *u = obtain(g, a->t, a->rank - 1 + ri, shape, false);
     int iu = u ? (int)(u - g->vals) : -1;
     val *ix = u ? take_indices(g, g->vals[ia].shape[axis], ri, ishape, "scatter_add's indices") : NULL;

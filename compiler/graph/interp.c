@@ -729,49 +729,36 @@ static int64_t taken_offset(const ir_node *a, const ir_node *ix, const void *iv,
     return xo;
 }
 
-static void eval_gather(const interp *in, const ir_node *n, void *out)
+/* gather (numpy.take) copies element taken_offset of the operand to each element of its result;
+ * scatter_add (numpy.add.at) copies the operand, then adds each update there in turn (floats in
+ * their type, integers wrapping). Both run over gather's result space, the updates' shape. */
+static void eval_take(const interp *in, const ir_node *n, void *out)
 {
+    bool scatter = n->op == OP_SCATTER_ADD;
     const ir_node *a = operand(in, n, 0), *ix = operand(in, n, 1);
+    const ir_node *sp = scatter ? operand(in, n, 2) : n;
     const unsigned char *x = operand_val(in, n, 0);
-    const void *iv = operand_val(in, n, 1);
-    size_t size = nest_type_size((nest_type)n->etype);
-    int64_t count = ir_count(n), idx[NEST_MAX_RANK] = {0}, as[NEST_MAX_RANK], is[NEST_MAX_RANK];
-    if (count == 0)
-        return;
-    row_strides(a->rank, a->shape, as);
-    row_strides(ix->rank, ix->shape, is);
-    int64_t i = 0;
-    do {
-        int64_t xo = taken_offset(a, ix, iv, n->a.axis, idx, as, is);
-        memcpy((unsigned char *)out + (size_t)i * size, x + (size_t)xo * size, size);
-        i++;
-    } while (next_index(n->rank, n->shape, idx));
-}
-
-/* scatter_add (numpy.add.at): a copy of the operand, then each update added in turn where gather
- * would take it; floats add in their type, integers wrap. */
-static void eval_scatter_add(const interp *in, const ir_node *n, void *out)
-{
-    const ir_node *a = operand(in, n, 0), *ix = operand(in, n, 1), *u = operand(in, n, 2);
-    const void *iv = operand_val(in, n, 1), *uv = operand_val(in, n, 2);
+    const void *iv = operand_val(in, n, 1), *uv = scatter ? operand_val(in, n, 2) : NULL;
     int t = n->etype;
-    int64_t count = ir_count(n), idx[NEST_MAX_RANK] = {0}, as[NEST_MAX_RANK], is[NEST_MAX_RANK];
-    if (count == 0)
-        return;
-    memcpy(out, operand_val(in, n, 0), (size_t)count * nest_type_size((nest_type)t));
-    if (ir_count(u) == 0)
+    size_t size = nest_type_size((nest_type)t);
+    int64_t idx[NEST_MAX_RANK] = {0}, as[NEST_MAX_RANK], is[NEST_MAX_RANK];
+    if (scatter && ir_count(n) > 0)
+        memcpy(out, x, (size_t)ir_count(n) * size);
+    if (ir_count(sp) == 0)
         return;
     row_strides(a->rank, a->shape, as);
     row_strides(ix->rank, ix->shape, is);
     int64_t i = 0;
     do {
         int64_t xo = taken_offset(a, ix, iv, n->a.axis, idx, as, is);
-        if (t == NEST_F32 || t == NEST_F64)
+        if (!scatter)
+            memcpy((unsigned char *)out + (size_t)i * size, x + (size_t)xo * size, size);
+        else if (t == NEST_F32 || t == NEST_F64)
             store_f(t, out, xo, load_f(t, out, xo) + load_f(t, uv, i));
         else
             store_i(t, out, xo, (uint64_t)load_i(t, out, xo) + (uint64_t)load_i(t, uv, i));
         i++;
-    } while (next_index(u->rank, u->shape, idx));
+    } while (next_index(sp->rank, sp->shape, idx));
 }
 
 /* softmax over the axes in mask: per group (the elements that differ only along those axes),
@@ -991,8 +978,8 @@ static bool eval_node(const interp *in, const ir_node *n, void *out)
     case K_REVERSE: eval_reverse(in, n, out); return true;
     case K_REPLACE_SLICE: eval_replace_slice(in, n, out); return true;
     case K_ONE_HOT: eval_one_hot(in, n, out); return true;
-    case K_GATHER: eval_gather(in, n, out); return true;
-    case K_SCATTER_ADD: eval_scatter_add(in, n, out); return true;
+    case K_GATHER:
+    case K_SCATTER_ADD: eval_take(in, n, out); return true;
     case K_SOFTMAX: return eval_softmax(in, n, out);
     case K_BATCH_DOT: eval_batch_dot(in, n, out); return true;
     case K_TOPK: return eval_topk(in, n, out);
