@@ -238,15 +238,22 @@ static nest_value c_concat(gcase *c)
     return nest_concat(c->f, n, parts, axis);
 }
 
+/* A random non-empty set of the axes of a rank; their count. */
+static int rand_axes(gcase *c, int rank, int64_t *axes)
+{
+    int n = 0;
+    for (int k = 0; k < rank; k++)
+        if (below(c->r, 2) || (k == rank - 1 && n == 0))
+            axes[n++] = k;
+    return n;
+}
+
 static nest_value reduce(gcase *c, nest_value (*op)(nest_function *, nest_value, int, const int64_t *))
 {
     int rank = 1 + below(c->r, 3);
     nest_value x = rparam(c, rank, -2, 2);
     int64_t axes[4];
-    int n = 0;
-    for (int k = 0; k < rank; k++)
-        if (below(c->r, 2) || (k == rank - 1 && n == 0))
-            axes[n++] = k;
+    int n = rand_axes(c, rank, axes);
     return op(c->f, x, n, axes);
 }
 
@@ -300,10 +307,7 @@ static nest_value c_reverse(gcase *c)
     int rank = 1 + below(c->r, 3);
     nest_value x = rparam(c, rank, -2, 2);
     int64_t axes[4];
-    int n = 0;
-    for (int k = 0; k < rank; k++)
-        if (below(c->r, 2) || (k == rank - 1 && n == 0))
-            axes[n++] = k;
+    int n = rand_axes(c, rank, axes);
     /* times a ramp, so that the order matters */
     return nest_multiply(c->f, nest_reverse(c->f, x, n, axes), nest_exp(c->f, x));
 }
@@ -471,7 +475,9 @@ static nest_value to_loss(nest_function *f, nest_value v, rng *r)
 {
     int rank = nest_value_rank(f, v);
     const int64_t *shape = nest_value_shape(f, v);
-    int64_t n = count_of(rank, shape), axes[4] = {0, 1, 2, 3};
+    int64_t n = count_of(rank, shape), axes[NEST_MAX_RANK];
+    for (int k = 0; k < rank; k++)
+        axes[k] = k;
     double *w = malloc((size_t)n * sizeof *w + 8);
     for (int64_t i = 0; i < n; i++)
         w[i] = uniform(r, -1, 1);
@@ -731,7 +737,8 @@ static double eval_loss(nest_function *lf, void **args, int np)
     return l;
 }
 
-/* Builds the loss of the graph's float results in f; returns it, or NEST_NONE if none. */
+/* Builds the loss of the graph's float results in f (each as to_loss makes it, summed);
+ * returns it, or NEST_NONE if none. */
 static nest_value loss_of(nest_function *f, rng *r)
 {
     nest_value loss = NEST_NONE;
@@ -739,20 +746,7 @@ static nest_value loss_of(nest_function *f, rng *r)
         nest_value v = nest_result(f, i);
         if (nest_value_type(f, v) != NEST_F64)
             continue;
-        int rank = nest_value_rank(f, v);
-        const int64_t *shape = nest_value_shape(f, v);
-        int64_t n = 1, axes[MAXRANK];
-        for (int k = 0; k < rank; k++) {
-            n *= shape[k];
-            axes[k] = k;
-        }
-        double *w = malloc((size_t)n * sizeof *w + 8);
-        for (int64_t e = 0; e < n; e++)
-            w[e] = (double)(next(r) >> 11) * 0x1p-53 * 2 - 1;
-        nest_value t = nest_multiply(f, v, nest_constant(f, NEST_F64, rank, shape, w, n));
-        free(w);
-        if (rank)
-            t = nest_sum(f, t, rank, axes);
+        nest_value t = to_loss(f, v, r);
         loss = loss < 0 ? t : nest_add(f, loss, t);
     }
     return loss;

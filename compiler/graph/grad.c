@@ -282,14 +282,28 @@ static void rule_slice(gctx *g, int32_t gi, int32_t node, int32_t a)
     acc(g, a, x);
 }
 
+/* The operand of a reduction over axes, for the rules that broadcast back to it. */
+typedef struct reduced {
+    int r;
+    int64_t shape[NEST_MAX_RANK];
+    uint32_t mask; /* the reduced axes */
+} reduced;
+
+static reduced reduced_of(const gctx *g, int32_t node, int32_t a)
+{
+    const ir_node *A = &g->f->nodes[a];
+    reduced x = {A->rank, {0}, g->f->nodes[node].a.axes};
+    memcpy(x.shape, A->shape, (size_t)A->rank * sizeof *x.shape);
+    return x;
+}
+
 /* out = max or min of a over axes: the elements equal to the result share its gradient. */
 static void rule_extremum(gctx *g, int32_t gi, int32_t node, int32_t a)
 {
-    const ir_node *A = &g->f->nodes[a];
-    int r = A->rank;
-    int64_t shape[NEST_MAX_RANK];
-    memcpy(shape, A->shape, (size_t)r * sizeof *shape);
-    uint32_t mask = g->f->nodes[node].a.axes;
+    reduced x = reduced_of(g, node, a);
+    int r = x.r;
+    const int64_t *shape = x.shape;
+    uint32_t mask = x.mask;
     int32_t m = bin(g, OP_EQUAL, a, bcast(g, node, r, shape, mask));
     int32_t zero = like(g, 0, a);
     int32_t ones = sel(g, m, like(g, 1, a), zero);
@@ -303,11 +317,10 @@ static void rule_extremum(gctx *g, int32_t gi, int32_t node, int32_t a)
  * otherwise; no division by zero. */
 static void rule_product(gctx *g, int32_t gi, int32_t node, int32_t a)
 {
-    const ir_node *A = &g->f->nodes[a];
-    int r = A->rank;
-    int64_t shape[NEST_MAX_RANK];
-    memcpy(shape, A->shape, (size_t)r * sizeof *shape);
-    uint32_t mask = g->f->nodes[node].a.axes;
+    reduced x = reduced_of(g, node, a);
+    int r = x.r;
+    const int64_t *shape = x.shape;
+    uint32_t mask = x.mask;
     int32_t zero = like(g, 0, a), one = like(g, 1, a);
     int32_t isz = bin(g, OP_EQUAL, a, zero);
     ir_attrs at = {.naxes = 0};
