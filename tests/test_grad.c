@@ -49,7 +49,8 @@ static nest_value param(gcase *c, int rank, const int64_t *shape, double lo, dou
     char name[8];
     snprintf(name, sizeof name, "p%d", i);
     c->rank[i] = rank;
-    memcpy(c->shape[i], shape, (size_t)rank * sizeof *shape);
+    if (rank > 0)
+        memcpy(c->shape[i], shape, (size_t)rank * sizeof *shape);
     c->lo[i] = lo;
     c->hi[i] = hi;
     c->p[i] = nest_parameter(c->f, name, NEST_F64, rank, shape, NEST_ROW_MAJOR);
