@@ -780,6 +780,10 @@ static void emit_assign(ctx *c, const char *dst, fx *value)
     c->body_names = saved;
 }
 
+/* Values of k a transposed panel is packed by at a time: PACK_BLOCK rows of the panel (of up to
+ * 64 floats each) and PACK_BLOCK values of each of its columns stay in L1. */
+#define PACK_BLOCK 16
+
 /* A product of matrices tiled by tile.c: for each block of TJ columns, B's panel is packed;
  * for each block of TI rows, the block of the product accumulates in registers over k; then
  * the block leaves through the absorbed element-wise outputs (and the product's own store).
@@ -852,23 +856,45 @@ static void emit_tiled(ctx *c, int32_t k)
     c->indent++;
     em_line(c, "const int %s = %lld - %s < %d ? (int)(%lld - %s) : %d;", nj, J, j0, tj, J, j0, tj);
     /* the panel: B's columns j0 .. j0 + nj, k-major, zero past the edge */
-    em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", kv, kv, K, kv);
-    c->indent++;
-    em_line(c, "for (int jj = 0; jj < %s; jj++) {", nj);
-    c->indent++;
     char jexpr[64], dst[128];
     snprintf(jexpr, sizeof jexpr, "%s + jj", j0);
     c->expr[nb] = "0";
     c->expr[nb + 1] = kv;
     c->expr[nb + 2] = jexpr;
     snprintf(dst, sizeof dst, "%s[%s * %d + jj]", panel, kv, tj);
-    emit_assign(c, dst, ne->tile_b);
-    c->indent--;
-    em_line(c, "}");
-    em_line(c, "for (int jj = %s; jj < %d; jj++)", nj, tj);
-    em_line(c, "    %s = 0;", dst);
-    c->indent--;
-    em_line(c, "}");
+    const fx *b = ne->tile_b;
+    if (b->kind == FX_LOAD && !b->nargs && b->buf != FX_IOTA && b->st[nb + 1] == 1 &&
+        b->st[nb + 2] != 1) {
+        /* B read transposed (a weight's transpose in a backward pass): blocks of PACK_BLOCK
+         * values of k, read along k and written across the panel's rows, which stay in cache */
+        const char *k0 = em_unique(&c->local, "k0"), *k1 = em_unique(&c->local, "k1");
+        em_line(c, "for (int64_t %s = 0; %s < %lld; %s += %d) {", k0, k0, K, k0, PACK_BLOCK);
+        c->indent++;
+        em_line(c, "const int64_t %s = %s + %d < %lld ? %s + %d : %lld;", k1, k0, PACK_BLOCK, K, k0,
+                PACK_BLOCK, K);
+        em_line(c, "for (int jj = 0; jj < %s; jj++)", nj);
+        em_line(c, "    for (int64_t %s = %s; %s < %s; %s++)", kv, k0, kv, k1, kv);
+        c->indent += 2;
+        emit_assign(c, dst, ne->tile_b);
+        c->indent -= 2;
+        em_line(c, "for (int64_t %s = %s; %s < %s; %s++)", kv, k0, kv, k1, kv);
+        em_line(c, "    for (int jj = %s; jj < %d; jj++)", nj, tj);
+        em_line(c, "        %s = 0;", dst);
+        c->indent--;
+        em_line(c, "}");
+    } else {
+        em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", kv, kv, K, kv);
+        c->indent++;
+        em_line(c, "for (int jj = 0; jj < %s; jj++) {", nj);
+        c->indent++;
+        emit_assign(c, dst, ne->tile_b);
+        c->indent--;
+        em_line(c, "}");
+        em_line(c, "for (int jj = %s; jj < %d; jj++)", nj, tj);
+        em_line(c, "    %s = 0;", dst);
+        c->indent--;
+        em_line(c, "}");
+    }
     if (!par_batch && c->p->opts->openmp && nest_work(ne) / nbatch >= PAR_MIN && I > ti)
         omp_parallel_for(c);
     em_line(c, "for (int64_t %s = 0; %s < %lld; %s += %d) {", i0, i0, I, i0, ti);
