@@ -63,8 +63,9 @@ COMPILER_SRC := compiler/graph/types.c compiler/graph/ir.c compiler/graph/print.
                 compiler/graph/interp.c compiler/graph/state.c compiler/graph/grad.c \
                 compiler/front/api.c compiler/front/parse.c \
                 compiler/front/onnx_read.c compiler/front/onnx_ops.c \
-                compiler/passes/layout.c compiler/passes/fuse.c compiler/passes/rows.c \
-                compiler/passes/flatten.c compiler/passes/tile.c compiler/passes/memplan.c \
+                compiler/passes/layout.c compiler/passes/walk.c compiler/passes/fuse.c \
+                compiler/passes/rows.c compiler/passes/flatten.c compiler/passes/tile.c \
+                compiler/passes/memplan.c \
                 compiler/emit/emit_text.c compiler/emit/emit_loops.c compiler/emit/emit_c.c \
                 compiler/emit/emit_state.c compiler/passes/inplace.c \
                 compiler/pipeline.c
@@ -73,7 +74,7 @@ DRIVER_SRC   := driver/driver.c driver/state.c
 NESTC_SRC    := driver/cli.c driver/npy.c driver/run.c driver/nestc.c
 TEST_NAMES   := test_ir test_parse test_parse_ops test_interp test_interp_ops test_runtime \
                 test_fuse test_diff test_diff_ops test_random test_onnx test_oom test_faults \
-                test_threads test_sizes test_npy test_nestc test_state test_grad
+                test_threads test_sizes test_npy test_nestc test_state test_grad test_scale
 
 LIB_OBJ   := $(patsubst %.c,$(B)/obj/%.o,$(COMMON_SRC) $(COMPILER_SRC) $(RUNTIME_SRC) $(DRIVER_SRC)) \
              $(B)/obj/gen/onnx.pb-c.o
@@ -472,7 +473,7 @@ BENCH_CXX     ?= clang++-14
 BENCH_JITFLAGS := -O3 -march=native -mtune=generic -fPIC -fopenmp-simd -fopenmp -fno-math-errno \
                   -fveclib=libmvec
 BENCH_BIN     := $(B)/bench/bench $(B)/bench/trivial_plain $(B)/bench/trivial_nest \
-                 $(B)/bench/crosscheck $(B)/bench/ops $(B)/bench/train
+                 $(B)/bench/crosscheck $(B)/bench/ops $(B)/bench/train $(B)/bench/scale
 
 # the training table: nest's step kernels against PyTorch eager (bench/train_peers.py)
 $(B)/bench/train: bench/train.c bench/peer.h $(B)/bench/peer.o $(B)/lib/libnest.a include/nest.h
@@ -490,7 +491,13 @@ $(B)/bench/eigen.o: bench/eigen.cpp bench/eigen.h
 	$(Q)$(BENCH_CXX) -std=c++17 -O3 -march=native -DNDEBUG -Wall -Wextra -Werror \
 	    -isystem /usr/include/eigen3 -c $< -o $@
 
-$(B)/bench/bench.o: bench/bench.c bench/handfused.h bench/eigen.h bench/peer.h include/nest.h
+$(B)/bench/blascore.o: bench/blascore.c bench/blascore.h
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(NCFLAGS) -O2 -c $< -o $@
+
+$(B)/bench/bench.o: bench/bench.c bench/blascore.h bench/handfused.h bench/eigen.h bench/peer.h \
+                    include/nest.h
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(NCFLAGS) -O2 -c $< -o $@
@@ -500,8 +507,8 @@ $(B)/bench/peer.o: bench/peer.c bench/peer.h
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(NCFLAGS) -O2 -c $< -o $@
 
-$(B)/bench/bench: $(B)/bench/bench.o $(B)/bench/handfused.o $(B)/bench/eigen.o $(B)/bench/peer.o \
-                  $(B)/lib/libnest.a
+$(B)/bench/bench: $(B)/bench/bench.o $(B)/bench/blascore.o $(B)/bench/handfused.o \
+                  $(B)/bench/eigen.o $(B)/bench/peer.o $(B)/lib/libnest.a
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(BENCH_CXX) -fopenmp -o $@ $^ -Wl,-rpath,$(LLVM)/lib -lmvec $(LDLIBS)
 
@@ -510,10 +517,19 @@ $(B)/bench/crosscheck: bench/crosscheck.c bench/handfused.h $(B)/bench/handfused
 	$(Q)$(CC) $(NCFLAGS) -O2 -Ibench -o $@ $< $(B)/bench/handfused.o $(B)/lib/libnest.a \
 	    -L$(LLVM)/lib -lomp -Wl,-rpath,$(LLVM)/lib -lmvec $(LDLIBS)
 
-# The op set of real models (softmax, batch_dot) against numpy and PyTorch (bench/ops_peers.py).
-$(B)/bench/ops: bench/ops.c bench/peer.h $(B)/bench/peer.o $(B)/lib/libnest.a include/nest.h
+# The compile-scale table: large generated graphs through the parser, the passes, the emitter
+# and clang, stage by stage (links the compiler's internals).
+$(B)/bench/scale: bench/scale.c bench/graphgen.c bench/graphgen.h $(B)/lib/libnest.a $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(NCFLAGS) -O2 -o $@ $< $(B)/bench/peer.o $(B)/lib/libnest.a $(LDLIBS)
+	@$(if $(Q),echo "  CC      $@")
+	$(Q)$(CC) $(NCFLAGS) -O2 -Ibench -o $@ bench/scale.c bench/graphgen.c $(B)/lib/libnest.a $(LDLIBS)
+
+# The op set of real models (softmax, batch_dot) against numpy and PyTorch (bench/ops_peers.py).
+$(B)/bench/ops: bench/ops.c bench/peer.h bench/blascore.h $(B)/bench/peer.o $(B)/bench/blascore.o \
+                $(B)/lib/libnest.a include/nest.h
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(NCFLAGS) -O2 -o $@ $< $(B)/bench/peer.o $(B)/bench/blascore.o $(B)/lib/libnest.a \
+	    $(LDLIBS)
 
 $(B)/bench/trivial_plain: bench/trivial.c
 	@mkdir -p $(dir $@)
@@ -533,6 +549,7 @@ bench:
 	$(Q)$(B)/bench/ops -o $(B)/bench.md
 	$(Q)$(B)/bench/train -o $(B)/bench.md
 	$(Q){ echo; NEST_LIBRARY=$(abspath $(B)/lib/libnest.so) $(PYTHON) bench/python_call.py; } | tee -a $(B)/bench.md
+	$(Q)$(B)/bench/scale -o $(B)/bench.md
 	$(Q)/usr/bin/python3 bench/plot.py $(B)/bench.md docs/img
 
 # make install [PREFIX=/usr/local] [DESTDIR=/staging]: the libraries (libnest.so.VERSION with

@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "eigen.h"
+#include "blascore.h"
 #include "handfused.h"
 #include "nest.h"
 #include "peer.h"
@@ -1024,10 +1025,15 @@ static const char *load_average(void)
     return buf;
 }
 
+static char blas_note[512] = "not chosen";
+
 static void print_machine(peer *py)
 {
     char model[256] = "?", date[64], clang[256], gcc[256], commit[64], dirty[8], thp[128] = "?";
+    char family[32] = "?", cpu_model[32] = "?";
     command_line("lscpu | sed -n 's/^Model name: *//p' | head -1", model, sizeof model);
+    command_line("lscpu | sed -n 's/^CPU family: *//p' | head -1", family, sizeof family);
+    command_line("lscpu | sed -n 's/^Model: *//p' | head -1", cpu_model, sizeof cpu_model);
     command_line("date -u '+%Y-%m-%d %H:%M UTC'", date, sizeof date);
     command_line("clang-14 --version | head -1", clang, sizeof clang);
     command_line("gcc --version | head -1", gcc, sizeof gcc);
@@ -1037,10 +1043,13 @@ static void print_machine(peer *py)
     command_line("cat /sys/kernel/mm/transparent_hugepage/enabled", thp, sizeof thp);
     const char *info = peer_cmd(py, "info");
     out("## Machine and versions\n\n");
-    out("- CPU: %s, %ld cores online\n", model, sysconf(_SC_NPROCESSORS_ONLN));
+    out("- CPU: %s (family %s, model %s; %s), %ld cores online\n", model, family, cpu_model,
+        blascore_best() && strcmp(blascore_best(), "Haswell") != 0 ? "AVX-512" : "no AVX-512",
+        sysconf(_SC_NPROCESSORS_ONLN));
     out("- date: %s; nest commit %s%s\n", date, commit,
         strcmp(dirty, "0") != 0 ? " (with uncommitted changes in the work tree)" : "");
     out("- %s; %s; Eigen %s; %s (%s)\n", clang, gcc, eg_version(), info, peer_python());
+    out("- OpenBLAS (numpy's dot and matmul): %s\n", blas_note);
     out("- transparent huge pages: %s\n", thp);
     out("- load average at the start: %s (the machine is shared: other work runs meanwhile)\n\n",
         load_average());
@@ -1240,6 +1249,7 @@ int main(int argc, char **argv)
         die("cannot write %s: %s", md, strerror(errno));
     const char *self = argv[0];
 
+    blascore_force(blas_note, sizeof blas_note); /* before any peer loads OpenBLAS */
     peer py;
     peer_start(&py, PEERS, "--serve");
     print_machine(&py);

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "blascore.h"
 #include "nest.h"
 #include "peer.h"
 
@@ -209,6 +210,8 @@ int main(int argc, char **argv)
             die("usage: ops [-o FILE.md]");
         }
     }
+    char blas_note[512];
+    blascore_force(blas_note, sizeof blas_note); /* before the peers load OpenBLAS */
     peer py[2];
     peer_start(&py[0], OPS_PEERS, "1");
     peer_start(&py[1], OPS_PEERS, "2");
@@ -254,8 +257,9 @@ int main(int argc, char **argv)
 
     out("\n## The op set of real models: softmax and batch_dot\n\n");
     out("Milliseconds per call, best of three rounds taken in turn (GFLOP/s for batch_dot); the\n"
-        "last columns divide PyTorch's time by nest's (above 1: nest is faster). Peers: %s; %s.\n\n",
-        info[0], info[1]);
+        "last columns divide PyTorch's time by nest's (above 1: nest is faster). Peers: %s; %s.\n"
+        "numpy's OpenBLAS: %s.\n\n",
+        info[0], info[1], blas_note);
     out("| workload | nest 1t | numpy 1t | PyTorch 1t | nest 2t | numpy 2t | PyTorch 2t | "
         "vs PyTorch 1t | vs PyTorch 2t |\n");
     out("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");

@@ -149,6 +149,8 @@ struct nest_function {
     int status;
     char *errmsg;   /* malloc'd, or NULL */
     int32_t line, col; /* where the text form defined the function, or 0 */
+    int32_t *names; /* malloc'd: a hash index of the nodes' names (ir_set_name), -1 empty */
+    size_t capnames, nnames;
     nest_module *module;  /* the module whose state it may read and assign, or NULL */
     struct ir_assign *assigns; /* assign(state, value) statements, in order (arena, grows) */
     int32_t nassigns;
@@ -228,8 +230,11 @@ static inline bool ir_is_topk_tuple(const nest_function *f, int32_t i)
 }
 /* Looks up an op by its text name; OP_COUNT if none. */
 ir_op ir_op_lookup(const char *name, size_t len);
-/* Finds a node by user name; -1 if none. */
+/* Finds a node by user name; -1 if none. A hash lookup: names are given through ir_set_name. */
 int32_t ir_find_name(const nest_function *f, const char *name);
+/* Gives node its user name (a string that lives as long as f: its arena's) and indexes it for
+ * ir_find_name. NEST_OK, or NEST_ERR_NOMEM recorded on f. */
+int ir_set_name(nest_function *f, int32_t node, const char *name);
 /* Checks a name for a function, parameter or value; returns NEST_OK or records an error. */
 int ir_check_name(nest_function *f, const char *what, const char *name);
 
@@ -426,6 +431,13 @@ struct fx {
     fx *chain;           /* hash-consing table */
 };
 
+/* A map from expression nodes to expression nodes (walk.c); zero is an empty map. */
+typedef struct fx_map {
+    const fx **keys;
+    fx **vals;
+    size_t cap, n;
+} fx_map;
+
 /* One output of a nest: a store of `value` into a view of `buf`, or a reduction of it. */
 typedef struct nout {
     int32_t buf;
@@ -447,6 +459,7 @@ typedef struct nest {
     nout *outs;
     int32_t *nodes;      /* the graph nodes computed here, in order (for comments) */
     int nnodes;
+    size_t capouts, capnodes; /* room in outs and nodes (arena arrays that fuse.c grows) */
     bool dead;           /* merged into another nest */
     bool dot;            /* fuse.c: a contraction with free axes on both sides (a product of
                           * matrices); tile.c may tile it */
@@ -502,8 +515,18 @@ typedef struct plan {
     /* hash-consing of fx */
     fx **table;
     size_t tabcap, nfx;
+    /* walk.c: marks of expression nodes (by id) and of buffers, stamped with an epoch */
+    uint32_t *fxmark, *bufmark;
+    size_t capfxmark, capbufmark;
+    uint32_t fxepoch, bufepoch;
     int status;          /* first error (NEST_OK): out of memory or a limit */
 } plan;
+
+/* The most work one loop body holds (nest_weight): fusion (fuse.c's merges, rows.c's groups)
+ * stores an intermediate rather than grow a body past it. Past it, C compilers take time that
+ * grows faster than the body (measured with clang 14: a loop of 4,000 element-wise ops
+ * compiles in 2.5 times the time of two of 2,000). */
+#define PLAN_MAX_BODY 400
 
 /* ---------------------------------------------------------------------------------------------
  * passes/layout.c: tensor descriptions: buffers, strides, element expressions and their views
@@ -540,6 +563,10 @@ fx *fx_reshape(plan *p, fx *e, int in_rank, const int64_t *in_shape, int rank,
                const int64_t *shape);
 /* e with the load `from` replaced by `to` (any node over the same space). */
 fx *fx_substitute(plan *p, fx *e, fx *from, fx *to);
+/* Each of the n values with every load that is a key of subst replaced by its value (any node
+ * over the same space), in place, with one memo for all: shared nodes are rewritten once. False
+ * when out of memory (p->status). */
+bool fx_forward(plan *p, fx **vals, int n, const fx_map *subst);
 /* e over an index space whose axis `axis` is shifted by delta: e'(i) = e(i + delta). */
 fx *fx_shift(plan *p, fx *e, int axis, int64_t delta);
 /* e (over `shape`) read backwards along the axes in mask: strides negated. */
@@ -555,14 +582,54 @@ fx *fx_regroup(plan *p, fx *e, int rank, const int *from);
 /* e with every FX_CONCAT on `axis` with a part covering [lo, hi) replaced by that part (shifted);
  * a concat with a boundary inside [lo, hi) stays, for the caller to split further. */
 fx *fx_select(plan *p, fx *e, int axis, int64_t lo, int64_t hi);
-/* Whether the expressions hold a concat along `axis` (also when the walk runs out of memory:
- * the cautious answer). */
-bool fx_has_concat(plan *p, fx *const *roots, int nroots, int axis);
-/* Whether e loads from buffer buf (also when the walk runs out of memory: the cautious answer;
- * the emitter then declares a temporary it need not, rather than keep a stale name). */
-bool fx_reads(plan *p, fx *e, int32_t buf);
-/* Calls fn on every node of the expressions (each once), args before users. */
+
+/* ---------------------------------------------------------------------------------------------
+ * passes/walk.c: walks over the expressions (each node once), marks, maps, the buffers read
+ * ------------------------------------------------------------------------------------------- */
+
+/* Calls fn on every node of the expressions (each once, however many paths reach it), args
+ * before users (by id). Costs the size of the DAG. False when out of memory (p->status). */
 bool fx_walk(plan *p, fx *const *roots, int nroots, void (*fn)(fx *e, void *ctx), void *ctx);
+/* The same, not entering the args of the nodes for which enter() is false (they are visited;
+ * their args only if another path reaches them). */
+bool fx_walk_pruned(plan *p, fx *const *roots, int nroots, bool (*enter)(const fx *e, void *ctx),
+                    void (*fn)(fx *e, void *ctx), void *ctx);
+/* The same in no particular order (no sort): for questions whose answer does not depend on it. */
+bool fx_visit(plan *p, fx *const *roots, int nroots, bool (*enter)(const fx *e, void *ctx),
+              void (*fn)(fx *e, void *ctx), void *ctx);
+/* Whether the expressions hold a concat along `axis` (any axis for -1; also when the walk runs
+ * out of memory: the cautious answer). */
+bool fx_has_concat(plan *p, fx *const *roots, int nroots, int axis);
+/* Whether e loads from buffer buf (a walk of e: for one question; to ask about many buffers,
+ * take fx_loads once). Also when the walk runs out of memory: the cautious answer. */
+bool fx_reads(plan *p, fx *e, int32_t buf);
+/* The distinct buffers the expressions load, ascending, in *out (malloc'd, the caller frees;
+ * NULL when none): their number, or -1 when out of memory (p->status). */
+int32_t fx_loads(plan *p, fx *const *roots, int nroots, int32_t **out);
+/* The same for the values of a nest's outputs. */
+int32_t nest_loads(plan *p, const nest *ne, int32_t **out);
+
+/* The work of one node of an expression: its op's weight (exp, log, tanh, power 10; divide,
+ * sqrt 3; others 1), 1 for a concat, 0 for a leaf. */
+int fx_weight(const fx *e);
+/* The work of a nest's body: the weights of its values' nodes (each once), and 1 an output. */
+int64_t nest_weight(plan *p, const nest *ne);
+
+/* A set of expression nodes (or of buffers), for one walk at a time: clear starts an empty
+ * set in O(1); mark adds e and returns whether it was not there yet (false also when out of
+ * memory: p->status). fx_walk and fx_loads use them: a walk of your own must not call those
+ * between its clear and its last mark. */
+void fx_marks_clear(plan *p);
+bool fx_mark(plan *p, const fx *e);
+void buf_marks_clear(plan *p);
+bool buf_mark(plan *p, int32_t b);
+
+/* A map from expression nodes to expression nodes (memo of a rewrite, a substitution; the
+ * type is declared with the plan). The slot of e (NULL in a new slot), or NULL when out of
+ * memory (p->status); a slot moves when the map grows. */
+fx **fx_map_slot(plan *p, fx_map *m, const fx *e);
+fx *fx_map_get(const fx_map *m, const fx *e);
+void fx_map_free(fx_map *m);
 
 /* ---------------------------------------------------------------------------------------------
  * passes/fuse.c: which values are stored, and the nests that compute them

@@ -409,7 +409,7 @@ static bool dot_plan(plan *p, dot_marks *m, int32_t *cluster, uint8_t *store, ch
         for (int o = 0; ok && o < ne->nouts; o++) {
             if (ne->outs[o].node >= 0 && cluster[ne->outs[o].node] < 0)
                 cluster[ne->outs[o].node] = n;
-            ok = fx_walk(p, &ne->outs[o].value, 1, mark_cluster, &cl);
+            ok = fx_visit(p, &ne->outs[o].value, 1, NULL, mark_cluster, &cl);
         }
         parent[n] = up;
         ok = ok && (labels[n++] = nest_label(p, k)) != NULL;

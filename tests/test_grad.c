@@ -756,7 +756,7 @@ static nest_value loss_of(nest_function *f, rng *r)
 static void check_graph(uint64_t seed, stats *st)
 {
     gen *g = calloc(1, sizeof *g);
-    generate(g, seed);
+    generate(g, seed, 0);
     if (g->broken) {
         nest_function_free(g->f);
         free(g);

@@ -266,6 +266,126 @@ bool emit_const_is_data(int64_t count, int etype)
     return count * (int64_t)nest_type_size((nest_type)etype) > EMIT_DATA_BYTES;
 }
 
+/* ---- parts ---- */
+
+void em_ref(ctx *c, int32_t b)
+{
+    c->refd[b] = true;
+    pbuf_kind k = c->p->bufs[b].kind;
+    if (c->partref[b] == c->part || k == BUF_TEMP || (k == BUF_CONST && c->mode != EMIT_JIT))
+        return; /* temporaries are the part's own; the AOT file's constants are global */
+    int32_t *v = grow_array(c->partbufs, &c->cappartbufs, c->npartbufs, sizeof *v);
+    if (!v) {
+        c->b->failed = true;
+        return;
+    }
+    c->partbufs = v;
+    c->partbufs[c->npartbufs++] = b;
+    c->partref[b] = c->part;
+}
+
+void em_ref_ws(ctx *c)
+{
+    c->ws_refd = true;
+    c->part_ws = true;
+}
+
+/* Parameters, then results, then state tensors, then constants, each in order. */
+static const plan *sort_plan;
+static int abi_rank(pbuf_kind k)
+{
+    return k == BUF_PARAM ? 0 : k == BUF_RESULT ? 1 : k == BUF_STATE ? 2 : 3;
+}
+static int by_abi(const void *a, const void *b)
+{
+    const pbuf *x = &sort_plan->bufs[*(const int32_t *)a], *y = &sort_plan->bufs[*(const int32_t *)b];
+    if (x->kind != y->kind)
+        return abi_rank(x->kind) - abi_rank(y->kind);
+    return (x->index > y->index) - (x->index < y->index);
+}
+
+/* Whether the function writes buffer b: a result, or a state tensor it assigns. */
+static bool part_writes(const ctx *c, const pbuf *pb)
+{
+    if (pb->kind == BUF_RESULT)
+        return true;
+    for (int i = 0; pb->kind == BUF_STATE && i < c->nst; i++)
+        if (c->st_index[i] == pb->index)
+            return c->st_written[i];
+    return false;
+}
+
+/* The loop nests emitted into `nests` since the last part become a function of their own,
+ * nest_NAME_partK, taking the arrays they name; `calls` gets the call. Compilers optimize a
+ * function in time that grows faster than its size: parts keep a large graph's C compiling in
+ * time proportional to it. */
+static void flush_part(ctx *c, buf *defs, buf *calls, buf *nests)
+{
+    const plan *p = c->p;
+    sort_plan = p;
+    *c->helpers |= 1ull << H_NOINLINE;
+    if (c->npartbufs > 1)
+        qsort(c->partbufs, c->npartbufs, sizeof *c->partbufs, by_abi);
+    buf_printf(defs, "static NEST_NOINLINE void nest_%s_part%d(", p->f->name, c->part);
+    buf_printf(calls, "    nest_%s_part%d(", p->f->name, c->part);
+    for (size_t i = 0; i < c->npartbufs; i++) {
+        int32_t b = c->partbufs[i];
+        const pbuf *pb = &p->bufs[b];
+        buf_printf(defs, "%s%s%s *restrict %s", i ? ", " : "", part_writes(c, pb) ? "" : "const ",
+                   em_ctype(pb->etype), c->bufname[b]);
+        buf_printf(calls, "%s%s", i ? ", " : "", c->bufname[b]);
+    }
+    if (c->part_ws) {
+        buf_printf(defs, "%sunsigned char *restrict ws", c->npartbufs ? ", " : "");
+        buf_printf(calls, "%sws", c->npartbufs ? ", " : "");
+    }
+    if (!c->npartbufs && !c->part_ws)
+        buf_puts(defs, "void");
+    buf_puts(defs, ")\n{\n");
+    buf_write(defs, nests->data ? nests->data : "", nests->len);
+    buf_puts(defs, "}\n\n");
+    buf_puts(calls, ");\n");
+    nests->failed |= defs->failed | calls->failed;
+    nests->len = 0;
+    c->part++;
+    c->npartbufs = 0;
+    c->part_ws = false;
+}
+
+/* The function's loop nests, in order: into `direct` when they are few, else into parts (their
+ * definitions into `defs`, the calls into `direct`). */
+static void emit_nests(ctx *c, buf *defs, buf *direct)
+{
+    const plan *p = c->p;
+    buf nests = {0}, calls = {0}, *out = c->b;
+    c->part = 1;
+    c->b = &nests;
+    for (int32_t k = 0; k < p->nnests; k++) {
+        const nest *ne = &p->nests[k];
+        if (ne->dead || (ne->rowed && ne->group != k))
+            continue;
+        if (ne->rowed) {
+            em_group(c, k);
+        } else if (!em_nest_runs(ne)) {
+            c->ne = ne;
+            em_nest_comment(c);
+            em_line(c, "/* (no elements) */");
+        } else {
+            em_nest(c, k);
+        }
+        if (nests.len >= EMIT_PART_BYTES)
+            flush_part(c, defs, &calls, &nests);
+    }
+    if (c->part > 1 && nests.len > 0)
+        flush_part(c, defs, &calls, &nests);
+    buf *from = c->part > 1 ? &calls : &nests;
+    buf_write(direct, from->data ? from->data : "", from->len);
+    direct->failed |= nests.failed | calls.failed;
+    buf_reset(&nests);
+    buf_reset(&calls);
+    c->b = out;
+}
+
 void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
 {
     const nest_function *f = p->f;
@@ -273,11 +393,16 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
     const char **abi = NULL;
     c.bufname = calloc((size_t)p->nbufs + 1, sizeof *c.bufname);
     c.refd = calloc((size_t)p->nbufs + 1, sizeof *c.refd);
-    c.decl = calloc((size_t)p->nbufs + 1, sizeof *c.decl);
-    if (!c.bufname || !c.refd || !c.decl || !namer_init(&c.nm, f)) {
+    c.touched = calloc((size_t)p->nbufs + 1, sizeof *c.touched);
+    c.partref = calloc((size_t)p->nbufs + 1, sizeof *c.partref);
+    c.node_in = calloc((size_t)f->nnodes + 1, sizeof *c.node_in);
+    if (!c.bufname || !c.refd || !c.touched || !c.partref || !c.node_in ||
+        !namer_init(&c.nm, f)) {
         free(c.bufname);
         free(c.refd);
-        free(c.decl);
+        free(c.touched);
+        free(c.partref);
+        free(c.node_in);
         namer_free(&c.nm);
         b->failed = true;
         return;
@@ -308,12 +433,36 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
                     c.bufname[bi] = abi[f->nparams + f->nresults + i];
     }
     emit_constants(&c);
+    bool ws = p->ws_size > 0, state = c.nst > 0;
+    const char *sp = state ? f->module->name : NULL;
+    int folds = 0;
+    for (int32_t k = 0; k < p->nnests; k++)
+        for (int i = 0; !p->nests[k].dead && i < p->nests[k].nouts; i++)
+            folds += p->nests[k].outs[i].reduce >= 0;
+    c.fold_calls = folds > EMIT_FOLD_CALLS;
+    /* the JIT's constants: locals of the function, named before the nests use them */
+    buf consts = {0}, defs = {0}, direct = {0};
+    c.b = &consts;
+    c.indent = 1;
+    for (int32_t bi = 0; bi < p->nbufs; bi++) {
+        const pbuf *pb = &p->bufs[bi];
+        if (pb->kind == BUF_CONST && mode == EMIT_JIT) {
+            const char *name = em_unique(&c.fn, namer_name(&c.nm, pb->node));
+            em_line(&c, "const %s *restrict %s = (const %s *)nest_consts_%s[%d];", em_ctype(pb->etype),
+                 name, em_ctype(pb->etype), f->name, pb->index);
+            c.bufname[bi] = name;
+        }
+    }
+    c.b = &direct;
+    emit_nests(&c, &defs, &direct);
+    c.b = b;
+    c.indent = 0;
+    b->failed |= consts.failed | defs.failed | direct.failed;
+    buf_write(b, defs.data ? defs.data : "", defs.len);
 
     /* the body is the static NAME_impl, which every entry point calls: a call to the exported
      * NAME from inside a shared object could reach another library's function of that name
      * (the C library's random or time, or a second nest library loaded before) */
-    bool ws = p->ws_size > 0, state = c.nst > 0;
-    const char *sp = state ? f->module->name : NULL;
     const char **save = c.bufname;
     c.bufname = abi;
     buf sig = {0};
@@ -325,31 +474,11 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
     free(sigs);
     em_line(&c, "{");
     c.indent++;
-    for (int32_t bi = 0; bi < p->nbufs; bi++) {
-        const pbuf *pb = &p->bufs[bi];
-        if (pb->kind == BUF_CONST && mode == EMIT_JIT) {
-            const char *name = em_unique(&c.fn, namer_name(&c.nm, pb->node));
-            em_line(&c, "const %s *restrict %s = (const %s *)nest_consts_%s[%d];", em_ctype(pb->etype),
-                 name, em_ctype(pb->etype), f->name, pb->index);
-            c.bufname[bi] = name;
-        }
-    }
-    for (int32_t k = 0; k < p->nnests; k++) {
-        const nest *ne = &p->nests[k];
-        if (ne->dead || (ne->rowed && ne->group != k))
-            continue;
-        if (ne->rowed) {
-            em_group(&c, k);
-            continue;
-        }
-        if (!em_nest_runs(ne)) {
-            c.ne = ne;
-            em_nest_comment(&c);
-            em_line(&c, "/* (no elements) */");
-            continue;
-        }
-        em_nest(&c, k);
-    }
+    buf_write(b, consts.data ? consts.data : "", consts.len);
+    buf_write(b, direct.data ? direct.data : "", direct.len);
+    buf_reset(&consts);
+    buf_reset(&defs);
+    buf_reset(&direct);
     /* the names the body never wrote (unread parameters, loops without iterations, results
      * of nothing) are cast away, so that compilers see them used */
     for (int32_t bi = 0; bi < p->nbufs; bi++) {
@@ -453,6 +582,13 @@ out:
     free(c.bufname);
     free(c.refd);
     free(c.decl);
+    free(c.touched);
+    free(c.partref);
+    free(c.partbufs);
+    free(c.node_in);
+    em_id_ints_free(&c.hoisted);
+    em_id_ints_free(&c.refbody);
+    em_id_ints_free(&c.refidx);
     em_names_free(&c.fn);
     namer_free(&c.nm);
 }

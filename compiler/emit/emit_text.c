@@ -16,6 +16,46 @@ int em_tile_helper(int etype, int vb)
     return H_TILE + 3 * (etype == NEST_F64) + (vb >= 64 ? 2 : vb >= 32 ? 1 : 0);
 }
 
+int em_fold_helper(int op, int etype, int lanes)
+{
+    int k = op == OP_SUM ? 0 : op == OP_MAX ? 1 : op == OP_MIN ? 2 : -1;
+    int full = ACC_BYTES / (int)nest_type_size((nest_type)etype);
+    if (k < 0 || !em_is_float(etype) || (lanes != full && lanes != full / 2))
+        return -1;
+    return H_FOLD + 4 * k + 2 * (etype == NEST_F64) + (lanes != full);
+}
+
+static void expand(buf *b, const char *tmpl, int etype, const char *const *args);
+
+/* The combining of a fold's lanes, pairwise: lane u takes lane u + w for halving widths. */
+static void emit_fold_helper(buf *b, int h)
+{
+    static const int ops[] = {OP_SUM, OP_MAX, OP_MIN};
+    int k = (h - H_FOLD) / 4, et = (h - H_FOLD) / 2 % 2 ? NEST_F64 : NEST_F32;
+    int lanes = ACC_BYTES / (int)nest_type_size((nest_type)et) / ((h - H_FOLD) % 2 ? 2 : 1);
+    const char *t = em_ctype(et);
+    const ir_opinfo *info = &ir_ops[ops[k]];
+    buf_printf(b, "/* the %s of a fold's %d partial results */\n"
+                  "static NEST_NOINLINE %s nest_fold_%s_%s_%d(%s *a)\n{\n",
+               info->name, lanes, t, info->name, nest_type_name((nest_type)et), lanes, t);
+    for (int w = lanes / 2; w >= 1; w /= 2) {
+        char l[32], r[32];
+        if (w * 2 == lanes) {
+            snprintf(l, sizeof l, "a[u]");
+            snprintf(r, sizeof r, "a[u + %d]", w);
+        } else {
+            snprintf(l, sizeof l, "a%d[u]", w * 2);
+            snprintf(r, sizeof r, "a%d[u + %d]", w * 2, w);
+        }
+        const char *args[2] = {l, r};
+        buf_printf(b, "    %s a%d[%d];\n    for (int u = 0; u < %d; u++)\n        a%d[u] = ", t, w,
+                   w, w, w);
+        expand(b, info->cfloat, et, args);
+        buf_puts(b, ";\n");
+    }
+    buf_puts(b, "    return a1[0];\n}\n\n");
+}
+
 /* The micro-kernel of a tiled product, a function of its own so that every compiler keeps its
  * accumulators in registers (inside an OpenMP-outlined loop some do not). */
 static void emit_tile_helper(buf *b, int h)
@@ -26,7 +66,7 @@ static void emit_tile_helper(buf *b, int h)
     buf_printf(b,
                "/* out[rows x %d] = sum over k < n of a[i * si + k * sk] * panel[k][0..%d), in k\n"
                " * order, for rows <= %d: the block of a product of matrices, in registers */\n"
-               "static void nest_tile_%s_%dx%d(int rows, int64_t n, const %s *restrict a, int64_t si,\n"
+               "static NEST_NOINLINE void nest_tile_%s_%dx%d(int rows, int64_t n, const %s *restrict a, int64_t si,\n"
                "                             int64_t sk, const %s *restrict panel, %s *restrict out)\n"
                "{\n"
                "    %s acc[%d];\n"
@@ -167,8 +207,19 @@ static void emit_model_helper(buf *b, int h)
 
 static void emit_helper(buf *b, int h)
 {
+    if (h == H_NOINLINE) {
+        buf_puts(b, "/* helpers and the parts of a large function stay functions of their own: "
+                    "compiling\n * them once is faster, and calling them costs little */\n"
+                    "#if defined(__GNUC__)\n#define NEST_NOINLINE __attribute__((noinline))\n"
+                    "#else\n#define NEST_NOINLINE\n#endif\n\n");
+        return;
+    }
     if (h >= H_SIGMOID) {
         emit_model_helper(b, h);
+        return;
+    }
+    if (h >= H_FOLD) {
+        emit_fold_helper(b, h);
         return;
     }
     if (h >= H_TILE) {
@@ -270,8 +321,11 @@ void emit_preamble(buf *b, uint64_t helpers, emit_mode mode)
                     "#include <math.h>\n#include <stddef.h>\n#include <stdint.h>\n"
                     "#include <stdlib.h>\n\n");
     bool any = false;
+    /* tiles, folds and parts are NEST_NOINLINE: the macro first */
+    if (helpers & ((2ull << H_NOINLINE) - (1ull << H_TILE)))
+        emit_helper(b, H_NOINLINE);
     for (int h = 0; h < H_COUNT; h++)
-        if (helpers & (1ull << h)) {
+        if (h != H_NOINLINE && (helpers & (1ull << h))) {
             emit_helper(b, h);
             any = true;
         }
@@ -451,12 +505,37 @@ void em_index(ctx *c, buf *b, int32_t bufi, int64_t off, const int64_t *st, int 
 }
 
 
+int32_t *em_id_int(ctx *c, id_ints *ix, const fx *e)
+{
+    size_t id = (size_t)e->id;
+    if (id >= ix->cap) {
+        size_t cap = ix->cap ? ix->cap : 1024;
+        while (cap <= id)
+            cap *= 2;
+        int32_t *v = realloc(ix->v, cap * sizeof *v);
+        if (!v) {
+            c->b->failed = true;
+            return NULL;
+        }
+        memset(v + ix->cap, 0, (cap - ix->cap) * sizeof *v);
+        ix->v = v;
+        ix->cap = cap;
+    }
+    return &ix->v[id];
+}
+
+void em_id_ints_free(id_ints *ix)
+{
+    free(ix->v);
+    memset(ix, 0, sizeof *ix);
+}
+
 static valref *find_ref(body *bd, const fx *e)
 {
-    for (size_t i = bd->n; i-- > 0;)
-        if (bd->v[i].e == e)
-            return &bd->v[i];
-    return NULL;
+    ctx *c = bd->c;
+    if (!bd->stamp || (size_t)e->id >= c->refbody.cap || c->refbody.v[e->id] != bd->stamp)
+        return NULL;
+    return &bd->v[c->refidx.v[e->id]];
 }
 
 /* Appends the C text of operand e: a local's name, a load or a literal. */
@@ -472,11 +551,13 @@ void em_operand(body *bd, buf *b, const fx *e)
         buf_puts(b, c->tile_text);
         return;
     }
-    for (size_t i = c->nhoist; i-- > 0;)
-        if (c->hoist[i].e == e) {
-            buf_puts(b, c->hoist[i].name);
+    if ((size_t)e->id < c->hoisted.cap) {
+        int32_t h = c->hoisted.v[e->id] - 1;
+        if (h >= 0 && (size_t)h < c->nhoist && c->hoist[h].e == e) {
+            buf_puts(b, c->hoist[h].name);
             return;
         }
+    }
     switch (e->kind) {
     case FX_LOAD:
         if (e->buf == FX_IOTA) { /* the index itself */
@@ -486,7 +567,7 @@ void em_operand(body *bd, buf *b, const fx *e)
             return;
         }
         buf_printf(b, "%s[", c->bufname[e->buf]);
-        c->refd[e->buf] = true;
+        em_ref(c, e->buf);
         em_index(c, b, e->buf, e->off, e->st, e->rank);
         for (int j = 0; j < e->nargs; j++) { /* gather terms: the index taken, clamped */
             *c->helpers |= 1ull << H_TAKE;
@@ -621,11 +702,15 @@ static void count_uses(fx *e, void *ctx_)
 {
     body *bd = ctx_;
     valref *v = grow_array(bd->v, &bd->cap, bd->n, sizeof *v);
-    if (!v) {
+    if (v)
+        bd->v = v;
+    int32_t *stamp = em_id_int(bd->c, &bd->c->refbody, e), *idx = em_id_int(bd->c, &bd->c->refidx, e);
+    if (!v || !stamp || !idx) {
         bd->oom = true;
         return;
     }
-    bd->v = v;
+    *stamp = bd->stamp;
+    *idx = (int32_t)bd->n;
     bd->v[bd->n++] = (valref){e, NULL, 0, 0};
     for (int i = 0; i < e->nargs; i++) {
         valref *r = find_ref(bd, e->args[i]);
@@ -640,6 +725,7 @@ static void count_uses(fx *e, void *ctx_)
  * output's value does, loads too, so that no store precedes a read. */
 void em_values(ctx *c, body *bd, fx *const *roots, int n)
 {
+    bd->stamp = ++c->nbodies;
     if (!fx_walk(c->mp, roots, n, count_uses, bd) || bd->oom)
         return;
     for (int i = 0; i < n; i++) {

@@ -35,6 +35,7 @@ void ir_function_destroy(nest_function *f)
         return;
     arena_free(&f->arena);
     free(f->nodes);
+    free(f->names);
     free(f->errmsg);
     free(f);
 }
@@ -92,8 +93,7 @@ int nest_set_name(nest_function *f, nest_value v, const char *name)
     const char *s = arena_strdup(&f->arena, name);
     if (!s)
         return ir_error(f, NEST_ERR_NOMEM, "out of memory");
-    f->nodes[v].name = s;
-    return NEST_OK;
+    return ir_set_name(f, v, s);
 }
 
 nest_value nest_constant(nest_function *f, nest_type type, int rank, const int64_t *shape,

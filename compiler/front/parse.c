@@ -1061,9 +1061,9 @@ static void parse_binding(parser *ps)
     const char *name = name_of(ps, &t, "value");
     int32_t v = parse_expr(ps);
     sym_add(ps, &t, v);
-    ir_node *n = &ps->f->nodes[v];
-    if (!n->name) /* `y = x` makes y another name of x: the text form keeps the first */
-        n->name = name;
+    /* `y = x` makes y another name of x: the text form keeps the first */
+    if (!ps->f->nodes[v].name && ir_set_name(ps->f, v, name) != NEST_OK)
+        oom(ps);
 }
 
 /* "assign" "(" NAME "," expr ")" */

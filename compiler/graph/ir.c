@@ -90,12 +90,60 @@ void ir_format_type(buf *b, const nest_function *f, int32_t node)
     ir_format_shape(b, n->rank, n->shape);
 }
 
+static uint64_t name_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603u;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211u;
+    return h;
+}
+
+/* The index's slot for name: the node that has it, or an empty slot (-1). A slot whose node was
+ * renamed since is passed over. */
+static int32_t *name_slot(const nest_function *f, const char *name)
+{
+    size_t mask = f->capnames - 1;
+    for (size_t i = name_hash(name) & mask;; i = (i + 1) & mask) {
+        int32_t v = f->names[i];
+        if (v < 0 || strcmp(f->nodes[v].name, name) == 0)
+            return &f->names[i];
+    }
+}
+
 int32_t ir_find_name(const nest_function *f, const char *name)
 {
-    for (int32_t i = 0; i < f->nnodes; i++)
-        if (f->nodes[i].name && strcmp(f->nodes[i].name, name) == 0)
-            return i;
-    return -1;
+    return f->capnames ? *name_slot(f, name) : -1;
+}
+
+int ir_set_name(nest_function *f, int32_t node, const char *name)
+{
+    if ((f->nnames + 1) * 2 > f->capnames) {
+        size_t cap = f->capnames ? f->capnames * 2 : 64;
+        int32_t *t = malloc(cap * sizeof *t);
+        if (!t)
+            return ir_error(f, NEST_ERR_NOMEM, "out of memory");
+        for (size_t i = 0; i < cap; i++)
+            t[i] = -1;
+        int32_t *old = f->names;
+        size_t oldcap = f->capnames;
+        f->names = t;
+        f->capnames = cap;
+        f->nnames = 0;
+        for (size_t i = 0; i < oldcap; i++) /* the nodes that still have the name they had */
+            if (old[i] >= 0 && *name_slot(f, f->nodes[old[i]].name) < 0) {
+                *name_slot(f, f->nodes[old[i]].name) = old[i];
+                f->nnames++;
+            }
+        free(old);
+    }
+    f->nodes[node].name = name;
+    int32_t *slot = name_slot(f, name);
+    if (*slot < 0 || *slot > node) { /* the first node of a name is the one found */
+        if (*slot < 0)
+            f->nnames++;
+        *slot = node;
+    }
+    return NEST_OK;
 }
 
 int ir_check_name(nest_function *f, const char *what, const char *name)
@@ -975,8 +1023,8 @@ int32_t ir_build(nest_function *f, ir_op op, int nin, const int32_t *in, const i
     if (!n->shape)
         return ir_error(f, NEST_ERR_NOMEM, "out of memory"), NEST_NONE;
     if (op == OP_PARAMETER) {
-        n->name = arena_strdup(&f->arena, at->name);
-        if (!n->name)
+        const char *name = arena_strdup(&f->arena, at->name);
+        if (!name || ir_set_name(f, f->nnodes, name) != NEST_OK)
             return ir_error(f, NEST_ERR_NOMEM, "out of memory"), NEST_NONE;
         f->params[f->nparams++] = f->nnodes;
     }

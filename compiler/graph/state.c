@@ -165,6 +165,7 @@ int32_t ir_state_declare(nest_module *m, const char *name, bool trainable, nest_
         ir_module_error(m, st, "%s %s: %s", what, name, tmp.errmsg ? tmp.errmsg : nest_status_str(st));
     arena_free(&tmp.arena);
     free(tmp.nodes);
+    free(tmp.names);
     free(tmp.errmsg);
     if (st)
         return -1;

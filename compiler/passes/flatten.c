@@ -49,7 +49,7 @@ static bool scan_nest(plan *p, const nest *n, scan *s)
     s->rank = n->rank;
     for (int i = 0; i < n->nouts; i++) {
         add_strides(s, n->outs[i].st, 2);
-        if (!fx_walk(p, &n->outs[i].value, 1, visit, s))
+        if (!fx_visit(p, &n->outs[i].value, 1, NULL, visit, s))
             return false;
     }
     return !s->oom;

@@ -221,55 +221,17 @@ struct xform {
     const int *from;
     const fx *old;            /* substitute: this node ... */
     fx *new_;                 /* ... becomes this one */
+    const fx_map *subst;      /* forward: loads to replace, and by what */
     uint32_t mask;
     int axis;
     int64_t delta;
     int in_rank, out_rank;
     const int64_t *in_shape, *out_shape;
-    /* memo */
-    const fx **keys;
-    fx **vals;
-    size_t cap, n;
+    fx_map memo;
     bool failed;
 };
 
-static fx **memo_slot(xform *x, const fx *e)
-{
-    if ((x->n + 1) * 2 > x->cap) {
-        size_t cap = x->cap ? x->cap * 2 : 64;
-        const fx **k = calloc(cap, sizeof *k);
-        fx **v = calloc(cap, sizeof *v);
-        if (!k || !v) {
-            free(k);
-            free(v);
-            x->p->status = NEST_ERR_NOMEM;
-            return NULL;
-        }
-        for (size_t i = 0; i < x->cap; i++) {
-            if (!x->keys[i])
-                continue;
-            size_t j = x->keys[i]->hash & (cap - 1);
-            while (k[j])
-                j = (j + 1) & (cap - 1);
-            k[j] = x->keys[i];
-            v[j] = x->vals[i];
-        }
-        free(x->keys);
-        free(x->vals);
-        x->keys = k;
-        x->vals = v;
-        x->cap = cap;
-    }
-    size_t j = e->hash & (x->cap - 1);
-    while (x->keys[j] && x->keys[j] != e)
-        j = (j + 1) & (x->cap - 1);
-    if (!x->keys[j]) {
-        x->keys[j] = e;
-        x->vals[j] = NULL;
-        x->n++;
-    }
-    return &x->vals[j];
-}
+static fx **memo_slot(xform *x, const fx *e) { return fx_map_slot(x->p, &x->memo, e); }
 
 static fx *rewrite(xform *x, const fx *e);
 
@@ -341,8 +303,7 @@ static fx *rewrite(xform *x, const fx *e)
 static fx *run(xform *x, fx *e)
 {
     fx *r = e ? rewrite(x, e) : NULL;
-    free(x->keys);
-    free(x->vals);
+    fx_map_free(&x->memo);
     return x->failed || x->p->status ? NULL : r;
 }
 
@@ -498,6 +459,22 @@ fx *fx_substitute(plan *p, fx *e, fx *from, fx *to)
     return run(&x, e);
 }
 
+/* forward: the loads that are keys of a map replaced by their values, over several roots */
+static fx *fw_load(xform *x, const fx *e)
+{
+    fx *to = fx_map_get(x->subst, e);
+    return to ? to : (fx *)e;
+}
+
+bool fx_forward(plan *p, fx **vals, int n, const fx_map *subst)
+{
+    xform x = {.p = p, .load = fw_load, .concat = sub_concat, .subst = subst};
+    for (int i = 0; i < n && !x.failed && !p->status; i++)
+        vals[i] = vals[i] ? rewrite(&x, vals[i]) : NULL;
+    fx_map_free(&x.memo);
+    return !x.failed && !p->status;
+}
+
 /* shift: e'(i) = e(i + delta along axis) */
 static fx *sh_load(xform *x, const fx *e)
 {
@@ -633,8 +610,17 @@ static fx *select_rec(xform *x, const fx *e);
 
 static fx *sel_concat_part(xform *x, const fx *e)
 {
-    for (int j = 0; j < e->nargs; j++)
-        if (e->starts[j] <= x->a[0] && x->b[0] <= e->starts[j + 1]) {
+    /* the last part starting at or before lo (starts ascend) */
+    int lo = 0, hi = e->nargs;
+    while (hi - lo > 1) {
+        int mid = (lo + hi) / 2;
+        if (e->starts[mid] <= x->a[0])
+            lo = mid;
+        else
+            hi = mid;
+    }
+    for (int j = lo; j < e->nargs && e->starts[j] <= x->a[0]; j++) /* empty parts: the next */
+        if (x->b[0] <= e->starts[j + 1]) {
             fx *part = fx_shift(x->p, e->args[j], x->axis, -e->starts[j]);
             return part ? select_rec(x, part) : NULL;
         }
@@ -678,107 +664,6 @@ fx *fx_select(plan *p, fx *e, int axis, int64_t lo, int64_t hi)
 {
     xform x = {.p = p, .axis = axis, .a = &lo, .b = &hi};
     fx *r = select_rec(&x, e);
-    free(x.keys);
-    free(x.vals);
+    fx_map_free(&x.memo);
     return x.failed || p->status ? NULL : r;
-}
-
-/* ---- walks ---- */
-
-bool fx_walk(plan *p, fx *const *roots, int nroots, void (*fn)(fx *e, void *ctx), void *ctx)
-{
-    /* gather every reachable node with an explicit stack, then visit them by id: args always
-     * have smaller ids than their users */
-    size_t cap = 64, n = 0, sp = 0, scap = 64;
-    fx **seen = malloc(cap * sizeof *seen), **stack = malloc(scap * sizeof *stack);
-    xform memo = {.p = p};
-    bool ok = seen && stack;
-    for (int r = 0; ok && r < nroots; r++) {
-        if (!roots[r])
-            continue;
-        stack[sp++] = roots[r];
-        while (ok && sp > 0) {
-            fx *e = stack[--sp];
-            fx **slot = memo_slot(&memo, e);
-            if (!slot) {
-                ok = false;
-                break;
-            }
-            if (*slot)
-                continue;
-            *slot = e;
-            fx **q = grow_array(seen, &cap, n, sizeof *q);
-            if (!q) {
-                ok = false;
-                break;
-            }
-            seen = q;
-            seen[n++] = e;
-            for (int i = 0; i < e->nargs; i++) {
-                if (!(q = grow_array(stack, &scap, sp, sizeof *q))) {
-                    ok = false;
-                    break;
-                }
-                stack = q;
-                stack[sp++] = e->args[i];
-            }
-        }
-    }
-    if (ok) {
-        /* counting sort would do; the lists are short */
-        for (size_t i = 1; i < n; i++) {
-            fx *e = seen[i];
-            size_t j = i;
-            while (j > 0 && seen[j - 1]->id > e->id) {
-                seen[j] = seen[j - 1];
-                j--;
-            }
-            seen[j] = e;
-        }
-        for (size_t i = 0; i < n; i++)
-            fn(seen[i], ctx);
-    } else {
-        p->status = NEST_ERR_NOMEM;
-    }
-    free(memo.keys);
-    free(memo.vals);
-    free(seen);
-    free(stack);
-    return ok;
-}
-
-typedef struct find_buf {
-    int32_t buf;
-    bool found;
-} find_buf;
-
-static void find_load(fx *e, void *ctx)
-{
-    find_buf *fb = ctx;
-    if (e->kind == FX_LOAD && e->buf == fb->buf)
-        fb->found = true;
-}
-
-bool fx_reads(plan *p, fx *e, int32_t bufi)
-{
-    find_buf fb = {bufi, false};
-    return !fx_walk(p, &e, 1, find_load, &fb) || fb.found;
-}
-
-typedef struct find_concat {
-    int axis;
-    bool found;
-} find_concat;
-
-static void find_concat_on(fx *e, void *ctx)
-{
-    find_concat *fc = ctx;
-    if (e->kind == FX_CONCAT && e->axis == fc->axis)
-        fc->found = true;
-}
-
-bool fx_has_concat(plan *p, fx *const *roots, int nroots, int axis)
-{
-    find_concat fc = {axis, false};
-    return !fx_walk(p, roots, nroots, find_concat_on, &fc) || fc.found;
 }

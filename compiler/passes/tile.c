@@ -58,7 +58,7 @@ static void ignores_axis(fx *e, void *ctx)
 static bool ignores(plan *p, fx *e, int axis)
 {
     indep d = {axis, true};
-    return fx_walk(p, &e, 1, ignores_axis, &d) && d.ok;
+    return fx_visit(p, &e, 1, NULL, ignores_axis, &d) && d.ok;
 }
 
 /* Splits value = A * B over [batch..., I, K, J] (rank r) into the factor that ignores the
@@ -80,15 +80,11 @@ static bool factors(plan *p, fx *v, int r, fx **a, fx **b)
     return false;
 }
 
-static void find_concat(fx *e, void *ctx)
-{
-    if (e->kind == FX_CONCAT)
-        *(bool *)ctx = true;
-}
-
 /* The element-wise nest right after n, if it reads n's product only where n writes it and its
- * space is n's [batch..., I, J]: its outputs, lifted into n's [batch..., I, K, J] space, join n. */
-static bool absorb(plan *p, int32_t k)
+ * space is n's [batch..., I, J]: its outputs, lifted into n's [batch..., I, K, J] space, join n.
+ * `readers` counts, per buffer, the nests that read it (before any absorption: only nests after
+ * a product read it, and absorbing one into its product leaves the others as they are). */
+static bool absorb(plan *p, int32_t k, const int32_t *readers)
 {
     nest *n = &p->nests[k];
     int32_t e = k + 1;
@@ -125,11 +121,8 @@ static bool absorb(plan *p, int32_t k)
         if (!v3 || !os || !st3)
             return p->status == NEST_OK; /* not expressible: leave it */
         /* the tile's store runs whole blocks: it cannot split at a concat's boundaries */
-        bool cat = false;
-        if (!fx_walk(p, &v3, 1, find_concat, &cat))
-            return false;
-        if (cat)
-            return true;
+        if (fx_has_concat(p, &v3, 1, -1))
+            return p->status == NEST_OK;
         for (int d = 0; d <= nb; d++)
             st3[d] = os->st[d];
         st3[nb + 1] = 0;
@@ -149,6 +142,14 @@ static bool absorb(plan *p, int32_t k)
         if (fx_reads(p, rest, prod->buf))
             return true;
     }
+    int32_t *bufs;
+    int32_t nl = nest_loads(p, ep, &bufs);
+    bool ep_reads = false;
+    for (int32_t i = 0; i < nl; i++)
+        ep_reads |= bufs[i] == prod->buf;
+    free(bufs);
+    if (nl < 0)
+        return false;
     nout *outs = arena_array(p->a, (size_t)(n->nouts + ep->nouts), sizeof *outs);
     int32_t *nodes = arena_array(p->a, (size_t)(n->nnodes + ep->nnodes) + 1, sizeof *nodes);
     if (!outs || !nodes)
@@ -159,14 +160,13 @@ static bool absorb(plan *p, int32_t k)
     memcpy(nodes + n->nnodes, ep->nodes, (size_t)ep->nnodes * sizeof *nodes);
     n->outs = outs;
     n->nouts += ep->nouts;
+    n->capouts = (size_t)n->nouts;
     n->nodes = nodes;
     n->nnodes += ep->nnodes;
+    n->capnodes = (size_t)n->nnodes;
     ep->dead = true;
     /* the product itself is stored only if a nest other than this one reads it */
-    bool read = p->bufs[prod->buf].kind != BUF_TEMP;
-    for (int32_t j = 0; j < p->nnests && !read; j++)
-        for (int i = 0; j != k && !p->nests[j].dead && i < p->nests[j].nouts && !read; i++)
-            read = fx_reads(p, p->nests[j].outs[i].value, prod->buf);
+    bool read = p->bufs[prod->buf].kind != BUF_TEMP || readers[prod->buf] > (ep_reads ? 1 : 0);
     if (!read) {
         n->outs[0].drop = true;
         p->bufs[prod->buf].dead = true;
@@ -228,7 +228,7 @@ static bool swap_last_axes(plan *p, nest *n)
     return true;
 }
 
-static bool tile_nest(plan *p, int32_t k, int vbytes)
+static bool tile_nest(plan *p, int32_t k, int vbytes, const int32_t *readers)
 {
     nest *n = &p->nests[k];
     if (!n->dead && !n->rowed && !to_ikj(p, n))
@@ -263,26 +263,46 @@ static bool tile_nest(plan *p, int32_t k, int vbytes)
     for (int d = 0; d < r - 3; d++)
         nbatch *= n->dims[d];
     if (nbatch >= 2 && bytes <= TILE_LOCAL_PANEL)
-        return absorb(p, k);
+        return absorb(p, k, readers);
     n->pack = plan_buffer(p, BUF_TEMP, -1, o->node, et, n->dims[r - 2] * n->tile_j);
     if (n->pack < 0)
         return false;
-    return absorb(p, k);
+    return absorb(p, k, readers);
 }
 
 int pass_tile(plan *p)
 {
     int vbytes = vector_bytes(p->opts);
+    int32_t *readers = NULL;
     for (int32_t k = 0; k < p->nnests; k++) {
         if (p->nests[k].special < 0) /* a special nest's scratch stays */
             p->nests[k].pack = -1;
-        if (!p->opts->fuse)
+        if (!p->opts->fuse || !p->nests[k].dot || p->nests[k].dead)
             continue; /* --no-fuse shows the plain nests */
-        if (!tile_nest(p, k, vbytes)) {
+        if (!readers) { /* how many nests read each buffer, once */
+            readers = calloc((size_t)p->nbufs + 1, sizeof *readers);
+            for (int32_t j = 0; readers && j < p->nnests; j++) {
+                int32_t *bufs;
+                int32_t nb = p->nests[j].dead ? 0 : nest_loads(p, &p->nests[j], &bufs);
+                for (int32_t i = 0; i < nb; i++)
+                    readers[bufs[i]]++;
+                if (nb > 0)
+                    free(bufs);
+                if (nb < 0)
+                    break;
+            }
+            if (!readers || p->status) {
+                free(readers);
+                return p->status = p->status ? p->status : NEST_ERR_NOMEM;
+            }
+        }
+        if (!tile_nest(p, k, vbytes, readers)) {
+            free(readers);
             if (!p->status)
                 p->status = NEST_ERR_NOMEM;
             return p->status;
         }
     }
+    free(readers);
     return p->status;
 }
