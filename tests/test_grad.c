@@ -450,6 +450,50 @@ static nest_value c_topk(gcase *c)
     return nest_multiply(c->f, nest_get(c->f, t, 0), nest_get(c->f, t, 0));
 }
 
+/* convolution: 1 or 2 spatial axes, strides, dilation, padding (negative: cropping), data
+ * dilation, groups; random sizes that fit */
+static nest_value c_conv(gcase *c)
+{
+    int nsp = 1 + below(c->r, 2);
+    int64_t G = 1 + below(c->r, 2), N = 1 + below(c->r, 2), C = G * (1 + below(c->r, 2));
+    int64_t K = G * (1 + below(c->r, 2));
+    int64_t xs[5] = {N, C}, ws[5] = {K, C / G}, st[3], dil[3], pb[3], pa[3], dd[3];
+    for (int i = 0; i < nsp; i++) {
+        st[i] = 1 + below(c->r, 2);
+        dil[i] = 1 + below(c->r, 2);
+        dd[i] = 1 + below(c->r, 2);
+        ws[2 + i] = 1 + below(c->r, 3);
+        xs[2 + i] = 1 + below(c->r, 5);
+        pb[i] = below(c->r, 3) - 1;
+        pa[i] = below(c->r, 3) - 1;
+        int64_t in = (xs[2 + i] - 1) * dd[i] + 1, win = (ws[2 + i] - 1) * dil[i] + 1;
+        if (in + pb[i] + pa[i] < win) /* the window must fit: pad enough */
+            pa[i] = win - in - pb[i];
+    }
+    nest_value x = param(c, 2 + nsp, xs, -2, 2), w = param(c, 2 + nsp, ws, -2, 2);
+    return nest_convolution(c->f, x, w, st, dil, pb, pa, dd, G);
+}
+
+static nest_value pool(gcase *c, bool max)
+{
+    int nsp = 1 + below(c->r, 2);
+    int64_t xs[5] = {1 + below(c->r, 2), 1 + below(c->r, 2)}, win[3], st[3], pb[3], pa[3];
+    bool tiled = below(c->r, 2); /* stride = window, no padding: the windows tile x */
+    for (int i = 0; i < nsp; i++) {
+        win[i] = 1 + below(c->r, 3);
+        st[i] = tiled ? win[i] : 1 + below(c->r, 3);
+        pb[i] = tiled ? 0 : below(c->r, (int)win[i]);
+        pa[i] = tiled ? 0 : below(c->r, (int)win[i]);
+        xs[2 + i] = win[i] + below(c->r, 4);
+    }
+    nest_value x = param(c, 2 + nsp, xs, -2, 2);
+    return max ? nest_max_pool(c->f, x, win, st, pb, pa)
+               : nest_avg_pool(c->f, x, win, st, pb, pa, below(c->r, 2));
+}
+
+static nest_value c_max_pool(gcase *c) { return pool(c, true); }
+static nest_value c_avg_pool(gcase *c) { return pool(c, false); }
+
 static const struct {
     const char *name;
     build_fn build;
@@ -467,6 +511,7 @@ static const struct {
     {"product_zeros", c_product_zeros}, {"reverse", c_reverse}, {"softmax", c_softmax},
     {"pad", c_pad}, {"replace_slice", c_replace_slice}, {"batch_dot", c_batch_dot},
     {"gather", c_gather}, {"scatter_add", c_scatter_add}, {"topk", c_topk},
+    {"convolution", c_conv}, {"max_pool", c_max_pool}, {"avg_pool", c_avg_pool},
 };
 
 /* ---- the check ---- */
@@ -662,6 +707,55 @@ static void test_index_gradient(void **state)
     assert_exact(NEST_F64, g1, picks, 3);
     assert_exact(NEST_F64, g2, top2, 6);
     assert_exact(NEST_F64, g3, zero, 3);
+}
+
+/* Pools by hand: max_pool's gradient goes to the first element of a window equal to its
+ * maximum (row-major, as PyTorch picks it), tiled windows or padded ones; avg_pool's divides by
+ * the window's elements of x, or by the whole window with include_pad. */
+static void test_pool_ties(void **state)
+{
+    nest_function *f = *state;
+    nest_value x = nest_parameter(f, "x", NEST_F64, 4, SHAPE(1, 1, 2, 4), NEST_ROW_MAJOR);
+    nest_value r = nest_parameter(f, "r", NEST_F64, 4, SHAPE(1, 1, 1, 3), NEST_ROW_MAJOR);
+    int64_t ax4[4] = {0, 1, 2, 3};
+    /* tiled: windows {1, 1, 1, 0} and {0, 2, 2, 2}, weights 3 and 5 */
+    nest_value mp = nest_max_pool(f, x, SHAPE(2, 2), SHAPE(2, 2), NULL, NULL);
+    nest_value w2 = nest_constant(f, NEST_F64, 4, SHAPE(1, 1, 1, 2), (double[]){3, 5}, 2);
+    nest_value l1 = nest_sum(f, nest_multiply(f, mp, w2), 4, ax4);
+    /* padded: window 2 x 2, stride 1 x 2, one row of padding above: windows of rows {0, 1}
+     * and {1, pad}, weights 1, 2 (top) and 4, 8 (bottom) */
+    nest_value mq = nest_max_pool(f, x, SHAPE(2, 2), SHAPE(1, 2), SHAPE(0, 0), SHAPE(1, 0));
+    nest_value w4 = nest_constant(f, NEST_F64, 4, SHAPE(1, 1, 2, 2), (double[]){1, 2, 4, 8}, 4);
+    nest_value l2 = nest_sum(f, nest_multiply(f, mq, w4), 4, ax4);
+    /* avg over {r0, r1} and {r2, padding} */
+    nest_value a0 = nest_avg_pool(f, r, SHAPE(1, 2), SHAPE(1, 2), SHAPE(0, 0), SHAPE(0, 1), 0);
+    nest_value a1 = nest_avg_pool(f, r, SHAPE(1, 2), SHAPE(1, 2), SHAPE(0, 0), SHAPE(0, 1), 1);
+    nest_value w5 = nest_constant(f, NEST_F64, 4, SHAPE(1, 1, 1, 2), (double[]){6, 10}, 2);
+    nest_value l3 = nest_add(f, nest_sum(f, nest_multiply(f, a0, w5), 4, ax4),
+                             nest_sum(f, nest_multiply(f, a1, w5), 4, ax4));
+    nest_value g1 = nest_grad(f, l1, 1, &x), g2 = nest_grad(f, l2, 1, &x), g3 = nest_grad(f, l3, 1, &r);
+    assert_value(f, g3);
+    nest_value outs[3] = {nest_get(f, g1, 0), nest_get(f, g2, 0), nest_get(f, g3, 0)};
+    assert_ok(f, nest_return(f, 3, outs, NULL));
+    double xs[8] = {1, 1, 0, 2, 1, 0, 2, 2}, rs[3] = {1, 2, 3}, gx1[8], gx2[8], gr[3];
+    void *args[2] = {xs, rs}, *res[3] = {gx1, gx2, gr};
+    const double want1[8] = {3, 0, 0, 5, 0, 0, 0, 0};
+    /* top windows: {1, 1, 1, 0} -> x[0], {0, 2, 2, 2} -> x[3]; bottom: {1, 0} -> x[4],
+     * {2, 2} -> x[6] */
+    const double want2[8] = {1, 0, 0, 2, 4, 0, 8, 0};
+    const double want3[3] = {3 + 3, 3 + 3, 10 + 5};
+    assert_ok(f, evaluate(f, args, res));
+    assert_exact(NEST_F64, gx1, want1, 8);
+    assert_exact(NEST_F64, gx2, want2, 8);
+    assert_exact(NEST_F64, gr, want3, 3);
+    /* compiled alike */
+    nest_kernel *k = nest_compile(f, NULL);
+    assert_non_null(k);
+    assert_int_equal(nest_call(k, args, 2, res, 3), NEST_OK);
+    assert_exact(NEST_F64, gx1, want1, 8);
+    assert_exact(NEST_F64, gx2, want2, 8);
+    assert_exact(NEST_F64, gr, want3, 3);
+    nest_kernel_free(k);
 }
 
 /* The backward of a dense layer: both products are tiled, with the transposes as views. */
@@ -922,6 +1016,7 @@ int main(void)
         cmocka_unit_test(random_graphs),
         cmocka_unit_test_setup_teardown(test_no_gradient, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(test_index_gradient, fn_setup, fn_teardown),
+        cmocka_unit_test_setup_teardown(test_pool_ties, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(test_dense_backward_tiled, fn_setup, fn_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
