@@ -259,8 +259,9 @@ run-tests: $(TESTS) $(BINDIR)/nestc $(JITLIB) $(B)/tests/onnx_cases $(B)/onnx/no
 	$(B)/tests/onnx_cases --quiet --table $(B)/onnx/node-table.md $(B)/onnx/node || failed=1; \
 	echo "== ONNX models exported from PyTorch"; \
 	$(B)/tests/onnx_cases --quiet $(ONNX_MODELS_TOL) $(B)/onnx/models || failed=1; \
-	echo "== training the digits MLP of samples/ against PyTorch"; \
+	echo "== training the digits MLP and CNN of samples/ against PyTorch"; \
 	/usr/bin/python3 tests/test_train.py $(B)/samples/train samples/mlp.nest || failed=1; \
+	/usr/bin/python3 tests/test_train.py $(B)/samples/train samples/cnn.nest || failed=1; \
 	if [ $$failed = 0 ]; then echo "all tests passed"; else echo "SOME TESTS FAILED"; exit 1; fi
 
 test:
@@ -467,6 +468,9 @@ demo:
 	@echo "   place) is one kernel, trained on scikit-learn's digits by samples/train.c:"
 	$(Q)$(MAKE) --no-print-directory $(B)/samples/train
 	$(Q)$(B)/samples/train samples/mlp.nest
+	@echo "== samples/cnn.nest: a small convolutional net (two 3x3 convolutions with ReLU and max"
+	@echo "   pooling, a dense layer), its gradients through the pools and convolutions:"
+	$(Q)$(B)/samples/train samples/cnn.nest
 
 # The benchmark (bench/, docs/performance.md). The hand-fused C loops are built with the flags
 # nest's JIT uses (runtime/jit.c); Eigen with -O3 -march=native. Writes build/bench.md, and its

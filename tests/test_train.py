@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""test_train.py - samples/train (a model of samples/ trained by nest, one kernel per step)
-against PyTorch: the same initial weights and batches give the same loss at each of the first
+"""test_train.py - samples/train (a model of samples/ trained by nest, one kernel per step:
+mlp.nest or cnn.nest) against PyTorch: the same initial weights and batches give the same loss at each of the first
 100 steps, to 1e-4 relative; and training to the end reaches 95% test accuracy.
 
     tests/test_train.py TRAIN MODEL.nest
@@ -75,6 +75,32 @@ def digits():
     return torch.tensor((d[:, :64] / 16).astype(np.float32)), torch.tensor(d[:, 64].astype(np.int64))
 
 
+def mlp(w):
+    """samples/mlp.nest: 64-256-256-10 with ReLU; nest's w [in, out] is PyTorch's weight^T."""
+    layers = [torch.nn.Linear(64, 256), torch.nn.Linear(256, 256), torch.nn.Linear(256, 10)]
+    with torch.no_grad():
+        for k, layer in enumerate(layers, 1):
+            layer.weight.copy_(torch.tensor(w["w%d" % k].T))
+            layer.bias.copy_(torch.tensor(w["b%d" % k]))
+    return torch.nn.Sequential(layers[0], torch.nn.ReLU(), layers[1], torch.nn.ReLU(), layers[2])
+
+
+def cnn(w):
+    """samples/cnn.nest: conv 3x3 1->8, ReLU, max pool 2; conv 3x3 8->16, ReLU, max pool 2;
+    dense 64->10. Filters are [K, C, 3, 3] in both; the images [N, 1, 8, 8]."""
+    convs = [torch.nn.Conv2d(1, 8, 3, padding=1), torch.nn.Conv2d(8, 16, 3, padding=1)]
+    dense = torch.nn.Linear(64, 10)
+    with torch.no_grad():
+        for k, conv in enumerate(convs, 1):
+            conv.weight.copy_(torch.tensor(w["k%d" % k]))
+            conv.bias.copy_(torch.tensor(w["c%d" % k]))
+        dense.weight.copy_(torch.tensor(w["w3"].T))
+        dense.bias.copy_(torch.tensor(w["b3"]))
+    return torch.nn.Sequential(torch.nn.Unflatten(1, (1, 8, 8)), convs[0], torch.nn.ReLU(),
+                               torch.nn.MaxPool2d(2), convs[1], torch.nn.ReLU(),
+                               torch.nn.MaxPool2d(2), torch.nn.Flatten(), dense)
+
+
 def main():
     train, model = sys.argv[1], sys.argv[2]
     torch.set_num_threads(1)
@@ -87,12 +113,7 @@ def main():
         got = [float(x) for x in open(losses)]
         batches = [[int(x) for x in line.split()] for line in open(order)]
     x, y = digits()
-    layers = [torch.nn.Linear(64, 256), torch.nn.Linear(256, 256), torch.nn.Linear(256, 10)]
-    with torch.no_grad():
-        for k, layer in enumerate(layers, 1):
-            layer.weight.copy_(torch.tensor(w["w%d" % k].T))
-            layer.bias.copy_(torch.tensor(w["b%d" % k]))
-    net = torch.nn.Sequential(layers[0], torch.nn.ReLU(), layers[1], torch.nn.ReLU(), layers[2])
+    net = cnn(w) if "k1" in w else mlp(w)
     opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
     worst = 0.0
     for step, idx in enumerate(batches):
