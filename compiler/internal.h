@@ -707,6 +707,24 @@ void fx_map_free(fx_map *m);
  * consume them fuse into one nest unless opts->fuse is 0; then adjacent nests over the same
  * space merge so that a value feeding several outputs is computed once. */
 int pass_fuse(plan *p);
+/* Adds an output to nest n: a store of value into buffer bufi through the view (off, st), or a
+ * fold of it (reduce an op, else -1), computing graph node `node`. False when out of memory
+ * (p->status). */
+bool nest_add_out(plan *p, nest *n, int32_t bufi, int64_t off, const int64_t *st, fx *value,
+                  int reduce, int32_t node);
+
+/* ---------------------------------------------------------------------------------------------
+ * passes/merge.c: the end of fuse (pass_fuse calls these in this order)
+ * ------------------------------------------------------------------------------------------- */
+
+/* Merges adjacent nests over the same space: values forwarded instead of read back; stores join
+ * a following reduction. */
+void merge_adjacent(plan *p);
+/* Moves each nest of assignments up to right after the last nest that writes what it reads,
+ * when no nest in between reads the entry value of a tensor it assigns. */
+void merge_schedule_assigns(plan *p);
+/* Drops stores into temporaries that no nest reads any more. */
+void merge_drop_dead_stores(plan *p);
 
 /* ---------------------------------------------------------------------------------------------
  * passes/conv.c: convolution and pooling nests
