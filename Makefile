@@ -484,9 +484,11 @@ BENCH_BIN     := $(B)/bench/bench $(B)/bench/trivial_plain $(B)/bench/trivial_ne
                  $(B)/bench/conv
 
 # the training table: nest's step kernels against PyTorch eager (bench/train_peers.py)
-$(B)/bench/train: bench/train.c bench/peer.h $(B)/bench/peer.o $(B)/lib/libnest.a include/nest.h
+$(B)/bench/train: bench/train.c bench/peer.h bench/benchutil.h $(B)/bench/peer.o \
+                  $(B)/bench/benchutil.o $(B)/lib/libnest.a include/nest.h
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(NCFLAGS) -O2 -o $@ $< $(B)/bench/peer.o $(B)/lib/libnest.a $(LDLIBS)
+	$(Q)$(CC) $(NCFLAGS) -O2 -o $@ $< $(B)/bench/peer.o $(B)/bench/benchutil.o $(B)/lib/libnest.a \
+	    $(LDLIBS)
 
 $(B)/bench/handfused.o: bench/handfused.c bench/handfused.h
 	@mkdir -p $(dir $@)

@@ -3,8 +3,10 @@
  * backward, SGD with momentum) of nest's compiled step kernel against PyTorch eager
  * (bench/train_peers.py), on 1 and 2 threads, measured in turn in one run.
  *
- *   train [-o REPORT.md] [--quick] [--rounds N] [--print MODEL]
- *         (--rounds: N rounds, at most 64, for a busy machine; --print: model MODEL's text form)
+ *   train [-o REPORT.md] [--quick] [--cpu-time] [--rounds N] [--print MODEL]
+ *         (--rounds: N rounds, at most 64, for a busy machine; --cpu-time: the one-thread rows
+ *         in each side's process CPU time, which a busy machine takes less from than wall time;
+ *         --print: model MODEL's text form)
  *
  * Models: the digits MLP of samples/ (64-256-256-10, batch 32), a 784-1024-1024-10 MLP at
  * batch 64 and LeNet-5 on 28x28 images at batch 32 (ReLU, max pooling), random data. nest's
@@ -26,39 +28,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "benchutil.h"
 #include "nest.h"
 #include "peer.h"
-
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "bench/train: ");
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    exit(1);
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 /* ---- the model ---- */
 
@@ -238,13 +210,15 @@ static void nest_step(nest_case *c)
         die("%s", nest_kernel_errmsg(c->k));
 }
 
-static double nest_time(nest_case *c, double seconds)
+/* Seconds a step over a batch of steps of at least `seconds`: wall time, or the process's CPU
+ * time (cpu). */
+static double nest_time(nest_case *c, double seconds, bool cpu)
 {
     for (int n = 1;; n *= 2) {
-        double t0 = now_s();
+        double t0 = cpu ? cpu_s() : now_s();
         for (int i = 0; i < n; i++)
             nest_step(c);
-        double t = now_s() - t0;
+        double t = (cpu ? cpu_s() : now_s()) - t0;
         if (t >= seconds)
             return t / n;
     }
@@ -278,13 +252,15 @@ static double load_average(void)
 int main(int argc, char **argv)
 {
     const char *report = NULL;
-    bool quick = false;
+    bool quick = false, cpu_time = false;
     int nrounds = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-o") && i + 1 < argc)
             report = argv[++i];
         else if (!strcmp(argv[i], "--quick"))
             quick = true;
+        else if (!strcmp(argv[i], "--cpu-time"))
+            cpu_time = true;
         else if (!strcmp(argv[i], "--rounds") && i + 1 < argc && atoi(argv[i + 1]) >= 1 &&
                  atoi(argv[i + 1]) <= 64)
             nrounds = atoi(argv[++i]);
@@ -295,7 +271,7 @@ int main(int argc, char **argv)
             free(text);
             return 0;
         } else
-            die("usage: train [-o REPORT.md] [--quick] [--rounds N] [--print MODEL]");
+            die("usage: train [-o REPORT.md] [--quick] [--cpu-time] [--rounds N] [--print MODEL]");
     }
     int rounds = nrounds ? nrounds : quick ? 3 : 7;
     double secs = quick ? 0.1 : 0.2;
@@ -310,10 +286,13 @@ int main(int argc, char **argv)
     int tl = snprintf(table, sizeof table,
                       "\n## Training: one step (forward, backward, SGD with momentum), ms\n\n"
                       "nest's step is one compiled kernel; PyTorch (%s) runs eager. Medians of %d "
-                      "rounds, contenders in turn.\n\n"
+                      "rounds, contenders in turn%s.\n\n"
                       "| model | batch | threads | nest | PyTorch | PyTorch / nest |\n"
                       "|---|---|---|---|---|---|\n",
-                      torch_version, rounds);
+                      torch_version, rounds,
+                      cpu_time ? "; one-thread rows in CPU time of each side's process "
+                                 "(--cpu-time), two-thread rows in wall time"
+                               : "");
     for (int mi = 0; mi < NMODELS; mi++) {
         const model *m = &models[mi];
         for (int threads = 1; threads <= 2; threads++) {
@@ -325,9 +304,10 @@ int main(int argc, char **argv)
             if (strcmp(r, "ok"))
                 die("train_peers.py setup: %s", r);
             double tn[64], tp[64];
+            bool cpu = cpu_time && threads == 1;
             for (int k = 0; k < rounds; k++) {
-                tn[k] = nest_time(&c, secs);
-                tp[k] = atof(peer_cmd(&py, "time %g", secs));
+                tn[k] = nest_time(&c, secs, cpu);
+                tp[k] = atof(peer_cmd(&py, "time %g%s", secs, cpu ? " cpu" : ""));
             }
             double n = median(tn, rounds) * 1e3, p = median(tp, rounds) * 1e3;
             tl += snprintf(table + tl, sizeof table - (size_t)tl,

@@ -9,8 +9,9 @@ Run with Debian's interpreter (/usr/bin/python3), which has python3-torch.
       lenet BATCH THREADS    LeNet-5 on [BATCH, 1, 28, 28] (conv 5x5 1->6 padded, ReLU, max
                              pool 2, conv 5x5 6->16, ReLU, max pool 2, dense 400-120-84-10 with
                              ReLU), the same loss and optimizer -> "ok"
-      time SECONDS           seconds per training step (forward, backward, update) over a
-                             batch of steps of at least SECONDS, timed with perf_counter -> "<s>"
+      time SECONDS [cpu]     seconds per training step (forward, backward, update) over a
+                             batch of steps of at least SECONDS, timed with perf_counter (cpu:
+                             time.process_time, the process's CPU time) -> "<s>"
       info                   -> "torch X.Y.Z"
       quit
 
@@ -62,13 +63,13 @@ def step():
     opt.step()
 
 
-def time_steps(seconds):
+def time_steps(seconds, clock=time.perf_counter):
     n = 1
     while True:
-        t0 = time.perf_counter()
+        t0 = clock()
         for _ in range(n):
             step()
-        t = time.perf_counter() - t0
+        t = clock() - t0
         if t >= seconds:
             return t / n
         n *= 2
@@ -86,7 +87,8 @@ def serve():
             lenet(*[int(v) for v in w[1:3]])
             reply = "ok"
         elif w[0] == "time":
-            reply = "%.9g" % time_steps(float(w[1]))
+            clock = time.process_time if w[2:] == ["cpu"] else time.perf_counter
+            reply = "%.9g" % time_steps(float(w[1]), clock)
         elif w[0] == "info":
             reply = "torch " + torch.__version__
         elif w[0] == "quit":
