@@ -67,7 +67,7 @@ COMPILER_SRC := compiler/graph/types.c compiler/graph/ir.c compiler/graph/window
                 compiler/front/onnx_read.c compiler/front/onnx_ops.c compiler/front/onnx_math.c \
                 compiler/front/onnx_shape.c compiler/front/onnx_nn.c compiler/front/onnx_conv.c \
                 compiler/passes/layout.c compiler/passes/walk.c compiler/passes/fuse.c \
-                compiler/passes/conv.c \
+                compiler/passes/merge.c compiler/passes/conv.c \
                 compiler/passes/rows.c compiler/passes/flatten.c compiler/passes/tile.c \
                 compiler/passes/memplan.c \
                 compiler/emit/emit_text.c compiler/emit/emit_loops.c compiler/emit/emit_conv.c \
@@ -262,8 +262,9 @@ run-tests: $(TESTS) $(BINDIR)/nestc $(JITLIB) $(B)/tests/onnx_cases $(B)/onnx/no
 	$(B)/tests/onnx_cases --quiet --required --table $(B)/onnx/node-table.md $(B)/onnx/node || failed=1; \
 	echo "== ONNX models exported from PyTorch"; \
 	$(B)/tests/onnx_cases --quiet --all $(ONNX_MODELS_TOL) $(B)/onnx/models || failed=1; \
-	echo "== training the digits MLP of samples/ against PyTorch"; \
+	echo "== training the digits MLP and CNN of samples/ against PyTorch"; \
 	/usr/bin/python3 tests/test_train.py $(B)/samples/train samples/mlp.nest || failed=1; \
+	/usr/bin/python3 tests/test_train.py $(B)/samples/train samples/cnn.nest || failed=1; \
 	if [ $$failed = 0 ]; then echo "all tests passed"; else echo "SOME TESTS FAILED"; exit 1; fi
 
 test:
@@ -471,6 +472,9 @@ demo:
 	@echo "   place) is one kernel, trained on scikit-learn's digits by samples/train.c:"
 	$(Q)$(MAKE) --no-print-directory $(B)/samples/train
 	$(Q)$(B)/samples/train samples/mlp.nest
+	@echo "== samples/cnn.nest: a small convolutional net (two 3x3 convolutions with ReLU and max"
+	@echo "   pooling, a dense layer), its gradients through the pools and convolutions:"
+	$(Q)$(B)/samples/train samples/cnn.nest
 
 # The benchmark (bench/, docs/performance.md). The hand-fused C loops are built with the flags
 # nest's JIT uses (runtime/jit.c); Eigen with -O3 -march=native. Writes build/bench.md, and its
@@ -484,9 +488,11 @@ BENCH_BIN     := $(B)/bench/bench $(B)/bench/trivial_plain $(B)/bench/trivial_ne
                  $(B)/bench/conv $(B)/bench/models_run
 
 # the training table: nest's step kernels against PyTorch eager (bench/train_peers.py)
-$(B)/bench/train: bench/train.c bench/peer.h $(B)/bench/peer.o $(B)/lib/libnest.a include/nest.h
+$(B)/bench/train: bench/train.c bench/peer.h bench/benchutil.h $(B)/bench/peer.o \
+                  $(B)/bench/benchutil.o $(B)/lib/libnest.a include/nest.h
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(NCFLAGS) -O2 -o $@ $< $(B)/bench/peer.o $(B)/lib/libnest.a $(LDLIBS)
+	$(Q)$(CC) $(NCFLAGS) -O2 -o $@ $< $(B)/bench/peer.o $(B)/bench/benchutil.o $(B)/lib/libnest.a \
+	    $(LDLIBS)
 
 $(B)/bench/handfused.o: bench/handfused.c bench/handfused.h
 	@mkdir -p $(dir $@)

@@ -74,6 +74,7 @@ typedef enum ir_kind {
     K_SOFTMAX,   /* a.axes: the axes normalized over */
     K_BATCH_DOT, /* numpy's matmul of in[0] and in[1] */
     K_TOPK,      /* a.topk: the values (which 0) or the indices (which 1) */
+    K_SCATTER_ADD, /* a.axis: in[0] with in[2] added at the indices in[1] along the axis */
 } ir_kind;
 
 typedef enum ir_types { TY_NUM, TY_FLOAT, TY_BOOL, TY_ANY } ir_types;
@@ -143,7 +144,7 @@ typedef struct ir_node {
             uint8_t largest;    /* 1: the largest first; 0: the smallest */
             uint8_t which;      /* 0: the values; 1: their indices (the next node) */
         } topk;                 /* K_TOPK */
-        int32_t axis;           /* K_CONCAT, K_ARGREDUCE, K_ONE_HOT, K_GATHER */
+        int32_t axis;           /* K_CONCAT, K_ARGREDUCE, K_ONE_HOT, K_GATHER, K_SCATTER_ADD */
         int32_t state;          /* K_STATE: index into the module's states */
         struct {
             int32_t index;      /* the element taken */
@@ -200,7 +201,8 @@ typedef struct ir_attrs {
     const int64_t *window, *dilation, *pad_below, *pad_above, *data_dilation;
     int64_t groups;         /* K_CONV: at least 1 */
     int include_pad;        /* avg_pool */
-    int64_t index;          /* K_CONCAT, K_ARGREDUCE, K_ONE_HOT, K_GATHER axis, K_GET index */
+    int64_t index;          /* K_CONCAT, K_ARGREDUCE, K_ONE_HOT, K_GATHER, K_SCATTER_ADD axis;
+                             * K_GET index */
     const int64_t *below, *above, *interior; /* K_PAD; interior may be NULL */
     int64_t k;              /* K_TOPK */
     int largest, which;     /* K_TOPK */
@@ -324,6 +326,9 @@ struct nest_module {
 
 /* Records an error on m (replacing the last one) and returns `status`. */
 int ir_module_error(nest_module *m, int status, const char *fmt, ...) FORMAT(3, 4);
+/* Makes the error of m's first function that has one m's error (after an operation on the
+ * whole module failed on a function). */
+void ir_module_take_error(nest_module *m);
 /* The state named `name` (len bytes) of f's module, or -1. */
 int32_t ir_state_find(const nest_module *m, const char *name, size_t len);
 /* Declares a state tensor (the checks of nest_variable); its index, or -1 with the error on m. */
@@ -535,9 +540,12 @@ typedef struct nest {
     struct wplan *win;   /* conv.c: a convolution's or pooling's plan (its own loops), or NULL */
     bool values_first;   /* inplace.c: the body reads every output's value before it stores
                           * any (a swap of two tensors in place, through registers) */
-    int16_t special;     /* OP_TOPK: a nest of its own code (outs: the values and the indices,
-                          * each reading the operand's load; pack: a scratch buffer or -1);
-                          * the passes leave it as it is. -1 otherwise */
+    int16_t special;     /* a nest of its own code, which the passes leave as it is; -1
+                          * otherwise. OP_TOPK: outs are the values and the indices, each
+                          * reading the operand's load; pack a scratch buffer or -1.
+                          * OP_SCATTER_ADD: over the updates' space, outs[0]'s value (an
+                          * update) is added to the element outs[1]'s value loads (a load of
+                          * the result with the index as its gather term; not stored: drop) */
 } nest;
 
 /* Whether any output of n folds (the nest is a reduction, its values ready only at its end). */
@@ -712,6 +720,24 @@ void fx_map_free(fx_map *m);
  * consume them fuse into one nest unless opts->fuse is 0; then adjacent nests over the same
  * space merge so that a value feeding several outputs is computed once. */
 int pass_fuse(plan *p);
+/* Adds an output to nest n: a store of value into buffer bufi through the view (off, st), or a
+ * fold of it (reduce an op, else -1), computing graph node `node`. False when out of memory
+ * (p->status). */
+bool nest_add_out(plan *p, nest *n, int32_t bufi, int64_t off, const int64_t *st, fx *value,
+                  int reduce, int32_t node);
+
+/* ---------------------------------------------------------------------------------------------
+ * passes/merge.c: the end of fuse (pass_fuse calls these in this order)
+ * ------------------------------------------------------------------------------------------- */
+
+/* Merges adjacent nests over the same space: values forwarded instead of read back; stores join
+ * a following reduction. */
+void merge_adjacent(plan *p);
+/* Moves each nest of assignments up to right after the last nest that writes what it reads,
+ * when no nest in between reads the entry value of a tensor it assigns. */
+void merge_schedule_assigns(plan *p);
+/* Drops stores into temporaries that no nest reads any more. */
+void merge_drop_dead_stores(plan *p);
 
 /* ---------------------------------------------------------------------------------------------
  * passes/conv.c: convolution and pooling nests

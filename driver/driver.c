@@ -298,25 +298,33 @@ const char *nest_kernel_cache_note(const nest_kernel *k)
 size_t nest_kernel_workspace_size(const nest_kernel *k) { return k ? k->ws_size : 0; }
 double nest_kernel_compile_ms(const nest_kernel *k) { return k ? k->compile_ms : 0; }
 
-int nest_build_so(nest_function *const *fns, int n, const char *so_path, const char *h_path,
-                  const nest_options *opts, char **log)
+/* Records an error of a build on the first function, or on the module without functions. */
+static int build_error(nest_module *m, nest_function *const *fns, int n, int st, const char *fmt,
+                       const char *a, const char *b)
+{
+    return n ? ir_error(fns[0], st, fmt, a, b) : ir_module_error(m, st, fmt, a, b);
+}
+
+/* nest_build_so of n functions, with the state of module m (NULL: of the functions' module),
+ * which may have no functions. */
+static int build_so(nest_module *m, nest_function *const *fns, int n, const char *so_path,
+                    const char *h_path, const nest_options *opts, char **log)
 {
     if (log)
         *log = NULL;
-    if (n < 1 || !fns || !fns[0])
-        return NEST_ERR_ARG;
     nest_options defaults;
     if (!opts) {
         nest_options_init(&defaults);
         opts = &defaults;
     }
-    char *src = nest_emit(fns, n, NEST_EMIT_C, opts);
-    if (!src)
-        return nest_errcode(fns[0]) ? nest_errcode(fns[0]) : NEST_ERR_NOMEM;
-    char *hdr = h_path ? nest_emit(fns, n, NEST_EMIT_H, opts) : NULL;
-    if (h_path && !hdr) {
+    char *src = m ? nest_module_emit(m, NEST_EMIT_C, opts) : nest_emit(fns, n, NEST_EMIT_C, opts);
+    char *hdr = !src || !h_path ? NULL
+                : m         ? nest_module_emit(m, NEST_EMIT_H, opts)
+                            : nest_emit(fns, n, NEST_EMIT_H, opts);
+    if (!src || (h_path && !hdr)) {
         free(src);
-        return nest_errcode(fns[0]) ? nest_errcode(fns[0]) : NEST_ERR_NOMEM;
+        int st = m ? nest_module_errcode(m) : nest_errcode(fns[0]);
+        return st ? st : NEST_ERR_NOMEM;
     }
     /* constants above EMIT_DATA_BYTES: binary data under the names the C declares */
     rt_blob *blobs = NULL;
@@ -364,18 +372,41 @@ int nest_build_so(nest_function *const *fns, int n, const char *so_path, const c
     free(blobs);
     free(syms);
     if (st != NEST_OK)
-        ir_error(fns[0], st, "building %s: %s", so_path, err ? err : nest_status_str(st));
+        build_error(m, fns, n, st, "building %s: %s", so_path, err ? err : nest_status_str(st));
     if (st == NEST_OK && hdr) {
         FILE *out = fopen(h_path, "w");
         bool ok = out && fputs(hdr, out) >= 0;
         if (out && fclose(out) != 0)
             ok = false;
         if (!ok)
-            st = ir_error(fns[0], NEST_ERR_IO, "cannot write %s", h_path);
+            st = build_error(m, fns, n, NEST_ERR_IO, "cannot write %s%s", h_path, "");
     }
     free(err);
     free(src);
     free(hdr);
+    return st;
+}
+
+int nest_build_so(nest_function *const *fns, int n, const char *so_path, const char *h_path,
+                  const nest_options *opts, char **log)
+{
+    if (log)
+        *log = NULL;
+    if (n < 1 || !fns || !fns[0])
+        return NEST_ERR_ARG;
+    return build_so(NULL, fns, n, so_path, h_path, opts, log);
+}
+
+int nest_module_build_so(nest_module *m, const char *so_path, const char *h_path,
+                         const nest_options *opts, char **log)
+{
+    if (log)
+        *log = NULL;
+    if (!m)
+        return NEST_ERR_ARG;
+    int st = build_so(m, m->fns, m->nfns, so_path, h_path, opts, log);
+    if (st != NEST_OK)
+        ir_module_take_error(m);
     return st;
 }
 

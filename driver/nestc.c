@@ -135,10 +135,16 @@ static int run_generated(nest_function *f, const nest_options *opts, bool jit)
 }
 
 /* Prints text made from the functions and frees it; NULL means it failed: says why. */
-static bool put_text(char *text, nest_function *const *fns, int n)
+/* Prints text, or when it is NULL the error: the first function's that has one, else the
+ * module's. */
+static bool put_text(char *text, nest_function *const *fns, int n, nest_module *m)
 {
     if (!text) {
-        fprintf(stderr, "nestc: %s\n", n ? nest_errmsg(fns[0]) : "out of memory");
+        const char *msg = m && nest_module_errcode(m) ? nest_module_errmsg(m) : "out of memory";
+        for (int i = n - 1; i >= 0; i--)
+            if (nest_errcode(fns[i]))
+                msg = nest_errmsg(fns[i]);
+        fprintf(stderr, "nestc: %s\n", msg);
         return false;
     }
     fputs(text, stdout);
@@ -159,15 +165,16 @@ typedef struct action {
 static int act(nest_function *const *fns, int n, const action *ac, const nest_options *opts)
 {
     const char *emit = ac->emit, *out = ac->out, *dump = ac->dump, *run = ac->run;
+    nest_emit_kind kind = emit && strcmp(emit, "c") == 0 ? NEST_EMIT_C : NEST_EMIT_H;
     int rc = 0;
-    if (dump && !put_text(pipeline_dump(fns, n, opts, dump), fns, n))
+    if (dump && !put_text(pipeline_dump(fns, n, opts, dump), fns, n, ac->module))
         return EXIT_INPUT;
     if (emit && !put_text(strcmp(emit, "ir") == 0
                               ? (ac->module ? nest_module_print(ac->module) : nest_print(fns, n))
                           : strcmp(emit, "dot") == 0 ? pipeline_dot(fns, n, opts)
-                          : nest_emit(fns, n, strcmp(emit, "c") == 0 ? NEST_EMIT_C : NEST_EMIT_H,
-                                      opts),
-                          fns, n))
+                          : ac->module ? nest_module_emit(ac->module, kind, opts)
+                                       : nest_emit(fns, n, kind, opts),
+                          fns, n, ac->module))
         return EXIT_INPUT;
     if (out) {
         /* OUT.so and OUT.h: the header replaces a .so suffix, or is appended */
@@ -181,8 +188,12 @@ static int act(nest_function *const *fns, int n, const action *ac, const nest_op
         else
             strcat(hdr, ".h");
         char *log = NULL;
-        if (nest_build_so(fns, n, out, hdr, opts, &log) != NEST_OK) {
-            fprintf(stderr, "nestc: %s\n", n ? nest_errmsg(fns[0]) : "nothing to compile");
+        int st = ac->module ? nest_module_build_so(ac->module, out, hdr, opts, &log)
+                            : nest_build_so(fns, n, out, hdr, opts, &log);
+        if (st != NEST_OK) {
+            fprintf(stderr, "nestc: %s\n", ac->module ? nest_module_errmsg(ac->module)
+                                            : n         ? nest_errmsg(fns[0])
+                                                        : "nothing to compile");
             rc = EXIT_INPUT;
         } else if (log) {
             fprintf(stderr, "%s%s", log, log[0] && log[strlen(log) - 1] != '\n' ? "\n" : "");

@@ -303,6 +303,14 @@ nest_value nest_one_hot(nest_function *f, nest_value indices, int rank, const in
  * empty only when the result is. */
 nest_value nest_gather(nest_function *f, nest_value a, nest_value indices, int64_t axis);
 
+/* gather's adjoint, numpy.add.at: a (numeric) with each element of `updates` added to the element
+ * of a that gather(a, indices, axis) would take at its position. updates has a's type and the
+ * shape gather's result would have (a's with `axis` replaced by indices' shape, i32 or i64).
+ * Indices count and clamp as gather's do; an index that repeats adds each of its updates, in
+ * row-major order of the updates. The result has a's type and shape. */
+nest_value nest_scatter_add(nest_function *f, nest_value a, nest_value indices, nest_value updates,
+                            int64_t axis);
+
 /* softmax over `naxes` distinct axes of a (f32, f64): exp(a - m) / sum(exp(a - m)), where m and
  * the sum run over those axes (m is their max: nothing overflows). The shape is a's. A group
  * holding a NaN, or only -inf, gives NaN. */
@@ -581,6 +589,10 @@ void nest_options_init(nest_options *o);
  * NULL with the error on the function at fault. `opts` may be NULL for the defaults. */
 typedef enum nest_emit_kind { NEST_EMIT_C, NEST_EMIT_H } nest_emit_kind;
 char *nest_emit(nest_function *const *fns, int n, nest_emit_kind kind, const nest_options *opts);
+/* The same for a module: its state (NAME_state_new ... , also when it has no functions, for a
+ * host that keeps, saves and loads the state alone) and all its functions. NULL with the error
+ * on m (a function's error is copied there). */
+char *nest_module_emit(nest_module *m, nest_emit_kind kind, const nest_options *opts);
 
 /* A compiled function, callable in this process. */
 typedef struct nest_kernel nest_kernel;
@@ -624,6 +636,10 @@ void nest_kernel_free(nest_kernel *k);
  * and its time; the caller frees it. */
 int nest_build_so(nest_function *const *fns, int n, const char *so_path, const char *h_path,
                   const nest_options *opts, char **log);
+/* The same for a module: its state and all its functions (nest_module_emit), also when it has no
+ * functions; the error on m. */
+int nest_module_build_so(nest_module *m, const char *so_path, const char *h_path,
+                         const nest_options *opts, char **log);
 
 #ifdef __cplusplus
 }

@@ -1,13 +1,14 @@
 /*
  * random_ops.c - the steps of test_random.c's generator that draw from the op set of real
  * models: element-wise math and logic, product, argmax/argmin, pad, reverse, replace_slice,
- * one_hot, gather, softmax, batch_dot, topk. Included by test_random.c after its helpers, whose
+ * one_hot, gather, scatter_add, softmax, batch_dot, topk. Included by test_random.c after its helpers, whose
  * interval-and-error model (info) these steps extend:
  *   - libm functions add 4 ulp of their result and propagate their operand's error through a
  *     bound on the derivative over the operand's interval;
  *   - floor, ceiling and sign take exact operands only (a rounding could cross an integer);
  *   - argmax, argmin, topk and comparisons take exact operands (ties must be the same ties);
  *   - views (pad, reverse, replace_slice, gather) keep their operands' infos;
+ *   - scatter_add adds up to as many updates as there are indices to an element, as a sum;
  *   - softmax of n elements adds (20 + n + ln n) ulp of 1 and half its operand's error (the sum
  *     of its partial derivatives is at most 1/2).
  */
@@ -15,6 +16,7 @@
 static bool is_bool_val(const val *v) { return v->t == NEST_BOOL; }
 static bool is_exact_int(const val *v) { return exact(v) && (v->t == NEST_I32 || v->t == NEST_I64); }
 static bool is_exact_numeric_axes(const val *v) { return exact(v) && isnum(v->t) && v->rank > 0; }
+static bool is_numeric_axes(const val *v) { return isnum(v->t) && v->rank > 0; }
 
 /* ---- element-wise math ---- */
 
@@ -254,29 +256,10 @@ static bool step_replace_slice(gen *g)
                 "replace_slice") != NULL;
 }
 
-static bool step_gather(gen *g)
+/* Constant indices of shape ishape (rank ri) for an axis of extent n: anywhere in
+ * [-n - 2, n + 2), negative ones counting from the end, the others clamping; i32 or i64. */
+static val *take_indices(gen *g, int64_t n, int ri, const int64_t *ishape, const char *what)
 {
-    val *a = pick(g, has_axes);
-    if (!a)
-        return false;
-    int ia = (int)(a - g->vals), axis = below(&g->r, a->rank);
-    int64_t n = a->shape[axis];
-    int ri = below(&g->r, 3);
-    if (a->rank - 1 + ri > MAXRANK || n == 0)
-        return false;
-    int64_t ishape[MAXRANK], shape[MAXRANK];
-    rand_shape(g, ri, ishape);
-    for (int k = 0, j = 0; k < a->rank; k++) {
-        if (k != axis) {
-            shape[j++] = a->shape[k];
-            continue;
-        }
-        for (int i = 0; i < ri; i++)
-            shape[j++] = ishape[i];
-    }
-    if (volume(a->rank - 1 + ri, shape) > g->cap)
-        return false;
-    /* indices anywhere in [-n - 2, n + 2): negative ones count from the end, the others clamp */
     nest_type it = chance(&g->r, 50) ? NEST_I32 : NEST_I64;
     int64_t cnt = count_of(ri, ishape);
     int64_t *data = malloc((size_t)(cnt ? cnt : 1) * sizeof *data);
@@ -288,14 +271,77 @@ static bool step_gather(gen *g)
     }
     val *ix = push(g, nest_constant(g->f, it, ri, ishape, it == NEST_I32 ? (void *)d32 : (void *)data,
                                     cnt ? cnt : 1),
-                   (info){(double)(-n - 2), (double)(n + 2), 0, 0, false}, "gather's indices");
+                   (info){(double)(-n - 2), (double)(n + 2), 0, 0, false}, what);
     free(data);
     free(d32);
+    return ix;
+}
+
+/* An operand (ok), an axis of it, indices' rank and shape, and the shape gather's result
+ * (scatter_add's updates) has; NULL when none fits. */
+static val *take_operand(gen *g, bool (*ok)(const val *), int *axis, int *ri, int64_t *ishape,
+                         int64_t *shape)
+{
+    val *a = pick(g, ok);
+    if (!a)
+        return NULL;
+    *axis = below(&g->r, a->rank);
+    *ri = below(&g->r, 3);
+    if (a->rank - 1 + *ri > MAXRANK || a->shape[*axis] == 0)
+        return NULL;
+    rand_shape(g, *ri, ishape);
+    for (int k = 0, j = 0; k < a->rank; k++) {
+        if (k != *axis) {
+            shape[j++] = a->shape[k];
+            continue;
+        }
+        for (int i = 0; i < *ri; i++)
+            shape[j++] = ishape[i];
+    }
+    return volume(a->rank - 1 + *ri, shape) <= g->cap ? a : NULL;
+}
+
+static bool step_gather(gen *g)
+{
+    int axis, ri;
+    int64_t ishape[MAXRANK], shape[MAXRANK];
+    val *a = take_operand(g, has_axes, &axis, &ri, ishape, shape);
+    int ia = a ? (int)(a - g->vals) : -1;
+    val *ix = a ? take_indices(g, a->shape[axis], ri, ishape, "gather's indices") : NULL;
     if (!ix)
         return false;
     a = &g->vals[ia];
     a->uses++, ix->uses++;
     return push(g, nest_gather(g->f, a->v, ix->v, axis), a->in, "gather") != NULL;
+}
+
+/* scatter_add: an element takes x's and up to as many updates as there are indices */
+static bool step_scatter_add(gen *g)
+{
+    int axis, ri;
+    int64_t ishape[MAXRANK], shape[MAXRANK];
+    val *a = take_operand(g, is_numeric_axes, &axis, &ri, ishape, shape);
+    if (!a)
+        return false;
+    int ia = (int)(a - g->vals);
+    val *u = obtain(g, a->t, a->rank - 1 + ri, shape, false);
+    int iu = u ? (int)(u - g->vals) : -1;
+    val *ix = u ? take_indices(g, g->vals[ia].shape[axis], ri, ishape, "scatter_add's indices") : NULL;
+    if (!ix)
+        return false;
+    a = &g->vals[ia];
+    u = &g->vals[iu];
+    double n = (double)count_of(ri, ishape), m = fmax(mag(&a->in), mag(&u->in));
+    info r = a->in;
+    r.lo = a->in.lo + n * fmin(u->in.lo, 0);
+    r.hi = a->in.hi + n * fmax(u->in.hi, 0);
+    r.q = a->in.q < u->in.q ? a->in.q : u->in.q;
+    if (isf(a->t))
+        r.err = a->in.err + n * u->in.err + (n + 1) * (n + 1) * unit(a->t) * m;
+    if (!settle(a->t, &r, exact(a) && exact(u)))
+        return false;
+    a->uses++, u->uses++, ix->uses++;
+    return push(g, nest_scatter_add(g->f, a->v, ix->v, u->v, axis), r, "scatter_add") != NULL;
 }
 
 static bool step_one_hot(gen *g)
@@ -418,7 +464,7 @@ static bool step_topk(gen *g)
 /* One step of the op set of real models. */
 static bool step_model(gen *g)
 {
-    switch (below(&g->r, 13)) {
+    switch (below(&g->r, 14)) {
     case 0:
     case 1: return step_math(g);
     case 2: return step_logic(g);
@@ -431,6 +477,7 @@ static bool step_model(gen *g)
     case 9: return step_one_hot(g);
     case 10: return step_softmax(g);
     case 11: return step_batch_dot(g);
+    case 12: return step_scatter_add(g);
     default: return step_topk(g);
     }
 }

@@ -411,6 +411,60 @@ static void build_gather(bctx *b, const void *arg)
     }
 }
 
+/* scatter_add: each update added where gather would take it (repeated indices add up, in the
+ * updates' order); float results are sums of up to (indices + 1) terms */
+static void build_scatter_add(bctx *b, const void *arg)
+{
+    nest_type t = *(const nest_type *)arg;
+    nest_function *f = b->f;
+    static const struct {
+        shp x, idx;
+        int axis;
+    } forms[] = {
+        {{1, {7}}, {0, {0}}, 0},          {{1, {7}}, {1, {9}}, 0},
+        {{2, {5, 17}}, {1, {33}}, 0},     {{2, {5, 17}}, {2, {3, 4}}, 1},
+        {{3, {3, 4, 5}}, {2, {2, 3}}, 1}, {{3, {3, 4, 5}}, {1, {7}}, 2},
+        {{3, {3, 0, 2}}, {1, {0}}, 1},    {{2, {0, 3}}, {1, {0}}, 0},
+        {{2, {1000, 64}}, {1, {513}}, 0}, {{1, {1}}, {3, {2, 2, 2}}, 0},
+        {{3, {8, 50, 1024}}, {1, {40}}, 1}, /* parallel over the first axis */
+    };
+    for (size_t i = 0; i < countof_(forms); i++) {
+        int axis = forms[i].axis;
+        const shp *xs = &forms[i].x, *is = &forms[i].idx;
+        shp us = {0, {0}};
+        for (int k = 0; k < xs->rank; k++)
+            if (k == axis)
+                for (int j = 0; j < is->rank; j++)
+                    us.d[us.rank++] = is->d[j];
+            else
+                us.d[us.rank++] = xs->d[k];
+        nest_value x = PS(b, t, xs, G_GENERAL), u = PS(b, t, &us, G_GENERAL);
+        nest_type ti = i % 2 ? NEST_I64 : NEST_I32;
+        nest_value ix = PS(b, ti, is, G_SMALL);
+        RS(b, nest_scatter_add(f, M(b, x), ix, M(b, u), axis), shp_count(is) + 1,
+           "scatter_add %s by %s axis %d", SHS(t, xs), SHS(ti, is), axis);
+    }
+    shp m = {2, {5, 17}}, v = {1, {6}}, h = {2, {6, 17}};
+    nest_value x = PS(b, t, &m, G_GENERAL), y = PS(b, t, &h, G_GENERAL);
+    nest_value i6 = PS(b, NEST_I64, &v, G_SMALL);
+    /* updates computed, gathered, concatenated (stored first); indices computed */
+    RS(b, nest_scatter_add(f, M(b, x), i6, M(b, nest_multiply(f, y, y)), 0), 7,
+       "scatter_add of y * y");
+    RS(b, nest_scatter_add(f, M(b, x), i6, M(b, nest_gather(f, x, i6, 0)), 0), 7,
+       "scatter_add of its own gather");
+    nest_value cat = nest_concat(f, 2, VALUES(nest_slice(f, y, SHAPE(0, 0), SHAPE(6, 9), NULL),
+                                              nest_slice(f, y, SHAPE(0, 9), SHAPE(6, 17), NULL)),
+                                 1);
+    RS(b, nest_scatter_add(f, M(b, x), i6, M(b, cat), 0), 7, "scatter_add of a concat");
+    nest_value idx2 = nest_concat(f, 2, VALUES(nest_slice(f, i6, SHAPE(3), SHAPE(6), NULL),
+                                               nest_slice(f, i6, SHAPE(0), SHAPE(3), NULL)),
+                                  0);
+    RS(b, nest_scatter_add(f, M(b, x), idx2, M(b, y), 0), 7, "scatter_add by computed indices");
+    /* a scatter_add read by element-wise ops and a reduction */
+    nest_value sa = nest_scatter_add(f, M(b, x), i6, M(b, y), 0);
+    RS(b, nest_sum(f, M(b, nest_add(f, sa, x)), 1, SHAPE(1)), 17 * 8, "sum(scatter_add + x)");
+}
+
 static void test_structural(void **state)
 {
     (void)state;
@@ -429,6 +483,8 @@ static void test_structural(void **state)
         if (t != NEST_BOOL) {
             snprintf(name, sizeof name, "one_hot_%s", tname(t));
             check_case(name, build_one_hot, &ALL_TYPES[i], V_STD | more);
+            snprintf(name, sizeof name, "scatter_add_%s", tname(t));
+            check_case(name, build_scatter_add, &ALL_TYPES[i], V_STD | more);
         }
     }
 }

@@ -49,7 +49,8 @@ static nest_value param(gcase *c, int rank, const int64_t *shape, double lo, dou
     char name[8];
     snprintf(name, sizeof name, "p%d", i);
     c->rank[i] = rank;
-    memcpy(c->shape[i], shape, (size_t)rank * sizeof *shape);
+    if (rank > 0)
+        memcpy(c->shape[i], shape, (size_t)rank * sizeof *shape);
     c->lo[i] = lo;
     c->hi[i] = hi;
     c->p[i] = nest_parameter(c->f, name, NEST_F64, rank, shape, NEST_ROW_MAJOR);
@@ -238,15 +239,22 @@ static nest_value c_concat(gcase *c)
     return nest_concat(c->f, n, parts, axis);
 }
 
+/* A random non-empty set of the axes of a rank; their count. */
+static int rand_axes(gcase *c, int rank, int64_t *axes)
+{
+    int n = 0;
+    for (int k = 0; k < rank; k++)
+        if (below(c->r, 2) || (k == rank - 1 && n == 0))
+            axes[n++] = k;
+    return n;
+}
+
 static nest_value reduce(gcase *c, nest_value (*op)(nest_function *, nest_value, int, const int64_t *))
 {
     int rank = 1 + below(c->r, 3);
     nest_value x = rparam(c, rank, -2, 2);
     int64_t axes[4];
-    int n = 0;
-    for (int k = 0; k < rank; k++)
-        if (below(c->r, 2) || (k == rank - 1 && n == 0))
-            axes[n++] = k;
+    int n = rand_axes(c, rank, axes);
     return op(c->f, x, n, axes);
 }
 
@@ -300,10 +308,7 @@ static nest_value c_reverse(gcase *c)
     int rank = 1 + below(c->r, 3);
     nest_value x = rparam(c, rank, -2, 2);
     int64_t axes[4];
-    int n = 0;
-    for (int k = 0; k < rank; k++)
-        if (below(c->r, 2) || (k == rank - 1 && n == 0))
-            axes[n++] = k;
+    int n = rand_axes(c, rank, axes);
     /* times a ramp, so that the order matters */
     return nest_multiply(c->f, nest_reverse(c->f, x, n, axes), nest_exp(c->f, x));
 }
@@ -325,6 +330,170 @@ static nest_value c_softmax_xent(gcase *c)
     return nest_negative(f, nest_sum(f, nest_multiply(f, y, logp), 2, ax01));
 }
 
+/* pad with padding below, above (negative: cropping) and between the elements; the padding
+ * value is a parameter too */
+static nest_value c_pad(gcase *c)
+{
+    int rank = 1 + below(c->r, 3);
+    int64_t shape[4], lo[4], hi[4], mid[4];
+    rshape(c->r, rank, shape);
+    for (int k = 0; k < rank; k++) {
+        mid[k] = below(c->r, 3);
+        int64_t dil = (shape[k] - 1) * (mid[k] + 1) + 1;
+        lo[k] = below(c->r, 4) - 1;
+        hi[k] = below(c->r, 4) - 1;
+        if (dil + lo[k] + hi[k] < 1)
+            lo[k] = hi[k] = 0;
+    }
+    nest_value x = param(c, rank, shape, -2, 2), v = param(c, 0, NULL, -2, 2);
+    return nest_pad(c->f, x, v, lo, hi, mid);
+}
+
+static nest_value c_replace_slice(gcase *c)
+{
+    int rank = 1 + below(c->r, 3);
+    int64_t shape[4], lo[4], up[4], st[4], box[4];
+    for (int k = 0; k < rank; k++) {
+        shape[k] = 1 + below(c->r, 6);
+        lo[k] = below(c->r, (int)shape[k]);
+        up[k] = lo[k] + 1 + below(c->r, (int)(shape[k] - lo[k]));
+        st[k] = 1 + below(c->r, 3);
+        box[k] = (up[k] - lo[k] + st[k] - 1) / st[k];
+    }
+    nest_value x = param(c, rank, shape, -2, 2), y = param(c, rank, box, -2, 2);
+    return nest_replace_slice(c->f, x, y, lo, up, st);
+}
+
+/* numpy's matmul: vectors, matrices, batches with axes broadcast on either side */
+static nest_value c_batch_dot(gcase *c)
+{
+    static const int ranks[][2] = {{1, 1}, {1, 2}, {2, 1}, {2, 2}, {3, 2}, {2, 3},
+                                   {3, 3}, {4, 3}, {3, 4}, {1, 3}, {3, 1}};
+    const int *rk = ranks[below(c->r, (int)(sizeof ranks / sizeof ranks[0]))];
+    int64_t sa[4], sb[4], m = 1 + below(c->r, 4), k = 1 + below(c->r, 4), n = 1 + below(c->r, 4);
+    int ba = rk[0] - 2 > 0 ? rk[0] - 2 : 0, bb = rk[1] - 2 > 0 ? rk[1] - 2 : 0;
+    int nb = ba > bb ? ba : bb;
+    int64_t batch[2];
+    for (int i = 0; i < nb; i++)
+        batch[i] = 2 + below(c->r, 2);
+    for (int i = 0; i < ba; i++) /* aligned at the right; extent 1 broadcasts */
+        sa[i] = below(c->r, 3) ? batch[nb - ba + i] : 1;
+    for (int i = 0; i < bb; i++)
+        sb[i] = below(c->r, 3) ? batch[nb - bb + i] : 1;
+    if (rk[0] == 1)
+        sa[0] = k;
+    else {
+        sa[ba] = m;
+        sa[ba + 1] = k;
+    }
+    if (rk[1] == 1)
+        sb[0] = k;
+    else {
+        sb[bb] = k;
+        sb[bb + 1] = n;
+    }
+    nest_value a = param(c, rk[0], sa, -2, 2), b = param(c, rk[1], sb, -2, 2);
+    return nest_batch_dot(c->f, a, b);
+}
+
+/* random indices of `rank` dims in [-n - 1, n]: negative ones, clamped ones, repeats */
+static nest_value indices(gcase *c, int rank, int64_t n)
+{
+    int64_t shape[4], v[64];
+    rshape(c->r, rank, shape);
+    int64_t cnt = count_of(rank, shape);
+    for (int64_t e = 0; e < cnt; e++)
+        v[e] = (int64_t)below(c->r, (int)(2 * n + 2)) - n - 1;
+    return nest_constant(c->f, NEST_I64, rank, shape, v, cnt);
+}
+
+static nest_value c_gather(gcase *c)
+{
+    int rank = 1 + below(c->r, 3);
+    nest_value x = rparam(c, rank, -2, 2);
+    int axis = below(c->r, rank);
+    nest_value i = indices(c, below(c->r, 3), c->shape[0][axis]);
+    /* times a ramp of x: the gathered values are used twice */
+    nest_value t = nest_gather(c->f, x, i, axis);
+    return nest_multiply(c->f, t, nest_gather(c->f, nest_exp(c->f, x), i, axis));
+}
+
+static nest_value c_scatter_add(gcase *c)
+{
+    int rank = 1 + below(c->r, 3);
+    nest_value x = rparam(c, rank, -2, 2);
+    int axis = below(c->r, rank), ri = below(c->r, 3);
+    nest_value i = indices(c, ri, c->shape[0][axis]);
+    int64_t us[6];
+    int ur = 0;
+    for (int k = 0; k < rank; k++) {
+        if (k == axis)
+            for (int j = 0; j < ri; j++)
+                us[ur++] = nest_value_shape(c->f, i)[j];
+        else
+            us[ur++] = c->shape[0][k];
+    }
+    if (ur > 4)
+        return nest_scatter_add(c->f, x, i, nest_gather(c->f, x, i, axis), axis);
+    nest_value u = param(c, ur, us, -2, 2);
+    nest_value s = nest_scatter_add(c->f, nest_exp(c->f, x), i, nest_multiply(c->f, u, u), axis);
+    return nest_multiply(c->f, s, s);
+}
+
+static nest_value c_topk(gcase *c)
+{
+    int rank = 1 + below(c->r, 3);
+    nest_value x = rparam(c, rank, -2, 2);
+    int axis = below(c->r, rank);
+    int64_t k = below(c->r, (int)c->shape[0][axis] + 1);
+    nest_value t = nest_topk(c->f, x, k, axis, below(c->r, 2));
+    return nest_multiply(c->f, nest_get(c->f, t, 0), nest_get(c->f, t, 0));
+}
+
+/* convolution: 1 or 2 spatial axes, strides, dilation, padding (negative: cropping), data
+ * dilation, groups; random sizes that fit */
+static nest_value c_conv(gcase *c)
+{
+    int nsp = 1 + below(c->r, 2);
+    int64_t G = 1 + below(c->r, 2), N = 1 + below(c->r, 2), C = G * (1 + below(c->r, 2));
+    int64_t K = G * (1 + below(c->r, 2));
+    int64_t xs[5] = {N, C}, ws[5] = {K, C / G}, st[3], dil[3], pb[3], pa[3], dd[3];
+    for (int i = 0; i < nsp; i++) {
+        st[i] = 1 + below(c->r, 2);
+        dil[i] = 1 + below(c->r, 2);
+        dd[i] = 1 + below(c->r, 2);
+        ws[2 + i] = 1 + below(c->r, 3);
+        xs[2 + i] = 1 + below(c->r, 5);
+        pb[i] = below(c->r, 3) - 1;
+        pa[i] = below(c->r, 3) - 1;
+        int64_t in = (xs[2 + i] - 1) * dd[i] + 1, win = (ws[2 + i] - 1) * dil[i] + 1;
+        if (in + pb[i] + pa[i] < win) /* the window must fit: pad enough */
+            pa[i] = win - in - pb[i];
+    }
+    nest_value x = param(c, 2 + nsp, xs, -2, 2), w = param(c, 2 + nsp, ws, -2, 2);
+    return nest_convolution(c->f, x, w, st, dil, pb, pa, dd, G);
+}
+
+static nest_value pool(gcase *c, bool max)
+{
+    int nsp = 1 + below(c->r, 2);
+    int64_t xs[5] = {1 + below(c->r, 2), 1 + below(c->r, 2)}, win[3], st[3], pb[3], pa[3];
+    bool tiled = below(c->r, 2); /* stride = window, no padding: the windows tile x */
+    for (int i = 0; i < nsp; i++) {
+        win[i] = 1 + below(c->r, 3);
+        st[i] = tiled ? win[i] : 1 + below(c->r, 3);
+        pb[i] = tiled ? 0 : below(c->r, (int)win[i]);
+        pa[i] = tiled ? 0 : below(c->r, (int)win[i]);
+        xs[2 + i] = win[i] + below(c->r, 4);
+    }
+    nest_value x = param(c, 2 + nsp, xs, -2, 2);
+    return max ? nest_max_pool(c->f, x, win, st, pb, pa)
+               : nest_avg_pool(c->f, x, win, st, pb, pa, below(c->r, 2));
+}
+
+static nest_value c_max_pool(gcase *c) { return pool(c, true); }
+static nest_value c_avg_pool(gcase *c) { return pool(c, false); }
+
 static const struct {
     const char *name;
     build_fn build;
@@ -340,6 +509,9 @@ static const struct {
     {"atan", c_atan}, {"sinh", c_sinh}, {"cosh", c_cosh}, {"erf", c_erf}, {"relu", c_relu},
     {"sigmoid", c_sigmoid}, {"floor_ceiling_sign", c_floor}, {"product", c_product},
     {"product_zeros", c_product_zeros}, {"reverse", c_reverse}, {"softmax", c_softmax},
+    {"pad", c_pad}, {"replace_slice", c_replace_slice}, {"batch_dot", c_batch_dot},
+    {"gather", c_gather}, {"scatter_add", c_scatter_add}, {"topk", c_topk},
+    {"convolution", c_conv}, {"max_pool", c_max_pool}, {"avg_pool", c_avg_pool},
 };
 
 /* ---- the check ---- */
@@ -349,7 +521,9 @@ static nest_value to_loss(nest_function *f, nest_value v, rng *r)
 {
     int rank = nest_value_rank(f, v);
     const int64_t *shape = nest_value_shape(f, v);
-    int64_t n = count_of(rank, shape), axes[4] = {0, 1, 2, 3};
+    int64_t n = count_of(rank, shape), axes[NEST_MAX_RANK];
+    for (int k = 0; k < rank; k++)
+        axes[k] = k;
     double *w = malloc((size_t)n * sizeof *w + 8);
     for (int64_t i = 0; i < n; i++)
         w[i] = uniform(r, -1, 1);
@@ -494,6 +668,96 @@ static void test_no_gradient(void **state)
     assert_error(f, NEST_ERR_ARG, "is not a variable or a parameter");
 }
 
+/* An index has no derivative: a loss that depends on x through argmax or argmin is an error
+ * naming the op; the indices of topk pass nothing while its values carry the gradient. */
+static void test_index_gradient(void **state)
+{
+    nest_function *f = *state;
+    nest_value x = nest_parameter(f, "x", NEST_F64, 2, SHAPE(2, 3), NEST_ROW_MAJOR);
+    nest_value t = nest_parameter(f, "t", NEST_F64, 1, SHAPE(3), NEST_ROW_MAJOR);
+    nest_value am = nest_argmax(f, x, 1);
+    assert_ok(f, nest_set_name(f, am, "best"));
+    int64_t ax[1] = {0};
+    nest_value via = nest_sum(f, nest_gather(f, t, am, 0), 1, ax);
+    assert_int_equal(nest_grad(f, via, 1, &x), NEST_NONE);
+    assert_error(f, NEST_ERR_ARG, "grad: argmax best has no gradient (its result is an index)");
+    assert_int_equal(nest_grad(f, via, 2, (nest_value[]){t, x}), NEST_NONE);
+    /* by t alone it is fine: d/dt sum(t[argmax(x)]) counts each row's pick */
+    nest_value g = nest_grad(f, via, 1, &t);
+    assert_value(f, g);
+    nest_value am2 = nest_argmin(f, x, 0);
+    nest_value via2 = nest_sum(f, nest_convert(f, am2, NEST_F64), 1, ax);
+    assert_int_equal(nest_grad(f, via2, 1, &x), NEST_NONE);
+    assert_error(f, NEST_ERR_ARG, "argmin has no gradient");
+    /* topk: loss = sum(values * 2) + sum(convert(indices)) */
+    nest_value tk = nest_topk(f, x, 2, 1, 1);
+    int64_t ax01[2] = {0, 1};
+    nest_value two = nest_constant(f, NEST_F64, 0, NULL, (double[]){2}, 1);
+    nest_value vals = nest_multiply(f, nest_get(f, tk, 0), nest_broadcast(f, two, 2, SHAPE(2, 2), 2, ax01));
+    nest_value loss = nest_add(f, nest_sum(f, vals, 2, ax01),
+                               nest_sum(f, nest_convert(f, nest_get(f, tk, 1), NEST_F64), 2, ax01));
+    nest_value gt = nest_grad(f, loss, 2, (nest_value[]){x, t});
+    assert_value(f, gt);
+    nest_value outs[3] = {nest_get(f, g, 0), nest_get(f, gt, 0), nest_get(f, gt, 1)};
+    assert_ok(f, nest_return(f, 3, outs, NULL));
+    double xs[6] = {3, 1, 2, -1, 5, 4}, ts[3] = {1, 1, 1}, g1[3], g2[6], g3[3];
+    void *args[2] = {xs, ts}, *res[3] = {g1, g2, g3};
+    assert_ok(f, evaluate(f, args, res));
+    const double picks[3] = {1, 1, 0}, top2[6] = {2, 0, 2, 0, 2, 2}, zero[3] = {0, 0, 0};
+    assert_exact(NEST_F64, g1, picks, 3);
+    assert_exact(NEST_F64, g2, top2, 6);
+    assert_exact(NEST_F64, g3, zero, 3);
+}
+
+/* Pools by hand: max_pool's gradient goes to the first element of a window equal to its
+ * maximum (row-major, as PyTorch picks it), tiled windows or padded ones; avg_pool's divides by
+ * the window's elements of x, or by the whole window with include_pad. */
+static void test_pool_ties(void **state)
+{
+    nest_function *f = *state;
+    nest_value x = nest_parameter(f, "x", NEST_F64, 4, SHAPE(1, 1, 2, 4), NEST_ROW_MAJOR);
+    nest_value r = nest_parameter(f, "r", NEST_F64, 4, SHAPE(1, 1, 1, 3), NEST_ROW_MAJOR);
+    int64_t ax4[4] = {0, 1, 2, 3};
+    /* tiled: windows {1, 1, 1, 0} and {0, 2, 2, 2}, weights 3 and 5 */
+    nest_value mp = nest_max_pool(f, x, SHAPE(2, 2), SHAPE(2, 2), NULL, NULL);
+    nest_value w2 = nest_constant(f, NEST_F64, 4, SHAPE(1, 1, 1, 2), (double[]){3, 5}, 2);
+    nest_value l1 = nest_sum(f, nest_multiply(f, mp, w2), 4, ax4);
+    /* padded: window 2 x 2, stride 1 x 2, one row of padding above: windows of rows {0, 1}
+     * and {1, pad}, weights 1, 2 (top) and 4, 8 (bottom) */
+    nest_value mq = nest_max_pool(f, x, SHAPE(2, 2), SHAPE(1, 2), SHAPE(0, 0), SHAPE(1, 0));
+    nest_value w4 = nest_constant(f, NEST_F64, 4, SHAPE(1, 1, 2, 2), (double[]){1, 2, 4, 8}, 4);
+    nest_value l2 = nest_sum(f, nest_multiply(f, mq, w4), 4, ax4);
+    /* avg over {r0, r1} and {r2, padding} */
+    nest_value a0 = nest_avg_pool(f, r, SHAPE(1, 2), SHAPE(1, 2), SHAPE(0, 0), SHAPE(0, 1), 0);
+    nest_value a1 = nest_avg_pool(f, r, SHAPE(1, 2), SHAPE(1, 2), SHAPE(0, 0), SHAPE(0, 1), 1);
+    nest_value w5 = nest_constant(f, NEST_F64, 4, SHAPE(1, 1, 1, 2), (double[]){6, 10}, 2);
+    nest_value l3 = nest_add(f, nest_sum(f, nest_multiply(f, a0, w5), 4, ax4),
+                             nest_sum(f, nest_multiply(f, a1, w5), 4, ax4));
+    nest_value g1 = nest_grad(f, l1, 1, &x), g2 = nest_grad(f, l2, 1, &x), g3 = nest_grad(f, l3, 1, &r);
+    assert_value(f, g3);
+    nest_value outs[3] = {nest_get(f, g1, 0), nest_get(f, g2, 0), nest_get(f, g3, 0)};
+    assert_ok(f, nest_return(f, 3, outs, NULL));
+    double xs[8] = {1, 1, 0, 2, 1, 0, 2, 2}, rs[3] = {1, 2, 3}, gx1[8], gx2[8], gr[3];
+    void *args[2] = {xs, rs}, *res[3] = {gx1, gx2, gr};
+    const double want1[8] = {3, 0, 0, 5, 0, 0, 0, 0};
+    /* top windows: {1, 1, 1, 0} -> x[0], {0, 2, 2, 2} -> x[3]; bottom: {1, 0} -> x[4],
+     * {2, 2} -> x[6] */
+    const double want2[8] = {1, 0, 0, 2, 4, 0, 8, 0};
+    const double want3[3] = {3 + 3, 3 + 3, 10 + 5};
+    assert_ok(f, evaluate(f, args, res));
+    assert_exact(NEST_F64, gx1, want1, 8);
+    assert_exact(NEST_F64, gx2, want2, 8);
+    assert_exact(NEST_F64, gr, want3, 3);
+    /* compiled alike */
+    nest_kernel *k = nest_compile(f, NULL);
+    assert_non_null(k);
+    assert_int_equal(nest_call(k, args, 2, res, 3), NEST_OK);
+    assert_exact(NEST_F64, gx1, want1, 8);
+    assert_exact(NEST_F64, gx2, want2, 8);
+    assert_exact(NEST_F64, gr, want3, 3);
+    nest_kernel_free(k);
+}
+
 /* The backward of a dense layer: both products are tiled, with the transposes as views. */
 static void test_dense_backward_tiled(void **state)
 {
@@ -520,7 +784,8 @@ static void test_dense_backward_tiled(void **state)
 /* ---- random graphs ----
  *
  * The graphs are those of tests/test_random.c's generator (element-wise math, comparisons and
- * select, convert, broadcast, reshape, slice, concat, reductions, dot, tuples), moved to f64:
+ * select, convert, broadcast, reshape, slice, concat, reductions, dot, tuples and the op set of
+ * real models), moved to f64:
  * the canonical text of each graph with f32 replaced by f64 and column-major layouts dropped
  * (neither changes what is computed). The loss is the sum of every float result times a
  * random constant; nest_grad gives its gradient with respect to every float parameter, which
@@ -554,8 +819,8 @@ static void to_f64(char *s)
 
 typedef struct stats {
     int graphs, checked, skipped, compiled;
-    int norule; /* graphs with an op that has no gradient rule yet (pad, replace_slice,
-                 * batch_dot, gather, topk): nest_grad refuses them */
+    int index;  /* graphs whose loss depends on a parameter through an argmax or argmin:
+                 * nest_grad refuses them */
 } stats;
 
 static double eval_loss(nest_function *lf, void **args, int np)
@@ -567,7 +832,8 @@ static double eval_loss(nest_function *lf, void **args, int np)
     return l;
 }
 
-/* Builds the loss of the graph's float results in f; returns it, or NEST_NONE if none. */
+/* Builds the loss of the graph's float results in f (each as to_loss makes it, summed);
+ * returns it, or NEST_NONE if none. */
 static nest_value loss_of(nest_function *f, rng *r)
 {
     nest_value loss = NEST_NONE;
@@ -575,20 +841,7 @@ static nest_value loss_of(nest_function *f, rng *r)
         nest_value v = nest_result(f, i);
         if (nest_value_type(f, v) != NEST_F64)
             continue;
-        int rank = nest_value_rank(f, v);
-        const int64_t *shape = nest_value_shape(f, v);
-        int64_t n = 1, axes[MAXRANK];
-        for (int k = 0; k < rank; k++) {
-            n *= shape[k];
-            axes[k] = k;
-        }
-        double *w = malloc((size_t)n * sizeof *w + 8);
-        for (int64_t e = 0; e < n; e++)
-            w[e] = (double)(next(r) >> 11) * 0x1p-53 * 2 - 1;
-        nest_value t = nest_multiply(f, v, nest_constant(f, NEST_F64, rank, shape, w, n));
-        free(w);
-        if (rank)
-            t = nest_sum(f, t, rank, axes);
+        nest_value t = to_loss(f, v, r);
         loss = loss < 0 ? t : nest_add(f, loss, t);
     }
     return loss;
@@ -636,8 +889,8 @@ static void check_graph(uint64_t seed, stats *st)
     }
     assert_ok(lf, nest_return(lf, 1, &ll, NULL));
     nest_value grads = nest_grad(gf, gl, nw, wrt);
-    if (grads < 0 && strstr(nest_errmsg(gf), "no gradient rule")) {
-        st->norule++;
+    if (grads < 0 && strstr(nest_errmsg(gf), "has no gradient (its result is an index)")) {
+        st->index++;
         nest_module_free(ml);
         nest_module_free(mg);
         free(text);
@@ -750,8 +1003,9 @@ static void random_graphs(void **state)
     for (uint64_t s = s0; s < s0 + n; s++)
         check_graph(s, &st);
     print_message("%d graphs, %d gradient elements checked, %d skipped (within h of a jump or "
-                  "a kink), %d graphs compiled; %d graphs with an op without a gradient rule\n",
-                  st.graphs, st.checked, st.skipped, st.compiled, st.norule);
+                  "a kink), %d graphs compiled; %d graphs whose loss depends on a parameter "
+                  "through an index (argmax, argmin)\n",
+                  st.graphs, st.checked, st.skipped, st.compiled, st.index);
     assert_true(st.checked > 1000);
 }
 
@@ -761,6 +1015,8 @@ int main(void)
         cmocka_unit_test(test_rules),
         cmocka_unit_test(random_graphs),
         cmocka_unit_test_setup_teardown(test_no_gradient, fn_setup, fn_teardown),
+        cmocka_unit_test_setup_teardown(test_index_gradient, fn_setup, fn_teardown),
+        cmocka_unit_test_setup_teardown(test_pool_ties, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(test_dense_backward_tiled, fn_setup, fn_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

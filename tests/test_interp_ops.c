@@ -375,6 +375,32 @@ static void test_gather(void **state)
     check(f, nest_gather(f, e, s, 0), ARGS(ev, I32(1)), F32(10, 11));
 }
 
+static void test_scatter_add(void **state)
+{
+    (void)state;
+    float ev[] = {0, 1, 10, 11, 20, 21}; /* [3,2] */
+    nest_function *f = nest_function_new("f");
+    nest_value e = param(f, "e", NEST_F32, 2, SHAPE(3, 2)), i = param(f, "i", NEST_I64, 1, SHAPE(4));
+    nest_value u = param(f, "u", NEST_F32, 2, SHAPE(4, 2));
+    /* index 2 twice: both rows add; row 1 untouched */
+    check(f, nest_scatter_add(f, e, i, u, 0), ARGS(ev, I64(2, 0, 2, -3), F32(1, 2, 3, 4, 5, 6, 7, 8)),
+          F32(0 + 3 + 7, 1 + 4 + 8, 10, 11, 20 + 1 + 5, 21 + 2 + 6));
+    /* negative indices count from the end, out of range ones clamp (as gather's) */
+    f = nest_function_new("f");
+    e = param(f, "e", NEST_F32, 2, SHAPE(3, 2));
+    nest_value j = param(f, "j", NEST_I32, 1, SHAPE(3));
+    u = param(f, "u", NEST_F32, 2, SHAPE(3, 2));
+    check(f, nest_scatter_add(f, e, j, u, 0), ARGS(ev, I32(-1, -4, INT32_MAX), F32(1, 2, 3, 4, 5, 6)),
+          F32(3, 5, 10, 11, 26, 29));
+    /* along axis 1 with 2-d indices, integers wrapping */
+    f = nest_function_new("f");
+    nest_value x = param(f, "x", NEST_I32, 2, SHAPE(2, 2));
+    nest_value k = param(f, "k", NEST_I64, 2, SHAPE(1, 2));
+    u = param(f, "u", NEST_I32, 3, SHAPE(2, 1, 2));
+    check(f, nest_scatter_add(f, x, k, u, 1), ARGS(I32(INT32_MAX, 5, 7, 9), I64(0, 0), I32(1, 2, 3, 4)),
+          I32(INT32_MIN + 2, 5, 14, 9));
+}
+
 /* ---- softmax and batch_dot ---- */
 
 static void test_softmax(void **state)
@@ -515,6 +541,7 @@ int main(void)
         cmocka_unit_test(test_replace_slice),
         cmocka_unit_test(test_one_hot),
         cmocka_unit_test(test_gather),
+        cmocka_unit_test(test_scatter_add),
         cmocka_unit_test(test_softmax),
         cmocka_unit_test(test_batch_dot),
         cmocka_unit_test(test_topk),

@@ -1101,6 +1101,25 @@ static void test_model_structural(void **state)
         big[j] = 1;
     nest_value wide = param(f, "wide", NEST_I32, 32, big);
     assert_fails(f, nest_gather(f, t, wide, 0), NEST_ERR_LIMIT, "result rank 34 exceeds 32");
+    /* scatter_add: the updates have gather's result shape */
+    nest_value u = param(f, "u", NEST_F64, 4, SHAPE(5, 2, 6, 2));
+    assert_tensor(f, nest_scatter_add(f, t, i, u, 1), NEST_F64, 3, SHAPE(5, 7, 2));
+    assert_tensor(f, nest_scatter_add(f, e, nest_constant(f, NEST_I32, 1, SHAPE(0), NULL, 0),
+                                      nest_constant(f, NEST_I64, 2, SHAPE(0, 5), NULL, 0), 0),
+                  NEST_I64, 2, SHAPE(0, 5));
+    assert_fails(f, nest_scatter_add(f, t, i, u, 0), NEST_ERR_TYPE,
+                 "scatter_add(t: f64[5,7,2], i: i32[2,6], u: f64[5,2,6,2]): the updates must have "
+                 "shape [2,6,7,2] (the operand's with axis 0 replaced by the indices' shape)");
+    assert_fails(f, nest_scatter_add(f, t, u, u, 1), NEST_ERR_TYPE,
+                 "the indices must be i32 or i64, not f64");
+    assert_fails(f, nest_scatter_add(f, t, i, nest_convert(f, u, NEST_F32), 1), NEST_ERR_TYPE,
+                 "the updates are f32 but the operand is f64");
+    assert_fails(f, nest_scatter_add(f, t, i, u, 3), NEST_ERR_TYPE, "axis 3 is out of range for rank 3");
+    assert_fails(f, nest_scatter_add(f, d, i, u, 0), NEST_ERR_TYPE, "a scalar has no axis to add along");
+    assert_fails(f, nest_scatter_add(f, e, k, nest_constant(f, NEST_I64, 2, SHAPE(3, 5), (int64_t[]){0}, 1), 0),
+                 NEST_ERR_TYPE, "axis 0 is empty: there is no element to add to");
+    assert_fails(f, nest_scatter_add(f, b, k, b, 0), NEST_ERR_TYPE,
+                 "operand 1 must be f32, f64, i32 or i64, not bool");
 }
 
 static void test_model_softmax_batch_dot(void **state)

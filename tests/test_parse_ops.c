@@ -100,6 +100,12 @@ static void test_design_table(void **state)
     assert_non_null(strstr(text, "topk(x, k=2, axis=0, largest=true)"));
     nest_string_free(text);
     nest_module_free(m);
+    /* gather's adjoint */
+    m = roundtrip("func s(x: f32[5,4], i: i64[3], u: f32[3,4]) -> f32[5,4] {\n"
+                  "  return scatter_add(x, i, u, axis=0)\n"
+                  "}\n");
+    result_shape(m, "s", 0, NEST_F32, 2, SHAPE(5, 4));
+    nest_module_free(m);
 }
 
 /* src must fail to parse with status at line:col, the message containing part. */
@@ -135,6 +141,8 @@ static void test_errors(void **state)
     ERR(H "  z = one_hot(i, axis=1)" T, SYNTAX, 2, 7, "one_hot needs shape=[...]");
     ERR(H "  z = one_hot(i, shape=[3,2])" T, SYNTAX, 2, 7, "one_hot needs axis=N");
     ERR(H "  z = gather(x, i)" T, SYNTAX, 2, 7, "gather needs axis=N");
+    ERR(H "  z = scatter_add(x, i, m)" T, SYNTAX, 2, 7, "scatter_add needs axis=N");
+    ERR(H "  z = scatter_add(x, i, axis=0)" T, SYNTAX, 2, 7, "scatter_add takes 3 operands, not 2");
     ERR(H "  z = topk(x, axis=0)" T, SYNTAX, 2, 7, "topk needs k=N");
     ERR(H "  z = topk(x, k=1)" T, SYNTAX, 2, 7, "topk needs axis=N");
     ERR(H "  z = argmax(x)" T, SYNTAX, 2, 7, "argmax needs axis=N");
@@ -160,6 +168,8 @@ static void test_errors(void **state)
     ERR(H "  z = pad(x, constant(f32[], 0), below=[-3], above=[-2])" T, TYPE, 2, 7,
         "axis 0: below -3 and above -2 leave -1 elements of 4");
     ERR(H "  z = gather(x, y, axis=0)" T, TYPE, 2, 7, "the indices must be i32 or i64, not f32");
+    ERR(H "  z = scatter_add(x, i, y, axis=0)" T, TYPE, 2, 7,
+        "scatter_add(x: f32[4], i: i32[3], y: f32[2]): the updates must have shape [3]");
     ERR(H "  z = topk(x, k=5, axis=0)" T, TYPE, 2, 7, "k = 5 is not within [0, 4]");
     ERR(H "  z = batch_dot(m, x)" T, TYPE, 2, 7,
         "batch_dot(m: f32[2,3], x: f32[4]): the last axis of the first operand (3) differs");

@@ -588,6 +588,68 @@ static void test_aot(void **state)
     nest_module_free(m);
 }
 
+/* A module of state alone (no functions): its C, header and shared object hold the state's
+ * functions, for a host that keeps, saves and loads weights; nestc emits and builds it. */
+static void test_state_only(void **state)
+{
+    (void)state;
+    static const char text[] = "var w: f32[2,3] = uniform(-1, 1, seed=3)\n"
+                               "persistent n: i64[] = 7\n";
+    nest_module *m = parse(text);
+    assert_int_equal(nest_module_count(m), 0);
+    char *c = nest_module_emit(m, NEST_EMIT_C, NULL), *h = nest_module_emit(m, NEST_EMIT_H, NULL);
+    assert_non_null(c);
+    assert_non_null(h);
+    assert_non_null(strstr(c, "model_state *model_state_new(void)"));
+    assert_non_null(strstr(h, "model_state *model_state_new(void);"));
+    assert_non_null(strstr(h, "#ifndef NEST_GENERATED_model_H"));
+    nest_string_free(c);
+    nest_string_free(h);
+    char so[128], hp[128], path[128], cmd[512];
+    snprintf(so, sizeof so, "%s/weights.so", tmproot);
+    snprintf(hp, sizeof hp, "%s/weights.h", tmproot);
+    snprintf(path, sizeof path, "%s/weights.state", tmproot);
+    assert_int_equal(nest_module_build_so(m, so, hp, NULL, NULL), NEST_OK);
+    void *lib = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+    assert_non_null(lib);
+    state_new_fn snew;
+    state_free_fn sfree;
+    state_file_fn ssave;
+    state_tensor_fn stensor;
+    *(void **)&snew = dlsym(lib, "model_state_new");
+    *(void **)&sfree = dlsym(lib, "model_state_free");
+    *(void **)&ssave = dlsym(lib, "model_state_save");
+    *(void **)&stensor = dlsym(lib, "model_state_tensor");
+    assert_true(snew && sfree && ssave && stensor);
+    void *st = snew();
+    nest_state *ref = nest_state_new(m);
+    assert_exact(NEST_F32, stensor(st, "w"), nest_state_tensor(ref, "w"), 6);
+    assert_int_equal(*(int64_t *)stensor(st, "n"), 7);
+    /* a file the .so writes loads into the library's state */
+    *(int64_t *)stensor(st, "n") = 12;
+    assert_int_equal(ssave(st, path), 0);
+    assert_int_equal(nest_state_load(ref, path), NEST_OK);
+    assert_int_equal(*(int64_t *)nest_state_tensor(ref, "n"), 12);
+    sfree(st);
+    dlclose(lib);
+    nest_state_free(ref);
+    nest_module_free(m);
+    /* nestc: --emit=c and -o of the file */
+    const char *nestc = getenv("NESTC");
+    if (!nestc)
+        nestc = "bin/nestc";
+    snprintf(path, sizeof path, "%s/weights.nest", tmproot);
+    FILE *f = fopen(path, "w");
+    fputs(text, f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "%s --emit=c %s | grep -q 'weights_state \\*weights_state_new(void)'",
+             nestc, path);
+    assert_int_equal(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "%s %s -o %s && nm -D %s | grep -q ' T weights_state_load$'", nestc,
+             path, so, so);
+    assert_int_equal(system(cmd), 0);
+}
+
 /* ---- entry points bind to their own library ---- */
 
 /* Builds the module of `text` (named "model") into TMP/tag.so and loads it with dlopen's `mode`. */
@@ -905,6 +967,7 @@ int main(void)
         cmocka_unit_test(test_in_place),
         cmocka_unit_test(test_swap_in_registers),
         cmocka_unit_test(test_aot),
+        cmocka_unit_test(test_state_only),
         cmocka_unit_test(test_entry_points_bind_locally),
         cmocka_unit_test(test_save_load),
         cmocka_unit_test(test_wrap),

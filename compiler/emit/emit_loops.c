@@ -833,6 +833,10 @@ static void emit_assign(ctx *c, const char *dst, fx *value)
     c->body_names = saved;
 }
 
+/* Values of k a transposed panel is packed by at a time: PACK_BLOCK rows of the panel (of up to
+ * 64 floats each) and PACK_BLOCK values of each of its columns stay in L1. */
+#define PACK_BLOCK 16
+
 /* A product of matrices tiled by tile.c: for each block of TJ columns, B's panel is packed;
  * for each block of TI rows, the block of the product accumulates in registers over k; then
  * the block leaves through the absorbed element-wise outputs (and the product's own store).
@@ -908,25 +912,49 @@ static void emit_tiled(ctx *c, int32_t k)
     else
         em_line(c, "const int %s = %d;", nj, tj);
     /* the panel: B's columns j0 .. j0 + nj, k-major, zero past the edge */
-    em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", kv, kv, K, kv);
-    c->indent++;
-    em_line(c, "for (int jj = 0; jj < %s; jj++) {", nj);
-    c->indent++;
     char jexpr[64], dst[128];
     snprintf(jexpr, sizeof jexpr, "%s + jj", j0);
     c->expr[nb] = "0";
     c->expr[nb + 1] = kv;
     c->expr[nb + 2] = jexpr;
     snprintf(dst, sizeof dst, "%s[%s * %d + jj]", panel, kv, tj);
-    emit_assign(c, dst, ne->tile_b);
-    c->indent--;
-    em_line(c, "}");
-    if (J % tj) {
-        em_line(c, "for (int jj = %s; jj < %d; jj++)", nj, tj);
-        em_line(c, "    %s = 0;", dst);
+    const fx *b = ne->tile_b;
+    if (b->kind == FX_LOAD && !b->nargs && b->buf != FX_IOTA && b->st[nb + 1] == 1 &&
+        b->st[nb + 2] != 1) {
+        /* B read transposed (a weight's transpose in a backward pass): blocks of PACK_BLOCK
+         * values of k, read along k and written across the panel's rows, which stay in cache */
+        const char *k0 = em_unique(&c->local, "k0"), *k1 = em_unique(&c->local, "k1");
+        em_line(c, "for (int64_t %s = 0; %s < %lld; %s += %d) {", k0, k0, K, k0, PACK_BLOCK);
+        c->indent++;
+        em_line(c, "const int64_t %s = %s + %d < %lld ? %s + %d : %lld;", k1, k0, PACK_BLOCK, K, k0,
+                PACK_BLOCK, K);
+        em_line(c, "for (int jj = 0; jj < %s; jj++)", nj);
+        em_line(c, "    for (int64_t %s = %s; %s < %s; %s++)", kv, k0, kv, k1, kv);
+        c->indent += 2;
+        emit_assign(c, dst, ne->tile_b);
+        c->indent -= 2;
+        if (J % tj) {
+            em_line(c, "for (int64_t %s = %s; %s < %s; %s++)", kv, k0, kv, k1, kv);
+            em_line(c, "    for (int jj = %s; jj < %d; jj++)", nj, tj);
+            em_line(c, "        %s = 0;", dst);
+        }
+        c->indent--;
+        em_line(c, "}");
+    } else {
+        em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", kv, kv, K, kv);
+        c->indent++;
+        em_line(c, "for (int jj = 0; jj < %s; jj++) {", nj);
+        c->indent++;
+        emit_assign(c, dst, ne->tile_b);
+        c->indent--;
+        em_line(c, "}");
+        if (J % tj) {
+            em_line(c, "for (int jj = %s; jj < %d; jj++)", nj, tj);
+            em_line(c, "    %s = 0;", dst);
+        }
+        c->indent--;
+        em_line(c, "}");
     }
-    c->indent--;
-    em_line(c, "}");
     if (!par_batch && c->p->opts->openmp && nest_work(ne) / nbatch >= PAR_MIN && I > ti)
         omp_parallel_for(c);
     em_line(c, "for (int64_t %s = 0; %s < %lld; %s += %d) {", i0, i0, I, i0, ti);
@@ -1084,6 +1112,63 @@ static void emit_topk(ctx *c, int32_t k)
     em_nest_close(c);
 }
 
+/* scatter_add (fuse.c): loops over the updates' space, each update added to the element its
+ * index points at. The axes before the indices' run in parallel: they add to distinct elements,
+ * and each element takes its updates in their order whatever the threads. */
+static void emit_scatter(ctx *c, int32_t k)
+{
+    const nest *ne = &c->p->nests[k];
+    const ir_node *n = &c->f->nodes[ne->outs[0].node];
+    int r = ne->rank, et = ne->outs[0].value->etype;
+    em_nest_open(c, k);
+    bool par = c->p->opts->openmp && n->a.axis > 0 && nest_work(ne) >= PAR_MIN && ne->dims[0] >= 2;
+    for (int d = 0; d < r; d++) {
+        char v[16];
+        snprintf(v, sizeof v, "i%d", d);
+        c->var[d] = c->expr[d] = em_unique(&c->local, v);
+        if (par && d == 0)
+            omp_parallel_for(c);
+        em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", c->var[d], c->var[d],
+                (long long)ne->dims[d], c->var[d]);
+        c->indent++;
+    }
+    body bd = {.c = c};
+    names scope = {.outer = &c->local}, *saved = c->body_names;
+    c->body_names = &scope;
+    fx *vals[2] = {ne->outs[0].value, ne->outs[1].value};
+    em_values(c, &bd, vals, 2);
+    char *v = bd.oom ? NULL : em_value_text(&bd, vals[0]);
+    char *d = bd.oom ? NULL : em_value_text(&bd, vals[1]);
+    if (v && vals[0]->kind == FX_OP && !is_identifier(v, strlen(v))) { /* acc + (a - b) */
+        buf t = {0};
+        buf_printf(&t, "(%s)", v);
+        free(v);
+        v = em_finish(c, &t);
+    }
+    char *sum = v && d ? em_combine(c, OP_SUM, et, d, v) : NULL;
+    buf cm = {0};
+    em_node_comment(c, &cm, ne->outs[0].node);
+    char *cs = em_finish(c, &cm);
+    if (sum)
+        em_line(c, "%s = %s;%s", d, sum, cs ? cs : "");
+    else
+        c->b->failed = true;
+    free(v);
+    free(d);
+    free(sum);
+    free(cs);
+    free(bd.v);
+    if (bd.oom || scope.oom)
+        c->b->failed = true;
+    em_names_free(&scope);
+    c->body_names = saved;
+    for (int i = 0; i < r; i++) {
+        c->indent--;
+        em_line(c, "}");
+    }
+    em_nest_close(c);
+}
+
 void em_omp_for(ctx *c) { omp_parallel_for(c); }
 
 void em_assign(ctx *c, const char *dst, fx *value) { emit_assign(c, dst, value); }
@@ -1100,6 +1185,10 @@ void em_nest(ctx *c, int32_t k)
     }
     if (c->p->nests[k].special == OP_TOPK) {
         emit_topk(c, k);
+        return;
+    }
+    if (c->p->nests[k].special == OP_SCATTER_ADD) {
+        emit_scatter(c, k);
         return;
     }
     em_nest_open(c, k);

@@ -315,6 +315,14 @@ nest_value nest_gather(nest_function *f, nest_value a, nest_value indices, int64
     return ir_build(f, OP_GATHER, 2, in, &at);
 }
 
+nest_value nest_scatter_add(nest_function *f, nest_value a, nest_value indices, nest_value updates,
+                            int64_t axis)
+{
+    int32_t in[3] = {a, indices, updates};
+    ir_attrs at = {.index = axis};
+    return ir_build(f, OP_SCATTER_ADD, 3, in, &at);
+}
+
 nest_value nest_softmax(nest_function *f, nest_value a, int naxes, const int64_t *axes)
 {
     ir_attrs at = {.naxes = naxes, .axes = axes};

@@ -622,6 +622,7 @@ static unsigned attrs_of(ir_kind k)
     case K_REPLACE_SLICE: return 1u << A_LOWER | 1u << A_UPPER | 1u << A_STRIDES;
     case K_ONE_HOT: return 1u << A_SHAPE | 1u << A_AXIS;
     case K_GATHER: return 1u << A_AXIS;
+    case K_SCATTER_ADD: return 1u << A_AXIS;
     case K_SOFTMAX: return 1u << A_AXES;
     case K_TOPK: return 1u << A_K | 1u << A_AXIS | 1u << A_LARGEST;
     default: return 0;
@@ -797,6 +798,7 @@ static void check_call(parser *ps, const ir_opinfo *info, const token *optok, co
         {K_ONE_HOT, A_SHAPE, "shape=[...]"},   {K_ONE_HOT, A_AXIS, "axis=N"},
         {K_GATHER, A_AXIS, "axis=N"},          {K_SOFTMAX, A_AXES, "axes=[...]"},
         {K_TOPK, A_K, "k=N"},                  {K_TOPK, A_AXIS, "axis=N"},
+        {K_SCATTER_ADD, A_AXIS, "axis=N"},
     };
     for (size_t i = 0; i < countof(required); i++)
         if (info->kind == required[i].kind && !at[required[i].attr].set)

@@ -122,9 +122,11 @@ static int32_t reshape(gctx *g, int32_t x, const int64_t *order, int rank, const
     return build(g, OP_RESHAPE, 1, &x, &at);
 }
 
-static int32_t slice(gctx *g, int32_t x, const int64_t *lower, const int64_t *upper)
+/* x[lower:upper:step] (step NULL: 1). */
+static int32_t slice(gctx *g, int32_t x, const int64_t *lower, const int64_t *upper,
+                     const int64_t *step)
 {
-    ir_attrs at = {.lower = lower, .upper = upper};
+    ir_attrs at = {.lower = lower, .upper = upper, .step = step};
     return build(g, OP_SLICE, 1, &x, &at);
 }
 
@@ -255,7 +257,7 @@ static void rule_slice(gctx *g, int32_t gi, int32_t node, int32_t a)
             int64_t lo0[NEST_MAX_RANK] = {0}, up[NEST_MAX_RANK];
             memcpy(up, cur, (size_t)r * sizeof *up);
             up[d] = (cnt - 1) * step + 1;
-            x = slice(g, x, lo0, up);
+            x = slice(g, x, lo0, up, NULL);
             cur[d] = up[d];
         }
         int64_t below = lo, above = full[d] - lo - cur[d];
@@ -280,14 +282,28 @@ static void rule_slice(gctx *g, int32_t gi, int32_t node, int32_t a)
     acc(g, a, x);
 }
 
+/* The operand of a reduction over axes, for the rules that broadcast back to it. */
+typedef struct reduced {
+    int r;
+    int64_t shape[NEST_MAX_RANK];
+    uint32_t mask; /* the reduced axes */
+} reduced;
+
+static reduced reduced_of(const gctx *g, int32_t node, int32_t a)
+{
+    const ir_node *A = &g->f->nodes[a];
+    reduced x = {A->rank, {0}, g->f->nodes[node].a.axes};
+    memcpy(x.shape, A->shape, (size_t)A->rank * sizeof *x.shape);
+    return x;
+}
+
 /* out = max or min of a over axes: the elements equal to the result share its gradient. */
 static void rule_extremum(gctx *g, int32_t gi, int32_t node, int32_t a)
 {
-    const ir_node *A = &g->f->nodes[a];
-    int r = A->rank;
-    int64_t shape[NEST_MAX_RANK];
-    memcpy(shape, A->shape, (size_t)r * sizeof *shape);
-    uint32_t mask = g->f->nodes[node].a.axes;
+    reduced x = reduced_of(g, node, a);
+    int r = x.r;
+    const int64_t *shape = x.shape;
+    uint32_t mask = x.mask;
     int32_t m = bin(g, OP_EQUAL, a, bcast(g, node, r, shape, mask));
     int32_t zero = like(g, 0, a);
     int32_t ones = sel(g, m, like(g, 1, a), zero);
@@ -301,11 +317,10 @@ static void rule_extremum(gctx *g, int32_t gi, int32_t node, int32_t a)
  * otherwise; no division by zero. */
 static void rule_product(gctx *g, int32_t gi, int32_t node, int32_t a)
 {
-    const ir_node *A = &g->f->nodes[a];
-    int r = A->rank;
-    int64_t shape[NEST_MAX_RANK];
-    memcpy(shape, A->shape, (size_t)r * sizeof *shape);
-    uint32_t mask = g->f->nodes[node].a.axes;
+    reduced x = reduced_of(g, node, a);
+    int r = x.r;
+    const int64_t *shape = x.shape;
+    uint32_t mask = x.mask;
     int32_t zero = like(g, 0, a), one = like(g, 1, a);
     int32_t isz = bin(g, OP_EQUAL, a, zero);
     ir_attrs at = {.naxes = 0};
@@ -321,6 +336,384 @@ static void rule_product(gctx *g, int32_t gi, int32_t node, int32_t a)
     int32_t onez = sel(g, bin(g, OP_EQUAL, zb, like(g, 1, a)), sel(g, isz, pb, zero), zero);
     int32_t d = sel(g, bin(g, OP_EQUAL, zb, zero), none, onez);
     acc(g, a, bin(g, OP_MULTIPLY, gb, d));
+}
+
+/* out = pad(a, v, below, above, interior): g padded by -below and -above (cropping what the
+ * padding added, zeros where it cropped) is the dilated operand's gradient, and every
+ * (interior + 1)-th element of it a's. v takes the rest: sum(g) - sum(ga). */
+static void rule_pad(gctx *g, int32_t gi, int32_t node, int32_t a, int32_t v)
+{
+    nest_function *f = g->f;
+    ir_node n = f->nodes[node];
+    const ir_node *A = &f->nodes[a];
+    int r = n.rank;
+    int64_t lo[NEST_MAX_RANK], hi[NEST_MAX_RANK], zero[NEST_MAX_RANK] = {0}, up[NEST_MAX_RANK],
+        step[NEST_MAX_RANK];
+    bool pads = false, steps = false;
+    for (int k = 0; k < r; k++) {
+        if (n.a.pad.below[k] == INT64_MIN || n.a.pad.above[k] == INT64_MIN) {
+            ir_error(f, NEST_ERR_LIMIT, "grad: the padding of %s is out of range",
+                     n.name ? n.name : "a pad");
+            g->failed = true;
+            return;
+        }
+        lo[k] = -n.a.pad.below[k];
+        hi[k] = -n.a.pad.above[k];
+        step[k] = n.a.pad.interior[k] + 1;
+        up[k] = A->shape[k] ? (A->shape[k] - 1) * step[k] + 1 : 0; /* the dilated extent */
+        pads |= lo[k] != 0 || hi[k] != 0;
+        steps |= step[k] != 1;
+    }
+    int32_t ga = gi;
+    if (pads) {
+        ir_attrs at = {.below = lo, .above = hi};
+        int32_t in[2] = {gi, fill(g, n.etype, 0, 0, NULL)};
+        ga = build(g, OP_PAD, 2, in, &at);
+    }
+    if (steps)
+        ga = slice(g, ga, zero, up, step);
+    uint32_t all = r ? (uint32_t)((1ull << r) - 1) : 0;
+    if (g->need[a])
+        acc(g, a, ga);
+    if (g->need[v])
+        acc(g, v, bin(g, OP_SUBTRACT, sum(g, gi, all), sum(g, ga, all)));
+}
+
+/* t [nb.., p, q] summed to the shape of a batch_dot operand x whose matrices (x itself, or a
+ * vector as one) are [.., p, q] (rank xr, shape xs): over the batch axes x lacks or broadcast
+ * (extent 1). */
+static int32_t unbroadcast(gctx *g, int32_t t, int nb, int32_t x, int xr, const int64_t *xs)
+{
+    if (t < 0)
+        return NEST_NONE;
+    int skip = nb - (xr - 2);
+    uint32_t mask = 0;
+    for (int i = 0; i < nb; i++)
+        if (i < skip || (xs[i - skip] == 1 && g->f->nodes[t].shape[i] != 1))
+            mask |= 1u << i;
+    ir_node X = g->f->nodes[x]; /* a copy: building moves the nodes */
+    return reshape(g, sum(g, t, mask), NULL, X.rank, X.shape);
+}
+
+/* x with its last two axes swapped (a view). */
+static int32_t swap_last(gctx *g, int32_t x, int r, const int64_t *shape)
+{
+    int64_t order[NEST_MAX_RANK], s[NEST_MAX_RANK];
+    for (int k = 0; k < r; k++) {
+        order[k] = k < r - 2 ? k : k == r - 2 ? r - 1 : r - 2;
+        s[k] = shape[order[k]];
+    }
+    return reshape(g, x, order, r, s);
+}
+
+/* out = batch_dot(a, b): a [.., m, k] and b [.., k, n] (a vector a is [1, k], a vector b
+ * [k, 1]); with g as [batch.., m, n], ga = g . b^T and gb = a^T . g as batch_dots, the
+ * transposes views, each summed over the batch axes its operand was broadcast along. */
+static void rule_batch_dot(gctx *g, int32_t gi, int32_t node, int32_t a, int32_t b)
+{
+    nest_function *f = g->f;
+    ir_node N = f->nodes[node], A = f->nodes[a], B = f->nodes[b];
+    int nb = N.rank - (A.rank >= 2) - (B.rank >= 2);
+    int64_t k = A.shape[A.rank - 1];
+    int64_t gs[NEST_MAX_RANK + 2], as[NEST_MAX_RANK + 2], bs[NEST_MAX_RANK + 2];
+    memcpy(gs, N.shape, (size_t)nb * sizeof *gs);
+    gs[nb] = A.rank >= 2 ? A.shape[A.rank - 2] : 1;
+    gs[nb + 1] = B.rank >= 2 ? B.shape[B.rank - 1] : 1;
+    int ar = A.rank >= 2 ? A.rank : 2, br = B.rank >= 2 ? B.rank : 2;
+    memcpy(as, A.shape, (size_t)A.rank * sizeof *as);
+    memcpy(bs, B.shape, (size_t)B.rank * sizeof *bs);
+    if (A.rank == 1) {
+        as[0] = 1;
+        as[1] = k;
+    }
+    if (B.rank == 1) {
+        bs[0] = k;
+        bs[1] = 1;
+    }
+    if (nb + 2 > NEST_MAX_RANK) {
+        ir_error(f, NEST_ERR_LIMIT, "grad: a batch_dot of rank %d (the limit is %d)", N.rank,
+                 NEST_MAX_RANK - 2);
+        g->failed = true;
+        return;
+    }
+    int32_t g2 = reshape(g, gi, NULL, nb + 2, gs);
+    int32_t a2 = reshape(g, a, NULL, ar, as), b2 = reshape(g, b, NULL, br, bs);
+    if (g->need[a]) /* [nb.., m, k] */
+        acc(g, a, unbroadcast(g, bin(g, OP_BATCH_DOT, g2, swap_last(g, b2, br, bs)), nb, a, ar, as));
+    if (g->need[b]) /* [nb.., k, n] */
+        acc(g, b, unbroadcast(g, bin(g, OP_BATCH_DOT, swap_last(g, a2, ar, as), g2), nb, b, br, bs));
+}
+
+/* out = the values of topk(a): each goes back to where its index (the next node) took it:
+ * one_hot of the indices over a new axis of a's extent beside the k one, times g, summed over k. */
+static void rule_topk(gctx *g, int32_t gi, int32_t node, int32_t a)
+{
+    nest_function *f = g->f;
+    ir_node n = f->nodes[node];
+    const ir_node *A = &f->nodes[a];
+    int r = A->rank, axis = n.a.topk.axis;
+    if (r + 1 > NEST_MAX_RANK) {
+        ir_error(f, NEST_ERR_LIMIT, "grad: a topk of rank %d (the limit is %d)", r, NEST_MAX_RANK - 1);
+        g->failed = true;
+        return;
+    }
+    int64_t s[NEST_MAX_RANK];
+    for (int k = 0, j = 0; k <= r; k++)
+        s[k] = k == axis ? A->shape[axis] : n.shape[j++];
+    int32_t idx = node + 1; /* the indices: built with the values (ir_verify checks it) */
+    ir_attrs oh = {.rank = r + 1, .shape = s, .index = axis}, cv = {.type = n.etype};
+    int32_t hot = build(g, OP_ONE_HOT, 1, &idx, &oh);
+    hot = build(g, OP_CONVERT, 1, &hot, &cv);
+    acc(g, a, sum(g, bin(g, OP_MULTIPLY, hot, bcast(g, gi, r + 1, s, 1u << axis)),
+                  1u << (axis + 1)));
+}
+
+/* ---- convolution and pooling (window.c's general forms) ---- */
+
+/* dilated(n, s): (n - 1) * s + 1, or 0 for n = 0. */
+static int64_t dilated(int64_t n, int64_t s) { return n ? (n - 1) * s + 1 : 0; }
+
+/* out = convolution(x, w): x [N, C, d..], w [K, C/G, f..], out [N, K, o..], along each spatial
+ * axis stride s, dilation dil, padding pb and pa, data dilation dd. With P the dilated, padded
+ * input, out[o] = sum over taps t of P[o s + t dil] w[t], so
+ *  - gx is a convolution of g dilated by s (data dilation s) with the filters flipped along the
+ *    spatial axes and their channels swapped within each group ([C, K/G, f..]), dilation dil,
+ *    stride dd (x's elements are every dd-th of P), padded below by (f - 1) dil - pb and above
+ *    so that it has d elements;
+ *  - gw is a convolution of x as [C/G, G N, d..] (images as channels, in G groups) with g as
+ *    filters [K, N, o..] dilated by s, stride dil, x's padding and data dilation (the padding
+ *    above cropped to what the windows read): [C/G, K, f..], transposed. */
+static void rule_conv(gctx *g, int32_t gi, int32_t node, int32_t x, int32_t w)
+{
+    nest_function *f = g->f;
+    ir_node n = f->nodes[node], X = f->nodes[x], W = f->nodes[w];
+    const ir_window *win = n.a.win;
+    int nsp = win->nsp, r = X.rank;
+    int64_t G = win->groups, C = X.shape[1], K = W.shape[0], N = X.shape[0];
+    if (ir_count(&n) == 0 || ir_count(&X) == 0 || ir_count(&W) == 0)
+        return; /* nothing is summed: the gradients are zeros */
+    int64_t pb[IR_MAX_SPATIAL], pa[IR_MAX_SPATIAL], spatial[NEST_MAX_RANK];
+    int64_t s5[NEST_MAX_RANK], t5[NEST_MAX_RANK], o5[NEST_MAX_RANK], shape[NEST_MAX_RANK];
+    for (int i = 0; i < nsp; i++)
+        spatial[i] = 2 + i;
+    if (g->need[x]) {
+        /* w [K, C/G, f..] as [G, K/G, C/G, f..], read as [G, C/G, K/G, f..]: [C, K/G, f..] */
+        int64_t order[NEST_MAX_RANK] = {0, 2, 1};
+        s5[0] = t5[0] = G;
+        s5[1] = t5[2] = K / G;
+        s5[2] = t5[1] = C / G;
+        shape[0] = C;
+        shape[1] = K / G;
+        for (int i = 0; i < nsp; i++) {
+            order[3 + i] = 3 + i;
+            s5[3 + i] = t5[3 + i] = shape[2 + i] = W.shape[2 + i];
+            int64_t d = X.shape[2 + i], F = dilated(W.shape[2 + i], win->dilation[i]);
+            int64_t lg = dilated(n.shape[2 + i], win->stride[i]);
+            pb[i] = F - 1 - win->pad_below[i];
+            pa[i] = (d - 1) * win->data_dilation[i] + F - lg - pb[i];
+        }
+        int32_t wt = reshape(g, reshape(g, reshape(g, w, NULL, r + 1, s5), order, r + 1, t5), NULL, r,
+                             shape);
+        ir_attrs rv = {.naxes = nsp, .axes = spatial};
+        wt = build(g, OP_REVERSE, 1, &wt, &rv);
+        ir_attrs at = {.step = win->data_dilation, .dilation = win->dilation, .pad_below = pb,
+                       .pad_above = pa, .data_dilation = win->stride, .groups = G};
+        acc(g, x, build(g, OP_CONVOLUTION, 2, (int32_t[]){gi, wt}, &at));
+    }
+    if (g->need[w]) {
+        /* x [N, C, d..] as [N, G, C/G, d..], read as [C/G, G, N, d..]: [C/G, G N, d..] */
+        int64_t xo[NEST_MAX_RANK] = {2, 1, 0}, go[NEST_MAX_RANK] = {1, 2, 0}, wo[NEST_MAX_RANK] = {1, 0};
+        s5[0] = N;
+        s5[1] = G;
+        s5[2] = C / G;
+        shape[0] = C / G;
+        shape[1] = G * N;
+        /* g [N, K, o..] as [N, G, K/G, o..], read as [G, K/G, N, o..]: [K, N, o..] */
+        t5[0] = N;
+        t5[1] = G;
+        t5[2] = K / G;
+        o5[0] = K;
+        o5[1] = N;
+        int64_t ws[NEST_MAX_RANK];
+        ws[0] = K;
+        ws[1] = C / G;
+        for (int i = 0; i < nsp; i++) {
+            xo[3 + i] = go[3 + i] = 3 + i;
+            wo[2 + i] = 2 + i;
+            s5[3 + i] = shape[2 + i] = X.shape[2 + i];
+            t5[3 + i] = o5[2 + i] = n.shape[2 + i];
+            ws[2 + i] = W.shape[2 + i];
+            int64_t lp = dilated(X.shape[2 + i], win->data_dilation[i]) + win->pad_below[i] +
+                         win->pad_above[i];
+            int64_t used = dilated(n.shape[2 + i], win->stride[i]) +
+                           (W.shape[2 + i] - 1) * win->dilation[i];
+            pb[i] = win->pad_below[i];
+            pa[i] = win->pad_above[i] - (lp - used);
+        }
+        int32_t xt = reshape(g, reshape(g, x, NULL, r + 1, s5), xo, r, shape);
+        int32_t gt = reshape(g, reshape(g, gi, NULL, r + 1, t5), go, r, o5);
+        ir_attrs at = {.step = win->dilation, .dilation = win->stride, .pad_below = pb,
+                       .pad_above = pa, .data_dilation = win->data_dilation, .groups = G};
+        int32_t c = build(g, OP_CONVOLUTION, 2, (int32_t[]){xt, gt}, &at);
+        acc(g, w, reshape(g, c, wo, r, ws));
+    }
+}
+
+/* out = max_pool or avg_pool of x. Each tap t of the window reads P (x padded) at o s + t, a
+ * strided slice of P; its share of g goes back to x through a pad with interior s - 1 (below
+ * t - pb, cropping where negative), and the taps' shares add up:
+ *  - max_pool: the first tap in the window (row-major) equal to the result, among the elements
+ *    of x (not the padding), takes g, as the interpreter picks it and PyTorch does;
+ *  - avg_pool: every tap takes g over the window's count (its elements of x, or the whole
+ *    window with include_pad). */
+static void rule_pool(gctx *g, int32_t gi, int32_t node, int32_t x)
+{
+    nest_function *f = g->f;
+    ir_node n = f->nodes[node], X = f->nodes[x];
+    const ir_window *win = n.a.win;
+    int nsp = win->nsp, r = X.rank, et = n.etype;
+    if (ir_count(&n) == 0 || ir_count(&X) == 0)
+        return;
+    bool padded = false;
+    int64_t taps = 1, below[NEST_MAX_RANK] = {0}, above[NEST_MAX_RANK] = {0}, mid[NEST_MAX_RANK] = {0};
+    int64_t lo[NEST_MAX_RANK] = {0}, up[NEST_MAX_RANK], st[NEST_MAX_RANK], t[IR_MAX_SPATIAL] = {0};
+    for (int i = 0; i < nsp; i++) {
+        taps *= win->window[i];
+        padded |= win->pad_below[i] || win->pad_above[i];
+        below[2 + i] = win->pad_below[i];
+        above[2 + i] = win->pad_above[i];
+        mid[2 + i] = win->stride[i] - 1;
+    }
+    up[0] = n.shape[0];
+    up[1] = n.shape[1];
+    st[0] = st[1] = 1;
+    /* windows that tile x (stride = window, no padding): each tap's share is a strided part
+     * of x's gradient, and the parts stack into it without any index arithmetic */
+    bool tiled = !padded;
+    for (int i = 0; i < nsp; i++)
+        tiled &= win->stride[i] == win->window[i];
+    int32_t *terms = tiled ? malloc((size_t)taps * sizeof *terms) : NULL;
+    if (tiled && !terms) {
+        ir_error(f, NEST_ERR_NOMEM, "grad: out of memory");
+        g->failed = true;
+        return;
+    }
+    int32_t zero = fill(g, et, 0, 0, NULL), share = gi, P = x, V = -1, found = -1, sum = -1;
+    if (n.op == OP_AVG_POOL) { /* g over each window's count */
+        int64_t cnt = 1, osp = 1;
+        for (int i = 0; i < nsp; i++)
+            osp *= n.shape[2 + i];
+        if (win->include_pad || !padded) {
+            for (int i = 0; i < nsp; i++)
+                cnt *= win->window[i];
+            share = bin(g, OP_DIVIDE, gi, like(g, (double)cnt, gi));
+        } else { /* a constant over the output's positions, broadcast over N and C */
+            double *c = malloc((size_t)osp * sizeof *c + 8);
+            if (!c) {
+                ir_error(f, NEST_ERR_NOMEM, "grad: out of memory");
+                g->failed = true;
+                free(terms);
+                return;
+            }
+            for (int64_t p = 0; p < osp; p++) {
+                int64_t rest = p, k = 1;
+                for (int i = nsp - 1; i >= 0; i--) {
+                    int64_t o = rest % n.shape[2 + i], ins = 0;
+                    rest /= n.shape[2 + i];
+                    for (int64_t tt = 0; tt < win->window[i]; tt++) {
+                        int64_t pos = o * win->stride[i] + tt - win->pad_below[i];
+                        ins += pos >= 0 && pos < X.shape[2 + i];
+                    }
+                    k *= ins;
+                }
+                c[p] = (double)k;
+            }
+            int64_t axes01[2] = {0, 1};
+            int32_t cn = NEST_NONE;
+            if (!g->failed) {
+                ir_attrs ca = {.type = NEST_F64, .rank = nsp, .shape = n.shape + 2, .data = c,
+                               .count = osp};
+                cn = ir_build(f, OP_CONSTANT, 0, NULL, &ca);
+                g->failed |= cn < 0;
+            }
+            free(c);
+            if (et != NEST_F64) {
+                ir_attrs cv = {.type = et};
+                cn = build(g, OP_CONVERT, 1, &cn, &cv);
+            }
+            ir_attrs ba = {.rank = r, .shape = n.shape, .naxes = 2, .axes = axes01};
+            share = bin(g, OP_DIVIDE, gi, build(g, OP_BROADCAST, 1, &cn, &ba));
+        }
+    } else if (padded) { /* P, and V: which of P's elements are x's */
+        ir_attrs pa = {.below = below, .above = above};
+        P = build(g, OP_PAD, 2, (int32_t[]){x, zero}, &pa);
+        int32_t yes = fill(g, NEST_BOOL, 1, r, X.shape), no = fill(g, NEST_BOOL, 0, 0, NULL);
+        V = build(g, OP_PAD, 2, (int32_t[]){yes, no}, &pa);
+    }
+    for (int64_t k = 0; k < taps && !g->failed; k++) {
+        int64_t pb[NEST_MAX_RANK] = {0}, pa[NEST_MAX_RANK] = {0};
+        for (int i = 0; i < nsp; i++) {
+            int64_t o = n.shape[2 + i], s = win->stride[i];
+            int64_t lp = X.shape[2 + i] + win->pad_below[i] + win->pad_above[i];
+            lo[2 + i] = t[i];
+            up[2 + i] = t[i] + (o - 1) * s + 1;
+            st[2 + i] = s;
+            pb[2 + i] = t[i] - win->pad_below[i];
+            pa[2 + i] = lp - up[2 + i] - win->pad_above[i];
+        }
+        int32_t v = share;
+        if (n.op == OP_MAX_POOL) {
+            int32_t eq = bin(g, OP_EQUAL, slice(g, P, lo, up, st), node);
+            if (V >= 0)
+                eq = bin(g, OP_AND, eq, slice(g, V, lo, up, st));
+            int32_t m = found < 0 ? eq : bin(g, OP_AND, eq, un(g, OP_NOT, found));
+            found = found < 0 ? eq : bin(g, OP_OR, found, eq);
+            v = sel(g, m, gi, like(g, 0, gi));
+        }
+        if (tiled) { /* [N, C, o1, 1, .., ok, 1], to be stacked along the tap axes */
+            int64_t s6[NEST_MAX_RANK] = {n.shape[0], n.shape[1]};
+            for (int i = 0; i < nsp; i++) {
+                s6[2 + 2 * i] = n.shape[2 + i];
+                s6[3 + 2 * i] = 1;
+            }
+            terms[k] = reshape(g, v, NULL, 2 + 2 * nsp, s6);
+        } else {
+            ir_attrs at = {.below = pb, .above = pa, .interior = mid};
+            int32_t term = build(g, OP_PAD, 2, (int32_t[]){v, zero}, &at);
+            sum = sum < 0 ? term : bin(g, OP_ADD, sum, term);
+        }
+        for (int i = nsp - 1; i >= 0; i--) { /* the next tap, row-major */
+            if (++t[i] < win->window[i])
+                break;
+            t[i] = 0;
+        }
+    }
+    if (tiled && !g->failed) {
+        /* the taps stacked, innermost axis first: [N, C, o1, w1, .., ok, wk], which is x's
+         * elements that the windows cover, then zeros for those they do not */
+        for (int i = nsp - 1, count = (int)taps; i >= 0; i--) {
+            int w = (int)win->window[i];
+            for (int j = 0; j < count / w; j++)
+                terms[j] = w > 1 ? concat(g, w, terms + j * w, 3 + 2 * i) : terms[j * w];
+            count /= w;
+        }
+        int64_t cover[NEST_MAX_RANK] = {n.shape[0], n.shape[1]}, rest[NEST_MAX_RANK] = {0};
+        bool short_ = false;
+        for (int i = 0; i < nsp; i++) {
+            cover[2 + i] = n.shape[2 + i] * win->window[i];
+            rest[2 + i] = X.shape[2 + i] - cover[2 + i];
+            short_ |= rest[2 + i] != 0;
+        }
+        sum = reshape(g, terms[0], NULL, r, cover);
+        if (short_) {
+            ir_attrs at = {.below = below, .above = rest};
+            for (int i = 0; i < nsp; i++)
+                below[2 + i] = 0;
+            sum = build(g, OP_PAD, 2, (int32_t[]){sum, zero}, &at);
+        }
+    }
+    free(terms);
+    acc(g, x, sum);
 }
 
 /* ---- the rule of each op ---- */
@@ -460,6 +853,51 @@ static void rule(gctx *g, int32_t i)
     case OP_PRODUCT:
         rule_product(g, gi, i, a);
         break;
+    case OP_PAD:
+        rule_pad(g, gi, i, a, b);
+        break;
+    case OP_REPLACE_SLICE: { /* a outside the box, b inside */
+        const int64_t *lo = n.a.slice.lower, *up = n.a.slice.upper, *st = n.a.slice.step;
+        if (na) {
+            ir_attrs at = {.lower = lo, .upper = up, .step = st};
+            int32_t in[2] = {gi, like(g, 0, b)};
+            acc(g, a, build(g, OP_REPLACE_SLICE, 2, in, &at));
+        }
+        if (nb)
+            acc(g, b, slice(g, gi, lo, up, st));
+        break;
+    }
+    case OP_BATCH_DOT:
+        rule_batch_dot(g, gi, i, a, b);
+        break;
+    case OP_GATHER: { /* the adjoint: g added back where the indices took */
+        ir_attrs at = {.index = n.a.axis};
+        int32_t in[3] = {like(g, 0, a), b, gi};
+        acc(g, a, build(g, OP_SCATTER_ADD, 3, in, &at));
+        break;
+    }
+    case OP_SCATTER_ADD: {
+        int32_t u = ir_resolve(f, n.in[2]);
+        if (na)
+            acc(g, a, gi);
+        if (g->need[u]) {
+            ir_attrs at = {.index = n.a.axis};
+            int32_t in[2] = {gi, b};
+            acc(g, u, build(g, OP_GATHER, 2, in, &at));
+        }
+        break;
+    }
+    case OP_CONVOLUTION:
+        rule_conv(g, gi, i, a, b);
+        break;
+    case OP_MAX_POOL:
+    case OP_AVG_POOL:
+        rule_pool(g, gi, i, a);
+        break;
+    case OP_TOPK: /* the values; the indices pass nothing */
+        if (n.a.topk.which == 0)
+            rule_topk(g, gi, i, a);
+        break;
     case OP_SELECT: {
         int32_t c = a, x = b, y = ir_resolve(f, n.in[2]);
         int32_t zero = like(g, 0, i);
@@ -496,7 +934,7 @@ static void rule(gctx *g, int32_t i)
             lo[n.a.axis] = start;
             up[n.a.axis] = start + len;
             if (g->need[x])
-                acc(g, x, slice(g, gi, lo, up));
+                acc(g, x, slice(g, gi, lo, up, NULL));
             start += len;
         }
         break;
@@ -524,7 +962,8 @@ static void rule(gctx *g, int32_t i)
     }
 }
 
-/* Whether op passes a gradient from its result to operand j (given float types on both). */
+/* Whether op passes a gradient from its result to operand j (given float types on both). Every
+ * kind is listed: a new one must say. */
 static bool differentiable(const ir_node *n, int j)
 {
     switch (ir_kind_of(n)) {
@@ -538,22 +977,31 @@ static bool differentiable(const ir_node *n, int j)
     case K_REDUCE:
     case K_REVERSE:
     case K_SOFTMAX:
-        return true;
-    case K_PAD:            /* these pass a gradient, but nest has no rule for them yet: */
-    case K_REPLACE_SLICE:  /* nest_grad says so rather than give a zero */
-    case K_BATCH_DOT:
-    case K_CONV:
+    case K_CONV:           /* the input and the filters */
     case K_POOL:
+    case K_PAD:            /* the operand and the padding value */
+    case K_REPLACE_SLICE:
+    case K_BATCH_DOT:
         return true;
-    case K_GATHER:
+    case K_GATHER:         /* not the indices */
         return j == 0;
-    case K_TOPK:
+    case K_SCATTER_ADD:
+        return j == 0 || j == 2;
+    case K_TOPK:           /* the values; the indices are integers */
         return n->a.topk.which == 0;
-    case K_SELECT:
+    case K_SELECT:         /* not the condition */
         return j > 0;
-    default:
+    case K_CMP:            /* bool results */
+    case K_ARGREDUCE:      /* indices (nest_grad refuses a path through them) */
+    case K_ONE_HOT:        /* of integer indices, or a step function of float ones */
+    case K_PARAM:
+    case K_CONST:
+    case K_STATE:
+    case K_TUPLE:
+    case K_GET:
         return false;
     }
+    return false;
 }
 
 nest_value nest_grad(nest_function *f, nest_value loss, int n, const nest_value *wrt)
@@ -642,6 +1090,18 @@ nest_value nest_grad(nest_function *f, nest_value loss, int n, const nest_value 
     for (int32_t i = 0; i < top; i++) {
         g.need[i] = dep[i] && reach[i];
         g.adj[i] = -1;
+    }
+    /* an index of a value that depends on a wrt value, on the way to the loss: no derivative */
+    for (int32_t i = lo; i < top && !g.failed; i++) {
+        const ir_node *x = &f->nodes[i];
+        int32_t o = x->nin > 0 ? ir_resolve(f, x->in[0]) : -1;
+        if (ir_kind_of(x) == K_ARGREDUCE && reach[i] && dep[o]) {
+            ir_error(f, NEST_ERR_ARG,
+                     "grad: %s%s%s has no gradient (its result is an index), and the loss depends "
+                     "through it on a value to differentiate by",
+                     ir_ops[x->op].name, x->name ? " " : "", x->name ? x->name : "");
+            g.failed = true;
+        }
     }
     if (g.need[L]) {
         g.adj[L] = like(&g, 1, L);

@@ -713,31 +713,52 @@ static int64_t take(int64_t i, int64_t n)
     return i < 0 ? 0 : i >= n ? n - 1 : i;
 }
 
-static void eval_gather(const interp *in, const ir_node *n, void *out)
+/* Where element idx of gather(a, indices, axis)'s space lies in a (row-major strides as, and the
+ * indices' is). */
+static int64_t taken_offset(const ir_node *a, const ir_node *ix, const void *iv, int axis,
+                            const int64_t *idx, const int64_t *as, const int64_t *is)
 {
+    int64_t io = 0, xo = 0;
+    for (int k = 0; k < ix->rank; k++)
+        io += idx[axis + k] * is[k];
+    for (int k = 0; k < a->rank; k++) {
+        int64_t j = k < axis ? idx[k] : k > axis ? idx[k + ix->rank - 1]
+                                                 : take(load_i(ix->etype, iv, io), a->shape[axis]);
+        xo += j * as[k];
+    }
+    return xo;
+}
+
+/* gather (numpy.take) copies element taken_offset of the operand to each element of its result;
+ * scatter_add (numpy.add.at) copies the operand, then adds each update there in turn (floats in
+ * their type, integers wrapping). Both run over gather's result space, the updates' shape. */
+static void eval_take(const interp *in, const ir_node *n, void *out)
+{
+    bool scatter = n->op == OP_SCATTER_ADD;
     const ir_node *a = operand(in, n, 0), *ix = operand(in, n, 1);
+    const ir_node *sp = scatter ? operand(in, n, 2) : n;
     const unsigned char *x = operand_val(in, n, 0);
-    const void *iv = operand_val(in, n, 1);
-    size_t size = nest_type_size((nest_type)n->etype);
-    int axis = n->a.axis, ri = ix->rank;
-    int64_t count = ir_count(n), idx[NEST_MAX_RANK] = {0}, as[NEST_MAX_RANK], is[NEST_MAX_RANK];
-    if (count == 0)
+    const void *iv = operand_val(in, n, 1), *uv = scatter ? operand_val(in, n, 2) : NULL;
+    int t = n->etype;
+    size_t size = nest_type_size((nest_type)t);
+    int64_t idx[NEST_MAX_RANK] = {0}, as[NEST_MAX_RANK], is[NEST_MAX_RANK];
+    if (scatter && ir_count(n) > 0)
+        memcpy(out, x, (size_t)ir_count(n) * size);
+    if (ir_count(sp) == 0)
         return;
     row_strides(a->rank, a->shape, as);
-    row_strides(ri, ix->shape, is);
+    row_strides(ix->rank, ix->shape, is);
     int64_t i = 0;
     do {
-        int64_t io = 0, xo = 0;
-        for (int k = 0; k < ri; k++)
-            io += idx[axis + k] * is[k];
-        for (int k = 0; k < a->rank; k++) {
-            int64_t j = k < axis ? idx[k] : k > axis ? idx[k + ri - 1]
-                                                     : take(load_i(ix->etype, iv, io), a->shape[axis]);
-            xo += j * as[k];
-        }
-        memcpy((unsigned char *)out + (size_t)i * size, x + (size_t)xo * size, size);
+        int64_t xo = taken_offset(a, ix, iv, n->a.axis, idx, as, is);
+        if (!scatter)
+            memcpy((unsigned char *)out + (size_t)i * size, x + (size_t)xo * size, size);
+        else if (t == NEST_F32 || t == NEST_F64)
+            store_f(t, out, xo, load_f(t, out, xo) + load_f(t, uv, i));
+        else
+            store_i(t, out, xo, (uint64_t)load_i(t, out, xo) + (uint64_t)load_i(t, uv, i));
         i++;
-    } while (next_index(n->rank, n->shape, idx));
+    } while (next_index(sp->rank, sp->shape, idx));
 }
 
 /* softmax over the axes in mask: per group (the elements that differ only along those axes),
@@ -962,7 +983,8 @@ static bool eval_node(const interp *in, const ir_node *n, void *out)
     case K_REVERSE: eval_reverse(in, n, out); return true;
     case K_REPLACE_SLICE: eval_replace_slice(in, n, out); return true;
     case K_ONE_HOT: eval_one_hot(in, n, out); return true;
-    case K_GATHER: eval_gather(in, n, out); return true;
+    case K_GATHER:
+    case K_SCATTER_ADD: eval_take(in, n, out); return true;
     case K_SOFTMAX: return eval_softmax(in, n, out);
     case K_BATCH_DOT: eval_batch_dot(in, n, out); return true;
     case K_TOPK: return eval_topk(in, n, out);

@@ -570,19 +570,24 @@ static int infer_model_op(nest_function *f, ir_node *n, ir_op op, int nin, const
         n->a.axis = (int32_t)at->index;
         return NEST_OK;
     }
-    case K_GATHER: {
+    case K_GATHER:
+    case K_SCATTER_ADD: {
+        /* gather's result, and scatter_add's updates, have x's shape with the axis replaced by
+         * the indices' shape */
         const ir_node *ix = &f->nodes[in[1]];
+        bool scatter = ir_ops[op].kind == K_SCATTER_ADD;
         if (ix->etype != NEST_I32 && ix->etype != NEST_I64)
             return op_error(f, NEST_ERR_TYPE, op, nin, in, "the indices must be i32 or i64, not %s",
                             nest_type_name((nest_type)ix->etype));
         if (a->rank == 0)
-            return op_error(f, NEST_ERR_TYPE, op, nin, in, "a scalar has no axis to take along");
+            return op_error(f, NEST_ERR_TYPE, op, nin, in, "a scalar has no axis to %s",
+                            scatter ? "add along" : "take along");
         if ((st = check_axis(f, op, nin, in, at->index, a->rank)))
             return st;
         int axis = (int)at->index, r = a->rank - 1 + ix->rank;
         if (r > NEST_MAX_RANK)
-            return op_error(f, NEST_ERR_LIMIT, op, nin, in, "result rank %d exceeds %d", r,
-                            NEST_MAX_RANK);
+            return op_error(f, NEST_ERR_LIMIT, op, nin, in, "%s rank %d exceeds %d",
+                            scatter ? "the updates'" : "result", r, NEST_MAX_RANK);
         memcpy(shape, a->shape, (size_t)axis * sizeof *shape);
         memcpy(shape + axis, ix->shape, (size_t)ix->rank * sizeof *shape);
         memcpy(shape + axis + ix->rank, a->shape + axis + 1,
@@ -591,11 +596,33 @@ static int infer_model_op(nest_function *f, ir_node *n, ir_op op, int nin, const
             return st;
         if (a->shape[axis] == 0 && count > 0)
             return op_error(f, NEST_ERR_TYPE, op, nin, in,
-                            "axis %d is empty: there is no element to take", axis);
+                            "axis %d is empty: there is no element to %s", axis,
+                            scatter ? "add to" : "take");
+        n->a.axis = axis;
+        if (scatter) {
+            const ir_node *u = &f->nodes[in[2]];
+            if (u->etype != a->etype)
+                return op_error(f, NEST_ERR_TYPE, op, nin, in,
+                                "the updates are %s but the operand is %s",
+                                nest_type_name((nest_type)u->etype),
+                                nest_type_name((nest_type)a->etype));
+            if (u->rank != r || memcmp(u->shape, shape, (size_t)r * sizeof *shape) != 0) {
+                char *t = list_text(r, shape);
+                op_error(f, NEST_ERR_TYPE, op, nin, in,
+                         "the updates must have shape %s (the operand's with axis %d replaced by "
+                         "the indices' shape)",
+                         t ? t : "", axis);
+                free(t);
+                return f->status;
+            }
+            n->etype = a->etype;
+            n->rank = a->rank;
+            n->shape = a->shape;
+            return NEST_OK;
+        }
         n->etype = a->etype;
         n->rank = (uint8_t)r;
         n->shape = dup_shape(f, r, shape);
-        n->a.axis = axis;
         return NEST_OK;
     }
     case K_BATCH_DOT:
@@ -915,6 +942,7 @@ static int infer(nest_function *f, ir_node *n, ir_op op, int nin, const int32_t 
     case K_SOFTMAX:
     case K_BATCH_DOT:
     case K_TOPK:
+    case K_SCATTER_ADD:
         return infer_model_op(f, n, op, nin, in, at);
 
     case K_GET: {

@@ -244,6 +244,7 @@ static void print_op(buf *b, const namer *nm, const ir_node *n, int64_t maxvals)
         break;
     case K_ARGREDUCE:
     case K_GATHER:
+    case K_SCATTER_ADD:
         buf_printf(b, ", axis=%d", n->a.axis);
         break;
     case K_PAD: {

@@ -21,6 +21,16 @@ int ir_module_error(nest_module *m, int status, const char *fmt, ...)
     return m->status;
 }
 
+void ir_module_take_error(nest_module *m)
+{
+    for (int i = 0; i < m->nfns; i++)
+        if (m->fns[i]->status) {
+            ir_module_error(m, m->fns[i]->status, "%s",
+                            m->fns[i]->errmsg ? m->fns[i]->errmsg : nest_status_str(m->fns[i]->status));
+            return;
+        }
+}
+
 /* ---- modules ---- */
 
 /* Checks a name with the function rules of ir.c, reporting on m. */
