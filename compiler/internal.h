@@ -678,6 +678,8 @@ int32_t nest_loads(plan *p, const nest *ne, int32_t **out);
 /* How many live nests read each buffer: a malloc'd array of p->nbufs + 1 counts, or NULL when
  * out of memory (p->status says so). */
 int32_t *nest_readers(plan *p);
+/* The first nest after k that is not dead, or p->nnests. */
+int32_t next_live_nest(const plan *p, int32_t k);
 /* Whether the values (over the `rank` axes of o's nest) read o's buffer only through the view
  * o writes (replaced by zero, no read of the buffer remains: expressions are hash-consed, so
  * the view is one node); false also when out of memory (p->status says so). */

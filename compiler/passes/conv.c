@@ -328,9 +328,7 @@ void conv_describe(buf *b, const nest *ne)
 static bool absorb(plan *p, int32_t k, const int32_t *readers)
 {
     nest *n = &p->nests[k];
-    int32_t e = k + 1;
-    while (e < p->nnests && p->nests[e].dead)
-        e++;
+    int32_t e = next_live_nest(p, k);
     if (e >= p->nnests)
         return true;
     nest *ep = &p->nests[e];

@@ -379,6 +379,14 @@ int32_t *nest_readers(plan *p)
     return readers;
 }
 
+int32_t next_live_nest(const plan *p, int32_t k)
+{
+    int32_t e = k + 1;
+    while (e < p->nnests && p->nests[e].dead)
+        e++;
+    return e;
+}
+
 bool reads_only_view(plan *p, const nout *o, int rank, fx *const *vals, int nvals)
 {
     fx *view = fx_load(p, o->buf, o->off, rank, o->st, -1);
