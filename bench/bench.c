@@ -41,13 +41,14 @@
 #include <unistd.h>
 
 #include "eigen.h"
+#include "blascore.h"
 #include "handfused.h"
-#include "benchutil.h"
 #include "nest.h"
+#include "benchutil.h"
+#include "peer.h"
 
 extern char **environ;
 
-#define PYTHON_DEFAULT "/usr/bin/python3"
 #define PEERS "bench/peers.py"
 #define NESTC "bin/nestc"
 #define WORKDIR "build/bench"
@@ -57,44 +58,10 @@ extern char **environ;
 #define PAUSE_MS 250        /* between processes: spinning OpenMP (200 ms) and BLAS threads sleep */
 
 static bool quick;
-const char *bench_program = "bench";
 
 /* ---------------------------------------------------------------------------------------------
- * Small helpers
+ * Small helpers (the clock, medians, arrays and their values are in benchutil.c)
  * ------------------------------------------------------------------------------------------- */
-
-static void sleep_ms(int ms)
-{
-    struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&t, NULL);
-}
-
-static float *alloc_f32(int64_t count)
-{
-    size_t bytes = (size_t)(count > 0 ? count : 1) * sizeof(float);
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
-        die("cannot map %zu bytes: %s", bytes, strerror(errno));
-    if (bytes >= (4u << 20))
-        madvise(p, bytes, MADV_HUGEPAGE);
-    memset(p, 0, bytes);
-    return p;
-}
-
-static void free_f32(float *p, int64_t count)
-{
-    if (p)
-        munmap(p, (size_t)(count > 0 ? count : 1) * sizeof(float));
-}
-
-/* The values peers.py's fill() writes: a hash of the index mapped to [-1, 1). */
-static void fill(float *a, int64_t count, int seed)
-{
-    for (int64_t i = 0; i < count; i++) {
-        uint64_t h = ((uint64_t)i * 2654435761u + (uint64_t)seed * 40503u) % (1ull << 32);
-        a[i] = (float)((h >> 8) & 1023) / 512.0f - 1.0f;
-    }
-}
 
 /* One line of a command's standard output (trailing newline removed), or "?" */
 static void command_line(const char *cmd, char *out, size_t size)
@@ -598,16 +565,6 @@ static double time_local(bench_case *bc, contender c, int *iters)
 }
 
 /* ---------------------------------------------------------------------------------------------
- * The Python peers: a peers.py --serve process on two pipes
- * ------------------------------------------------------------------------------------------- */
-
-static const char *python_path(void)
-{
-    const char *p = getenv("BENCH_PYTHON");
-    return p && *p ? p : PYTHON_DEFAULT;
-}
-
-/* ---------------------------------------------------------------------------------------------
  * Throughput
  * ------------------------------------------------------------------------------------------- */
 
@@ -621,17 +578,6 @@ typedef struct {
 
 static results res[W_COUNT];
 static bool measured[W_COUNT];
-static char notes[4096];
-
-static void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void note(const char *fmt, ...)
-{
-    size_t len = strlen(notes);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(notes + len, sizeof notes - len, fmt, ap);
-    va_end(ap);
-}
 
 static bool agree(double a, double b)
 {
@@ -777,7 +723,7 @@ static void measure_memory(const char *self, workload w, int si)
         if (!c_active((contender)c, sizes[si]))
             continue;
         if (is_python((contender)c))
-            snprintf(cmd, sizeof cmd, "%s %s --mem %s %lld %s 2>/dev/null", python_path(), PEERS,
+            snprintf(cmd, sizeof cmd, "%s %s --mem %s %lld %s 2>/dev/null", peer_python(), PEERS,
                      wl_name[w], (long long)sizes[si], c_id[c]);
         else
             snprintf(cmd, sizeof cmd, "%s --mem %s %lld %s 2>/dev/null", self, wl_name[w],
@@ -1004,10 +950,15 @@ static const char *load_average(void)
     return buf;
 }
 
+static char blas_note[512] = "not chosen";
+
 static void print_machine(peer *py)
 {
     char model[256] = "?", date[64], clang[256], gcc[256], commit[64], dirty[8], thp[128] = "?";
+    char family[32] = "?", cpu_model[32] = "?";
     command_line("lscpu | sed -n 's/^Model name: *//p' | head -1", model, sizeof model);
+    command_line("lscpu | sed -n 's/^CPU family: *//p' | head -1", family, sizeof family);
+    command_line("lscpu | sed -n 's/^Model: *//p' | head -1", cpu_model, sizeof cpu_model);
     command_line("date -u '+%Y-%m-%d %H:%M UTC'", date, sizeof date);
     command_line("clang-14 --version | head -1", clang, sizeof clang);
     command_line("gcc --version | head -1", gcc, sizeof gcc);
@@ -1017,10 +968,13 @@ static void print_machine(peer *py)
     command_line("cat /sys/kernel/mm/transparent_hugepage/enabled", thp, sizeof thp);
     const char *info = peer_cmd(py, "info");
     out("## Machine and versions\n\n");
-    out("- CPU: %s, %ld cores online\n", model, sysconf(_SC_NPROCESSORS_ONLN));
+    out("- CPU: %s (family %s, model %s; %s), %ld cores online\n", model, family, cpu_model,
+        blascore_best() && strcmp(blascore_best(), "Haswell") != 0 ? "AVX-512" : "no AVX-512",
+        sysconf(_SC_NPROCESSORS_ONLN));
     out("- date: %s; nest commit %s%s\n", date, commit,
         strcmp(dirty, "0") != 0 ? " (with uncommitted changes in the work tree)" : "");
-    out("- %s; %s; Eigen %s; %s (%s)\n", clang, gcc, eg_version(), info, python_path());
+    out("- %s; %s; Eigen %s; %s (%s)\n", clang, gcc, eg_version(), info, peer_python());
+    out("- OpenBLAS (numpy's dot and matmul): %s\n", blas_note);
     out("- transparent huge pages: %s\n", thp);
     out("- load average at the start: %s (the machine is shared: other work runs meanwhile)\n\n",
         load_average());
@@ -1220,8 +1174,9 @@ int main(int argc, char **argv)
         die("cannot write %s: %s", md, strerror(errno));
     const char *self = argv[0];
 
+    blascore_force(blas_note, sizeof blas_note); /* before any peer loads OpenBLAS */
     peer py;
-    peer_start(&py, python_path(), PEERS);
+    peer_start(&py, PEERS, "--serve");
     print_machine(&py);
     double t0 = now_s();
     for (int w = 0; w < W_COUNT; w++)
@@ -1250,10 +1205,10 @@ int main(int argc, char **argv)
     for (int w = 0; w < W_COUNT; w++)
         if (measured[w])
             print_workload((workload)w);
-    if (notes[0])
+    if (notes()[0])
         out("Notes from this run (\"differs\": the result's checksum is off the exact one, "
             "computed in double, by more than 1e-2 relative):\n\n%s\n",
-            notes);
+            notes());
     if (with_latency)
         print_latency();
     print_targets(with_mem, with_latency);

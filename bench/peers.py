@@ -7,7 +7,8 @@ Run with Debian's interpreter (/usr/bin/python3), which has python3-numpy and py
       time C SECONDS          seconds per call of contender C, timed inside Python with
                               time.perf_counter over a batch of at least SECONDS -> "<s>"
       check C                 run C once -> its checksum (see bench.c) "<float>"
-      info                    -> "numpy X.Y.Z numexpr X.Y.Z"
+      info                    -> "numpy X.Y.Z numexpr X.Y.Z; OpenBLAS core CORE" (the kernel of
+                              the OpenBLAS numpy loaded: openblas_get_corename())
       quit
   peers.py --mem W N C        in this fresh process: the peak bytes C allocates beyond its
                               inputs and outputs in one call (tracemalloc), printed as an integer
@@ -189,6 +190,21 @@ def seconds_per_call(wl, c, target):
     return (time.perf_counter() - t0) / iters
 
 
+def openblas_core():
+    """openblas_get_corename() of the OpenBLAS this process loaded (through numpy), or '?'."""
+    import ctypes
+    with open("/proc/self/maps") as maps:
+        libs = sorted({l.split()[-1] for l in maps if "libopenblas" in l and "/" in l})
+    for lib in libs:
+        try:
+            f = ctypes.CDLL(lib).openblas_get_corename
+        except (OSError, AttributeError):
+            continue
+        f.restype = ctypes.c_char_p
+        return f().decode()
+    return "? (numpy does not use OpenBLAS)"
+
+
 def serve():
     wl = None
     for line in sys.stdin:
@@ -207,7 +223,8 @@ def serve():
             prepare(cmd[1])
             reply = "%.17g" % checksum(wl.run(cmd[1]))
         elif cmd[0] == "info":
-            reply = "numpy %s numexpr %s" % (np.__version__, ne.__version__)
+            reply = "numpy %s numexpr %s; OpenBLAS core %s" % (np.__version__, ne.__version__,
+                                                             openblas_core())
         else:
             reply = "error unknown command " + cmd[0]
         sys.stdout.write(reply + "\n")

@@ -3,7 +3,8 @@
  * backward, SGD with momentum) of nest's compiled step kernel against PyTorch eager
  * (bench/train_peers.py), on 1 and 2 threads, measured in turn in one run.
  *
- *   train [-o REPORT.md] [--quick] [--print MODEL]   (--print: model MODEL's text form)
+ *   train [-o REPORT.md] [--quick] [--rounds N] [--print MODEL]
+ *         (--rounds: N rounds, at most 64, for a busy machine; --print: model MODEL's text form)
  *
  * Models: the digits MLP of samples/ (64-256-256-10, batch 32) and a 784-1024-1024-10 MLP at
  * batch 64, random data. nest's step is generated from the same template as samples/mlp.nest:
@@ -24,10 +25,39 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "benchutil.h"
 #include "nest.h"
+#include "peer.h"
 
-const char *bench_program = "bench/train";
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "bench/train: ");
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    exit(1);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
 
 /* ---- the model ---- */
 
@@ -170,15 +200,33 @@ static void nest_free(nest_case *c)
 
 /* ---- the table ---- */
 
+/* The 1-minute load average (from /proc/loadavg), or -1: the table says how busy the machine
+ * was, since the figures of a shared machine move with its load. */
+static double load_average(void)
+{
+    double l = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &l) != 1)
+            l = -1;
+        fclose(f);
+    }
+    return l;
+}
+
 int main(int argc, char **argv)
 {
     const char *report = NULL;
     bool quick = false;
+    int nrounds = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-o") && i + 1 < argc)
             report = argv[++i];
         else if (!strcmp(argv[i], "--quick"))
             quick = true;
+        else if (!strcmp(argv[i], "--rounds") && i + 1 < argc && atoi(argv[i + 1]) >= 1 &&
+                 atoi(argv[i + 1]) <= 64)
+            nrounds = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--print") && i + 1 < argc && atoi(argv[i + 1]) >= 0 &&
                  atoi(argv[i + 1]) < NMODELS) {
             char *text = module_text(&models[atoi(argv[++i])]);
@@ -186,17 +234,18 @@ int main(int argc, char **argv)
             free(text);
             return 0;
         } else
-            die("usage: train [-o REPORT.md] [--quick] [--print MODEL]");
+            die("usage: train [-o REPORT.md] [--quick] [--rounds N] [--print MODEL]");
     }
-    int rounds = quick ? 3 : 7;
+    int rounds = nrounds ? nrounds : quick ? 3 : 7;
     double secs = quick ? 0.1 : 0.2;
     FILE *rep = report ? fopen(report, "a") : NULL;
     peer py;
-    peer_start(&py, "/usr/bin/python3", "bench/train_peers.py");
+    peer_start(&py, "bench/train_peers.py", "--serve");
     const char *info = peer_cmd(&py, "info");
     char torch_version[64];
     snprintf(torch_version, sizeof torch_version, "%s", info);
     char table[8192];
+    double load0 = load_average();
     int tl = snprintf(table, sizeof table,
                       "\n## Training: one step (forward, backward, SGD with momentum), ms\n\n"
                       "nest's step is one compiled kernel; PyTorch (%s) runs eager. Medians of %d "
@@ -213,7 +262,7 @@ int main(int argc, char **argv)
                                      m->batch, threads);
             if (strcmp(r, "ok"))
                 die("train_peers.py setup: %s", r);
-            double tn[16], tp[16];
+            double tn[64], tp[64];
             for (int k = 0; k < rounds; k++) {
                 tn[k] = nest_time(&c, secs);
                 tp[k] = atof(peer_cmd(&py, "time %g", secs));
@@ -226,6 +275,9 @@ int main(int argc, char **argv)
         }
     }
     peer_stop(&py);
+    tl += snprintf(table + tl, sizeof table - (size_t)tl,
+                   "\nLoad average (1 minute) at the start and at the end: %.2f, %.2f.\n", load0,
+                   load_average());
     fputs(table, stdout);
     if (rep) {
         fputs(table, rep);

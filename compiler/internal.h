@@ -17,7 +17,7 @@
 #include "util.h"
 
 /* ---------------------------------------------------------------------------------------------
- * graph/types.c: element types, status texts, identifiers (below the IR: every file may use them)
+ * graph/types.c: element types, status texts, identifiers and the names C claims (below the IR)
  * ------------------------------------------------------------------------------------------- */
 
 /* nest_type_name, nest_type_size and nest_status_str of nest.h live here too. */
@@ -29,6 +29,10 @@
  * for a function (not a C keyword or a reserved prefix). */
 bool is_identifier(const char *s, size_t len);
 bool is_c_keyword(const char *s);
+/* Whether name is declared by the C library headers the generated C includes, predefined by C
+ * compilers, or a C++ keyword: the emitter renames parameters and values of that name, the
+ * pipeline refuses a function of it, importers rename it. */
+bool is_c_library_name(const char *name);
 #define IR_MAX_NAME 255
 
 /* ---------------------------------------------------------------------------------------------
@@ -58,9 +62,21 @@ typedef enum ir_kind {
     K_REDUCE,    /* a.axes = reduced axes of the input */
     K_TUPLE,     /* operands are the elements */
     K_GET,       /* a.index */
+    K_CONV,      /* a.win: convolution of in[0] [N, C, d..] with filters in[1] [K, C/groups, f..] */
+    K_POOL,      /* a.win: max or average over windows of in[0] [N, C, d..] */
+    /* the op set of real models */
+    K_ARGREDUCE, /* a.axis: the axis searched (removed); result i64 */
+    K_PAD,       /* a.pad; in[1] is the padding value (a scalar) */
+    K_REVERSE,   /* a.axes: the axes read backwards */
+    K_REPLACE_SLICE, /* a.slice: the box of in[0] that in[1] replaces */
+    K_ONE_HOT,   /* a.axis: the new axis of the output */
+    K_GATHER,    /* a.axis: the axis of in[0] that the indices in[1] select along */
+    K_SOFTMAX,   /* a.axes: the axes normalized over */
+    K_BATCH_DOT, /* numpy's matmul of in[0] and in[1] */
+    K_TOPK,      /* a.topk: the values (which 0) or the indices (which 1) */
 } ir_kind;
 
-typedef enum ir_types { TY_NUM, TY_FLOAT, TY_ANY } ir_types;
+typedef enum ir_types { TY_NUM, TY_FLOAT, TY_BOOL, TY_ANY } ir_types;
 
 typedef struct ir_opinfo {
     const char *name;
@@ -74,6 +90,25 @@ extern const ir_opinfo ir_ops[OP_COUNT];
 
 /* The element type of a tuple value. */
 #define IR_TUPLE 5
+
+/* The most spatial axes a convolution or pooling window has (its operands have 3 to 5 axes). */
+#define IR_MAX_SPATIAL 3
+
+/* The geometry of a convolution's or pooling's window over the spatial axes (axes 2.. of its
+ * input): per spatial axis, the window (a pool's, or the filters' spatial dims), the stride,
+ * the dilation of the window, the padding below and above (negative crops: convolution only),
+ * and the dilation of the data (transposed convolution). */
+typedef struct ir_window {
+    int nsp;                               /* spatial axes (1 to IR_MAX_SPATIAL) */
+    int64_t window[IR_MAX_SPATIAL];
+    int64_t stride[IR_MAX_SPATIAL];
+    int64_t dilation[IR_MAX_SPATIAL];      /* 1 for pools */
+    int64_t pad_below[IR_MAX_SPATIAL];
+    int64_t pad_above[IR_MAX_SPATIAL];
+    int64_t data_dilation[IR_MAX_SPATIAL]; /* 1 for pools */
+    int64_t groups;                        /* convolution: input and output channels in groups */
+    bool include_pad;                      /* avg_pool: the padding counts in the average */
+} ir_window;
 
 typedef struct ir_node {
     uint16_t op;     /* ir_op */
@@ -93,17 +128,28 @@ typedef struct ir_node {
             void *data;         /* count elements of etype */
             int64_t count;      /* 1 (fills the shape) or the element count */
         } constant;             /* K_CONST */
-        uint32_t axes;          /* K_BROADCAST: new output axes; K_REDUCE: reduced input axes */
+        uint32_t axes;          /* K_BROADCAST: new output axes; K_REDUCE: reduced input axes;
+                                 * K_REVERSE: reversed axes; K_SOFTMAX: normalized axes */
         uint8_t *order;         /* K_RESHAPE: in[0]'s axes in reading order (rank of in[0]) */
         struct {
             int64_t *lower, *upper, *step; /* rank entries each */
-        } slice;                /* K_SLICE */
-        int32_t axis;           /* K_CONCAT */
+        } slice;                /* K_SLICE, K_REPLACE_SLICE */
+        struct {
+            int64_t *below, *above, *interior; /* rank entries each */
+        } pad;                  /* K_PAD */
+        struct {
+            int64_t k;          /* how many */
+            int32_t axis;
+            uint8_t largest;    /* 1: the largest first; 0: the smallest */
+            uint8_t which;      /* 0: the values; 1: their indices (the next node) */
+        } topk;                 /* K_TOPK */
+        int32_t axis;           /* K_CONCAT, K_ARGREDUCE, K_ONE_HOT, K_GATHER */
         int32_t state;          /* K_STATE: index into the module's states */
         struct {
             int32_t index;      /* the element taken */
             int32_t target;     /* the node that element is, through any GETs: never a GET */
         } get;                  /* K_GET */
+        const ir_window *win;   /* K_CONV, K_POOL */
     } a;
 } ir_node;
 
@@ -124,6 +170,8 @@ struct nest_function {
     int status;
     char *errmsg;   /* malloc'd, or NULL */
     int32_t line, col; /* where the text form defined the function, or 0 */
+    int32_t *names; /* malloc'd: a hash index of the nodes' names (ir_set_name), -1 empty */
+    size_t capnames, nnames;
     nest_module *module;  /* the module whose state it may read and assign, or NULL */
     struct ir_assign *assigns; /* assign(state, value) statements, in order (arena, grows) */
     int32_t nassigns;
@@ -141,13 +189,21 @@ typedef struct ir_assign {
 /* Operands and attributes for ir_build. Fields unused by an op are ignored. */
 typedef struct ir_attrs {
     int type;               /* K_CONVERT target; K_PARAM, K_CONST element type */
-    int rank;               /* K_PARAM, K_CONST, K_BROADCAST, K_RESHAPE: output rank */
+    int rank;               /* K_PARAM, K_CONST, K_BROADCAST, K_RESHAPE, K_ONE_HOT: output rank */
     const int64_t *shape;   /* ... and shape */
-    int naxes;              /* K_BROADCAST, K_REDUCE */
+    int naxes;              /* K_BROADCAST, K_REDUCE, K_REVERSE, K_SOFTMAX */
     const int64_t *axes;
     const int64_t *order;   /* K_RESHAPE, rank of the operand, or NULL */
-    const int64_t *lower, *upper, *step; /* K_SLICE; step may be NULL */
-    int64_t index;          /* K_CONCAT axis, K_GET index */
+    const int64_t *lower, *upper, *step; /* K_SLICE, K_REPLACE_SLICE; step may be NULL */
+    /* K_CONV, K_POOL: rank(in[0]) - 2 entries each, NULL for the default (step above is the
+     * window's stride); window is a pool's (a convolution's comes from its filters) */
+    const int64_t *window, *dilation, *pad_below, *pad_above, *data_dilation;
+    int64_t groups;         /* K_CONV: at least 1 */
+    int include_pad;        /* avg_pool */
+    int64_t index;          /* K_CONCAT, K_ARGREDUCE, K_ONE_HOT, K_GATHER axis, K_GET index */
+    const int64_t *below, *above, *interior; /* K_PAD; interior may be NULL */
+    int64_t k;              /* K_TOPK */
+    int largest, which;     /* K_TOPK */
     const void *data;       /* K_CONST */
     int64_t count;
     const char *name;       /* K_PARAM */
@@ -159,9 +215,15 @@ typedef struct ir_attrs {
  * Returns its index, or NEST_NONE with the error on f. */
 int32_t ir_build(nest_function *f, ir_op op, int nin, const int32_t *in, const ir_attrs *at);
 
-/* A constant of `shape` whose elements are all v (converted to etype: it must fit); its node, or
+/* A constant of `shape` whose elements are all v (converted to etype; integers truncated and
+ * saturated at their range, NaN 0, as nest_convert does); its node, or
  * NEST_NONE with the error on f. */
 int32_t ir_fill(nest_function *f, int etype, double v, int rank, const int64_t *shape);
+/* topk of x: its values and indices nodes, then the tuple of both, which it returns (or
+ * NEST_NONE with the error on f). */
+int32_t ir_topk(nest_function *f, int32_t x, int64_t k, int64_t axis, int largest);
+/* Whether node i is the tuple of a topk (the text form prints it as the topk call). */
+static inline bool ir_is_topk_tuple(const nest_function *f, int32_t i);
 
 /* Records an error on f (replacing the last one) and returns `status`. */
 int ir_error(nest_function *f, int status, const char *fmt, ...) FORMAT(3, 4);
@@ -178,6 +240,10 @@ static inline const ir_node *ir_in(const nest_function *f, const ir_node *n, int
 static inline ir_kind ir_kind_of(const ir_node *n) { return ir_ops[n->op].kind; }
 bool op_is_elementwise(ir_op op);
 
+/* Records "OP(operands): message" on f, the operands described with their types. */
+int ir_op_error(nest_function *f, int status, ir_op op, int nin, const int32_t *in,
+                const char *fmt, ...) FORMAT(6, 7);
+
 /* "f32[3,4]" or "(f32[3], i32[])" into b. */
 void ir_format_type(buf *b, const nest_function *f, int32_t node);
 void ir_format_shape(buf *b, int rank, const int64_t *shape);
@@ -186,16 +252,46 @@ static inline int32_t ir_resolve(const nest_function *f, int32_t v)
 {
     return f->nodes[v].op == OP_GET ? f->nodes[v].a.get.target : v;
 }
+static inline bool ir_is_topk_tuple(const nest_function *f, int32_t i)
+{
+    const ir_node *n = &f->nodes[i];
+    return n->op == OP_TUPLE && n->nin == 2 && f->nodes[n->in[0]].op == OP_TOPK;
+}
 /* Looks up an op by its text name; OP_COUNT if none. */
 ir_op ir_op_lookup(const char *name, size_t len);
-/* Finds a node by user name; -1 if none. */
+/* Finds a node by user name; -1 if none. A hash lookup: names are given through ir_set_name. */
 int32_t ir_find_name(const nest_function *f, const char *name);
+/* Gives node its user name (a string that lives as long as f: its arena's) and indexes it for
+ * ir_find_name. NEST_OK, or NEST_ERR_NOMEM recorded on f. */
+int ir_set_name(nest_function *f, int32_t node, const char *name);
 /* Checks a name for a function, parameter or value; returns NEST_OK or records an error. */
 int ir_check_name(nest_function *f, const char *what, const char *name);
 
 /* Checks the graph's invariants (operand order, types against the rules); asserts in debug
  * builds and returns false on a violation. */
 bool ir_verify(const nest_function *f);
+
+/* ---------------------------------------------------------------------------------------------
+ * graph/prune.c: dead nodes
+ * ------------------------------------------------------------------------------------------- */
+
+/* Removes the nodes that no result depends on and no assignment needs (parameters stay: they are
+ * the arguments) from a function that has returned, renumbering the others in order (operands,
+ * GET targets, parameters, results, assignments). Returns how many went; 0 also when out of
+ * memory (f unchanged). */
+int32_t ir_prune(nest_function *f);
+
+/* ---------------------------------------------------------------------------------------------
+ * graph/window.c: the type rules of convolution and pooling
+ * ------------------------------------------------------------------------------------------- */
+
+/* Checks the operands and window attributes of a K_CONV or K_POOL node and fills n's type,
+ * shape and a.win; NEST_OK or the error recorded on f (naming the op, operands and shapes). */
+int ir_infer_window(nest_function *f, ir_node *n, ir_op op, int nin, const int32_t *in,
+                    const ir_attrs *at);
+/* The extent of one output axis of a window: (padded, dilated input - dilated window) / stride
+ * + 1, for input extent d and spatial axis i of w. */
+int64_t ir_window_out(const ir_window *w, int i, int64_t d);
 
 /* ---------------------------------------------------------------------------------------------
  * graph/state.c: modules and their state: variables and persistent tensors, reads, assignments
@@ -256,13 +352,16 @@ void ir_function_destroy(nest_function *f);
 #define PARSE_MAX_DEPTH 1000
 
 /* ---------------------------------------------------------------------------------------------
- * front/onnx_read.c, front/onnx_ops.c: ONNX import (nest_import_onnx of nest.h)
+ * front/onnx_read.c, onnx_ops.c, onnx_math.c, onnx_shape.c, onnx_nn.c, onnx_conv.c: ONNX import
+ * (nest_import_onnx of nest.h)
  * ------------------------------------------------------------------------------------------- */
 
 /* onnx_read.c reads the protobuf (protobuf-c over onnx.proto, generated at build time into
  * build/gen), checks the graph and builds the function node by node, folding the nodes whose
- * inputs are known; onnx_ops.c holds one lowering per operator. What the two share is in
- * front/onnx.h, which only they include. */
+ * inputs are known; onnx_ops.c holds what the lowerings share and the table of operators
+ * (front/onnx_ops.def, one line per operator); onnx_math.c (element-wise), onnx_shape.c
+ * (constants, shapes, views), onnx_nn.c (reductions, products, normalization, global pools) and
+ * onnx_conv.c (convolutions and pools over windows) hold one lowering per operator. What they share is in front/onnx.h, which only they include. */
 
 /* ---------------------------------------------------------------------------------------------
  * graph/print.c: canonical text and Graphviz
@@ -322,6 +421,15 @@ int interp_call(nest_function *f, void *const *state, void *const *args, int nar
                 void *const *results, int nresults);
 
 /* ---------------------------------------------------------------------------------------------
+ * graph/interp_window.c: the reference interpreter's convolution and pooling
+ * ------------------------------------------------------------------------------------------- */
+
+/* Evaluates K_CONV or K_POOL node n of f from its dense row-major operands x (and filters w)
+ * into out, by direct loops over the definition. */
+void interp_window(const nest_function *f, const ir_node *n, const void *x, const void *w,
+                   void *out);
+
+/* ---------------------------------------------------------------------------------------------
  * The plan: what the passes below turn a function into. Buffers hold tensors; nests are loop
  * nests over an iteration space; fx are the element expressions evaluated inside them.
  * ------------------------------------------------------------------------------------------- */
@@ -351,7 +459,10 @@ typedef struct pbuf {
 } pbuf;
 
 typedef enum fx_kind {
-    FX_LOAD,   /* buf[off + sum(i_k * st[k])] */
+    FX_LOAD,   /* buf[off + sum(i_k * st[k]) + sum(gst[j] * take(args[j], gdim[j]))]: a strided
+                * view, plus nargs gather terms whose index is another expression (take(v, n)
+                * counts a negative v from the end and clamps to [0, n)); buf FX_IOTA: the
+                * index itself, off + sum(i_k * st[k]), an i64 */
     FX_IMM,    /* a scalar literal: imm */
     FX_OP,     /* op(args): an element-wise op of ops.def (convert: etype is the target) */
     FX_CONCAT, /* along `axis`, arg j covers [starts[j], starts[j+1]) and sees index i - starts[j] */
@@ -366,9 +477,10 @@ struct fx {
     int32_t nargs;       /* FX_OP, FX_CONCAT */
     fx **args;
     int rank;            /* rank of the index space it is expressed in (FX_LOAD, FX_CONCAT) */
-    int32_t buf;         /* FX_LOAD */
+    int32_t buf;         /* FX_LOAD: a buffer, or FX_IOTA */
     int64_t off;         /* FX_LOAD */
     int64_t *st;         /* FX_LOAD: rank strides in elements */
+    int64_t *gst, *gdim; /* FX_LOAD: per gather term (nargs), its stride and the extent taken */
     union {
         double f;
         int64_t i;
@@ -379,13 +491,22 @@ struct fx {
     fx *chain;           /* hash-consing table */
 };
 
+/* A map from expression nodes to expression nodes (walk.c); zero is an empty map. */
+typedef struct fx_map {
+    const fx **keys;
+    fx **vals;
+    size_t cap, n;
+} fx_map;
+
 /* One output of a nest: a store of `value` into a view of `buf`, or a reduction of it. */
 typedef struct nout {
     int32_t buf;
     int64_t off;
     int64_t *st;         /* over the iteration space; 0 on reduced axes */
     fx *value;
-    int16_t reduce;      /* OP_SUM, OP_MAX, OP_MIN, or -1 for a store */
+    int16_t reduce;      /* OP_SUM, OP_PRODUCT, OP_MAX, OP_MIN, OP_ARGMAX, OP_ARGMIN (the index
+                          * along the one folded axis, which is the nest's innermost), or -1
+                          * for a store */
     int32_t node;        /* the graph node computed */
     bool drop;           /* tile.c: the fold feeds the nest's other outputs and is not stored */
 } nout;
@@ -398,6 +519,7 @@ typedef struct nest {
     nout *outs;
     int32_t *nodes;      /* the graph nodes computed here, in order (for comments) */
     int nnodes;
+    size_t capouts, capnodes; /* room in outs and nodes (arena arrays that fuse.c grows) */
     bool dead;           /* merged into another nest */
     bool dot;            /* fuse.c: a contraction with free axes on both sides (a product of
                           * matrices); tile.c may tile it */
@@ -405,11 +527,17 @@ typedef struct nest {
     int tile_vb;         /* tile.c: the vector bytes the tile was sized for (16, 32, 64) */
     fx *tile_a, *tile_b; /* tile.c: its factors: a load ignoring J, an expression ignoring I */
     bool a_first;        /* tile.c: the product is tile_a * tile_b (else tile_b * tile_a) */
-    int32_t pack;        /* tile.c: the workspace buffer of its packed panel, or -1 */
+    int32_t pack;        /* the workspace buffer private to the nest, or -1: a tiled product's
+                          * packed panel (tile.c; -1 for a batch of products: a local array),
+                          * a convolution's copy of its input (conv.c) */
     int32_t group;       /* rows.c: the first nest of its row group (its own index if alone) */
     bool rowed;          /* rows.c: in a group of several nests sharing the outer loop */
+    struct wplan *win;   /* conv.c: a convolution's or pooling's plan (its own loops), or NULL */
     bool values_first;   /* inplace.c: the body reads every output's value before it stores
                           * any (a swap of two tensors in place, through registers) */
+    int16_t special;     /* OP_TOPK: a nest of its own code (outs: the values and the indices,
+                          * each reading the operand's load; pack: a scratch buffer or -1);
+                          * the passes leave it as it is. -1 otherwise */
 } nest;
 
 /* Whether any output of n folds (the nest is a reduction, its values ready only at its end). */
@@ -417,6 +545,16 @@ static inline bool nest_folds(const nest *n)
 {
     for (int i = 0; i < n->nouts; i++)
         if (n->outs[i].reduce >= 0)
+            return true;
+    return false;
+}
+
+/* Whether a nest folds an argmax or argmin: an index, one element after the other, so its one
+ * folded axis stays innermost (flatten.c) and its accumulators are scalars (emit/). */
+static inline bool nest_has_arg(const nest *n)
+{
+    for (int i = 0; i < n->nouts; i++)
+        if (n->outs[i].reduce == OP_ARGMAX || n->outs[i].reduce == OP_ARGMIN)
             return true;
     return false;
 }
@@ -436,8 +574,18 @@ typedef struct plan {
     /* hash-consing of fx */
     fx **table;
     size_t tabcap, nfx;
+    /* walk.c: marks of expression nodes (by id) and of buffers, stamped with an epoch */
+    uint32_t *fxmark, *bufmark;
+    size_t capfxmark, capbufmark;
+    uint32_t fxepoch, bufepoch;
     int status;          /* first error (NEST_OK): out of memory or a limit */
 } plan;
+
+/* The most work one loop body holds (nest_weight): fusion (fuse.c's merges, rows.c's groups)
+ * stores an intermediate rather than grow a body past it. Past it, C compilers take time that
+ * grows faster than the body (measured with clang 14: a loop of 4,000 element-wise ops
+ * compiles in 2.5 times the time of two of 2,000). */
+#define PLAN_MAX_BODY 400
 
 /* ---------------------------------------------------------------------------------------------
  * passes/layout.c: tensor descriptions: buffers, strides, element expressions and their views
@@ -451,6 +599,14 @@ void layout_strides(int rank, const int64_t *shape, int layout, int64_t *st);
 /* Expressions are hash-consed: equal expressions are the same pointer. NULL when out of memory
  * (p->status says so). */
 fx *fx_load(plan *p, int32_t buf, int64_t off, int rank, const int64_t *st, int32_t node);
+/* The buffer of a load that reads no memory: its value is its index (an i64). */
+#define FX_IOTA (-1)
+/* The most gather terms of one load (more: the caller stores the operand): a pad with interior
+ * padding or a strided replace_slice takes one per axis. */
+#define FX_MAX_TERMS NEST_MAX_RANK
+/* A load with nterms gather terms (idx: their index expressions, over the load's space). */
+fx *fx_gload(plan *p, int32_t buf, int64_t off, int rank, const int64_t *st, int nterms,
+             fx *const *idx, const int64_t *gst, const int64_t *gdim, int32_t node);
 fx *fx_imm(plan *p, int etype, double f, int64_t i);
 fx *fx_op(plan *p, ir_op op, int etype, int nargs, fx *const *args, int32_t node);
 fx *fx_concat(plan *p, int rank, int axis, int nargs, fx *const *args, const int64_t *starts,
@@ -466,31 +622,159 @@ fx *fx_reshape(plan *p, fx *e, int in_rank, const int64_t *in_shape, int rank,
                const int64_t *shape);
 /* e with the load `from` replaced by `to` (any node over the same space). */
 fx *fx_substitute(plan *p, fx *e, fx *from, fx *to);
+/* Each of the n values with every load that is a key of subst replaced by its value (any node
+ * over the same space), in place, with one memo for all: shared nodes are rewritten once. False
+ * when out of memory (p->status). */
+bool fx_forward(plan *p, fx **vals, int n, const fx_map *subst);
 /* e over an index space whose axis `axis` is shifted by delta: e'(i) = e(i + delta). */
 fx *fx_shift(plan *p, fx *e, int axis, int64_t delta);
+/* e (over `shape`) read backwards along the axes in mask: strides negated. */
+fx *fx_reverse(plan *p, fx *e, int rank, const int64_t *shape, uint32_t mask);
+/* e (over a space of rank in_rank, extent n along `axis`) read at the positions an index
+ * expression gives along that axis: the result is over a space of rank in_rank - 1 + ri where
+ * axes axis .. axis + ri - 1 are the index's, and idx is an expression over that space. NULL when
+ * e concatenates along the axis or a load would take too many gather terms. */
+fx *fx_gather(plan *p, fx *e, int in_rank, int axis, int64_t n, fx *idx, int ri);
 /* e with the axes of a nest merged or dropped: new axis k takes the strides of old axis
  * from[k+1]-1, the innermost of the axes it merges (the others merged or had extent 1). */
 fx *fx_regroup(plan *p, fx *e, int rank, const int *from);
 /* e with every FX_CONCAT on `axis` with a part covering [lo, hi) replaced by that part (shifted);
  * a concat with a boundary inside [lo, hi) stays, for the caller to split further. */
 fx *fx_select(plan *p, fx *e, int axis, int64_t lo, int64_t hi);
-/* Whether the expressions hold a concat along `axis` (also when the walk runs out of memory:
- * the cautious answer). */
-bool fx_has_concat(plan *p, fx *const *roots, int nroots, int axis);
-/* Whether e loads from buffer buf (also when the walk runs out of memory: the cautious answer;
- * the emitter then declares a temporary it need not, rather than keep a stale name). */
-bool fx_reads(plan *p, fx *e, int32_t buf);
-/* Calls fn on every node of the expressions (each once), args before users. */
+
+/* ---------------------------------------------------------------------------------------------
+ * passes/walk.c: walks over the expressions (each node once), marks, maps, the buffers read
+ * ------------------------------------------------------------------------------------------- */
+
+/* Calls fn on every node of the expressions (each once, however many paths reach it), args
+ * before users (by id). Costs the size of the DAG. False when out of memory (p->status). */
 bool fx_walk(plan *p, fx *const *roots, int nroots, void (*fn)(fx *e, void *ctx), void *ctx);
+/* The same, not entering the args of the nodes for which enter() is false (they are visited;
+ * their args only if another path reaches them). */
+bool fx_walk_pruned(plan *p, fx *const *roots, int nroots, bool (*enter)(const fx *e, void *ctx),
+                    void (*fn)(fx *e, void *ctx), void *ctx);
+/* The same in no particular order (no sort): for questions whose answer does not depend on it. */
+bool fx_visit(plan *p, fx *const *roots, int nroots, bool (*enter)(const fx *e, void *ctx),
+              void (*fn)(fx *e, void *ctx), void *ctx);
+/* Whether the expressions hold a concat along `axis` (any axis for -1; also when the walk runs
+ * out of memory: the cautious answer). */
+bool fx_has_concat(plan *p, fx *const *roots, int nroots, int axis);
+/* Whether e loads from buffer buf (a walk of e: for one question; to ask about many buffers,
+ * take fx_loads once). Also when the walk runs out of memory: the cautious answer. */
+bool fx_reads(plan *p, fx *e, int32_t buf);
+/* The distinct buffers the expressions load, ascending, in *out (malloc'd, the caller frees;
+ * NULL when none): their number, or -1 when out of memory (p->status). */
+int32_t fx_loads(plan *p, fx *const *roots, int nroots, int32_t **out);
+/* The same for the values of a nest's outputs. */
+int32_t nest_loads(plan *p, const nest *ne, int32_t **out);
+/* How many live nests read each buffer: a malloc'd array of p->nbufs + 1 counts, or NULL when
+ * out of memory (p->status says so). */
+int32_t *nest_readers(plan *p);
+/* Whether the values (over the `rank` axes of o's nest) read o's buffer only through the view
+ * o writes (replaced by zero, no read of the buffer remains: expressions are hash-consed, so
+ * the view is one node); false also when out of memory (p->status says so). */
+bool reads_only_view(plan *p, const nout *o, int rank, fx *const *vals, int nvals);
+/* Nest k absorbs e, the element-wise nest after it, which reads k's value (outs[0]) only where k
+ * writes it: e's outputs, as `outs` (over k's space), and nodes join k's, and e dies. k's value
+ * is then stored only if it is not a temporary or a nest other than e reads it (readers: as
+ * nest_readers counted them before any absorption). False when out of memory. (tile.c, conv.c) */
+bool nest_absorb(plan *p, int32_t k, int32_t e, const nout *outs, const int32_t *readers);
+
+/* The work of one node of an expression: its op's weight (exp, log, tanh, power 10; divide,
+ * sqrt 3; others 1), 1 for a concat, 0 for a leaf. */
+int fx_weight(const fx *e);
+/* The work of a nest's body: the weights of its values' nodes (each once), and 1 an output. */
+int64_t nest_weight(plan *p, const nest *ne);
+
+/* A set of expression nodes (or of buffers), for one walk at a time: clear starts an empty
+ * set in O(1); mark adds e and returns whether it was not there yet (false also when out of
+ * memory: p->status). fx_walk and fx_loads use them: a walk of your own must not call those
+ * between its clear and its last mark. */
+void fx_marks_clear(plan *p);
+bool fx_mark(plan *p, const fx *e);
+void buf_marks_clear(plan *p);
+bool buf_mark(plan *p, int32_t b);
+
+/* A map from expression nodes to expression nodes (memo of a rewrite, a substitution; the
+ * type is declared with the plan). The slot of e (NULL in a new slot), or NULL when out of
+ * memory (p->status); a slot moves when the map grows. */
+fx **fx_map_slot(plan *p, fx_map *m, const fx *e);
+fx *fx_map_get(const fx_map *m, const fx *e);
+void fx_map_free(fx_map *m);
 
 /* ---------------------------------------------------------------------------------------------
  * passes/fuse.c: which values are stored, and the nests that compute them
  * ------------------------------------------------------------------------------------------- */
 
+/* topk keeps its k best in order by insertion up to this k; beyond, it merge-sorts each row. */
+#define TOPK_INSERT 16
 /* Lowers p->f into buffers and nests: element-wise chains, views and the reductions that
  * consume them fuse into one nest unless opts->fuse is 0; then adjacent nests over the same
  * space merge so that a value feeding several outputs is computed once. */
 int pass_fuse(plan *p);
+
+/* ---------------------------------------------------------------------------------------------
+ * passes/conv.c: convolution and pooling nests
+ * ------------------------------------------------------------------------------------------- */
+
+/* The plan of a convolution's or pooling's nest (nest.win), which runs loops of its own
+ * (emit/emit_conv.c). Its outs[0] stores the op's value, an FX_OP of the op over its operands
+ * (which says what the nest reads), into the op's buffer; outs[1..] are element-wise outputs
+ * absorbed into that store (pass_conv), reading the value through the view outs[0] writes. */
+typedef struct wplan {
+    int32_t node;               /* the convolution or pooling */
+    const ir_window *win;
+    fx *x;                      /* the input: an expression over [N, C, d..] */
+    int64_t N, C, K, G;         /* batch, input and output channels (pools: K = C), groups */
+    int64_t d[IR_MAX_SPATIAL], o[IR_MAX_SPATIAL]; /* input and output extents (1 past nsp) */
+    /* convolution: the filters, and the direct form (see conv.c) */
+    int32_t wbuf;               /* the filters: a dense [K, C/G, f..] buffer from woff */
+    int64_t woff;
+    int64_t taps;               /* taps of the window, row-major over the filters' axes */
+    int64_t *tapoff;            /* per tap: where it reads in a channel's planes */
+    int nph[IR_MAX_SPATIAL];    /* the stride phases the taps use along each axis */
+    int64_t *ph[IR_MAX_SPATIAL];
+    int64_t hq[IR_MAX_SPATIAL]; /* a plane's extents */
+    int64_t qst[IR_MAX_SPATIAL];/* position q of output o: sum o_i * qst[i] */
+    int64_t plane, cstride;     /* elements of a plane, of one channel's planes */
+    int64_t q;                  /* positions computed per image and group (margins too) */
+    int64_t p;                  /* output positions per image */
+    bool in_place;              /* x is a dense buffer read in place (xbuf from xoff) */
+    int32_t xbuf;
+    int64_t xoff;
+    /* the register tile: ti rows by nv vectors of lanes (vb bytes): rows are output channels
+     * and lanes positions, or with by_channels, rows are positions and lanes channels (the
+     * filters then packed in the workspace at packoff: per group and tile of tj channels, a
+     * panel [C/G x taps][tj]; kpad is the group's channels rounded up to whole tiles) */
+    bool by_channels;
+    int ti, nv, lanes, vb;
+    int64_t kpad, packoff;
+    bool filters_outer;         /* tiles of positions run innermost (see emit_conv.c) */
+    /* a group's planes fit in CONV_LOCAL_PLANES bytes and there are groups enough for the
+     * threads (depthwise, small grouped convolutions, small images in a batch): each image
+     * and group copies its planes into a local array of its thread just before its tiles,
+     * which read them from the cache (no copy of the whole input in the workspace) */
+    bool local_planes;
+} wplan;
+
+/* The most bytes of a group's planes that its tiles read from a local array (conv.c). */
+#define CONV_LOCAL_PLANES (64 * 1024)
+
+/* A 1x1 convolution with nothing to pad or skip, whose input x and filters are dense in
+ * memory, is a product of matrices per image: out[n, k, p] = sum over c of w[k, c] * x[n, c, p].
+ * When its positions fill the columns of tile.c's tiles well (at most a tenth wasted; 7x7 and
+ * 14x14 do better in the direct form, which can hold channels in the lanes), its value over
+ * [N, K, positions.., C] (C to fold, batch_dot's form) with that space's extents in dims (the
+ * node's rank + 1); else NULL (also when out of memory: p->status says so). (fuse.c) */
+fx *conv_as_product(plan *p, int32_t node, const fx *x, const fx *filters, int64_t *dims);
+/* Makes ne, a nest over node's output that stores its value, a convolution or pooling nest:
+ * x is the input's expression, filters (convolution) a dense load of the filters. */
+bool conv_plan(plan *p, nest *ne, int32_t node, fx *x, fx *filters);
+/* Absorbs into each convolution or pooling nest the element-wise nest after it that reads its
+ * value only where it is written. */
+int pass_conv(plan *p);
+/* One line of --dump-after on a convolution's or pool's plan. */
+void conv_describe(buf *b, const nest *ne);
 
 /* ---------------------------------------------------------------------------------------------
  * passes/rows.c: outer-loop fusion
@@ -516,11 +800,18 @@ bool nest_permute(plan *p, nest *n, const uint8_t *order);
  * passes/tile.c: register tiles for matrix products
  * ------------------------------------------------------------------------------------------- */
 
-/* Tiles the [I, K, J] nests of contracting dots (the result block in registers, B packed into
- * panels) and absorbs the element-wise nest that follows into the tile's store. */
+/* A tiled batch of products packs its panels into a local array of each thread (pack -1) when
+ * they take at most this many bytes (libomp's and glibc's threads have megabytes of stack). */
+#define TILE_LOCAL_PANEL (64 * 1024)
+/* Tiles the [batch..., I, K, J] nests of contracting dots and batch_dots (the result block in
+ * registers, B packed into panels) and absorbs the element-wise nest that follows into the
+ * tile's store. */
 int pass_tile(plan *p);
 /* The register tile (rows ti, columns tj) for an element type and a vector width in bytes. */
 void tile_shape(int etype, int vector_bytes, int *ti, int *tj);
+/* The vector width in bytes of the CPU the code is compiled for (opts->march): 64 with
+ * AVX-512, 32 with AVX2, 16 for baseline x86-64 and x86-64-v2. */
+int tile_vector_bytes(const nest_options *o);
 
 /* ---------------------------------------------------------------------------------------------
  * passes/inplace.c: assignments of state in place
@@ -561,10 +852,6 @@ void emit_preamble(buf *b, uint64_t helpers, emit_mode mode);
 bool emit_const_is_data(int64_t count, int etype);
 /* The declarations of one function's entry points, with shapes in comments. */
 void emit_header_decls(buf *b, const plan *p);
-/* Whether name is declared by the C library headers the generated C includes, predefined by C
- * compilers, or a C++ keyword: parameters and values of that name are renamed in the C, and a
- * function cannot have it. */
-bool emit_name_taken(const char *name);
 /* emit_state.c: the C of a module's state (the NAME_state type; in the .c file, its table and
  * the functions NAME_state_new ... NAME_state_load; in the header, their declarations) before
  * the functions that take it. */
@@ -581,7 +868,7 @@ bool emit_state_name_taken(const nest_module *m, const char *name);
 int pipeline_plan(plan *p, nest_function *f, arena *a, const nest_options *opts,
                   const char *dump_after, buf *dump);
 /* The passes, in order, as nestc --dump-after names them. */
-#define PIPELINE_PASSES "fuse, rows, flatten, tile, inplace, memplan"
+#define PIPELINE_PASSES "fuse, conv, rows, flatten, tile, inplace, memplan"
 bool pipeline_has_pass(const char *name);
 /* Prints a plan (nests, their outputs and expressions) for --dump-after. */
 void plan_dump(buf *b, const plan *p);

@@ -2,6 +2,7 @@
  * pipeline.c - the passes in order, and the public entry points that run them.
  *
  *   pass_fuse      what is stored, the loop nests and their expressions   (fuse.c, layout.c)
+ *   pass_conv      convolutions and pools absorb the element-wise work after them (conv.c)
  *   pass_rows      nests that proceed row by row share their outer loop    (rows.c)
  *   pass_flatten   loop order and merged axes                             (flatten.c)
  *   pass_tile      register tiles for products of matrices                (tile.c)
@@ -19,6 +20,7 @@ static const struct {
     int (*run)(plan *p);
 } passes[] = {
     {"fuse", pass_fuse},
+    {"conv", pass_conv},
     {"rows", pass_rows},
     {"flatten", pass_flatten},
     {"tile", pass_tile},
@@ -40,9 +42,17 @@ static void dump_fx(buf *b, const plan *p, const fx *e)
 {
     switch (e->kind) {
     case FX_LOAD:
-        buf_printf(b, "b%d[%lld", e->buf, (long long)e->off);
+        if (e->buf == FX_IOTA)
+            buf_printf(b, "iota[%lld", (long long)e->off);
+        else
+            buf_printf(b, "b%d[%lld", e->buf, (long long)e->off);
         for (int k = 0; k < e->rank; k++)
             buf_printf(b, "%s%lld", k ? "," : ";", (long long)e->st[k]);
+        for (int j = 0; j < e->nargs; j++) {
+            buf_printf(b, " + %lld*take(", (long long)e->gst[j]);
+            dump_fx(b, p, e->args[j]);
+            buf_printf(b, ", %lld)", (long long)e->gdim[j]);
+        }
         buf_putc(b, ']');
         return;
     case FX_IMM:
@@ -91,12 +101,16 @@ void plan_dump(buf *b, const plan *p)
             continue;
         if (ne->rowed)
             buf_printf(b, "  nest %d (rows with nest %d) over [", k, ne->group);
+        else if (ne->special >= 0)
+            buf_printf(b, "  nest %d (%s) over [", k, ir_ops[ne->special].name);
         else
             buf_printf(b, "  nest %d over [", k);
         for (int d = 0; d < ne->rank; d++)
             buf_printf(b, "%s%lld%s", d ? "," : "", (long long)ne->dims[d],
                        (ne->reduced & (1u << d)) ? "r" : "");
         buf_puts(b, "]\n");
+        if (ne->win)
+            conv_describe(b, ne);
         for (int i = 0; i < ne->nouts; i++) {
             const nout *o = &ne->outs[i];
             buf_printf(b, "    b%d[%lld", o->buf, (long long)o->off);
@@ -163,7 +177,7 @@ static int check_names(nest_function *const *fns, int n)
                             fns[i]->name, m->name);
     }
     for (int i = 0; i < n; i++)
-        if (emit_name_taken(fns[i]->name))
+        if (is_c_library_name(fns[i]->name))
             return ir_error(fns[i], NEST_ERR_ARG,
                             "function %s cannot be compiled: C library headers the generated C "
                             "includes, the C compiler or C++ already use the name %s",
@@ -376,7 +390,7 @@ static bool dot_plan(plan *p, dot_marks *m, int32_t *cluster, uint8_t *store, ch
         for (int o = 0; ok && o < ne->nouts; o++) {
             if (ne->outs[o].node >= 0 && cluster[ne->outs[o].node] < 0)
                 cluster[ne->outs[o].node] = n;
-            ok = fx_walk(p, &ne->outs[o].value, 1, mark_cluster, &cl);
+            ok = fx_visit(p, &ne->outs[o].value, 1, NULL, mark_cluster, &cl);
         }
         parent[n] = up;
         ok = ok && (labels[n++] = nest_label(p, k)) != NULL;

@@ -194,9 +194,132 @@ nest_value nest_sum(nest_function *f, nest_value a, int naxes, const int64_t *ax
 nest_value nest_max(nest_function *f, nest_value a, int naxes, const int64_t *axes);
 nest_value nest_min(nest_function *f, nest_value a, int naxes, const int64_t *axes);
 
+/* Convolution and pooling slide a window over the spatial axes of x [N, C, d1..dk], k = 1 to 3
+ * (nGraph's general forms). Each attribute array has k entries, one per spatial axis, and NULL
+ * gives its default. Along axis i the input is dilated by data_dilation[i] (data_dilation - 1
+ * zeros between elements, as in a transposed convolution; default 1), padded with pad_below[i]
+ * and pad_above[i] zeros (default 0), and the window, its taps dilation[i] apart (default 1),
+ * steps by strides[i] (default 1): the output extent is
+ *     (dilated(d, data_dilation) + pad_below + pad_above - dilated(f, dilation)) / strides + 1
+ * with dilated(n, s) = (n - 1) * s + 1 (0 for n = 0), and the window must fit in the padded
+ * input. Errors (NEST_ERR_TYPE) name the op, the operands' shapes and the attribute at fault. */
+
+/* Convolution of x with filters w [K, C / groups, f1..fk] of the same float type: the result
+ * [N, K, o1..ok] holds, for output channel k of group g = k / (K / groups), the sum over the
+ * C / groups input channels of that group and every tap of the window of x times w. groups >= 1
+ * must divide C and K (groups = C = K is a depthwise convolution). Negative padding crops. */
+nest_value nest_convolution(nest_function *f, nest_value x, nest_value w, const int64_t *strides,
+                            const int64_t *dilation, const int64_t *pad_below,
+                            const int64_t *pad_above, const int64_t *data_dilation,
+                            int64_t groups);
+
+/* The largest (max_pool, any numeric type) or the mean (avg_pool, f32 or f64) of each window
+ * of `window` elements (required, each >= 1): the result [N, C, o1..ok]. Padding must be smaller
+ * than the window, so that every window holds an element of x; max_pool ignores the padding,
+ * avg_pool divides by the number of elements of x in the window, or by the whole window's size
+ * when include_pad is non-zero (the padding counts as zeros). */
+nest_value nest_max_pool(nest_function *f, nest_value x, const int64_t *window,
+                         const int64_t *strides, const int64_t *pad_below, const int64_t *pad_above);
+nest_value nest_avg_pool(nest_function *f, nest_value x, const int64_t *window,
+                         const int64_t *strides, const int64_t *pad_below,
+                         const int64_t *pad_above, int include_pad);
+
 /* A tuple of n >= 0 values, and its element `index`. */
 nest_value nest_tuple(nest_function *f, int n, const nest_value *values);
 nest_value nest_get(nest_function *f, nest_value tuple, int64_t index);
+
+/* ---------------------------------------------------------------------------------------------
+ * The op set of real models (docs/text-format.md, "Ops for real models")
+ * ------------------------------------------------------------------------------------------- */
+
+/* Element-wise math on f32 and f64, as C's libm (floor, ceil, erf, ...): sin, cos, tan, asin,
+ * acos, atan, sinh, cosh, floor, ceiling, erf. sign(x) is 1, -1 or x itself (0, -0, NaN);
+ * relu(x) is x < 0 ? 0 : x (NaN stays NaN); sigmoid(x) is 1 / (1 + exp(-x)). */
+nest_value nest_sin(nest_function *f, nest_value a);
+nest_value nest_cos(nest_function *f, nest_value a);
+nest_value nest_tan(nest_function *f, nest_value a);
+nest_value nest_asin(nest_function *f, nest_value a);
+nest_value nest_acos(nest_function *f, nest_value a);
+nest_value nest_atan(nest_function *f, nest_value a);
+nest_value nest_sinh(nest_function *f, nest_value a);
+nest_value nest_cosh(nest_function *f, nest_value a);
+nest_value nest_floor(nest_function *f, nest_value a);
+nest_value nest_ceiling(nest_function *f, nest_value a);
+nest_value nest_erf(nest_function *f, nest_value a);
+nest_value nest_sign(nest_function *f, nest_value a);
+nest_value nest_relu(nest_function *f, nest_value a);
+nest_value nest_sigmoid(nest_function *f, nest_value a);
+
+/* Logic on bool operands: not, and, or. */
+nest_value nest_not(nest_function *f, nest_value a);
+nest_value nest_and(nest_function *f, nest_value a, nest_value b);
+nest_value nest_or(nest_function *f, nest_value a, nest_value b);
+
+/* Comparisons giving bool: not_equal takes any type (NaN differs from everything), less_eq and
+ * greater_eq numeric operands (false with a NaN). */
+nest_value nest_not_equal(nest_function *f, nest_value a, nest_value b);
+nest_value nest_less_eq(nest_function *f, nest_value a, nest_value b);
+nest_value nest_greater_eq(nest_function *f, nest_value a, nest_value b);
+
+/* The product over `naxes` distinct axes (removed from the shape); of nothing it is 1. Integers
+ * wrap. */
+nest_value nest_product(nest_function *f, nest_value a, int naxes, const int64_t *axes);
+
+/* The index (i64) of the largest (argmax) or smallest (argmin) element along `axis`, which is
+ * removed from the shape. Ties give the lowest index. A NaN counts as beyond every number, for
+ * both (as numpy and PyTorch): the result is the index of the first NaN. The axis must not be
+ * empty unless the result is. */
+nest_value nest_argmax(nest_function *f, nest_value a, int64_t axis);
+nest_value nest_argmin(nest_function *f, nest_value a, int64_t axis);
+
+/* Pads a (any type, rank r) with `value`, a scalar of a's type: along axis k, below[k] values,
+ * then a's elements with interior[k] values between neighbours, then above[k] values. Negative
+ * below or above crop instead (from the dilated tensor, then from the padding beyond it); each
+ * output dim, below + (dim - 1) * (interior + 1) + 1 + above (below + above for an empty axis),
+ * must be >= 0. Each array has r entries; interior may be NULL (all 0). Without interior
+ * padding the compiled code reads a in place (a view that splits loops at the borders). */
+nest_value nest_pad(nest_function *f, nest_value a, nest_value value, const int64_t *below,
+                    const int64_t *above, const int64_t *interior);
+
+/* a with the `naxes` distinct axes read backwards (a view: negative strides). */
+nest_value nest_reverse(nest_function *f, nest_value a, int naxes, const int64_t *axes);
+
+/* a with the box of nest_slice(a, lower, upper, strides) replaced by b, which must have the
+ * slice's shape and a's type. strides may be NULL (all 1). */
+nest_value nest_replace_slice(nest_function *f, nest_value a, nest_value b, const int64_t *lower,
+                              const int64_t *upper, const int64_t *strides);
+
+/* One-hot encoding: the result has `shape` (`rank` entries) and indices' numeric type; removing
+ * `axis` from shape gives indices' shape. Element i is 1 where indices (at i without axis)
+ * equals i[axis], else 0: an index outside [0, shape[axis]), or a float that is no integer,
+ * gives a row of zeros. */
+nest_value nest_one_hot(nest_function *f, nest_value indices, int rank, const int64_t *shape,
+                        int64_t axis);
+
+/* numpy.take(a, indices, axis): the result's shape is a's with `axis` replaced by indices' shape
+ * (i32 or i64), and element (i.., j.., k..) is a[i.., take(indices[j..]), k..]. An index in
+ * [-n, n) (n = a's extent along axis) takes that element, counting negative ones from the end;
+ * one outside is clamped to 0 or n - 1: the compiled code never reads outside a. The axis may be
+ * empty only when the result is. */
+nest_value nest_gather(nest_function *f, nest_value a, nest_value indices, int64_t axis);
+
+/* softmax over `naxes` distinct axes of a (f32, f64): exp(a - m) / sum(exp(a - m)), where m and
+ * the sum run over those axes (m is their max: nothing overflows). The shape is a's. A group
+ * holding a NaN, or only -inf, gives NaN. */
+nest_value nest_softmax(nest_function *f, nest_value a, int naxes, const int64_t *axes);
+
+/* numpy.matmul: products of matrices over the last two axes of a ([..., m, k]) and b
+ * ([..., k, n]), the leading (batch) axes broadcast against each other (aligned at the right,
+ * extents equal or 1). A vector a (b) is a matrix of one row (column) whose axis is left out of
+ * the result. Numeric types, equal on both sides; integers wrap. */
+nest_value nest_batch_dot(nest_function *f, nest_value a, nest_value b);
+
+/* The k largest (largest != 0) or smallest elements of a (numeric) along `axis`, in order, best
+ * first, and their indices: a tuple of two values, element 0 of a's type and element 1 of type
+ * i64, both of a's shape with `axis` of extent k (0 <= k <= the axis' extent). The order is
+ * stable: equal elements keep their index order. A NaN counts as beyond every number: first
+ * among the largest, last among the smallest. Take the elements with nest_get. */
+nest_value nest_topk(nest_function *f, nest_value a, int64_t k, int64_t axis, int largest);
 
 /* Sets the function's results, replacing earlier ones. Tuples among them are flattened: the
  * caller sees one result array per tensor, in order. `layouts` (NULL: all row-major) gives the
@@ -373,6 +496,18 @@ typedef struct nest_dim {
     int64_t value;
 } nest_dim;
 
+/* A graph input given its value at import: it is no parameter then but a constant, so that the
+ * shapes, axes or pads computed from it are known (as nest needs them) and what depends only on
+ * it is computed at import. Its type and shape must agree with what the model declares. */
+typedef struct nest_onnx_input {
+    const char *name;       /* the graph input (an initializer listed as an input: its value
+                             * replaces the initializer's) */
+    nest_type type;
+    int rank;
+    const int64_t *shape;
+    const void *data;       /* the product of the shape elements, row-major; copied */
+} nest_onnx_input;
+
 typedef struct nest_onnx_options {
     const char *name;       /* the function's name (NULL: the file's stem made an identifier;
                              * "model" when imported from memory) */
@@ -380,6 +515,8 @@ typedef struct nest_onnx_options {
     int ndims;
     const char *data_dir;   /* the folder of external data files (NULL: the model's folder;
                              * from memory, external data is then an error) */
+    const nest_onnx_input *inputs; /* ninputs graph inputs fixed to values (may be NULL) */
+    int ninputs;
 } nest_onnx_options;
 
 /* Imports an ONNX model (opsets 7 to 17 of the default domain) as a function: its parameters

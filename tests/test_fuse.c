@@ -1049,12 +1049,6 @@ static void memplan_types_regression(void **state)
 
 /* ---- nestc ---- */
 
-static const char *nestc(void)
-{
-    const char *p = getenv("NESTC");
-    return p && *p ? p : "bin/nestc";
-}
-
 /* Runs `nestc ARGS FILE` on the text; returns its stdout (malloc'd) and exit status. */
 static char *run_nestc(const char *args, const char *text, int *status)
 {
@@ -1064,19 +1058,14 @@ static char *run_nestc(const char *args, const char *text, int *status)
     assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
     close(fd);
     char cmd[512];
-    snprintf(cmd, sizeof cmd, "%s %s %s 2>&1", nestc(), args, path);
+    snprintf(cmd, sizeof cmd, "%s %s %s 2>&1", tu_nestc(), args, path);
     FILE *p = popen(cmd, "r");
     assert_non_null(p);
-    buf out = {0};
-    char chunk[4096];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, p)) > 0)
-        buf_write(&out, chunk, n);
+    char *s = tu_read_all(p);
     int st = pclose(p);
     *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     remove(path);
-    char *s = buf_finish(&out);
-    return s ? s : strdup("");
+    return s;
 }
 
 static const char sample[] =

@@ -893,6 +893,291 @@ static void test_inspection(void **state)
     assert_error(f, NEST_ERR_ARG, "function f has no results");
 }
 
+/* ---- the op set of real models ---- */
+
+static void test_model_elementwise(void **state)
+{
+    nest_function *f = *state;
+    static const struct {
+        const char *name;
+        unary_fn fn;
+    } math[] = {
+        {"sin", nest_sin},     {"cos", nest_cos},         {"tan", nest_tan},
+        {"asin", nest_asin},   {"acos", nest_acos},       {"atan", nest_atan},
+        {"sinh", nest_sinh},   {"cosh", nest_cosh},       {"floor", nest_floor},
+        {"ceiling", nest_ceiling}, {"erf", nest_erf},     {"sign", nest_sign},
+        {"relu", nest_relu},   {"sigmoid", nest_sigmoid},
+    };
+    nest_value x[5], y[5];
+    char name[16], want[160];
+    for (int t = 0; t < 5; t++) {
+        snprintf(name, sizeof name, "x%d", t);
+        x[t] = param(f, name, all_types[t], 2, SHAPE(3, 0));
+        snprintf(name, sizeof name, "y%d", t);
+        y[t] = param(f, name, all_types[t], 1, SHAPE(7));
+    }
+    nest_value tup = nest_tuple(f, 1, x);
+    for (size_t k = 0; k < sizeof math / sizeof *math; k++) {
+        for (int t = 0; t < 5; t++) {
+            nest_value v = math[k].fn(f, x[t]);
+            if (t < 2) {
+                assert_tensor(f, v, all_types[t], 2, SHAPE(3, 0));
+                continue;
+            }
+            snprintf(want, sizeof want, "%s(x%d: %s[3,0]): operand 1 must be f32 or f64, not %s",
+                     math[k].name, t, nest_type_name(all_types[t]), nest_type_name(all_types[t]));
+            assert_fails(f, v, NEST_ERR_TYPE, want);
+        }
+        assert_fails(f, math[k].fn(f, tup), NEST_ERR_TYPE, "is a tuple");
+    }
+    /* logic takes bool only */
+    assert_tensor(f, nest_not(f, y[4]), NEST_BOOL, 1, SHAPE(7));
+    assert_tensor(f, nest_and(f, y[4], y[4]), NEST_BOOL, 1, SHAPE(7));
+    assert_tensor(f, nest_or(f, x[4], x[4]), NEST_BOOL, 2, SHAPE(3, 0));
+    for (int t = 0; t < 4; t++) {
+        snprintf(want, sizeof want, "not(y%d: %s[7]): operand 1 must be bool, not %s", t,
+                 nest_type_name(all_types[t]), nest_type_name(all_types[t]));
+        assert_fails(f, nest_not(f, y[t]), NEST_ERR_TYPE, want);
+        assert_fails(f, nest_and(f, y[4], y[t]), NEST_ERR_TYPE, "operand 2 must be bool");
+        assert_fails(f, nest_or(f, y[t], y[4]), NEST_ERR_TYPE, "operand 1 must be bool");
+    }
+    assert_fails(f, nest_and(f, y[4], x[4]), NEST_ERR_TYPE,
+                 "and(y4: bool[7], x4: bool[3,0]): operand shapes differ");
+    /* comparisons: not_equal of any type, less_eq and greater_eq of numbers */
+    for (int t = 0; t < 5; t++) {
+        assert_tensor(f, nest_not_equal(f, y[t], y[t]), NEST_BOOL, 1, SHAPE(7));
+        if (t < 4) {
+            assert_tensor(f, nest_less_eq(f, y[t], y[t]), NEST_BOOL, 1, SHAPE(7));
+            assert_tensor(f, nest_greater_eq(f, x[t], x[t]), NEST_BOOL, 2, SHAPE(3, 0));
+        } else {
+            assert_fails(f, nest_less_eq(f, y[t], y[t]), NEST_ERR_TYPE,
+                         "less_eq(y4: bool[7], y4: bool[7]): operand 1 must be f32, f64, i32 or "
+                         "i64, not bool");
+            assert_fails(f, nest_greater_eq(f, x[t], x[t]), NEST_ERR_TYPE,
+                         "greater_eq(x4: bool[3,0], x4: bool[3,0])");
+        }
+    }
+    assert_fails(f, nest_not_equal(f, y[0], y[1]), NEST_ERR_TYPE, "operand element types differ");
+    assert_fails(f, nest_less_eq(f, y[0], x[0]), NEST_ERR_TYPE, "operand shapes differ");
+    assert_fails(f, nest_greater_eq(f, y[2], tup), NEST_ERR_TYPE, "operand 2 is a tuple");
+}
+
+static void test_model_reductions(void **state)
+{
+    nest_function *f = *state;
+    nest_value x = param(f, "x", NEST_I64, 3, SHAPE(2, 3, 4));
+    nest_value e = param(f, "e", NEST_F32, 3, SHAPE(2, 0, 4));
+    nest_value z = param(f, "z", NEST_F32, 2, SHAPE(0, 5));
+    nest_value s = param(f, "s", NEST_F64, 0, NULL);
+    nest_value b = param(f, "b", NEST_BOOL, 1, SHAPE(3));
+    /* product: like sum */
+    assert_tensor(f, nest_product(f, x, 2, SHAPE(2, 0)), NEST_I64, 1, SHAPE(3));
+    assert_tensor(f, nest_product(f, e, 1, SHAPE(1)), NEST_F32, 2, SHAPE(2, 4));
+    assert_tensor(f, nest_product(f, s, 0, NULL), NEST_F64, 0, NULL);
+    assert_fails(f, nest_product(f, x, 1, SHAPE(3)), NEST_ERR_TYPE,
+                 "product(x: i64[2,3,4]): axis 3 is out of range for rank 3");
+    assert_fails(f, nest_product(f, x, 2, SHAPE(0, 0)), NEST_ERR_TYPE, "axis 0 is repeated");
+    assert_fails(f, nest_product(f, b, 1, SHAPE(0)), NEST_ERR_TYPE, "not bool");
+    assert_fails(f, nest_product(f, x, 1, NULL), NEST_ERR_ARG, "invalid axes list");
+    /* argmax and argmin: i64, the axis removed */
+    typedef nest_value (*arg_fn)(nest_function *, nest_value, int64_t);
+    static const struct {
+        const char *name;
+        arg_fn fn;
+    } ops[] = {{"argmax", nest_argmax}, {"argmin", nest_argmin}};
+    char want[160];
+    for (int k = 0; k < 2; k++) {
+        arg_fn op = ops[k].fn;
+        assert_tensor(f, op(f, x, 0), NEST_I64, 2, SHAPE(3, 4));
+        assert_tensor(f, op(f, x, 1), NEST_I64, 2, SHAPE(2, 4));
+        assert_tensor(f, op(f, x, 2), NEST_I64, 2, SHAPE(2, 3));
+        assert_tensor(f, op(f, e, 0), NEST_I64, 2, SHAPE(0, 4));
+        assert_tensor(f, op(f, z, 1), NEST_I64, 1, SHAPE(0)); /* an empty axis, no result */
+        assert_fails(f, op(f, z, 0), NEST_ERR_TYPE, "axis 0 is empty");
+        snprintf(want, sizeof want, "%s(x: i64[2,3,4]): axis 3 is out of range for rank 3",
+                 ops[k].name);
+        assert_fails(f, op(f, x, 3), NEST_ERR_TYPE, want);
+        assert_fails(f, op(f, x, -1), NEST_ERR_TYPE, "axis -1 is out of range for rank 3");
+        snprintf(want, sizeof want, "%s(s: f64[]): a scalar has no axis to search", ops[k].name);
+        assert_fails(f, op(f, s, 0), NEST_ERR_TYPE, want);
+        snprintf(want, sizeof want, "%s(e: f32[2,0,4]): axis 1 is empty: there is no element to "
+                 "index", ops[k].name);
+        assert_fails(f, op(f, e, 1), NEST_ERR_TYPE, want);
+        assert_fails(f, op(f, b, 0), NEST_ERR_TYPE, "operand 1 must be f32, f64, i32 or i64");
+    }
+}
+
+static void test_model_structural(void **state)
+{
+    nest_function *f = *state;
+    nest_value x = param(f, "x", NEST_F32, 2, SHAPE(3, 4));
+    nest_value z = param(f, "z", NEST_F32, 0, NULL);
+    nest_value d = param(f, "d", NEST_F64, 0, NULL);
+    nest_value v = param(f, "v", NEST_F32, 1, SHAPE(2));
+    nest_value e = param(f, "e", NEST_I64, 2, SHAPE(0, 5));
+    nest_value i = param(f, "i", NEST_I32, 2, SHAPE(2, 6));
+    nest_value b = param(f, "b", NEST_BOOL, 1, SHAPE(4));
+    /* pad */
+    assert_tensor(f, nest_pad(f, x, z, SHAPE(1, 2), SHAPE(0, 3), NULL), NEST_F32, 2, SHAPE(4, 9));
+    assert_tensor(f, nest_pad(f, x, z, SHAPE(-1, 0), SHAPE(0, -4), NULL), NEST_F32, 2, SHAPE(2, 0));
+    assert_tensor(f, nest_pad(f, x, z, SHAPE(0, 1), SHAPE(0, 1), SHAPE(1, 2)), NEST_F32, 2,
+                  SHAPE(5, 12));
+    assert_tensor(f, nest_pad(f, x, z, SHAPE(-5, 0), SHAPE(4, 0), NULL), NEST_F32, 2, SHAPE(2, 4));
+    assert_tensor(f, nest_pad(f, z, z, NULL, NULL, NULL), NEST_F32, 0, NULL);
+    assert_tensor(f, nest_pad(f, e, nest_constant(f, NEST_I64, 0, NULL, (int64_t[]){3}, 1),
+                              SHAPE(1, 0), SHAPE(1, 0), SHAPE(5, 5)),
+                  NEST_I64, 2, SHAPE(2, 25));
+    assert_fails(f, nest_pad(f, x, v, SHAPE(1, 1), SHAPE(1, 1), NULL), NEST_ERR_TYPE,
+                 "pad(x: f32[3,4], v: f32[2]): the padding value must be a scalar, not f32[2]");
+    assert_fails(f, nest_pad(f, x, d, SHAPE(1, 1), SHAPE(1, 1), NULL), NEST_ERR_TYPE,
+                 "the padding value is f64 but the operand is f32");
+    assert_fails(f, nest_pad(f, x, z, NULL, SHAPE(1, 1), NULL), NEST_ERR_ARG, "below or above is NULL");
+    assert_fails(f, nest_pad(f, x, z, SHAPE(0, 0), SHAPE(0, 0), SHAPE(0, -1)), NEST_ERR_TYPE,
+                 "axis 1: interior padding -1 is negative");
+    assert_fails(f, nest_pad(f, x, z, SHAPE(-2, 0), SHAPE(-2, 0), NULL), NEST_ERR_TYPE,
+                 "axis 0: below -2 and above -2 leave -1 elements of 3");
+    assert_fails(f, nest_pad(f, x, z, SHAPE(0, INT64_MAX), SHAPE(0, 1), NULL), NEST_ERR_LIMIT,
+                 "axis 1: the padded extent is too large");
+    assert_fails(f, nest_pad(f, x, z, SHAPE(0, 0), SHAPE(0, 0), SHAPE(INT64_MAX, 0)),
+                 NEST_ERR_LIMIT, "the padded extent is too large");
+    assert_fails(f, nest_pad(f, x, z, SHAPE(0, 1 << 30), SHAPE(1 << 30, 1 << 30), NULL),
+                 NEST_ERR_LIMIT, "too large");
+    /* reverse */
+    assert_tensor(f, nest_reverse(f, x, 2, SHAPE(1, 0)), NEST_F32, 2, SHAPE(3, 4));
+    assert_tensor(f, nest_reverse(f, b, 0, NULL), NEST_BOOL, 1, SHAPE(4));
+    assert_fails(f, nest_reverse(f, x, 1, SHAPE(2)), NEST_ERR_TYPE,
+                 "reverse(x: f32[3,4]): axis 2 is out of range for rank 2");
+    assert_fails(f, nest_reverse(f, x, 2, SHAPE(0, 0)), NEST_ERR_TYPE, "axis 0 is repeated");
+    /* replace_slice */
+    nest_value y = param(f, "y", NEST_F32, 2, SHAPE(2, 2));
+    assert_tensor(f, nest_replace_slice(f, x, y, SHAPE(1, 1), SHAPE(3, 3), NULL), NEST_F32, 2,
+                  SHAPE(3, 4));
+    assert_tensor(f, nest_replace_slice(f, x, y, SHAPE(0, 0), SHAPE(3, 4), SHAPE(2, 3)), NEST_F32,
+                  2, SHAPE(3, 4));
+    assert_fails(f, nest_replace_slice(f, x, y, SHAPE(0, 0), SHAPE(3, 3), NULL), NEST_ERR_TYPE,
+                 "replace_slice(x: f32[3,4], y: f32[2,2]): the box selects a slice of shape "
+                 "[3,3]; the replacement must have that shape");
+    assert_fails(f, nest_replace_slice(f, x, y, SHAPE(2, 0), SHAPE(4, 2), NULL), NEST_ERR_TYPE,
+                 "axis 0: bounds [2, 4) are not within [0, 3]");
+    assert_fails(f, nest_replace_slice(f, x, y, SHAPE(0, 0), SHAPE(2, 2), SHAPE(1, 0)),
+                 NEST_ERR_TYPE, "axis 1: stride 0 must be at least 1");
+    assert_fails(f, nest_replace_slice(f, x, v, SHAPE(0, 0), SHAPE(2, 2), NULL), NEST_ERR_TYPE,
+                 "operand ranks differ");
+    assert_fails(f, nest_replace_slice(f, x, i, SHAPE(0, 0), SHAPE(2, 2), NULL), NEST_ERR_TYPE,
+                 "operand element types differ");
+    assert_fails(f, nest_replace_slice(f, x, y, NULL, SHAPE(2, 2), NULL), NEST_ERR_ARG,
+                 "lower or upper is NULL");
+    /* one_hot */
+    nest_value k = param(f, "k", NEST_I64, 1, SHAPE(3));
+    assert_tensor(f, nest_one_hot(f, k, 2, SHAPE(3, 10), 1), NEST_I64, 2, SHAPE(3, 10));
+    assert_tensor(f, nest_one_hot(f, k, 2, SHAPE(7, 3), 0), NEST_I64, 2, SHAPE(7, 3));
+    assert_tensor(f, nest_one_hot(f, x, 3, SHAPE(3, 0, 4), 1), NEST_F32, 3, SHAPE(3, 0, 4));
+    assert_tensor(f, nest_one_hot(f, z, 1, SHAPE(5), 0), NEST_F32, 1, SHAPE(5));
+    assert_fails(f, nest_one_hot(f, k, 2, SHAPE(4, 10), 1), NEST_ERR_TYPE,
+                 "one_hot(k: i64[3]): output dimension 0 is 4 but the operand's dimension 0 is 3");
+    assert_fails(f, nest_one_hot(f, k, 1, SHAPE(3), 0), NEST_ERR_TYPE,
+                 "the shape has rank 1, so the operand must have rank 0");
+    assert_fails(f, nest_one_hot(f, k, 2, SHAPE(3, 10), 2), NEST_ERR_TYPE,
+                 "axis 2 is out of range for rank 2");
+    assert_fails(f, nest_one_hot(f, b, 2, SHAPE(4, 2), 1), NEST_ERR_TYPE,
+                 "operand 1 must be f32, f64, i32 or i64, not bool");
+    assert_fails(f, nest_one_hot(f, k, 2, SHAPE(3, -1), 1), NEST_ERR_ARG, "dimension 1 is negative");
+    /* gather */
+    nest_value t = param(f, "t", NEST_F64, 3, SHAPE(5, 7, 2));
+    assert_tensor(f, nest_gather(f, t, i, 0), NEST_F64, 4, SHAPE(2, 6, 7, 2));
+    assert_tensor(f, nest_gather(f, t, i, 1), NEST_F64, 4, SHAPE(5, 2, 6, 2));
+    assert_tensor(f, nest_gather(f, t, k, 2), NEST_F64, 3, SHAPE(5, 7, 3));
+    assert_tensor(f, nest_gather(f, t, nest_constant(f, NEST_I64, 0, NULL, (int64_t[]){1}, 1), 1),
+                  NEST_F64, 2, SHAPE(5, 2));
+    assert_tensor(f, nest_gather(f, e, nest_constant(f, NEST_I32, 1, SHAPE(0), NULL, 0), 0),
+                  NEST_I64, 2, SHAPE(0, 5));
+    assert_fails(f, nest_gather(f, e, k, 0), NEST_ERR_TYPE,
+                 "gather(e: i64[0,5], k: i64[3]): axis 0 is empty: there is no element to take");
+    assert_fails(f, nest_gather(f, t, x, 0), NEST_ERR_TYPE, "the indices must be i32 or i64, not f32");
+    assert_fails(f, nest_gather(f, t, i, 3), NEST_ERR_TYPE, "axis 3 is out of range for rank 3");
+    assert_fails(f, nest_gather(f, d, i, 0), NEST_ERR_TYPE, "a scalar has no axis to take along");
+    int64_t big[32] = {0};
+    for (int j = 0; j < 32; j++)
+        big[j] = 1;
+    nest_value wide = param(f, "wide", NEST_I32, 32, big);
+    assert_fails(f, nest_gather(f, t, wide, 0), NEST_ERR_LIMIT, "result rank 34 exceeds 32");
+}
+
+static void test_model_softmax_batch_dot(void **state)
+{
+    nest_function *f = *state;
+    nest_value x = param(f, "x", NEST_F32, 3, SHAPE(2, 3, 4));
+    nest_value i = param(f, "i", NEST_I32, 2, SHAPE(2, 3));
+    assert_tensor(f, nest_softmax(f, x, 1, SHAPE(2)), NEST_F32, 3, SHAPE(2, 3, 4));
+    assert_tensor(f, nest_softmax(f, x, 2, SHAPE(0, 2)), NEST_F32, 3, SHAPE(2, 3, 4));
+    assert_tensor(f, nest_softmax(f, x, 0, NULL), NEST_F32, 3, SHAPE(2, 3, 4));
+    assert_fails(f, nest_softmax(f, x, 1, SHAPE(3)), NEST_ERR_TYPE,
+                 "softmax(x: f32[2,3,4]): axis 3 is out of range for rank 3");
+    assert_fails(f, nest_softmax(f, i, 1, SHAPE(1)), NEST_ERR_TYPE,
+                 "softmax(i: i32[2,3]): operand 1 must be f32 or f64, not i32");
+    /* batch_dot: numpy's matmul shapes */
+    nest_value a = param(f, "a", NEST_F64, 3, SHAPE(3, 4, 5)), b = param(f, "b", NEST_F64, 3, SHAPE(3, 5, 6));
+    nest_value w = param(f, "w", NEST_F64, 2, SHAPE(5, 6)), v = param(f, "v", NEST_F64, 1, SHAPE(5));
+    nest_value u = param(f, "u", NEST_F64, 1, SHAPE(4));
+    nest_value c = param(f, "c", NEST_F64, 4, SHAPE(2, 1, 5, 7)), s = param(f, "s", NEST_F64, 0, NULL);
+    assert_tensor(f, nest_batch_dot(f, a, b), NEST_F64, 3, SHAPE(3, 4, 6));
+    assert_tensor(f, nest_batch_dot(f, a, w), NEST_F64, 3, SHAPE(3, 4, 6));
+    assert_tensor(f, nest_batch_dot(f, a, v), NEST_F64, 2, SHAPE(3, 4));
+    assert_tensor(f, nest_batch_dot(f, v, b), NEST_F64, 2, SHAPE(3, 6));
+    assert_tensor(f, nest_batch_dot(f, v, v), NEST_F64, 0, NULL);
+    assert_tensor(f, nest_batch_dot(f, u, a), NEST_F64, 2, SHAPE(3, 5));
+    assert_tensor(f, nest_batch_dot(f, a, c), NEST_F64, 4, SHAPE(2, 3, 4, 7));
+    assert_fails(f, nest_batch_dot(f, b, a), NEST_ERR_TYPE,
+                 "batch_dot(b: f64[3,5,6], a: f64[3,4,5]): the last axis of the first operand (6) "
+                 "differs from the second-to-last axis of the second (4)");
+    assert_fails(f, nest_batch_dot(f, a, u), NEST_ERR_TYPE,
+                 "the last axis of the first operand (5) differs from the only axis of the second (4)");
+    nest_value d = param(f, "d", NEST_F64, 3, SHAPE(2, 5, 6));
+    assert_fails(f, nest_batch_dot(f, a, d), NEST_ERR_TYPE,
+                 "batch axes do not broadcast: 3 against 2 (axis 0 of the result)");
+    assert_fails(f, nest_batch_dot(f, a, s), NEST_ERR_TYPE, "operand 2 is a scalar");
+    assert_fails(f, nest_batch_dot(f, x, w), NEST_ERR_TYPE, "operand element types differ");
+    nest_value bb = param(f, "bb", NEST_BOOL, 2, SHAPE(2, 2));
+    assert_fails(f, nest_batch_dot(f, bb, bb), NEST_ERR_TYPE, "must be f32, f64, i32 or i64, not bool");
+}
+
+static void test_model_topk(void **state)
+{
+    nest_function *f = *state;
+    nest_value x = param(f, "x", NEST_F32, 2, SHAPE(3, 10));
+    nest_value t = nest_topk(f, x, 4, 1, 1);
+    assert_int_equal(nest_value_type(f, t), -1); /* a tuple */
+    assert_tensor(f, nest_get(f, t, 0), NEST_F32, 2, SHAPE(3, 4));
+    assert_tensor(f, nest_get(f, t, 1), NEST_I64, 2, SHAPE(3, 4));
+    assert_fails(f, nest_get(f, t, 2), NEST_ERR_TYPE, "index 2 is out of range for a tuple of 2");
+    nest_value u = nest_topk(f, x, 0, 0, 0);
+    assert_tensor(f, nest_get(f, u, 1), NEST_I64, 2, SHAPE(0, 10));
+    assert_tensor(f, nest_get(f, nest_topk(f, x, 3, 0, 0), 0), NEST_F32, 2, SHAPE(3, 10));
+    assert_fails(f, nest_topk(f, x, 11, 1, 1), NEST_ERR_TYPE,
+                 "topk(x: f32[3,10]): k = 11 is not within [0, 10], the extent of axis 1");
+    assert_fails(f, nest_topk(f, x, -1, 1, 1), NEST_ERR_TYPE, "k = -1 is not within [0, 10]");
+    assert_fails(f, nest_topk(f, x, 1, 2, 1), NEST_ERR_TYPE, "axis 2 is out of range for rank 2");
+    nest_value s = param(f, "s", NEST_F64, 0, NULL), b = param(f, "b", NEST_BOOL, 1, SHAPE(4));
+    assert_fails(f, nest_topk(f, s, 0, 0, 1), NEST_ERR_TYPE, "a scalar has no axis to search");
+    assert_fails(f, nest_topk(f, b, 1, 0, 1), NEST_ERR_TYPE, "operand 1 must be f32, f64, i32 or i64");
+    assert_int_equal(nest_topk(f, NEST_NONE, 1, 0, 1), NEST_NONE);
+    /* it returns as two results */
+    assert_ok(f, nest_return(f, 1, &t, NULL));
+    assert_int_equal(nest_result_count(f), 2);
+    /* and prints as one call that parses back */
+    char *text = nest_print(&f, 1);
+    assert_non_null(text);
+    assert_non_null(strstr(text, " = topk(x, k=4, axis=1, largest=true)\n"));
+    nest_module *m = nest_parse(text, strlen(text), "topk");
+    assert_int_equal(nest_module_errcode(m), NEST_OK);
+    nest_function *g = nest_module_function(m, 0);
+    char *again = nest_print(&g, 1);
+    assert_string_equal(text, again);
+    nest_string_free(again);
+    nest_module_free(m);
+    nest_string_free(text);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -921,6 +1206,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_tuples, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(test_return, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(test_inspection, fn_setup, fn_teardown),
+        cmocka_unit_test_setup_teardown(test_model_elementwise, fn_setup, fn_teardown),
+        cmocka_unit_test_setup_teardown(test_model_reductions, fn_setup, fn_teardown),
+        cmocka_unit_test_setup_teardown(test_model_structural, fn_setup, fn_teardown),
+        cmocka_unit_test_setup_teardown(test_model_softmax_batch_dot, fn_setup, fn_teardown),
+        cmocka_unit_test_setup_teardown(test_model_topk, fn_setup, fn_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

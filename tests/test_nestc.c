@@ -47,12 +47,6 @@ static int cli_teardown(void **state)
     return system(cmd) == 0 ? 0 : -1;
 }
 
-static const char *nestc_path(void)
-{
-    const char *s = getenv("NESTC");
-    return s && *s ? s : "bin/nestc";
-}
-
 static void write_file(const char *name, const char *text, size_t len)
 {
     char path[128];
@@ -69,14 +63,8 @@ static char *read_file(const char *name)
     snprintf(path, sizeof path, "%s/%s", tmpdir, name);
     FILE *in = fopen(path, "rb");
     assert_non_null(in);
-    buf b = {0};
-    char chunk[4096];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, in)) > 0)
-        buf_write(&b, chunk, n);
+    char *s = tu_read_all(in);
     fclose(in);
-    char *s = buf_finish(&b);
-    assert_non_null(s);
     return s;
 }
 
@@ -86,7 +74,7 @@ static int run_nestc(const char *args, const char *in, char **out, char **err)
 {
     write_file("in", in ? in : "", in ? strlen(in) : 0);
     buf cmd = {0};
-    buf_printf(&cmd, "%s ", nestc_path());
+    buf_printf(&cmd, "%s ", tu_nestc());
     for (const char *p = args; *p; p++) {
         if (*p == 'D' && (p == args || p[-1] == ' ' || p[-1] == '=') && p[1] == '/')
             buf_puts(&cmd, tmpdir);

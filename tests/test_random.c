@@ -5,8 +5,11 @@
  * A generator with its own PRNG builds a function of a few to ~30 ops: element-wise arithmetic
  * and math, comparisons and select, convert, broadcast (new axes anywhere), reshape (transposes,
  * contiguous merges and splits, general reorders), strided slices, concat, sum/max/min over
- * random axes, dot (scaling, vector, matrix), constants, tuples; shapes of rank 0 to 4 with small
- * dims (1 and sometimes 0), several results, some column-major parameters and results. Each
+ * random axes, dot (scaling, vector, matrix), convolution and pooling (random_window.h),
+ * constants, tuples, and the op set of real models (random_ops.c: math, logic, product,
+ * argmax, pad, reverse, replace_slice, one_hot, gather, softmax, batch_dot, topk); shapes of
+ * rank 0 to 4 with small dims (1 and sometimes 0), several results, some column-major
+ * parameters and results. Each
  * graph runs through the interpreter (the oracle) and through nest_compile with fusion on, and
  * for every fourth seed with fusion off as well.
  *
@@ -21,9 +24,11 @@
  * into a safe domain instead (abs + c, exp of bounded values, tanh). Integers wrap identically
  * everywhere and are compared exactly.
  *
- * `make test` runs a few hundred fixed seeds and the graphs that once failed (kept as text, since
- * any change to the generator changes what a seed builds). `make fuzz` runs NEST_FUZZ_COUNT
- * graphs from seed NEST_FUZZ_SEED (default: the time), printing progress. A failing graph prints
+ * `make test` runs a few hundred fixed seeds, two graphs of thousands of ops drawn the same way
+ * over small values (the passes and the emitter at the size of real models), and the graphs
+ * that once failed (kept as text, since any change to the generator changes what a seed builds).
+ * `make fuzz` runs NEST_FUZZ_COUNT graphs from seed NEST_FUZZ_SEED (default: the time), printing
+ * progress. A failing graph prints
  * its seed and its text form; NEST_FUZZ_SEED=<seed> NEST_FUZZ_COUNT=1 build/tests/test_random
  * reproduces it (NEST_FUZZ_PRINT=1 prints every graph; NEST_FUZZ_FILE=graph.nest runs a text
  * graph, say a reduced one, against the interpreter; NEST_FUZZ_NOFUSE=1 runs every graph with
@@ -39,7 +44,7 @@
 #include "testutil.h"
 
 #define MAXRANK 4
-#define MAXVALS 512
+#define MAXVALS 16384 /* the graphs of thousands of ops (thousands_of_ops) */
 #define MAXPARAMS 10
 #define MAXRESULTS 8
 #define countof(a) ((int)(sizeof(a) / sizeof((a)[0])))
@@ -104,7 +109,7 @@ typedef enum opk {
 } opk;
 
 enum { C_BINARY, C_UNARY, C_COMPARE, C_CONVERT, C_BROADCAST, C_RESHAPE, C_SLICE, C_CONCAT,
-       C_REDUCE, C_DOT, C_CONST, C_TUPLE, C_ROWS, C_DENSE, C_COUNT };
+       C_REDUCE, C_DOT, C_CONST, C_TUPLE, C_ROWS, C_DENSE, C_CONV, C_POOL, C_MODEL, C_COUNT };
 
 typedef struct gen {
     rng r;
@@ -118,6 +123,7 @@ typedef struct gen {
     int maxdim;
     bool large;        /* the large profile: long loops, tiles */
     bool huge;         /* ... and beyond: OpenMP, folds in chunks */
+    bool many;         /* thousands of ops: operands mostly values nothing reads yet */
     bool broken;       /* a builder refused an op: a bug of the generator or of the builder */
     char why[512];
     /* the results */
@@ -353,7 +359,7 @@ static val *pick(gen *g, bool (*ok)(const val *))
         return NULL;
     val *v;
     int x = below(&g->r, 100);
-    if (nf > 0 && x < 55)
+    if (nf > 0 && x < (g->many ? 80 : 55))
         v = &g->vals[fresh[nf - 1 - below(&g->r, nf < 3 ? nf : 3)]];
     else if (n > 4 && x < 75)
         v = &g->vals[cand[n - 1 - below(&g->r, 4)]];
@@ -1034,17 +1040,12 @@ static bool step_concat(gen *g)
     return concat_of(g, idx, nparts, axis) != NULL;
 }
 
-static bool step_reduce(gen *g)
+/* op (O_SUM, O_MAX or O_MIN) of a over the axes of its own where all, else over a random few. */
+static val *reduce_val(gen *g, opk op, val *a, bool all)
 {
-    static const opk ops[] = {O_SUM, O_SUM, O_MAX, O_MIN};
-    opk op = ops[below(&g->r, countof(ops))];
-    val *a = pick(g, is_numeric_val);
-    if (!a)
-        return false;
     int64_t axes[MAXRANK];
     int na = 0;
     double n = 1;
-    bool all = chance(&g->r, 25);
     for (int k = 0; k < a->rank; k++)
         if (all || chance(&g->r, 50)) {
             axes[na++] = k;
@@ -1058,7 +1059,7 @@ static bool step_reduce(gen *g)
         if (isf(t))
             r.err = n * a->in.err + (n > 1 ? n * n * unit(t) * mag(&a->in) : 0);
         if (!settle(t, &r, a->in.err == 0))
-            return false;
+            return NULL;
     } else if (n == 0) {
         if (isf(t))
             r = (info){-INFINITY, INFINITY, 0, 0, true};
@@ -1068,7 +1069,45 @@ static bool step_reduce(gen *g)
     nest_value v = op == O_SUM   ? nest_sum(g->f, a->v, na, axes)
                    : op == O_MAX ? nest_max(g->f, a->v, na, axes)
                                   : nest_min(g->f, a->v, na, axes);
-    return push(g, v, r, "a reduction") != NULL;
+    a->uses++;
+    return push(g, v, r, "a reduction");
+}
+
+static bool step_reduce(gen *g)
+{
+    static const opk ops[] = {O_SUM, O_SUM, O_MAX, O_MIN};
+    opk op = ops[below(&g->r, countof(ops))];
+    val *a = pick(g, is_numeric_val);
+    if (!a)
+        return false;
+    a->uses--; /* pick counted the use reduce_val() counts */
+    return reduce_val(g, op, a, chance(&g->r, 25)) != NULL;
+}
+
+/* The values nothing reads (numbers, not the parameters), each summed to a scalar in f64, added
+ * up: the graph's root, which every such value reaches (else a graph of thousands of ops is
+ * mostly dead code). Values too large are squeezed by tanh first. NULL if there are none. */
+static val *gather_leaves(gen *g)
+{
+    int last = g->n, acc = -1;
+    for (int i = g->np; i < last && !g->broken; i++) {
+        val *v = &g->vals[i];
+        if (v->uses != 0 || v->in.special || !isnum(v->t) || v->count == 0 || v->count > 1 << 16)
+            continue;
+        val *s = reduce_val(g, O_SUM, v, true);
+        val *d = s ? convert(g, s, NEST_F64) : NULL;
+        val *b = d ? bounded(g, d, 1e6) : NULL;
+        if (!b)
+            continue;
+        if (acc < 0) {
+            acc = (int)(b - g->vals);
+            continue;
+        }
+        val *sum = ew_binary(g, O_ADD, &g->vals[acc], b);
+        if (sum)
+            acc = (int)(sum - g->vals);
+    }
+    return acc >= 0 && !g->broken ? &g->vals[acc] : NULL;
 }
 
 static val *make_dot(gen *g, int ia, int ib, double n, bool swap);
@@ -1287,13 +1326,20 @@ static bool step_tuple(gen *g)
     return push(g, nest_get(g->f, tu, which), g->vals[which ? ib : ia].in, "get") != NULL;
 }
 
+/* the op set of real models: steps of their own */
+#include "random_ops.c"
+
 /* ---- a whole graph ---- */
+
+#include "random_window.h" /* step_conv, step_pool */
 
 /* Under libFuzzer (NEST_LIBFUZZER): the input whose bytes the generator draws first. */
 static const uint8_t *fuzz_data;
 static size_t fuzz_left;
 
-static void generate(gen *g, uint64_t seed)
+/* A graph of seed; of about `ops` ops when ops > 0 (small values, so that thousands of ops stay
+ * quick to interpret), else of the size the seed draws. */
+static void generate(gen *g, uint64_t seed, int ops)
 {
     memset(g, 0, sizeof *g);
     g->r.s = seed * 0x2545f4914f6cdd1du + 0x1234567u;
@@ -1304,14 +1350,16 @@ static void generate(gen *g, uint64_t seed)
     g->f = nest_function_new(name);
     assert_non_null(g->f);
     int profile = below(&g->r, 200);
-    g->large = profile < 26;
-    g->huge = profile < 10 && !fuzz_data; /* seconds per graph: too slow to fuzz */
+    g->many = ops > 0;
+    g->large = profile < 26 && ops == 0;
+    g->huge = profile < 10 && !fuzz_data && ops == 0; /* seconds per graph: too slow to fuzz */
     g->cap = g->huge ? 1 << 21 : g->large ? 40000 : 360;
     g->maxdim = g->large ? 8 : 2 + below(&g->r, 6);
     static const int base[C_COUNT] = {
         [C_BINARY] = 24, [C_UNARY] = 12, [C_COMPARE] = 7, [C_CONVERT] = 5, [C_BROADCAST] = 8,
         [C_RESHAPE] = 10, [C_SLICE] = 8, [C_CONCAT] = 6, [C_REDUCE] = 8, [C_DOT] = 6,
-        [C_CONST] = 2, [C_TUPLE] = 1, [C_ROWS] = 5, [C_DENSE] = 3,
+        [C_CONST] = 2, [C_TUPLE] = 1, [C_ROWS] = 5, [C_DENSE] = 3, [C_CONV] = 3, [C_POOL] = 2,
+        [C_MODEL] = 16,
     };
     for (int c = 0; c < C_COUNT; c++) /* each graph leans its own way */
         g->weight[c] = base[c] * (chance(&g->r, 15) ? 0 : 1 + below(&g->r, 3));
@@ -1336,7 +1384,8 @@ static void generate(gen *g, uint64_t seed)
         if (!new_param(g, chance(&g->r, 80) ? main_type : rand_type(g), rank, shape))
             return;
     }
-    int nops = g->huge ? 2 + below(&g->r, 5) : g->large ? 2 + below(&g->r, 8) : 3 + below(&g->r, 28);
+    int nops = ops > 0 ? ops : g->huge ? 2 + below(&g->r, 5) : g->large ? 2 + below(&g->r, 8)
+                                                                  : 3 + below(&g->r, 28);
     for (int built = 0, tries = 0; built < nops && tries < 20 * nops && !g->broken; tries++) {
         int before = g->n, x = below(&g->r, total), c = 0;
         while (x >= g->weight[c])
@@ -1357,9 +1406,13 @@ static void generate(gen *g, uint64_t seed)
         case C_TUPLE: ok = step_tuple(g); break;
         case C_ROWS: ok = step_rows(g); break;
         case C_DENSE: ok = step_dense(g); break;
+        case C_CONV: ok = step_conv(g); break;
+        case C_POOL: ok = step_pool(g); break;
+        case C_MODEL: ok = step_model(g); break;
         }
         built += ok || g->n > before;
     }
+    val *root = ops > 0 && !g->broken ? gather_leaves(g) : NULL;
     if (g->broken)
         return;
     /* results: the last value and a few values nothing uses (so little of the graph is dead);
@@ -1369,7 +1422,7 @@ static void generate(gen *g, uint64_t seed)
         if (g->vals[i].uses == 0)
             leaves[nl++] = i;
     g->nres = 1 + below(&g->r, 4);
-    g->res[0] = g->n - 1;
+    g->res[0] = root ? (int)(root - g->vals) : g->n - 1;
     for (int i = 1; i < g->nres; i++) {
         if (nl > 0 && chance(&g->r, 85)) {
             int j = below(&g->r, nl);
@@ -1476,12 +1529,13 @@ static bool compare_result(const gen *g, uint64_t seed, int fuse, int i, const v
     return true;
 }
 
-/* Generates, runs and compares one graph; false on a mismatch or an error (reported). */
-static bool run_seed(uint64_t seed, stats *st)
+/* Generates (of about `ops` ops, or of the seed's size when 0), runs and compares one graph;
+ * false on a mismatch or an error (reported). */
+static bool run_graph(uint64_t seed, int ops, stats *st)
 {
     gen *g = calloc(1, sizeof *g);
     assert_non_null(g);
-    generate(g, seed);
+    generate(g, seed, ops);
     free(current_text);
     current_text = nest_print(&g->f, 1);
     current_seed = seed;
@@ -1524,7 +1578,7 @@ static bool run_seed(uint64_t seed, stats *st)
         ok = false;
     }
     for (int fuse = 1; ok && fuse >= 0; fuse--) {
-        if (fuse == 0 && seed % 4 != 0 && !getenv("NEST_FUZZ_NOFUSE"))
+        if (fuse == 0 && (seed % 4 != 0 || ops > 0) && !getenv("NEST_FUZZ_NOFUSE"))
             break;
         nest_options o;
         nest_options_init(&o);
@@ -1569,6 +1623,8 @@ out:
     free(g);
     return ok;
 }
+
+static bool run_seed(uint64_t seed, stats *st) { return run_graph(seed, 0, st); }
 
 typedef struct buf_t {
     char *data;
@@ -1794,6 +1850,24 @@ static void seeds_301_to_400(void **state) { (void)state; run_range(301, 100); }
 static void seeds_401_to_500(void **state) { (void)state; run_range(401, 100); }
 static void seeds_501_to_600(void **state) { (void)state; run_range(501, 100); }
 
+/* Graphs of 1,000 and 2,000 steps, about 3,000 and 6,000 values (every kind of op, fan-out near
+ * and far, all of it reaching the first result): the passes and the emitter at the scale of
+ * real models, still against the interpreter. */
+static void thousands_of_ops(void **state)
+{
+    (void)state;
+    stats st = {0};
+    static const int sizes[] = {1000, 2000};
+    for (int i = 0; i < countof(sizes); i++)
+        run_graph(7000001 + (uint64_t)i, sizes[i], &st);
+    print_message("%ld graphs (%ld ops, %ld results), %ld compiles, %ld failing; compiles %.0f ms "
+                  "on average\n", st.graphs, st.ops, st.results, st.compiles, st.failures,
+                  st.compile_ms / (st.compiles ? st.compiles : 1));
+    assert_int_equal(st.graphs, countof(sizes));
+    assert_true(st.ops >= 2 * (1000 + 2000));
+    assert_int_equal(st.failures, 0);
+}
+
 /* The generator itself: every seed builds a valid graph of the size asked for. */
 static void generator_builds(void **state)
 {
@@ -1802,7 +1876,7 @@ static void generator_builds(void **state)
     for (uint64_t s = 1000000; s < 1002000; s++) {
         gen *g = calloc(1, sizeof *g);
         assert_non_null(g);
-        generate(g, s);
+        generate(g, s, 0);
         if (g->broken) {
             fprintf(stderr, "seed %llu: %s\n", (unsigned long long)s, g->why);
             broken++;
@@ -1917,6 +1991,7 @@ int main(void)
             cmocka_unit_test(seeds_301_to_400),
             cmocka_unit_test(seeds_401_to_500),
             cmocka_unit_test(seeds_501_to_600),
+            cmocka_unit_test(thousands_of_ops),
         };
         rc = cmocka_run_group_tests(tests, NULL, NULL);
     }

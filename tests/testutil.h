@@ -138,6 +138,31 @@ static inline int tu_rm_entry(const char *path, const struct stat *st, int flag,
 }
 static inline void tu_rm_rf(const char *path) { nftw(path, tu_rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
 
+/* The nestc under test: $NESTC (the build's, from make), or bin/nestc. */
+static inline const char *tu_nestc(void)
+{
+    const char *s = getenv("NESTC");
+    return s && *s ? s : "bin/nestc";
+}
+
+/* All that is left of a stream, as a malloc'd string (the test fails when memory runs out). */
+static inline char *tu_read_all(FILE *in)
+{
+    size_t len = 0, cap = 4096;
+    char *s = malloc(cap);
+    assert_non_null(s);
+    size_t n;
+    while ((n = fread(s + len, 1, cap - len - 1, in)) > 0) {
+        len += n;
+        if (cap - len < 2048) {
+            s = realloc(s, cap *= 2);
+            assert_non_null(s);
+        }
+    }
+    s[len] = '\0';
+    return s;
+}
+
 /* nest_evaluate with the function's own counts. */
 static inline int evaluate(nest_function *f, void *const *args, void *const *results)
 {

@@ -6,7 +6,8 @@
 #
 # SETs: build (libnest and nestc, with the ONNX reader), jit (the in-process compiler,
 # libnest_jit.so), test (the test suite: the ONNX cases use onnx and torch; the Python front
-# end's tests pytest and sklearn's digits), bench (make bench and its peers), docs (make docs),
+# end's tests pytest and sklearn's digits), bench (make bench and its peers: numpy,
+# numexpr, PyTorch, Eigen, OpenBLAS), docs (make docs),
 # fuzz (the libFuzzer targets), valgrind (make valgrind).
 # Without a SET: build jit test, what `make` and `make test` need.
 # Missing packages are installed with apt-get when running as root, unless --check is given;
@@ -33,7 +34,7 @@ for set in "$@"; do
                p="$p python3-torch python3-torchvision python3-pytest python3-sklearn zlib1g-dev"
                w="the test suite" ;;
         bench) p="g++ clang-14 python3 python3-numpy python3-numexpr python3-matplotlib"
-               p="$p libeigen3-dev libopenblas-dev hyperfine"; w="make bench" ;;
+               p="$p python3-torch libeigen3-dev libopenblas-dev hyperfine"; w="make bench" ;;
         docs)  p="graphviz"; w="make docs" ;;
         fuzz)  p="clang-14 libclang-rt-14-dev"; w="the fuzz targets" ;;
         valgrind) p="valgrind"; w="make valgrind" ;;

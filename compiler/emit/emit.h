@@ -5,6 +5,7 @@
  *   emit_text.c   helpers of the generated code, names, expressions, reductions' texts
  *   emit_loops.c  loop nests: levels, folds, parallel chunks, tiled products, row groups
  *   emit_c.c      functions: entry points, constants, the header's declarations
+ *   emit_conv.c   convolutions and pools: their kernels, copies of the input, tiles and stores
  */
 #ifndef NEST_EMIT_H
 #define NEST_EMIT_H
@@ -18,6 +19,13 @@
  * are faster). */
 #define ACC_BYTES 256
 #define ACC_SMALL_DATA (16 * 1024)
+/* A function whose loop nests take more C than this is cut into parts, functions of their own
+ * (NEST_NOINLINE, a macro of the preamble), each about this size: clang's time over a function
+ * grows faster than its size (a 332-layer MLP: 7.5 s in parts of 48 KiB, 4.4 s in 8 KiB). */
+#define EMIT_PART_BYTES (8 * 1024)
+/* A function with more folds than this combines each fold's partial accumulators in a helper
+ * function rather than in loops of its own: compilers take about 7 ms over those loops. */
+#define EMIT_FOLD_CALLS 8
 /* Loops of at least this many iterations run on several cores (with -fopenmp). */
 #define PAR_MIN ((int64_t)1 << 18)
 /* A whole-array reduction runs in chunks of at least this many elements, at most PAR_CHUNKS of
@@ -32,8 +40,23 @@ enum {
     H_INT_OPS = 7,
     H_CVT = 2 * H_INT_OPS, /* + 2 * to + from: i32/i64 from f32/f64 */
     H_TILE = H_CVT + 4,    /* + 3 * (f64) + (16, 32, 64 vector bytes): tiles of tile.c */
-    H_COUNT = H_TILE + 6,
+    H_FOLD = H_TILE + 6,   /* + 4 * (sum, max, min) + 2 * (f64) + (half the lanes): the
+                            * combining of a fold's partial accumulators, in large functions */
+    H_NOINLINE = H_FOLD + 12, /* the NEST_NOINLINE macro (tiles, folds, parts) */
+    H_SIGMOID = H_NOINLINE + 1, /* + (f64): the op set of real models */
+    H_TAKE = H_SIGMOID + 2, /* a gathered index, clamped */
+    H_TOPK = H_TAKE + 1,   /* + element type (f32, f64, i32, i64): topk of a row */
+    H_VEC = H_TOPK + 4,    /* + 3 * (f64) + (16, 32, 64 vector bytes): vector types (conv.c) */
+    H_CONTRACT = H_VEC + 6, /* NEST_CONTRACT: multiply-adds fused by gcc in ISO C mode too */
+    H_COUNT = H_CONTRACT + 1,
 };
+
+/* An int per expression node, by id (walk.c's dense ids), growing with the plan's nodes; new
+ * entries are 0. */
+typedef struct id_ints {
+    int32_t *v;
+    size_t cap;
+} id_ints;
 
 /* A set of identifiers in use, for making names unique. Running out of memory marks the set
  * and every enclosing one (oom): the function scope's flag fails the whole emission. */
@@ -55,15 +78,27 @@ typedef struct ctx {
     names fn;                 /* function scope: parameters, results, workspace */
     const char **bufname;     /* per buffer: its C name */
     bool *refd;               /* per buffer: its name was written into the C */
-    bool *decl;               /* per temporary: declared in the open block, not yet cast */
+    int32_t *decl;            /* the temporaries declared in the open block, not yet cast */
+    size_t ndecl, capdecl;
+    int32_t *touched;         /* per buffer: the last declare_temps that found it used */
+    int32_t ntouch;
+    uint8_t *node_in;         /* per graph node: 0, for the sets of em_nest_comment */
     bool ws_refd;             /* the workspace pointer was written into the C */
+    /* a large function's loop nests go into parts, functions of their own (emit_c.c) */
+    int part;                 /* the part being emitted (from 1) */
+    int32_t *partref;         /* per buffer: the last part that named it */
+    int32_t *partbufs;        /* the buffers the part names */
+    size_t npartbufs, cappartbufs;
+    bool part_ws;             /* the part names the workspace */
     int indent;
     /* the nest being emitted */
     const nest *ne;
     names local;
     const char *var[NEST_MAX_RANK];   /* loop variable per axis */
     const char *expr[NEST_MAX_RANK];  /* its value in index expressions ("i1" or "i1 + u") */
-    const char **acc;                 /* per output: accumulator array (case A) */
+    const char **acc;                 /* per output: accumulator array (case A); an argmax's or
+                                       * argmin's index */
+    const char **best;                /* per output: an argmax's or argmin's best value */
     int accs;                         /* partial accumulators in use (1 or lanes) */
     bool unrolled;                    /* inside the lane-wide loop: `u` picks the accumulator */
     bool par_outer;                   /* the outermost loop runs on several cores */
@@ -77,7 +112,12 @@ typedef struct ctx {
         const char *name;
     } *hoist;                         /* loads read once before the loops that do not move them */
     size_t nhoist, caphoist;
+    id_ints hoisted;                  /* per node: 1 + its index in hoist (if still below nhoist) */
+    id_ints refbody, refidx;          /* per node: the body (its stamp) that has it, and where */
+    int32_t nbodies;                  /* bodies emitted so far: the next one's stamp */
     const char *tile_text;
+    bool fold_calls;                  /* folds combine their lanes in helpers (EMIT_FOLD_CALLS) */
+    uint32_t concat_axes;             /* the nest's axes that a concat splits */
     /* the module state the function reads or assigns, in the state's order (emit_c.c) */
     int nst;
     int32_t *st_index;                /* the state tensor */
@@ -96,13 +136,23 @@ typedef struct body {
     ctx *c;
     valref *v;
     size_t n, cap;
+    int32_t stamp;    /* its mark in c->refbody (0: an empty body, which has no values) */
     bool oom;
 } body;
 
+/* The C names buffer b (or the workspace): its declaration is used. */
+void em_ref(ctx *c, int32_t b);
+void em_ref_ws(ctx *c);
+
 /* emit_text.c */
+/* The entry of e in ix, or NULL when out of memory (c->b->failed set). */
+int32_t *em_id_int(ctx *c, id_ints *ix, const fx *e);
+void em_id_ints_free(id_ints *ix);
 const char *em_ctype(int etype);
 bool em_is_float(int etype);
 int em_tile_helper(int etype, int vb);
+/* The helper combining `lanes` partial accumulators of a fold, or -1 when there is none. */
+int em_fold_helper(int op, int etype, int lanes);
 const char *em_names_add(names *ns, const char *s);
 /* base, or base_1, base_2, ... : the first that no scope uses; recorded in ns. */
 const char *em_unique(names *ns, const char *base);
@@ -127,6 +177,8 @@ void em_init_text(buf *b, int op, int etype);
 /* "acc op= value" as the template of the reduction. */
 char *em_combine(ctx *c, int op, int etype, const char *acc, const char *value);
 
+/* Whether a reduction is argmax or argmin: it folds an index, one step at a time. */
+static inline bool em_is_arg(int reduce) { return reduce == OP_ARGMAX || reduce == OP_ARGMIN; }
 /* emit_loops.c */
 /* Evaluates vals and stores or folds each into its output. */
 void em_outputs(ctx *c, const nout *outs, fx *const *vals, int nouts);
@@ -134,7 +186,22 @@ void em_nest_comment(ctx *c);
 /* Whether a nest has iterations to run (a fold over nothing still writes its initial values). */
 bool em_nest_runs(const nest *ne);
 void em_nest(ctx *c, int32_t k);
+/* A nest's block: its comment, "{", the temporaries it touches; and its end. */
+void em_nest_open(ctx *c, int32_t k);
+void em_nest_close(ctx *c);
+/* "#pragma omp parallel for" for the loop that follows (under #ifdef _OPENMP). */
+void em_omp_for(ctx *c);
+/* dst = value, the value's statements first (at the index expressions in c->expr). */
+void em_assign(ctx *c, const char *dst, fx *value);
 /* A row group: one loop over the rows, each member nest's inner loops inside it. */
 void em_group(ctx *c, int32_t lead);
+
+/* emit_conv.c */
+/* A convolution or pooling nest (conv.c): its loops, its kernel's call, its store. */
+void em_window(ctx *c, int32_t k);
+/* The static kernels of the function's convolutions, before its entry points. */
+void em_window_kernels(ctx *c);
+/* Helper h >= H_VEC of the preamble: a vector type, or NEST_CONTRACT. */
+void em_vec_helper(buf *b, int h);
 
 #endif /* NEST_EMIT_H */

@@ -22,101 +22,14 @@
 /* Names the emitter uses at function scope. */
 static const char *const reserved[] = {"ws", "args", "results", "workspace", "rc", "u", "st"};
 
-/* Identifiers that the headers the C includes (<math.h>, <stddef.h>, <stdint.h>, <stdlib.h>,
- * <string.h>) declare as macros, types or functions, that C compilers predefine in GNU modes
- * (the header is included by programs built in any mode), and C++'s keywords (the header is
- * also C++). A parameter or value of such a name gets another name in the C; a function of
- * such a name is refused (emit_name_taken). */
-static const char *const c_library[] = {
-    /* macros */
-    "NAN", "INFINITY", "HUGE_VAL", "HUGE_VALF", "HUGE_VALL", "FP_INFINITE", "FP_NAN",
-    "FP_NORMAL", "FP_SUBNORMAL", "FP_ZERO", "FP_FAST_FMA", "FP_FAST_FMAF", "FP_FAST_FMAL",
-    "FP_ILOGB0", "FP_ILOGBNAN", "MATH_ERRNO", "MATH_ERREXCEPT", "math_errhandling", "NULL",
-    "EXIT_FAILURE", "EXIT_SUCCESS", "RAND_MAX", "MB_CUR_MAX", "errno", "INT8_MIN", "INT8_MAX",
-    "UINT8_MAX", "INT16_MIN", "INT16_MAX", "UINT16_MAX", "INT32_MIN", "INT32_MAX", "UINT32_MAX",
-    "INT64_MIN", "INT64_MAX", "UINT64_MAX", "INT_LEAST8_MIN", "INT_LEAST8_MAX",
-    "UINT_LEAST8_MAX", "INT_LEAST16_MIN", "INT_LEAST16_MAX", "UINT_LEAST16_MAX",
-    "INT_LEAST32_MIN", "INT_LEAST32_MAX", "UINT_LEAST32_MAX", "INT_LEAST64_MIN",
-    "INT_LEAST64_MAX", "UINT_LEAST64_MAX", "INT_FAST8_MIN", "INT_FAST8_MAX", "UINT_FAST8_MAX",
-    "INT_FAST16_MIN", "INT_FAST16_MAX", "UINT_FAST16_MAX", "INT_FAST32_MIN", "INT_FAST32_MAX",
-    "UINT_FAST32_MAX", "INT_FAST64_MIN", "INT_FAST64_MAX", "UINT_FAST64_MAX", "INTPTR_MIN",
-    "INTPTR_MAX", "UINTPTR_MAX", "INTMAX_MIN", "INTMAX_MAX", "UINTMAX_MAX", "PTRDIFF_MIN",
-    "PTRDIFF_MAX", "SIG_ATOMIC_MIN", "SIG_ATOMIC_MAX", "SIZE_MAX", "WCHAR_MIN", "WCHAR_MAX",
-    "WINT_MIN", "WINT_MAX", "linux", "unix", "i386",
-    /* function-like macros: harmless as names, but not as functions */
-    "INT8_C", "INT16_C", "INT32_C", "INT64_C", "UINT8_C", "UINT16_C", "UINT32_C", "UINT64_C",
-    "INTMAX_C", "UINTMAX_C", "offsetof", "fpclassify", "isfinite", "isinf", "isnan", "isnormal",
-    "signbit", "isgreater", "isgreaterequal", "isless", "islessequal", "islessgreater",
-    "isunordered",
-    /* types */
-    "int8_t", "int16_t", "int32_t", "int64_t", "uint8_t", "uint16_t", "uint32_t", "uint64_t",
-    "int_least8_t", "int_least16_t", "int_least32_t", "int_least64_t", "uint_least8_t",
-    "uint_least16_t", "uint_least32_t", "uint_least64_t", "int_fast8_t", "int_fast16_t",
-    "int_fast32_t", "int_fast64_t", "uint_fast8_t", "uint_fast16_t", "uint_fast32_t",
-    "uint_fast64_t", "intptr_t", "uintptr_t", "intmax_t", "uintmax_t", "size_t", "ptrdiff_t",
-    "wchar_t", "max_align_t", "div_t", "ldiv_t", "lldiv_t", "float_t", "double_t",
-    /* <stdlib.h>, <string.h> */
-    "atof", "atoi", "atol", "atoll", "strtod", "strtof", "strtold", "strtol", "strtoll",
-    "strtoul", "strtoull", "rand", "srand", "calloc", "free", "malloc", "realloc",
-    "aligned_alloc", "abort", "atexit", "at_quick_exit", "exit", "quick_exit", "_Exit",
-    "getenv", "system", "bsearch", "qsort", "abs", "labs", "llabs", "div", "ldiv", "lldiv",
-    "mblen", "mbtowc", "wctomb", "mbstowcs", "wcstombs", "memcpy", "memmove", "strcpy",
-    "strncpy", "strcat", "strncat", "memcmp", "strcmp", "strcoll", "strncmp", "strxfrm",
-    "memchr", "strchr", "strcspn", "strpbrk", "strrchr", "strspn", "strstr", "strtok",
-    "memset", "strerror", "strlen",
-    /* C++ keywords that C does not have */
-    "alignas", "alignof", "and", "and_eq", "bitand", "bitor", "catch", "char8_t", "char16_t",
-    "char32_t", "class", "compl", "concept", "consteval", "constexpr", "constinit",
-    "const_cast", "co_await", "co_return", "co_yield", "decltype", "delete", "dynamic_cast",
-    "explicit", "export", "friend", "mutable", "namespace", "new", "noexcept", "not", "not_eq",
-    "nullptr", "operator", "or", "or_eq", "private", "protected", "public", "reinterpret_cast",
-    "requires", "static_assert", "static_cast", "template", "this", "thread_local", "throw",
-    "try", "typeid", "typename", "using", "virtual", "xor", "xor_eq",
-};
-
-/* The functions of <math.h>, each also with the suffixes f and l (expf, expl). */
-static const char *const c_math[] = {
-    "acos", "asin", "atan", "atan2", "cos", "sin", "tan", "acosh", "asinh", "atanh", "cosh",
-    "sinh", "tanh", "exp", "exp2", "expm1", "frexp", "ilogb", "ldexp", "log", "log10", "log1p",
-    "log2", "logb", "modf", "scalbn", "scalbln", "cbrt", "fabs", "hypot", "pow", "sqrt", "erf",
-    "erfc", "lgamma", "tgamma", "ceil", "floor", "nearbyint", "rint", "lrint", "llrint",
-    "round", "lround", "llround", "trunc", "fmod", "remainder", "remquo", "copysign", "nan",
-    "nextafter", "nexttoward", "fdim", "fmax", "fmin", "fma",
-};
-
-/* Whether a math function's name, with the suffix sfx ("", "f" or "l"), is name. */
-static bool is_math(const char *name, const char *fn, const char *sfx)
-{
-    size_t n = strlen(fn);
-    return strncmp(name, fn, n) == 0 && strcmp(name + n, sfx) == 0;
-}
-
-bool emit_name_taken(const char *name)
-{
-    for (size_t i = 0; i < countof(c_library); i++)
-        if (strcmp(name, c_library[i]) == 0)
-            return true;
-    for (size_t i = 0; i < countof(c_math); i++)
-        if (is_math(name, c_math[i], "") || is_math(name, c_math[i], "f") ||
-            is_math(name, c_math[i], "l"))
-            return true;
-    return false;
-}
-
 /* Records the names a function's C cannot give to its parameters and values: the emitter's,
- * the C library's, and the function's own entry points, which its wrappers call. */
+ * and the function's own entry points, which its wrappers call (em_unique also steers clear of
+ * C's keywords and the C library's names). */
 static void reserve_names(ctx *c)
 {
     for (size_t i = 0; i < countof(reserved); i++)
         em_names_add(&c->fn, reserved[i]);
-    for (size_t i = 0; i < countof(c_library); i++)
-        em_names_add(&c->fn, c_library[i]);
     char nm[IR_MAX_NAME + 32];
-    for (size_t i = 0; i < countof(c_math); i++)
-        for (int k = 0; k < 3; k++) {
-            snprintf(nm, sizeof nm, "%s%s", c_math[i], k == 0 ? "" : k == 1 ? "f" : "l");
-            em_names_add(&c->fn, nm);
-        }
     static const char *const entry[] = {"_call", "_impl", "_workspace_size", "_call_ws"};
     for (size_t i = 0; i < countof(entry); i++) {
         snprintf(nm, sizeof nm, "%s%s", c->f->name, entry[i]);
@@ -353,6 +266,126 @@ bool emit_const_is_data(int64_t count, int etype)
     return count * (int64_t)nest_type_size((nest_type)etype) > EMIT_DATA_BYTES;
 }
 
+/* ---- parts ---- */
+
+void em_ref(ctx *c, int32_t b)
+{
+    c->refd[b] = true;
+    pbuf_kind k = c->p->bufs[b].kind;
+    if (c->partref[b] == c->part || k == BUF_TEMP || (k == BUF_CONST && c->mode != EMIT_JIT))
+        return; /* temporaries are the part's own; the AOT file's constants are global */
+    int32_t *v = grow_array(c->partbufs, &c->cappartbufs, c->npartbufs, sizeof *v);
+    if (!v) {
+        c->b->failed = true;
+        return;
+    }
+    c->partbufs = v;
+    c->partbufs[c->npartbufs++] = b;
+    c->partref[b] = c->part;
+}
+
+void em_ref_ws(ctx *c)
+{
+    c->ws_refd = true;
+    c->part_ws = true;
+}
+
+/* Parameters, then results, then state tensors, then constants, each in order. */
+static const plan *sort_plan;
+static int abi_rank(pbuf_kind k)
+{
+    return k == BUF_PARAM ? 0 : k == BUF_RESULT ? 1 : k == BUF_STATE ? 2 : 3;
+}
+static int by_abi(const void *a, const void *b)
+{
+    const pbuf *x = &sort_plan->bufs[*(const int32_t *)a], *y = &sort_plan->bufs[*(const int32_t *)b];
+    if (x->kind != y->kind)
+        return abi_rank(x->kind) - abi_rank(y->kind);
+    return (x->index > y->index) - (x->index < y->index);
+}
+
+/* Whether the function writes buffer b: a result, or a state tensor it assigns. */
+static bool part_writes(const ctx *c, const pbuf *pb)
+{
+    if (pb->kind == BUF_RESULT)
+        return true;
+    for (int i = 0; pb->kind == BUF_STATE && i < c->nst; i++)
+        if (c->st_index[i] == pb->index)
+            return c->st_written[i];
+    return false;
+}
+
+/* The loop nests emitted into `nests` since the last part become a function of their own,
+ * nest_NAME_partK, taking the arrays they name; `calls` gets the call. Compilers optimize a
+ * function in time that grows faster than its size: parts keep a large graph's C compiling in
+ * time proportional to it. */
+static void flush_part(ctx *c, buf *defs, buf *calls, buf *nests)
+{
+    const plan *p = c->p;
+    sort_plan = p;
+    *c->helpers |= 1ull << H_NOINLINE;
+    if (c->npartbufs > 1)
+        qsort(c->partbufs, c->npartbufs, sizeof *c->partbufs, by_abi);
+    buf_printf(defs, "static NEST_NOINLINE void nest_%s_part%d(", p->f->name, c->part);
+    buf_printf(calls, "    nest_%s_part%d(", p->f->name, c->part);
+    for (size_t i = 0; i < c->npartbufs; i++) {
+        int32_t b = c->partbufs[i];
+        const pbuf *pb = &p->bufs[b];
+        buf_printf(defs, "%s%s%s *restrict %s", i ? ", " : "", part_writes(c, pb) ? "" : "const ",
+                   em_ctype(pb->etype), c->bufname[b]);
+        buf_printf(calls, "%s%s", i ? ", " : "", c->bufname[b]);
+    }
+    if (c->part_ws) {
+        buf_printf(defs, "%sunsigned char *restrict ws", c->npartbufs ? ", " : "");
+        buf_printf(calls, "%sws", c->npartbufs ? ", " : "");
+    }
+    if (!c->npartbufs && !c->part_ws)
+        buf_puts(defs, "void");
+    buf_puts(defs, ")\n{\n");
+    buf_write(defs, nests->data ? nests->data : "", nests->len);
+    buf_puts(defs, "}\n\n");
+    buf_puts(calls, ");\n");
+    nests->failed |= defs->failed | calls->failed;
+    nests->len = 0;
+    c->part++;
+    c->npartbufs = 0;
+    c->part_ws = false;
+}
+
+/* The function's loop nests, in order: into `direct` when they are few, else into parts (their
+ * definitions into `defs`, the calls into `direct`). */
+static void emit_nests(ctx *c, buf *defs, buf *direct)
+{
+    const plan *p = c->p;
+    buf nests = {0}, calls = {0}, *out = c->b;
+    c->part = 1;
+    c->b = &nests;
+    for (int32_t k = 0; k < p->nnests; k++) {
+        const nest *ne = &p->nests[k];
+        if (ne->dead || (ne->rowed && ne->group != k))
+            continue;
+        if (ne->rowed) {
+            em_group(c, k);
+        } else if (!em_nest_runs(ne)) {
+            c->ne = ne;
+            em_nest_comment(c);
+            em_line(c, "/* (no elements) */");
+        } else {
+            em_nest(c, k);
+        }
+        if (nests.len >= EMIT_PART_BYTES)
+            flush_part(c, defs, &calls, &nests);
+    }
+    if (c->part > 1 && nests.len > 0)
+        flush_part(c, defs, &calls, &nests);
+    buf *from = c->part > 1 ? &calls : &nests;
+    buf_write(direct, from->data ? from->data : "", from->len);
+    direct->failed |= nests.failed | calls.failed;
+    buf_reset(&nests);
+    buf_reset(&calls);
+    c->b = out;
+}
+
 void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
 {
     const nest_function *f = p->f;
@@ -360,11 +393,16 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
     const char **abi = NULL;
     c.bufname = calloc((size_t)p->nbufs + 1, sizeof *c.bufname);
     c.refd = calloc((size_t)p->nbufs + 1, sizeof *c.refd);
-    c.decl = calloc((size_t)p->nbufs + 1, sizeof *c.decl);
-    if (!c.bufname || !c.refd || !c.decl || !namer_init(&c.nm, f)) {
+    c.touched = calloc((size_t)p->nbufs + 1, sizeof *c.touched);
+    c.partref = calloc((size_t)p->nbufs + 1, sizeof *c.partref);
+    c.node_in = calloc((size_t)f->nnodes + 1, sizeof *c.node_in);
+    if (!c.bufname || !c.refd || !c.touched || !c.partref || !c.node_in ||
+        !namer_init(&c.nm, f)) {
         free(c.bufname);
         free(c.refd);
-        free(c.decl);
+        free(c.touched);
+        free(c.partref);
+        free(c.node_in);
         namer_free(&c.nm);
         b->failed = true;
         return;
@@ -395,12 +433,37 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
                     c.bufname[bi] = abi[f->nparams + f->nresults + i];
     }
     emit_constants(&c);
+    bool ws = p->ws_size > 0, state = c.nst > 0;
+    const char *sp = state ? f->module->name : NULL;
+    int folds = 0;
+    for (int32_t k = 0; k < p->nnests; k++)
+        for (int i = 0; !p->nests[k].dead && i < p->nests[k].nouts; i++)
+            folds += p->nests[k].outs[i].reduce >= 0;
+    c.fold_calls = folds > EMIT_FOLD_CALLS;
+    /* the JIT's constants: locals of the function, named before the nests use them */
+    buf consts = {0}, defs = {0}, direct = {0};
+    c.b = &consts;
+    c.indent = 1;
+    for (int32_t bi = 0; bi < p->nbufs; bi++) {
+        const pbuf *pb = &p->bufs[bi];
+        if (pb->kind == BUF_CONST && mode == EMIT_JIT) {
+            const char *name = em_unique(&c.fn, namer_name(&c.nm, pb->node));
+            em_line(&c, "const %s *restrict %s = (const %s *)nest_consts_%s[%d];", em_ctype(pb->etype),
+                 name, em_ctype(pb->etype), f->name, pb->index);
+            c.bufname[bi] = name;
+        }
+    }
+    c.b = &direct;
+    emit_nests(&c, &defs, &direct);
+    c.b = b;
+    c.indent = 0;
+    b->failed |= consts.failed | defs.failed | direct.failed;
+    em_window_kernels(&c); /* before the parts that call them */
+    buf_write(b, defs.data ? defs.data : "", defs.len);
 
     /* the body is the static NAME_impl, which every entry point calls: a call to the exported
      * NAME from inside a shared object could reach another library's function of that name
      * (the C library's random or time, or a second nest library loaded before) */
-    bool ws = p->ws_size > 0, state = c.nst > 0;
-    const char *sp = state ? f->module->name : NULL;
     const char **save = c.bufname;
     c.bufname = abi;
     buf sig = {0};
@@ -412,31 +475,11 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
     free(sigs);
     em_line(&c, "{");
     c.indent++;
-    for (int32_t bi = 0; bi < p->nbufs; bi++) {
-        const pbuf *pb = &p->bufs[bi];
-        if (pb->kind == BUF_CONST && mode == EMIT_JIT) {
-            const char *name = em_unique(&c.fn, namer_name(&c.nm, pb->node));
-            em_line(&c, "const %s *restrict %s = (const %s *)nest_consts_%s[%d];", em_ctype(pb->etype),
-                 name, em_ctype(pb->etype), f->name, pb->index);
-            c.bufname[bi] = name;
-        }
-    }
-    for (int32_t k = 0; k < p->nnests; k++) {
-        const nest *ne = &p->nests[k];
-        if (ne->dead || (ne->rowed && ne->group != k))
-            continue;
-        if (ne->rowed) {
-            em_group(&c, k);
-            continue;
-        }
-        if (!em_nest_runs(ne)) {
-            c.ne = ne;
-            em_nest_comment(&c);
-            em_line(&c, "/* (no elements) */");
-            continue;
-        }
-        em_nest(&c, k);
-    }
+    buf_write(b, consts.data ? consts.data : "", consts.len);
+    buf_write(b, direct.data ? direct.data : "", direct.len);
+    buf_reset(&consts);
+    buf_reset(&defs);
+    buf_reset(&direct);
     /* the names the body never wrote (unread parameters, loops without iterations, results
      * of nothing) are cast away, so that compilers see them used */
     for (int32_t bi = 0; bi < p->nbufs; bi++) {
@@ -540,6 +583,13 @@ out:
     free(c.bufname);
     free(c.refd);
     free(c.decl);
+    free(c.touched);
+    free(c.partref);
+    free(c.partbufs);
+    free(c.node_in);
+    em_id_ints_free(&c.hoisted);
+    em_id_ints_free(&c.refbody);
+    em_id_ints_free(&c.refidx);
     em_names_free(&c.fn);
     namer_free(&c.nm);
 }

@@ -15,7 +15,7 @@
 static void store_text(ctx *c, buf *b, const nout *o)
 {
     buf_printf(b, "%s[", c->bufname[o->buf]);
-    c->refd[o->buf] = true;
+    em_ref(c, o->buf);
     em_index(c, b, o->buf, o->off, o->st, c->ne->rank);
     buf_putc(b, ']');
 }
@@ -24,6 +24,33 @@ static void store_text(ctx *c, buf *b, const nout *o)
 void em_outputs(ctx *c, const nout *outs, fx *const *vals, int nouts);
 
 static void emit_body(ctx *c, fx *const *vals) { em_outputs(c, c->ne->outs, vals, c->ne->nouts); }
+
+/* One step of an argmax or argmin (output i, the element's value v): a better element, or the
+ * first NaN, takes the lead; ties keep the lower index. The index is the innermost loop's
+ * variable when the nest folds that axis (flatten.c dropped it when its extent is 1). */
+static void emit_arg_step(ctx *c, const nout *o, int i, const char *v)
+{
+    const nest *ne = c->ne;
+    int et = o->value->etype;
+    bool folded = ne->rank > 0 && (ne->reduced & (1u << (ne->rank - 1)));
+    const char *at = folded ? c->expr[ne->rank - 1] : "0", *best = c->best[i];
+    const char *cmp = o->reduce == OP_ARGMAX ? ">" : "<";
+    char nb[IR_MAX_NAME + 8];
+    snprintf(nb, sizeof nb, "%s_v", o->node >= 0 ? namer_name(&c->nm, o->node) : "arg");
+    const char *x = em_unique(c->body_names, nb);
+    buf cm = {0};
+    em_node_comment(c, &cm, o->node);
+    char *cs = em_finish(c, &cm);
+    em_line(c, "const %s %s = %s;%s", em_ctype(et), x, v, cs ? cs : "");
+    free(cs);
+    if (em_is_float(et))
+        em_line(c, "if (%s %s %s || (%s != %s && %s == %s)) {", x, cmp, best, x, x, best, best);
+    else
+        em_line(c, "if (%s %s %s) {", x, cmp, best);
+    em_line(c, "    %s = %s;", best, x);
+    em_line(c, "    %s = %s;", c->acc[i], at);
+    em_line(c, "}");
+}
 
 /* Evaluates vals and stores or folds each into its output. */
 void em_outputs(ctx *c, const nout *outs, fx *const *vals, int nouts)
@@ -48,6 +75,8 @@ void em_outputs(ctx *c, const nout *outs, fx *const *vals, int nouts)
         char *d = em_finish(c, &dst);
         if (!v || !d) {
             bd.oom = true;
+        } else if (em_is_arg(o->reduce)) {
+            emit_arg_step(c, o, i, v);
         } else if (o->reduce >= 0) {
             /* an op inlined into the fold is one operand of its template: acc + (a - b), not
              * acc + a - b, and never acc + a > b ? a : b */
@@ -98,9 +127,6 @@ static void add_bound(bounds *bs, int64_t x)
 {
     if (x <= bs->lo || x >= bs->hi)
         return;
-    for (size_t i = 0; i < bs->n; i++)
-        if (bs->v[i] == x)
-            return;
     int64_t *v = grow_array(bs->v, &bs->cap, bs->n, sizeof *v);
     if (!v) {
         bs->oom = true;
@@ -118,6 +144,13 @@ static void collect_bounds(fx *e, void *ctx_)
             add_bound(bs, e->starts[j]);
 }
 
+/* The walk for the boundaries does not enter the parts of a concat on the axis. */
+static bool outside_concat(const fx *e, void *ctx_)
+{
+    const bounds *bs = ctx_;
+    return !(e->kind == FX_CONCAT && e->axis == bs->axis);
+}
+
 static int cmp_i64(const void *a, const void *b)
 {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
@@ -133,6 +166,15 @@ static void emit_range(ctx *c, int lvl, int64_t lo, int64_t hi, fx **vals)
 {
     const nest *ne = c->ne;
     bounds bs = {.axis = lvl, .lo = lo, .hi = hi};
+    if (!(c->concat_axes & (1u << lvl))) { /* no concat splits this loop */
+        if (lo < hi) {
+            char l[32], h[32];
+            snprintf(l, sizeof l, "%lld", (long long)lo);
+            snprintf(h, sizeof h, "%lld", (long long)hi);
+            emit_loop(c, lvl, l, h, hi - lo, vals);
+        }
+        return;
+    }
     /* only concats not inside another concat on this axis: resolve the outer ones first by
      * selecting [lo, hi), which keeps the straddling ones */
     fx *sel[ne->nouts];
@@ -143,36 +185,20 @@ static void emit_range(ctx *c, int lvl, int64_t lo, int64_t hi, fx **vals)
             return;
         }
     }
-    /* boundaries of the concats that remain at the top: those straddle [lo, hi) */
-    for (int i = 0; i < ne->nouts; i++) {
-        fx *e = sel[i];
-        /* only top-level concats on this axis: walk, but do not enter parts of such concats */
-        fx *stack[64];
-        int sp = 0;
-        stack[sp++] = e;
-        while (sp > 0) {
-            fx *x = stack[--sp];
-            if (x->kind == FX_CONCAT && x->axis == lvl) {
-                collect_bounds(x, &bs);
-                continue;
-            }
-            for (int j = 0; j < x->nargs; j++) {
-                if (sp == (int)countof(stack)) {
-                    /* too deep to track: fall back to every boundary (correct, finer) */
-                    fx_walk(c->mp, &x->args[j], 1, collect_bounds, &bs);
-                    continue;
-                }
-                stack[sp++] = x->args[j];
-            }
-        }
-    }
-    if (bs.oom) {
+    /* boundaries of the concats that remain at the top (not inside a part of another concat
+     * on this axis): those straddle [lo, hi) */
+    if (!fx_visit(c->mp, sel, ne->nouts, outside_concat, collect_bounds, &bs) || bs.oom) {
         free(bs.v);
         c->b->failed = true;
         return;
     }
     if (bs.n > 0) {
         qsort(bs.v, (size_t)bs.n, sizeof *bs.v, cmp_i64);
+        size_t m = 1; /* each boundary once */
+        for (size_t i = 1; i < bs.n; i++)
+            if (bs.v[i] != bs.v[m - 1])
+                bs.v[m++] = bs.v[i];
+        bs.n = m;
         int64_t a = lo;
         for (size_t i = 0; i <= bs.n; i++) {
             int64_t z = i < bs.n ? bs.v[i] : hi;
@@ -218,14 +244,17 @@ static void hoist_one(fx *e, void *ctx_)
 {
     hoist_scan *hs = ctx_;
     ctx *c = hs->c;
-    if (e->kind != FX_LOAD || e == c->tile_view || nest_writes(c->ne, e->buf) || c->b->failed)
+    if (e->kind != FX_LOAD || e->nargs || e->buf == FX_IOTA || e == c->tile_view ||
+        nest_writes(c->ne, e->buf) || c->b->failed)
         return;
     for (int k = hs->lvl; k < c->ne->rank; k++)
         if (e->st[k] != 0)
             return;
-    for (size_t i = 0; i < c->nhoist; i++)
-        if (c->hoist[i].e == e)
-            return;
+    int32_t *at = em_id_int(c, &c->hoisted, e);
+    if (!at)
+        return;
+    if (*at > 0 && (size_t)*at <= c->nhoist && c->hoist[*at - 1].e == e)
+        return; /* read before an outer loop already */
     struct hoisted *h = grow_array(c->hoist, &c->caphoist, c->nhoist, sizeof *h);
     if (!h) {
         c->b->failed = true;
@@ -243,6 +272,8 @@ static void hoist_one(fx *e, void *ctx_)
     em_line(c, "const %s %s = %s;", em_ctype(e->etype), name, text ? text : "0");
     free(text);
     c->hoist[c->nhoist++] = (struct hoisted){e, name};
+    if ((at = em_id_int(c, &c->hoisted, e))) /* (again: the index may have moved) */
+        *at = (int32_t)c->nhoist;
 }
 
 /* Reads once, before the loop of level lvl, every load that no loop from lvl inward moves and
@@ -357,13 +388,28 @@ static void emit_fold_start(ctx *c, int lvl)
             if (bytes / size < lanes)
                 lanes = bytes / size;
         }
-        wide &= ne->dims[innermost] >= 2 * lanes;
+        wide &= ne->dims[innermost] >= 2 * lanes && !nest_has_arg(ne);
         c->accs = wide ? lanes : 1;
         for (int i = 0; i < ne->nouts; i++) {
             const nout *o = &ne->outs[i];
-            c->acc[i] = NULL;
+            c->acc[i] = c->best[i] = NULL;
             if (o->reduce < 0)
                 continue;
+            if (em_is_arg(o->reduce)) { /* the best value so far and its index */
+                const char *base = o->node >= 0 ? namer_name(&c->nm, o->node) : "arg";
+                char nb[IR_MAX_NAME + 8];
+                snprintf(nb, sizeof nb, "%s_best", base);
+                c->best[i] = em_unique(&c->local, nb);
+                snprintf(nb, sizeof nb, "%s_at", base);
+                c->acc[i] = em_unique(&c->local, nb);
+                buf t = {0};
+                em_init_text(&t, o->reduce, o->value->etype);
+                char *init = em_finish(c, &t);
+                em_line(c, "%s %s = %s;", em_ctype(o->value->etype), c->best[i], init ? init : "0");
+                em_line(c, "int64_t %s = 0;", c->acc[i]);
+                free(init);
+                continue;
+            }
             const char *base = o->node >= 0 ? namer_name(&c->nm, o->node) : "acc";
             char nb[IR_MAX_NAME + 8];
             snprintf(nb, sizeof nb, "%s_acc", base);
@@ -421,17 +467,33 @@ static void emit_fold_end(ctx *c)
         int et = o->value->etype;
         if (o->reduce < 0)
             continue;
-        /* pairwise: lane u takes lane u + w for halving widths */
-        for (int w = c->accs / 2; w >= 1; w /= 2) {
+        /* pairwise: lane u takes lane u + w for halving widths, each width in an array of
+         * its own (rewriting the lanes in place, compilers keep them in memory), in a helper in
+         * large functions */
+        const char *v = a;
+        char nb[IR_MAX_NAME + 32];
+        int h = c->fold_calls && c->accs > 1 ? em_fold_helper(o->reduce, et, c->accs) : -1;
+        if (h >= 0) {
+            *c->helpers |= 1ull << h;
+            snprintf(nb, sizeof nb, "%s_1", a);
+            v = em_unique(&c->local, nb);
+            em_line(c, "const %s %s = nest_fold_%s_%s_%d(%s);", em_ctype(et), v,
+                    ir_ops[o->reduce].name, nest_type_name((nest_type)et), c->accs, a);
+        }
+        for (int w = h >= 0 ? 0 : c->accs / 2; w >= 1; w /= 2) {
             char l[IR_MAX_NAME + 64], r[IR_MAX_NAME + 64];
-            snprintf(l, sizeof l, w > 1 ? "%s[u]" : "%s[0]", a);
-            snprintf(r, sizeof r, w > 1 ? "%s[u + %d]" : "%s[%d]", a, w);
-            char *s = em_combine(c, o->reduce, et, l, r);
-            if (s && w > 1)
-                em_line(c, "for (int u = 0; u < %d; u++) %s = %s;", w, l, s);
-            else if (s)
-                em_line(c, "%s = %s;", l, s);
-            free(s);
+            snprintf(l, sizeof l, w > 1 ? "%s[u]" : "%s[0]", v);
+            snprintf(r, sizeof r, w > 1 ? "%s[u + %d]" : "%s[1]", v, w);
+            char *cs = em_combine(c, o->reduce, et, l, r);
+            snprintf(nb, sizeof nb, "%s_%d", a, w);
+            v = em_unique(&c->local, nb);
+            if (cs && w > 1) {
+                em_line(c, "%s %s[%d];", em_ctype(et), v, w);
+                em_line(c, "for (int u = 0; u < %d; u++) %s[u] = %s;", w, v, cs);
+            } else if (cs) {
+                em_line(c, "const %s %s = %s;", em_ctype(et), v, cs);
+            }
+            free(cs);
         }
         buf t = {0};
         if (c->fold_dst)
@@ -443,7 +505,7 @@ static void emit_fold_end(ctx *c)
         em_node_comment(c, &cm, c->fold_dst ? -1 : o->node);
         char *cs = em_finish(c, &cm);
         if (d)
-            em_line(c, "%s = %s%s;%s", d, a, c->accs > 1 ? "[0]" : "", cs ? cs : "");
+            em_line(c, "%s = %s;%s", d, v, cs ? cs : "");
         free(d);
         free(cs);
     }
@@ -549,16 +611,14 @@ static void emit_level(ctx *c, int lvl, fx **vals)
 typedef struct nodeset {
     int32_t *v;
     size_t n, cap;
+    uint8_t *in;      /* per graph node: in v */
     bool oom;
 } nodeset;
 
 static void add_node(nodeset *s, int32_t node)
 {
-    if (node < 0)
+    if (node < 0 || s->in[node])
         return;
-    for (size_t i = 0; i < s->n; i++)
-        if (s->v[i] == node)
-            return;
     int32_t *v = grow_array(s->v, &s->cap, s->n, sizeof *v);
     if (!v) {
         s->oom = true;
@@ -566,6 +626,7 @@ static void add_node(nodeset *s, int32_t node)
     }
     s->v = v;
     s->v[s->n++] = node;
+    s->in[node] = 1;
 }
 
 static void collect_node(fx *e, void *ctx_)
@@ -583,11 +644,15 @@ static int cmp_i32(const void *a, const void *b)
 void em_nest_comment(ctx *c)
 {
     const nest *ne = c->ne;
-    nodeset s = {0};
+    nodeset s = {.in = c->node_in};
+    fx *vals[ne->nouts > 0 ? ne->nouts : 1];
     for (int i = 0; i < ne->nouts; i++)
-        fx_walk(c->mp, &ne->outs[i].value, 1, collect_node, &s);
+        vals[i] = ne->outs[i].value;
+    fx_visit(c->mp, vals, ne->nouts, NULL, collect_node, &s);
     for (int i = 0; i < ne->nnodes; i++)
         add_node(&s, ne->nodes[i]);
+    for (size_t i = 0; i < s.n; i++)
+        s.in[s.v[i]] = 0; /* for the next nest */
     if (s.oom)
         c->b->failed = true; /* (a failed walk is in c->mp->status, checked at the end) */
     if (s.n > 1)
@@ -632,52 +697,76 @@ bool em_nest_runs(const nest *ne)
     return true;
 }
 
-/* Whether nest ne touches buffer b. */
-static bool nest_uses(ctx *c, const nest *ne, int32_t b)
-{
-    for (int i = 0; i < ne->nouts; i++)
-        if (ne->outs[i].buf == b || fx_reads(c->mp, ne->outs[i].value, b))
-            return true;
-    return false;
-}
-
 /* Declares the temporaries that nests [first, last] of a group (or one nest) touch: pointers
  * into the workspace, or with `rows`, the local row arrays of contracted ones. */
 static void declare_temps(ctx *c, int32_t first, int32_t last, int32_t group, bool rows)
 {
-    for (int32_t b = 0; b < c->p->nbufs; b++) {
+    int32_t *used = NULL, nused = 0, stamp = ++c->ntouch;
+    size_t cap = 0;
+    for (int32_t k = first; k <= last; k++) {
+        const nest *ne = &c->p->nests[k];
+        if (ne->dead || (ne->group != group && group >= 0))
+            continue;
+        int32_t *bufs;
+        int32_t nb = nest_loads(c->mp, ne, &bufs);
+        if (nb < 0) {
+            c->b->failed = true;
+            break;
+        }
+        for (int i = 0; i < ne->nouts + nb; i++) {
+            int32_t b = i < ne->nouts ? ne->outs[i].buf : bufs[i - ne->nouts];
+            int32_t *v = c->touched[b] == stamp ? used : grow_array(used, &cap, (size_t)nused, sizeof *v);
+            if (!v) {
+                c->b->failed = true;
+                break;
+            }
+            used = v;
+            if (c->touched[b] != stamp)
+                used[nused++] = b;
+            c->touched[b] = stamp;
+        }
+        free(bufs);
+    }
+    if (nused > 1)
+        qsort(used, (size_t)nused, sizeof *used, cmp_i32);
+    for (int32_t i = 0; i < nused; i++) {
+        int32_t b = used[i];
         const pbuf *pb = &c->p->bufs[b];
         if (pb->kind != BUF_TEMP || pb->dead || (pb->row != 0) != rows)
             continue;
-        bool used = false;
-        for (int32_t k = first; k <= last && !used; k++) {
-            const nest *ne = &c->p->nests[k];
-            used = !ne->dead && (ne->group == group || group < 0) && nest_uses(c, ne, b);
+        int32_t *d = grow_array(c->decl, &c->capdecl, c->ndecl, sizeof *d);
+        if (!d) {
+            c->b->failed = true;
+            break;
         }
-        if (!used)
-            continue;
+        c->decl = d;
+        c->decl[c->ndecl++] = b;
         const char *name = em_unique(&c->local, namer_name(&c->nm, pb->node));
         c->bufname[b] = name;
-        c->decl[b] = true;
         c->refd[b] = false;
         if (rows)
             em_line(c, "%s %s[%lld];", em_ctype(pb->etype), name, (long long)pb->row);
         else
             em_line(c, "%s *restrict %s = (%s *)(ws + %lld);", em_ctype(pb->etype), name,
                  em_ctype(pb->etype), (long long)pb->offset);
-        c->ws_refd |= !rows;
+        if (!rows)
+            em_ref_ws(c);
     }
+    free(used);
 }
 
 /* Casts away the temporaries declared for the block being closed that its code never names
- * (their only reads were in loops without iterations, or folded into constants). */
+ * (their only reads were in loops without iterations, or folded into constants). Their names
+ * die with the block's scope: a later block that fails (out of memory) before declaring them
+ * again reads "_", never a freed name. */
 static void cast_unused_temps(ctx *c)
 {
-    for (int32_t b = 0; b < c->p->nbufs; b++) {
-        if (c->decl[b] && !c->refd[b])
-            em_line(c, "(void)%s;", c->bufname[b]);
-        c->decl[b] = false;
+    for (size_t i = 0; i < c->ndecl; i++) {
+        if (!c->refd[c->decl[i]])
+            em_line(c, "(void)%s;", c->bufname[c->decl[i]]);
+        c->bufname[c->decl[i]] = "_";
     }
+    c->ndecl = 0;
 }
 
 static int64_t nest_work(const nest *ne)
@@ -689,6 +778,12 @@ static int64_t nest_work(const nest *ne)
 }
 
 /* The loops of one nest from level `from` (0, or 1 inside a row group whose loop is var[0]). */
+static void concat_axis(fx *e, void *ctx_)
+{
+    if (e->kind == FX_CONCAT)
+        *(uint32_t *)ctx_ |= 1u << e->axis;
+}
+
 static void emit_nest_loops(ctx *c, const nest *ne, int from, bool may_par)
 {
     c->ne = ne;
@@ -697,22 +792,27 @@ static void emit_nest_loops(ctx *c, const nest *ne, int from, bool may_par)
         snprintf(v, sizeof v, "i%d", k);
         c->var[k] = c->expr[k] = em_unique(&c->local, v);
     }
-    const char *accs[ne->nouts > 0 ? ne->nouts : 1];
+    const char *accs[ne->nouts > 0 ? ne->nouts : 1], *best[ne->nouts > 0 ? ne->nouts : 1];
     c->acc = nest_folds(ne) && folds_in_registers(ne) ? accs : NULL;
+    c->best = best;
     c->accs = 1;
     fx *vals[ne->nouts > 0 ? ne->nouts : 1];
     for (int i = 0; i < ne->nouts; i++)
         vals[i] = ne->outs[i].value;
+    c->concat_axes = 0;
+    if (!fx_visit(c->mp, vals, ne->nouts, NULL, concat_axis, &c->concat_axes))
+        c->b->failed = true;
     /* several cores for big nests: over the outermost loop when it is kept, else in chunks of
      * a whole-array fold */
     bool par = may_par && c->p->opts->openmp && nest_work(ne) >= PAR_MIN && ne->rank > 0;
     c->par_outer = par && !(ne->reduced & 1u) && ne->dims[0] >= 2;
     c->par_chunks = par && nest_folds(ne) && (ne->reduced & 1u) && folds_in_registers(ne) &&
-                    ne->dims[0] >= 2 * PAR_CHUNK && !fx_has_concat(c->mp, vals, ne->nouts, 0);
+                    !nest_has_arg(ne) &&
+                    ne->dims[0] >= 2 * PAR_CHUNK && !(c->concat_axes & 1u);
     c->from = from;
     emit_level(c, from, vals);
     c->par_outer = c->par_chunks = false;
-    c->acc = NULL;
+    c->acc = c->best = NULL;
 }
 
 /* dst = value, the value's statements first. */
@@ -735,37 +835,78 @@ static void emit_assign(ctx *c, const char *dst, fx *value)
 
 /* A product of matrices tiled by tile.c: for each block of TJ columns, B's panel is packed;
  * for each block of TI rows, the block of the product accumulates in registers over k; then
- * the block leaves through the absorbed element-wise outputs (and the product's own store). */
+ * the block leaves through the absorbed element-wise outputs (and the product's own store).
+ * Batch axes (a batch_dot's) run outside: in parallel when there are several and the panel fits
+ * a local array of each thread, else one after the other with the rows in parallel. */
 static void emit_tiled(ctx *c, int32_t k)
 {
     const nest *ne = &c->p->nests[k];
     const nout *prod = &ne->outs[0];
-    int et = prod->value->etype, ti = ne->tile_i, tj = ne->tile_j;
-    long long I = ne->dims[0], K = ne->dims[1], J = ne->dims[2];
+    int et = prod->value->etype, ti = ne->tile_i, tj = ne->tile_j, nb = ne->rank - 3;
+    long long I = ne->dims[nb], K = ne->dims[nb + 1], J = ne->dims[nb + 2];
+    int64_t nbatch = 1;
+    for (int d = 0; d < nb; d++)
+        nbatch *= ne->dims[d];
     const char *T = em_ctype(et);
+    bool local_panel = ne->pack < 0;
+    bool par_batch = local_panel && c->p->opts->openmp && nest_work(ne) >= PAR_MIN;
     c->ne = ne;
     memset(&c->local, 0, sizeof c->local);
     c->local.outer = &c->fn;
     em_nest_comment(c);
     em_line(c, "/* in tiles of %d x %d held in registers over the %lld-long sum, the second factor", ti,
          tj, K);
-    em_line(c, " * packed %d columns at a time */", tj);
+    em_line(c, " * packed %d columns at a time%s */", tj,
+            par_batch ? "; the products of the batch in parallel" : "");
     em_line(c, "{");
     c->indent++;
     declare_temps(c, k, k, -1, false);
     const char *panel = em_unique(&c->local, "panel");
-    em_line(c, "%s *restrict %s = (%s *)(ws + %lld);", T, panel, T,
-         (long long)c->p->bufs[ne->pack].offset);
-    c->ws_refd = true;
+    if (!local_panel) {
+        em_line(c, "%s *restrict %s = (%s *)(ws + %lld);", T, panel, T,
+             (long long)c->p->bufs[ne->pack].offset);
+        em_ref_ws(c);
+    }
+    for (int d = 0; d < nb; d++) {
+        char v[16];
+        snprintf(v, sizeof v, "b%d", d);
+        c->var[d] = c->expr[d] = em_unique(&c->local, v);
+    }
     const char *i0 = em_unique(&c->local, "i0"), *kv = em_unique(&c->local, "k"),
                *j0 = em_unique(&c->local, "j0"), *ni = em_unique(&c->local, "ni"),
                *nj = em_unique(&c->local, "nj"), *acc = em_unique(&c->local, "acc");
-    c->var[0] = i0;
-    c->var[1] = kv;
-    c->var[2] = j0;
+    c->var[nb] = i0;
+    c->var[nb + 1] = kv;
+    c->var[nb + 2] = j0;
+    if (par_batch)
+        omp_parallel_for(c);
+    /* the batch axes: in parallel, one loop over their product whose index splits */
+    const char *bflat = NULL;
+    if (par_batch && nb > 1) {
+        bflat = em_unique(&c->local, "b");
+        em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", bflat, bflat, (long long)nbatch, bflat);
+        c->indent++;
+        int64_t inner = nbatch;
+        for (int d = 0; d < nb; d++) {
+            inner /= ne->dims[d];
+            em_line(c, "const int64_t %s = %s / %lld %% %lld;", c->var[d], bflat, (long long)inner,
+                    (long long)ne->dims[d]);
+        }
+    } else {
+        for (int d = 0; d < nb; d++) {
+            em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", c->var[d], c->var[d],
+                    (long long)ne->dims[d], c->var[d]);
+            c->indent++;
+        }
+    }
+    if (local_panel)
+        em_line(c, "%s %s[%lld];", T, panel, K * tj);
     em_line(c, "for (int64_t %s = 0; %s < %lld; %s += %d) {", j0, j0, J, j0, tj);
     c->indent++;
-    em_line(c, "const int %s = %lld - %s < %d ? (int)(%lld - %s) : %d;", nj, J, j0, tj, J, j0, tj);
+    if (J % tj) /* a last block of fewer columns */
+        em_line(c, "const int %s = %lld - %s < %d ? (int)(%lld - %s) : %d;", nj, J, j0, tj, J, j0, tj);
+    else
+        em_line(c, "const int %s = %d;", nj, tj);
     /* the panel: B's columns j0 .. j0 + nj, k-major, zero past the edge */
     em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", kv, kv, K, kv);
     c->indent++;
@@ -773,52 +914,60 @@ static void emit_tiled(ctx *c, int32_t k)
     c->indent++;
     char jexpr[64], dst[128];
     snprintf(jexpr, sizeof jexpr, "%s + jj", j0);
-    c->expr[0] = "0";
-    c->expr[1] = kv;
-    c->expr[2] = jexpr;
+    c->expr[nb] = "0";
+    c->expr[nb + 1] = kv;
+    c->expr[nb + 2] = jexpr;
     snprintf(dst, sizeof dst, "%s[%s * %d + jj]", panel, kv, tj);
     emit_assign(c, dst, ne->tile_b);
     c->indent--;
     em_line(c, "}");
-    em_line(c, "for (int jj = %s; jj < %d; jj++)", nj, tj);
-    em_line(c, "    %s = 0;", dst);
+    if (J % tj) {
+        em_line(c, "for (int jj = %s; jj < %d; jj++)", nj, tj);
+        em_line(c, "    %s = 0;", dst);
+    }
     c->indent--;
     em_line(c, "}");
-    if (c->p->opts->openmp && nest_work(ne) >= PAR_MIN && I > ti)
+    if (!par_batch && c->p->opts->openmp && nest_work(ne) / nbatch >= PAR_MIN && I > ti)
         omp_parallel_for(c);
     em_line(c, "for (int64_t %s = 0; %s < %lld; %s += %d) {", i0, i0, I, i0, ti);
     c->indent++;
-    em_line(c, "const int %s = %lld - %s < %d ? (int)(%lld - %s) : %d;", ni, I, i0, ti, I, i0, ti);
+    if (I % ti)
+        em_line(c, "const int %s = %lld - %s < %d ? (int)(%lld - %s) : %d;", ni, I, i0, ti, I, i0, ti);
+    else
+        em_line(c, "const int %s = %d;", ni, ti);
     em_line(c, "%s %s[%d];", T, acc, ti * tj);
     char iexpr[64];
     snprintf(iexpr, sizeof iexpr, "%s + ii", i0);
     {
-        /* the first factor's rows start at a[off + i0 * si] and step k by sk */
+        /* the first factor's rows start at a[off + batch + i0 * si] and step k by sk */
         const fx *a = ne->tile_a;
         int h = em_tile_helper(et, ne->tile_vb);
         *c->helpers |= 1ull << h;
         buf t = {0};
         buf_printf(&t, "%s + %lld", c->bufname[a->buf], (long long)a->off);
-        c->refd[a->buf] = true;
-        if (a->st[0])
-            buf_printf(&t, " + %s * %lld", i0, (long long)a->st[0]);
+        em_ref(c, a->buf);
+        for (int d = 0; d < nb; d++)
+            if (a->st[d])
+                buf_printf(&t, " + %s * %lld", c->var[d], (long long)a->st[d]);
+        if (a->st[nb])
+            buf_printf(&t, " + %s * %lld", i0, (long long)a->st[nb]);
         char *base = em_finish(c, &t);
         em_line(c, "nest_tile_%s_%dx%d(%s, %lld, %s, %lld, %lld, %s, %s);",
              nest_type_name((nest_type)et), ti, tj, ni, K, base ? base : "0",
-             (long long)a->st[0], (long long)a->st[1], panel, acc);
+             (long long)a->st[nb], (long long)a->st[nb + 1], panel, acc);
         free(base);
     }
-    c->expr[0] = iexpr;
+    c->expr[nb] = iexpr;
     /* the block leaves: through the absorbed outputs, and into the product if it is kept */
     em_line(c, "for (int ii = 0; ii < %s; ii++) {", ni);
     c->indent++;
     em_line(c, "for (int jj = 0; jj < %s; jj++) {", nj);
     c->indent++;
-    c->expr[1] = "0";
-    c->expr[2] = jexpr;
+    c->expr[nb + 1] = "0";
+    c->expr[nb + 2] = jexpr;
     char tile[96];
     snprintf(tile, sizeof tile, "%s[ii * %d + jj]", acc, tj);
-    c->tile_view = fx_load(c->mp, prod->buf, prod->off, 3, prod->st, -1);
+    c->tile_view = fx_load(c->mp, prod->buf, prod->off, ne->rank, prod->st, -1);
     if (!c->tile_view)
         c->b->failed = true; /* out of memory: reads of the product would find no name */
     c->tile_text = tile;
@@ -837,19 +986,107 @@ static void emit_tiled(ctx *c, int32_t k)
     }
     c->tile_view = NULL;
     c->tile_text = NULL;
-    c->indent--;
-    em_line(c, "}");
-    c->indent--;
-    em_line(c, "}");
-    c->indent--;
-    em_line(c, "}");
-    c->indent--;
-    em_line(c, "}");
+    for (int close = 0; close < 4 + (bflat ? 1 : nb); close++) {
+        c->indent--;
+        em_line(c, "}");
+    }
     cast_unused_temps(c);
     c->indent--;
     em_line(c, "}");
     em_names_free(&c->local);
 }
+
+void em_nest_open(ctx *c, int32_t k)
+{
+    c->ne = &c->p->nests[k];
+    memset(&c->local, 0, sizeof c->local);
+    c->local.outer = &c->fn;
+    em_nest_comment(c);
+    em_line(c, "{");
+    c->indent++;
+    declare_temps(c, k, k, -1, false);
+}
+
+void em_nest_close(ctx *c)
+{
+    cast_unused_temps(c);
+    c->indent--;
+    em_line(c, "}");
+    em_names_free(&c->local);
+}
+
+/* topk (fuse.c): loops over every axis but the searched one, and a helper call per row. Rows
+ * run in parallel unless they share the merge sort's scratch. */
+static void emit_topk(ctx *c, int32_t k)
+{
+    const nest *ne = &c->p->nests[k];
+    const ir_node *n = &c->f->nodes[ne->outs[0].node];
+    int axis = n->a.topk.axis, r = ne->rank, et = ne->outs[0].value->etype;
+    const fx *x = ne->outs[0].value;
+    em_nest_open(c, k);
+    const char *scratch = "0";
+    if (ne->pack >= 0) {
+        scratch = em_unique(&c->local, "scratch");
+        em_line(c, "int64_t *restrict %s = (int64_t *)(ws + %lld);", scratch,
+                (long long)c->p->bufs[ne->pack].offset);
+        em_ref_ws(c);
+    }
+    *c->helpers |= 1ull << (H_TOPK + (et - NEST_F32));
+    int64_t rows = 1;
+    for (int d = 0; d < r; d++)
+        if (d != axis)
+            rows *= ne->dims[d];
+    bool par = c->p->opts->openmp && ne->pack < 0 && nest_work(ne) >= PAR_MIN && rows >= 2;
+    int opened = 0, first = 1;
+    for (int d = 0; d < r; d++) {
+        if (d == axis) {
+            c->var[d] = c->expr[d] = "0";
+            continue;
+        }
+        char v[16];
+        snprintf(v, sizeof v, "i%d", d);
+        c->var[d] = c->expr[d] = em_unique(&c->local, v);
+        if (par && first)
+            omp_parallel_for(c);
+        first = 0;
+        em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", c->var[d], c->var[d],
+                (long long)ne->dims[d], c->var[d]);
+        c->indent++;
+        opened++;
+    }
+    /* the row's start in each array: the index with the axis at 0 */
+    buf t = {0};
+    int64_t st[NEST_MAX_RANK];
+    const int64_t *strides[3] = {x->st, ne->outs[0].st, ne->outs[1].st};
+    int32_t bufs[3] = {x->buf, ne->outs[0].buf, ne->outs[1].buf};
+    int64_t offs[3] = {x->off, ne->outs[0].off, ne->outs[1].off};
+    char *ptr[3];
+    for (int j = 0; j < 3; j++) {
+        buf_reset(&t);
+        memcpy(st, strides[j], (size_t)r * sizeof *st);
+        st[axis] = 0;
+        buf_printf(&t, "%s + ", c->bufname[bufs[j]]);
+        em_ref(c, bufs[j]);
+        em_index(c, &t, bufs[j], offs[j], st, r);
+        ptr[j] = em_finish(c, &t);
+    }
+    em_line(c, "nest_topk_%s(%s, %lld, %lld, %lld, %d, %s, %lld, %s, %lld, %s);",
+            nest_type_name((nest_type)et), ptr[0] ? ptr[0] : "0", (long long)ne->dims[axis],
+            (long long)x->st[axis], (long long)n->a.topk.k, n->a.topk.largest,
+            ptr[1] ? ptr[1] : "0", (long long)ne->outs[0].st[axis], ptr[2] ? ptr[2] : "0",
+            (long long)ne->outs[1].st[axis], scratch);
+    for (int j = 0; j < 3; j++)
+        free(ptr[j]);
+    for (; opened > 0; opened--) {
+        c->indent--;
+        em_line(c, "}");
+    }
+    em_nest_close(c);
+}
+
+void em_omp_for(ctx *c) { omp_parallel_for(c); }
+
+void em_assign(ctx *c, const char *dst, fx *value) { emit_assign(c, dst, value); }
 
 void em_nest(ctx *c, int32_t k)
 {
@@ -857,19 +1094,17 @@ void em_nest(ctx *c, int32_t k)
         emit_tiled(c, k);
         return;
     }
-    const nest *ne = &c->p->nests[k];
-    c->ne = ne;
-    memset(&c->local, 0, sizeof c->local);
-    c->local.outer = &c->fn;
-    em_nest_comment(c);
-    em_line(c, "{");
-    c->indent++;
-    declare_temps(c, k, k, -1, false);
-    emit_nest_loops(c, ne, 0, true);
-    cast_unused_temps(c);
-    c->indent--;
-    em_line(c, "}");
-    em_names_free(&c->local);
+    if (c->p->nests[k].win) {
+        em_window(c, k);
+        return;
+    }
+    if (c->p->nests[k].special == OP_TOPK) {
+        emit_topk(c, k);
+        return;
+    }
+    em_nest_open(c, k);
+    emit_nest_loops(c, c->ne, 0, true);
+    em_nest_close(c);
 }
 
 /* A row group: one loop over the rows, each member nest's inner loops inside it. */

@@ -16,6 +16,46 @@ int em_tile_helper(int etype, int vb)
     return H_TILE + 3 * (etype == NEST_F64) + (vb >= 64 ? 2 : vb >= 32 ? 1 : 0);
 }
 
+int em_fold_helper(int op, int etype, int lanes)
+{
+    int k = op == OP_SUM ? 0 : op == OP_MAX ? 1 : op == OP_MIN ? 2 : -1;
+    int full = ACC_BYTES / (int)nest_type_size((nest_type)etype);
+    if (k < 0 || !em_is_float(etype) || (lanes != full && lanes != full / 2))
+        return -1;
+    return H_FOLD + 4 * k + 2 * (etype == NEST_F64) + (lanes != full);
+}
+
+static void expand(buf *b, const char *tmpl, int etype, const char *const *args);
+
+/* The combining of a fold's lanes, pairwise: lane u takes lane u + w for halving widths. */
+static void emit_fold_helper(buf *b, int h)
+{
+    static const int ops[] = {OP_SUM, OP_MAX, OP_MIN};
+    int k = (h - H_FOLD) / 4, et = (h - H_FOLD) / 2 % 2 ? NEST_F64 : NEST_F32;
+    int lanes = ACC_BYTES / (int)nest_type_size((nest_type)et) / ((h - H_FOLD) % 2 ? 2 : 1);
+    const char *t = em_ctype(et);
+    const ir_opinfo *info = &ir_ops[ops[k]];
+    buf_printf(b, "/* the %s of a fold's %d partial results */\n"
+                  "static NEST_NOINLINE %s nest_fold_%s_%s_%d(%s *a)\n{\n",
+               info->name, lanes, t, info->name, nest_type_name((nest_type)et), lanes, t);
+    for (int w = lanes / 2; w >= 1; w /= 2) {
+        char l[32], r[32];
+        if (w * 2 == lanes) {
+            snprintf(l, sizeof l, "a[u]");
+            snprintf(r, sizeof r, "a[u + %d]", w);
+        } else {
+            snprintf(l, sizeof l, "a%d[u]", w * 2);
+            snprintf(r, sizeof r, "a%d[u + %d]", w * 2, w);
+        }
+        const char *args[2] = {l, r};
+        buf_printf(b, "    %s a%d[%d];\n    for (int u = 0; u < %d; u++)\n        a%d[u] = ", t, w,
+                   w, w, w);
+        expand(b, info->cfloat, et, args);
+        buf_puts(b, ";\n");
+    }
+    buf_puts(b, "    return a1[0];\n}\n\n");
+}
+
 /* The micro-kernel of a tiled product, a function of its own so that every compiler keeps its
  * accumulators in registers (inside an OpenMP-outlined loop some do not). */
 static void emit_tile_helper(buf *b, int h)
@@ -26,7 +66,7 @@ static void emit_tile_helper(buf *b, int h)
     buf_printf(b,
                "/* out[rows x %d] = sum over k < n of a[i * si + k * sk] * panel[k][0..%d), in k\n"
                " * order, for rows <= %d: the block of a product of matrices, in registers */\n"
-               "static void nest_tile_%s_%dx%d(int rows, int64_t n, const %s *restrict a, int64_t si,\n"
+               "static NEST_NOINLINE void nest_tile_%s_%dx%d(int rows, int64_t n, const %s *restrict a, int64_t si,\n"
                "                             int64_t sk, const %s *restrict panel, %s *restrict out)\n"
                "{\n"
                "    %s acc[%d];\n"
@@ -62,8 +102,130 @@ const char *em_ctype(int etype)
 
 bool em_is_float(int etype) { return etype == NEST_F32 || etype == NEST_F64; }
 
+/* Helpers of the op set of real models. */
+/* topk of one row of a NUM type: insertion into the k best for k <= TOPK_INSERT, else a stable
+ * bottom-up merge sort of the row's indices in tmp. */
+static void emit_topk_helper(buf *b, int et)
+{
+    const char *t = em_ctype(et), *tn = nest_type_name((nest_type)et);
+    if (em_is_float(et))
+        buf_printf(b,
+                   "/* whether a comes before b in a topk: the better value, a NaN beyond every "
+                   "number */\n"
+                   "static int nest_topk_better_%s(%s a, %s b, int largest)\n{\n"
+                   "    if (a != a || b != b)\n"
+                   "        return largest ? a != a && b == b : a == a && b != b;\n"
+                   "    return largest ? a > b : a < b;\n}\n",
+                   tn, t, t);
+    else
+        buf_printf(b,
+                   "static int nest_topk_better_%s(%s a, %s b, int largest)\n{\n"
+                   "    return largest ? a > b : a < b;\n}\n",
+                   tn, t, t);
+    buf_printf(b,
+               "/* topk of the row x[0], x[s], ... x[(n - 1) s]: its k best, in order (ties by "
+               "index), into\n"
+               " * v[0], v[sv], ... and their indices into ix[0], ix[si], ...; tmp holds 2 n "
+               "indices when k > %d */\n"
+               "static void nest_topk_%s(const %s *x, int64_t n, int64_t s, int64_t k, int largest,\n"
+               "                         %s *v, int64_t sv, int64_t *ix, int64_t si, int64_t *tmp)\n"
+               "{\n"
+               "    if (k <= %d) {\n"
+               "        %s best[%d] = {0};\n"
+               "        int64_t at[%d] = {0}, cnt = 0;\n"
+               "        for (int64_t j = 0; j < n && k > 0; j++) {\n"
+               "            const %s xj = x[j * s];\n"
+               "            if (cnt == k && !nest_topk_better_%s(xj, best[k - 1], largest))\n"
+               "                continue;\n"
+               "            int64_t p = cnt < k ? cnt++ : k - 1;\n"
+               "            for (; p > 0 && nest_topk_better_%s(xj, best[p - 1], largest); p--) {\n"
+               "                best[p] = best[p - 1];\n"
+               "                at[p] = at[p - 1];\n"
+               "            }\n"
+               "            best[p] = xj;\n"
+               "            at[p] = j;\n"
+               "        }\n"
+               "        for (int64_t j = 0; j < k; j++) {\n"
+               "            v[j * sv] = best[j];\n"
+               "            ix[j * si] = at[j];\n"
+               "        }\n"
+               "        return;\n"
+               "    }\n"
+               "    int64_t *ord = tmp, *aux = tmp + n;\n"
+               "    for (int64_t j = 0; j < n; j++)\n"
+               "        ord[j] = j;\n"
+               "    for (int64_t w = 1; w < n; w *= 2) {\n"
+               "        for (int64_t lo = 0; lo < n; lo += 2 * w) {\n"
+               "            int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;\n"
+               "            int64_t p = lo, q = mid, o = lo;\n"
+               "            while (p < mid && q < hi)\n"
+               "                aux[o++] = nest_topk_better_%s(x[ord[q] * s], x[ord[p] * s], largest)"
+               " ? ord[q++]\n"
+               "                                                                            : ord[p++];\n"
+               "            while (p < mid)\n"
+               "                aux[o++] = ord[p++];\n"
+               "            while (q < hi)\n"
+               "                aux[o++] = ord[q++];\n"
+               "        }\n"
+               "        int64_t *swap = ord;\n"
+               "        ord = aux;\n"
+               "        aux = swap;\n"
+               "    }\n"
+               "    for (int64_t j = 0; j < k; j++) {\n"
+               "        v[j * sv] = x[ord[j] * s];\n"
+               "        ix[j * si] = ord[j];\n"
+               "    }\n"
+               "}\n",
+               TOPK_INSERT, tn, t, t, TOPK_INSERT, t, TOPK_INSERT, TOPK_INSERT, t, tn, tn, tn);
+}
+
+static void emit_model_helper(buf *b, int h)
+{
+    if (h >= H_TOPK && h < H_TOPK + 4) {
+        emit_topk_helper(b, NEST_F32 + (h - H_TOPK));
+        return;
+    }
+    if (h == H_TAKE) {
+        buf_puts(b, "/* element i of an axis of n > 0 (gather): a negative i counts from the end; then\n"
+                    " * clamped to the axis */\n"
+                    "static int64_t nest_take(int64_t i, int64_t n)\n{\n"
+                    "    if (i < 0)\n        i += n;\n"
+                    "    return i < 0 ? 0 : i >= n ? n - 1 : i;\n}\n");
+        return;
+    }
+    if (h >= H_SIGMOID && h < H_SIGMOID + 2) {
+        /* exp(-|x|) never overflows: sigmoid(x) for x < 0 is e / (1 + e), down to subnormals */
+        bool f64 = h - H_SIGMOID;
+        const char *t = f64 ? "double" : "float", *sfx = f64 ? "" : "f";
+        buf_printf(b,
+                   "static %s nest_sigmoid_%s(%s x)\n{\n"
+                   "    const %s e = exp%s(-fabs%s(x));\n"
+                   "    return (x >= 0 ? 1 : e) / (1 + e);\n}\n",
+                   t, f64 ? "f64" : "f32", t, t, sfx, sfx);
+    }
+}
+
 static void emit_helper(buf *b, int h)
 {
+    if (h >= H_VEC) {
+        em_vec_helper(b, h);
+        return;
+    }
+    if (h == H_NOINLINE) {
+        buf_puts(b, "/* helpers and the parts of a large function stay functions of their own: "
+                    "compiling\n * them once is faster, and calling them costs little */\n"
+                    "#if defined(__GNUC__)\n#define NEST_NOINLINE __attribute__((noinline))\n"
+                    "#else\n#define NEST_NOINLINE\n#endif\n\n");
+        return;
+    }
+    if (h >= H_SIGMOID) {
+        emit_model_helper(b, h);
+        return;
+    }
+    if (h >= H_FOLD) {
+        emit_fold_helper(b, h);
+        return;
+    }
     if (h >= H_TILE) {
         emit_tile_helper(b, h);
         return;
@@ -143,7 +305,14 @@ static const char jit_declarations[] =
     "float expf(float);\nfloat logf(float);\nfloat sqrtf(float);\nfloat tanhf(float);\n"
     "float powf(float, float);\nfloat fabsf(float);\n"
     "double exp(double);\ndouble log(double);\ndouble sqrt(double);\ndouble tanh(double);\n"
-    "double pow(double, double);\ndouble fabs(double);\n\n";
+    "double pow(double, double);\ndouble fabs(double);\n"
+    /* the op set of real models */
+    "float sinf(float);\nfloat cosf(float);\nfloat tanf(float);\nfloat asinf(float);\n"
+    "float acosf(float);\nfloat atanf(float);\nfloat sinhf(float);\nfloat coshf(float);\n"
+    "float floorf(float);\nfloat ceilf(float);\nfloat erff(float);\n"
+    "double sin(double);\ndouble cos(double);\ndouble tan(double);\ndouble asin(double);\n"
+    "double acos(double);\ndouble atan(double);\ndouble sinh(double);\ndouble cosh(double);\n"
+    "double floor(double);\ndouble ceil(double);\ndouble erf(double);\n\n";
 
 void emit_preamble(buf *b, uint64_t helpers, emit_mode mode)
 {
@@ -156,8 +325,11 @@ void emit_preamble(buf *b, uint64_t helpers, emit_mode mode)
                     "#include <math.h>\n#include <stddef.h>\n#include <stdint.h>\n"
                     "#include <stdlib.h>\n\n");
     bool any = false;
+    /* tiles, folds and parts are NEST_NOINLINE: the macro first */
+    if (helpers & ((2ull << H_NOINLINE) - (1ull << H_TILE)))
+        emit_helper(b, H_NOINLINE);
     for (int h = 0; h < H_COUNT; h++)
-        if (helpers & (1ull << h)) {
+        if (h != H_NOINLINE && (helpers & (1ull << h))) {
             emit_helper(b, h);
             any = true;
         }
@@ -234,10 +406,11 @@ char *em_finish(ctx *c, buf *t)
     return s;
 }
 
-/* base, or base_1, base_2, ... : the first that no scope uses; recorded in ns. */
+/* base, or base_1, base_2, ... : the first that no scope uses; recorded in ns. base itself is
+ * not taken when C or its library claims it (no C library name ends in _<digits>). */
 const char *em_unique(names *ns, const char *base)
 {
-    if (!names_has(ns, base) && !is_c_keyword(base))
+    if (!names_has(ns, base) && !is_c_keyword(base) && !is_c_library_name(base))
         return em_names_add(ns, base);
     char s[IR_MAX_NAME + 32];
     for (int k = 1;; k++) {
@@ -315,7 +488,7 @@ void em_index(ctx *c, buf *b, int32_t bufi, int64_t off, const int64_t *st, int 
 {
     bool any = false;
     /* a temporary shrunk to one row of a row group is indexed within the row */
-    int from = c->p->bufs[bufi].row ? 1 : 0;
+    int from = bufi >= 0 && c->p->bufs[bufi].row ? 1 : 0;
     for (int k = from; k < rank; k++) {
         if (st[k] == 0)
             continue;
@@ -336,12 +509,37 @@ void em_index(ctx *c, buf *b, int32_t bufi, int64_t off, const int64_t *st, int 
 }
 
 
+int32_t *em_id_int(ctx *c, id_ints *ix, const fx *e)
+{
+    size_t id = (size_t)e->id;
+    if (id >= ix->cap) {
+        size_t cap = ix->cap ? ix->cap : 1024;
+        while (cap <= id)
+            cap *= 2;
+        int32_t *v = realloc(ix->v, cap * sizeof *v);
+        if (!v) {
+            c->b->failed = true;
+            return NULL;
+        }
+        memset(v + ix->cap, 0, (cap - ix->cap) * sizeof *v);
+        ix->v = v;
+        ix->cap = cap;
+    }
+    return &ix->v[id];
+}
+
+void em_id_ints_free(id_ints *ix)
+{
+    free(ix->v);
+    memset(ix, 0, sizeof *ix);
+}
+
 static valref *find_ref(body *bd, const fx *e)
 {
-    for (size_t i = bd->n; i-- > 0;)
-        if (bd->v[i].e == e)
-            return &bd->v[i];
-    return NULL;
+    ctx *c = bd->c;
+    if (!bd->stamp || (size_t)e->id >= c->refbody.cap || c->refbody.v[e->id] != bd->stamp)
+        return NULL;
+    return &bd->v[c->refidx.v[e->id]];
 }
 
 /* Appends the C text of operand e: a local's name, a load or a literal. */
@@ -357,16 +555,30 @@ void em_operand(body *bd, buf *b, const fx *e)
         buf_puts(b, c->tile_text);
         return;
     }
-    for (size_t i = c->nhoist; i-- > 0;)
-        if (c->hoist[i].e == e) {
-            buf_puts(b, c->hoist[i].name);
+    if ((size_t)e->id < c->hoisted.cap) {
+        int32_t h = c->hoisted.v[e->id] - 1;
+        if (h >= 0 && (size_t)h < c->nhoist && c->hoist[h].e == e) {
+            buf_puts(b, c->hoist[h].name);
             return;
         }
+    }
     switch (e->kind) {
     case FX_LOAD:
+        if (e->buf == FX_IOTA) { /* the index itself */
+            buf_putc(b, '(');
+            em_index(c, b, e->buf, e->off, e->st, e->rank);
+            buf_putc(b, ')');
+            return;
+        }
         buf_printf(b, "%s[", c->bufname[e->buf]);
-        c->refd[e->buf] = true;
+        em_ref(c, e->buf);
         em_index(c, b, e->buf, e->off, e->st, e->rank);
+        for (int j = 0; j < e->nargs; j++) { /* gather terms: the index taken, clamped */
+            *c->helpers |= 1ull << H_TAKE;
+            buf_printf(b, " + %lld * nest_take(", (long long)e->gst[j]);
+            em_operand(bd, b, e->args[j]);
+            buf_printf(b, ", %lld)", (long long)e->gdim[j]);
+        }
         buf_putc(b, ']');
         return;
     case FX_IMM:
@@ -386,7 +598,7 @@ static int int_helper(int op, int etype)
     switch (op) {
     case OP_ADD: case OP_SUM: base = H_ADD; break;
     case OP_SUBTRACT: base = H_SUB; break;
-    case OP_MULTIPLY: base = H_MUL; break;
+    case OP_MULTIPLY: case OP_PRODUCT: base = H_MUL; break;
     case OP_DIVIDE: base = H_DIV; break;
     case OP_POWER: base = H_POW; break;
     case OP_NEGATIVE: base = H_NEG; break;
@@ -423,8 +635,9 @@ static void op_text(body *bd, buf *b, const fx *e)
      * is not equal to itself) */
     if (e->nargs == 2 && e->args[0] == e->args[1] && !em_is_float(e->args[0]->etype)) {
         switch (e->op) {
-        case OP_EQUAL: buf_puts(b, "1"); return;
-        case OP_LESS: case OP_GREATER: buf_puts(b, "0"); return;
+        case OP_EQUAL: case OP_LESS_EQ: case OP_GREATER_EQ: buf_puts(b, "1"); return;
+        case OP_LESS: case OP_GREATER: case OP_NOT_EQUAL: buf_puts(b, "0"); return;
+        case OP_AND: case OP_OR: em_operand(bd, b, e->args[0]); return;
         case OP_MAXIMUM: case OP_MINIMUM: em_operand(bd, b, e->args[0]); return;
         default: break;
         }
@@ -461,6 +674,8 @@ static void op_text(body *bd, buf *b, const fx *e)
         int h = int_helper(e->op, at);
         if (h >= 0 && strstr(tmpl, "nest_"))
             *c->helpers |= 1ull << h;
+    } else if (e->op == OP_SIGMOID) {
+        *c->helpers |= 1ull << (H_SIGMOID + (at == NEST_F64));
     }
     expand(b, tmpl, at, (const char *const *)args);
 out:
@@ -491,11 +706,15 @@ static void count_uses(fx *e, void *ctx_)
 {
     body *bd = ctx_;
     valref *v = grow_array(bd->v, &bd->cap, bd->n, sizeof *v);
-    if (!v) {
+    if (v)
+        bd->v = v;
+    int32_t *stamp = em_id_int(bd->c, &bd->c->refbody, e), *idx = em_id_int(bd->c, &bd->c->refidx, e);
+    if (!v || !stamp || !idx) {
         bd->oom = true;
         return;
     }
-    bd->v = v;
+    *stamp = bd->stamp;
+    *idx = (int32_t)bd->n;
     bd->v[bd->n++] = (valref){e, NULL, 0, 0};
     for (int i = 0; i < e->nargs; i++) {
         valref *r = find_ref(bd, e->args[i]);
@@ -510,6 +729,7 @@ static void count_uses(fx *e, void *ctx_)
  * output's value does, loads too, so that no store precedes a read. */
 void em_values(ctx *c, body *bd, fx *const *roots, int n)
 {
+    bd->stamp = ++c->nbodies;
     if (!fx_walk(c->mp, roots, n, count_uses, bd) || bd->oom)
         return;
     for (int i = 0; i < n; i++) {
@@ -572,11 +792,12 @@ char *em_value_text(body *bd, const fx *e)
 
 void em_init_text(buf *b, int op, int etype)
 {
-    if (op == OP_SUM) {
-        buf_puts(b, em_is_float(etype) ? (etype == NEST_F32 ? "0.0f" : "0.0") : "0");
+    if (op == OP_SUM || op == OP_PRODUCT) {
+        const char *v = op == OP_SUM ? "0" : "1";
+        buf_printf(b, "%s%s", v, em_is_float(etype) ? (etype == NEST_F32 ? ".0f" : ".0") : "");
         return;
     }
-    bool max = op == OP_MAX;
+    bool max = op == OP_MAX || op == OP_ARGMAX; /* an argmax's best value starts at the lowest */
     switch (etype) {
     case NEST_F32: buf_puts(b, max ? "-INFINITY" : "INFINITY"); return;
     case NEST_F64: buf_puts(b, max ? "(double)-INFINITY" : "(double)INFINITY"); return;

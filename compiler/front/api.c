@@ -35,6 +35,7 @@ void ir_function_destroy(nest_function *f)
         return;
     arena_free(&f->arena);
     free(f->nodes);
+    free(f->names);
     free(f->errmsg);
     free(f);
 }
@@ -92,8 +93,7 @@ int nest_set_name(nest_function *f, nest_value v, const char *name)
     const char *s = arena_strdup(&f->arena, name);
     if (!s)
         return ir_error(f, NEST_ERR_NOMEM, "out of memory");
-    f->nodes[v].name = s;
-    return NEST_OK;
+    return ir_set_name(f, v, s);
 }
 
 nest_value nest_constant(nest_function *f, nest_type type, int rank, const int64_t *shape,
@@ -131,8 +131,6 @@ UNARY(exp, EXP)
 UNARY(log, LOG)
 UNARY(sqrt, SQRT)
 UNARY(tanh, TANH)
-#undef BINARY
-#undef UNARY
 
 nest_value nest_select(nest_function *f, nest_value c, nest_value a, nest_value b)
 {
@@ -194,6 +192,36 @@ nest_value nest_min(nest_function *f, nest_value a, int naxes, const int64_t *ax
     return reduce(f, OP_MIN, a, naxes, axes);
 }
 
+/* ---- convolution and pooling ---- */
+
+nest_value nest_convolution(nest_function *f, nest_value x, nest_value w, const int64_t *strides,
+                            const int64_t *dilation, const int64_t *pad_below,
+                            const int64_t *pad_above, const int64_t *data_dilation,
+                            int64_t groups)
+{
+    int32_t in[2] = {x, w};
+    ir_attrs at = {.step = strides, .dilation = dilation, .pad_below = pad_below,
+                   .pad_above = pad_above, .data_dilation = data_dilation, .groups = groups};
+    return ir_build(f, OP_CONVOLUTION, 2, in, &at);
+}
+
+nest_value nest_max_pool(nest_function *f, nest_value x, const int64_t *window,
+                         const int64_t *strides, const int64_t *pad_below, const int64_t *pad_above)
+{
+    ir_attrs at = {.window = window, .step = strides, .pad_below = pad_below,
+                   .pad_above = pad_above};
+    return ir_build(f, OP_MAX_POOL, 1, &x, &at);
+}
+
+nest_value nest_avg_pool(nest_function *f, nest_value x, const int64_t *window,
+                         const int64_t *strides, const int64_t *pad_below,
+                         const int64_t *pad_above, int include_pad)
+{
+    ir_attrs at = {.window = window, .step = strides, .pad_below = pad_below,
+                   .pad_above = pad_above, .include_pad = include_pad};
+    return ir_build(f, OP_AVG_POOL, 1, &x, &at);
+}
+
 nest_value nest_tuple(nest_function *f, int n, const nest_value *values)
 {
     return ir_build(f, OP_TUPLE, n, values, NULL);
@@ -203,6 +231,105 @@ nest_value nest_get(nest_function *f, nest_value tuple, int64_t index)
 {
     ir_attrs at = {.index = index};
     return ir_build(f, OP_GET, 1, &tuple, &at);
+}
+
+/* ---- the op set of real models ---- */
+
+UNARY(sin, SIN)
+UNARY(cos, COS)
+UNARY(tan, TAN)
+UNARY(asin, ASIN)
+UNARY(acos, ACOS)
+UNARY(atan, ATAN)
+UNARY(sinh, SINH)
+UNARY(cosh, COSH)
+UNARY(floor, FLOOR)
+UNARY(ceiling, CEILING)
+UNARY(erf, ERF)
+UNARY(sign, SIGN)
+UNARY(relu, RELU)
+UNARY(sigmoid, SIGMOID)
+UNARY(not, NOT)
+BINARY(and, AND)
+BINARY(or, OR)
+BINARY(not_equal, NOT_EQUAL)
+BINARY(less_eq, LESS_EQ)
+BINARY(greater_eq, GREATER_EQ)
+#undef BINARY
+#undef UNARY
+
+nest_value nest_product(nest_function *f, nest_value a, int naxes, const int64_t *axes)
+{
+    return reduce(f, OP_PRODUCT, a, naxes, axes);
+}
+
+static nest_value argreduce(nest_function *f, ir_op op, nest_value a, int64_t axis)
+{
+    ir_attrs at = {.index = axis};
+    return ir_build(f, op, 1, &a, &at);
+}
+
+nest_value nest_argmax(nest_function *f, nest_value a, int64_t axis)
+{
+    return argreduce(f, OP_ARGMAX, a, axis);
+}
+
+nest_value nest_argmin(nest_function *f, nest_value a, int64_t axis)
+{
+    return argreduce(f, OP_ARGMIN, a, axis);
+}
+
+nest_value nest_pad(nest_function *f, nest_value a, nest_value value, const int64_t *below,
+                    const int64_t *above, const int64_t *interior)
+{
+    int32_t in[2] = {a, value};
+    ir_attrs at = {.below = below, .above = above, .interior = interior};
+    return ir_build(f, OP_PAD, 2, in, &at);
+}
+
+nest_value nest_reverse(nest_function *f, nest_value a, int naxes, const int64_t *axes)
+{
+    ir_attrs at = {.naxes = naxes, .axes = axes};
+    return ir_build(f, OP_REVERSE, 1, &a, &at);
+}
+
+nest_value nest_replace_slice(nest_function *f, nest_value a, nest_value b, const int64_t *lower,
+                              const int64_t *upper, const int64_t *strides)
+{
+    int32_t in[2] = {a, b};
+    ir_attrs at = {.lower = lower, .upper = upper, .step = strides};
+    return ir_build(f, OP_REPLACE_SLICE, 2, in, &at);
+}
+
+nest_value nest_one_hot(nest_function *f, nest_value indices, int rank, const int64_t *shape,
+                        int64_t axis)
+{
+    ir_attrs at = {.rank = rank, .shape = shape, .index = axis};
+    return ir_build(f, OP_ONE_HOT, 1, &indices, &at);
+}
+
+nest_value nest_gather(nest_function *f, nest_value a, nest_value indices, int64_t axis)
+{
+    int32_t in[2] = {a, indices};
+    ir_attrs at = {.index = axis};
+    return ir_build(f, OP_GATHER, 2, in, &at);
+}
+
+nest_value nest_softmax(nest_function *f, nest_value a, int naxes, const int64_t *axes)
+{
+    ir_attrs at = {.naxes = naxes, .axes = axes};
+    return ir_build(f, OP_SOFTMAX, 1, &a, &at);
+}
+
+nest_value nest_batch_dot(nest_function *f, nest_value a, nest_value b)
+{
+    int32_t in[2] = {a, b};
+    return ir_build(f, OP_BATCH_DOT, 2, in, NULL);
+}
+
+nest_value nest_topk(nest_function *f, nest_value a, int64_t k, int64_t axis, int largest)
+{
+    return ir_topk(f, a, k, axis, largest);
 }
 
 /* The most results a function may have. */
@@ -442,4 +569,49 @@ void nest_options_init(nest_options *o)
     o->fuse = 1;
     o->openmp = 1;
     o->cache = 1;
+}
+
+/* ---- modules: their functions (graph/state.c holds the rest of a module) ---- */
+
+void nest_module_free(nest_module *m)
+{
+    if (!m)
+        return;
+    for (int i = 0; i < m->nfns; i++)
+        ir_function_destroy(m->fns[i]);
+    free(m->fns);
+    free(m->name);
+    free(m->errmsg);
+    arena_free(&m->arena);
+    free(m);
+}
+
+nest_function *nest_module_add_function(nest_module *m, const char *name)
+{
+    if (!m)
+        return NULL;
+    for (int i = 0; name && i < m->nfns; i++)
+        if (m->fns[i]->name && strcmp(m->fns[i]->name, name) == 0) {
+            ir_module_error(m, NEST_ERR_ARG, "module %s already has a function %s",
+                            nest_module_name(m), name);
+            return NULL;
+        }
+    if (m->nfns == m->capfns) {
+        int cap = m->capfns ? m->capfns * 2 : 4;
+        nest_function **p = realloc(m->fns, (size_t)cap * sizeof *p);
+        if (!p) {
+            ir_module_error(m, NEST_ERR_NOMEM, "out of memory");
+            return NULL;
+        }
+        m->fns = p;
+        m->capfns = cap;
+    }
+    nest_function *f = nest_function_new(name);
+    if (!f) {
+        ir_module_error(m, NEST_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    f->module = m;
+    m->fns[m->nfns++] = f;
+    return f;
 }

@@ -588,8 +588,21 @@ typedef struct attr {
     int n;
 } attr;
 
-enum { A_SHAPE, A_AXES, A_ORDER, A_LOWER, A_UPPER, A_STRIDES, A_AXIS, A_TYPE, A_COUNT };
-static const char *const attr_names[A_COUNT] = {"shape", "axes", "order", "lower", "upper", "strides", "axis", "type"};
+enum {
+    A_SHAPE, A_AXES, A_ORDER, A_LOWER, A_UPPER, A_STRIDES, A_AXIS, A_TYPE,
+    /* windows (convolution, pooling) */
+    A_WINDOW, A_DILATION, A_PAD_BELOW, A_PAD_ABOVE, A_DATA_DILATION, A_GROUPS, A_INCLUDE_PAD,
+    A_BELOW, A_ABOVE, A_INTERIOR, A_K, A_LARGEST, /* the op set of real models */
+    A_COUNT
+};
+static const char *const attr_names[A_COUNT] = {
+    "shape", "axes", "order", "lower", "upper", "strides", "axis", "type",
+    "window", "dilation", "pad_below", "pad_above", "data_dilation", "groups", "include_pad",
+    "below", "above", "interior", "k", "largest"};
+/* The window attributes that are lists of one entry per spatial axis. */
+#define WINDOW_LISTS                                                                            \
+    (1u << A_WINDOW | 1u << A_STRIDES | 1u << A_DILATION | 1u << A_PAD_BELOW |                 \
+     1u << A_PAD_ABOVE | 1u << A_DATA_DILATION)
 
 /* The attributes each kind takes, as bits of the enum above. */
 static unsigned attrs_of(ir_kind k)
@@ -601,6 +614,16 @@ static unsigned attrs_of(ir_kind k)
     case K_CONCAT: return 1u << A_AXIS;
     case K_REDUCE: return 1u << A_AXES;
     case K_CONVERT: return 1u << A_TYPE;
+    case K_CONV: return (WINDOW_LISTS & ~(1u << A_WINDOW)) | 1u << A_GROUPS;
+    case K_POOL: return 1u << A_WINDOW | 1u << A_STRIDES | 1u << A_PAD_BELOW | 1u << A_PAD_ABOVE;
+    case K_ARGREDUCE: return 1u << A_AXIS;
+    case K_PAD: return 1u << A_BELOW | 1u << A_ABOVE | 1u << A_INTERIOR;
+    case K_REVERSE: return 1u << A_AXES;
+    case K_REPLACE_SLICE: return 1u << A_LOWER | 1u << A_UPPER | 1u << A_STRIDES;
+    case K_ONE_HOT: return 1u << A_SHAPE | 1u << A_AXIS;
+    case K_GATHER: return 1u << A_AXIS;
+    case K_SOFTMAX: return 1u << A_AXES;
+    case K_TOPK: return 1u << A_K | 1u << A_AXIS | 1u << A_LARGEST;
     default: return 0;
     }
 }
@@ -616,9 +639,17 @@ static void parse_attr_value(parser *ps, int which, attr *a)
         next(ps);
         return;
     }
-    if (which == A_AXIS) {
+    if (which == A_INCLUDE_PAD || which == A_LARGEST) {
+        if (!is_word(ps, "true") && !is_word(ps, "false"))
+            expected(ps, "true or false");
+        a->v[0] = is_word(ps, "true");
+        a->n = 1;
+        next(ps);
+        return;
+    }
+    if (which == A_AXIS || which == A_GROUPS || which == A_K) {
         if (is_tok(ps, T_MINUS))
-            error_tok(ps, &ps->tok, "axis cannot be negative");
+            error_tok(ps, &ps->tok, "%s cannot be negative", attr_names[which]);
         a->v[0] = parse_int(ps, &ps->tok);
         a->n = 1;
         next(ps);
@@ -636,7 +667,8 @@ static void parse_attr_value(parser *ps, int which, attr *a)
             if (t.kind != T_INT)
                 expected(ps, "an integer");
             int64_t v = parse_int(ps, &t);
-            if (neg && which != A_LOWER && which != A_UPPER)
+            if (neg && which != A_LOWER && which != A_UPPER && which != A_PAD_BELOW &&
+                which != A_PAD_ABOVE && which != A_BELOW && which != A_ABOVE)
                 error_tok(ps, &t, "%s entries cannot be negative", attr_names[which]);
             a->v[a->n++] = neg ? -v : v;
             next(ps);
@@ -758,6 +790,13 @@ static void check_call(parser *ps, const ir_opinfo *info, const token *optok, co
         {K_RESHAPE, A_SHAPE, "shape=[...]"},   {K_SLICE, A_LOWER, "lower=[...]"},
         {K_SLICE, A_UPPER, "upper=[...]"},     {K_CONCAT, A_AXIS, "axis=N"},
         {K_REDUCE, A_AXES, "axes=[...]"},      {K_CONVERT, A_TYPE, "type=T"},
+        {K_POOL, A_WINDOW, "window=[...]"},
+        {K_ARGREDUCE, A_AXIS, "axis=N"},      {K_PAD, A_BELOW, "below=[...]"},
+        {K_PAD, A_ABOVE, "above=[...]"},       {K_REVERSE, A_AXES, "axes=[...]"},
+        {K_REPLACE_SLICE, A_LOWER, "lower=[...]"}, {K_REPLACE_SLICE, A_UPPER, "upper=[...]"},
+        {K_ONE_HOT, A_SHAPE, "shape=[...]"},   {K_ONE_HOT, A_AXIS, "axis=N"},
+        {K_GATHER, A_AXIS, "axis=N"},          {K_SOFTMAX, A_AXES, "axes=[...]"},
+        {K_TOPK, A_K, "k=N"},                  {K_TOPK, A_AXIS, "axis=N"},
     };
     for (size_t i = 0; i < countof(required); i++)
         if (info->kind == required[i].kind && !at[required[i].attr].set)
@@ -767,9 +806,21 @@ static void check_call(parser *ps, const ir_opinfo *info, const token *optok, co
                   info->arity == 1 ? "" : "s", nin);
     if (info->kind == K_CONCAT && nin < 1)
         error_tok(ps, optok, "concat needs at least one operand");
-    const ir_node *a = nin == 1 ? &ps->f->nodes[in[0]] : NULL;
+    const ir_node *a = nin == 1 || (nin == 2 && (info->kind == K_PAD ||
+                                                 info->kind == K_REPLACE_SLICE))
+                           ? &ps->f->nodes[in[0]]
+                           : NULL;
     int rank = a && a->etype != IR_TUPLE ? a->rank : -1;
-    if (info->kind == K_SLICE) {
+    if (info->kind == K_PAD) {
+        static const int lists[] = {A_BELOW, A_ABOVE, A_INTERIOR};
+        for (size_t i = 0; i < countof(lists); i++) {
+            const attr *l = &at[lists[i]];
+            if (l->set && rank >= 0 && l->n != rank)
+                error_tok(ps, &l->at, "%s has %d entries but the operand has rank %d",
+                          attr_names[lists[i]], l->n, rank);
+        }
+    }
+    if (info->kind == K_SLICE || info->kind == K_REPLACE_SLICE) {
         if (at[A_UPPER].n != at[A_LOWER].n)
             error_tok(ps, &at[A_UPPER].at, "upper has %d entries but lower has %d", at[A_UPPER].n,
                       at[A_LOWER].n);
@@ -780,6 +831,14 @@ static void check_call(parser *ps, const ir_opinfo *info, const token *optok, co
             error_tok(ps, &at[A_LOWER].at, "lower has %d entries but the operand has rank %d",
                       at[A_LOWER].n, rank);
     }
+    /* window lists have an entry per spatial axis of the input (the type rule checks its rank) */
+    const ir_node *x = nin >= 1 ? &ps->f->nodes[in[0]] : NULL;
+    int xrank = x && x->etype != IR_TUPLE ? x->rank : -1;
+    for (int i = 0; i < A_COUNT; i++)
+        if ((info->kind == K_CONV || info->kind == K_POOL) && (WINDOW_LISTS & (1u << i)) &&
+            at[i].set && xrank >= 3 && at[i].n != xrank - 2)
+            error_tok(ps, &at[i].at, "%s has %d entries but the input has %d spatial axes",
+                      attr_names[i], at[i].n, xrank - 2);
     if (info->kind == K_RESHAPE && at[A_ORDER].set && rank >= 0 && at[A_ORDER].n != rank)
         error_tok(ps, &at[A_ORDER].at, "order has %d entries but the operand has rank %d",
                   at[A_ORDER].n, rank);
@@ -826,7 +885,7 @@ static int32_t parse_call(parser *ps, token optok)
     lits vals = {0};
     bool have_ctype = false, have_vals = false, have_index = false;
     int64_t index = 0;
-    unsigned allowed = attrs_of(info->kind);
+    unsigned allowed = attrs_of(info->kind) | (op == OP_AVG_POOL ? 1u << A_INCLUDE_PAD : 0);
 
     if (!is_tok(ps, T_RPAREN)) {
         do {
@@ -891,6 +950,16 @@ static int32_t parse_call(parser *ps, token optok)
         .step = at[A_STRIDES].set ? at[A_STRIDES].v : NULL,
         .index = info->kind == K_GET ? index : at[A_AXIS].v[0],
         .type = (int)at[A_TYPE].v[0],
+        .window = at[A_WINDOW].set ? at[A_WINDOW].v : NULL,
+        .dilation = at[A_DILATION].set ? at[A_DILATION].v : NULL,
+        .pad_below = at[A_PAD_BELOW].set ? at[A_PAD_BELOW].v : NULL,
+        .pad_above = at[A_PAD_ABOVE].set ? at[A_PAD_ABOVE].v : NULL,
+        .data_dilation = at[A_DATA_DILATION].set ? at[A_DATA_DILATION].v : NULL,
+        .groups = at[A_GROUPS].set ? at[A_GROUPS].v[0] : 1,
+        .include_pad = (int)at[A_INCLUDE_PAD].v[0],
+        .below = at[A_BELOW].v,
+        .above = at[A_ABOVE].v,
+        .interior = at[A_INTERIOR].set ? at[A_INTERIOR].v : NULL,
     };
     if (info->kind == K_CONST) {
         ia.type = ctype->etype;
@@ -899,7 +968,11 @@ static int32_t parse_call(parser *ps, token optok)
         ia.data = constant_data(ps, ctype, &vals, &close);
         ia.count = (int64_t)vals.n;
     }
-    return end_call(ps, &optok, ir_build(ps->f, op, (int)nin, in, &ia));
+    int32_t v = op == OP_TOPK && nin == 1 /* two nodes and their tuple */
+                    ? ir_topk(ps->f, in[0], at[A_K].v[0], at[A_AXIS].v[0],
+                              at[A_LARGEST].set ? (int)at[A_LARGEST].v[0] : 1)
+                    : ir_build(ps->f, op, (int)nin, in, &ia);
+    return end_call(ps, &optok, v);
 }
 
 static int32_t parse_expr(parser *ps)
@@ -1011,9 +1084,9 @@ static void parse_binding(parser *ps)
     const char *name = name_of(ps, &t, "value");
     int32_t v = parse_expr(ps);
     sym_add(ps, &t, v);
-    ir_node *n = &ps->f->nodes[v];
-    if (!n->name) /* `y = x` makes y another name of x: the text form keeps the first */
-        n->name = name;
+    /* `y = x` makes y another name of x: the text form keeps the first */
+    if (!ps->f->nodes[v].name && ir_set_name(ps->f, v, name) != NEST_OK)
+        oom(ps);
 }
 
 /* "assign" "(" NAME "," expr ")" */

@@ -296,6 +296,33 @@ static void rule_extremum(gctx *g, int32_t gi, int32_t node, int32_t a)
     acc(g, a, sel(g, m, share, zero));
 }
 
+/* out = product of a over axes: d/da_j = product of the others. With z zeros in a group, that
+ * is p / a_j when z = 0, the product of the nonzero elements at the one zero when z = 1, and 0
+ * otherwise; no division by zero. */
+static void rule_product(gctx *g, int32_t gi, int32_t node, int32_t a)
+{
+    const ir_node *A = &g->f->nodes[a];
+    int r = A->rank;
+    int64_t shape[NEST_MAX_RANK];
+    memcpy(shape, A->shape, (size_t)r * sizeof *shape);
+    uint32_t mask = g->f->nodes[node].a.axes;
+    int32_t zero = like(g, 0, a), one = like(g, 1, a);
+    int32_t isz = bin(g, OP_EQUAL, a, zero);
+    ir_attrs at = {.naxes = 0};
+    int64_t axes[NEST_MAX_RANK];
+    at.naxes = axes_of(mask, axes);
+    at.axes = axes;
+    int32_t nz = sel(g, isz, one, a);
+    int32_t pnz = build(g, OP_PRODUCT, 1, &nz, &at);
+    int32_t zs = sum(g, sel(g, isz, one, zero), mask);
+    int32_t pb = bcast(g, pnz, r, shape, mask), zb = bcast(g, zs, r, shape, mask);
+    int32_t gb = bcast(g, gi, r, shape, mask);
+    int32_t none = bin(g, OP_DIVIDE, pb, nz);                         /* z = 0 */
+    int32_t onez = sel(g, bin(g, OP_EQUAL, zb, like(g, 1, a)), sel(g, isz, pb, zero), zero);
+    int32_t d = sel(g, bin(g, OP_EQUAL, zb, zero), none, onez);
+    acc(g, a, bin(g, OP_MULTIPLY, gb, d));
+}
+
 /* ---- the rule of each op ---- */
 
 static void rule(gctx *g, int32_t i)
@@ -376,6 +403,63 @@ static void rule(gctx *g, int32_t i)
         acc(g, a, bin(g, OP_MULTIPLY, gi,
                       bin(g, OP_SUBTRACT, like(g, 1, i), bin(g, OP_MULTIPLY, i, i))));
         break;
+    case OP_SIN:
+        acc(g, a, bin(g, OP_MULTIPLY, gi, un(g, OP_COS, a)));
+        break;
+    case OP_COS:
+        acc(g, a, un(g, OP_NEGATIVE, bin(g, OP_MULTIPLY, gi, un(g, OP_SIN, a))));
+        break;
+    case OP_TAN: /* 1 + tan^2 */
+        acc(g, a, bin(g, OP_MULTIPLY, gi, bin(g, OP_ADD, like(g, 1, i), bin(g, OP_MULTIPLY, i, i))));
+        break;
+    case OP_ASIN:
+    case OP_ACOS: { /* +-1 / sqrt(1 - a^2) */
+        int32_t d = bin(g, OP_DIVIDE, gi,
+                        un(g, OP_SQRT, bin(g, OP_SUBTRACT, like(g, 1, a), bin(g, OP_MULTIPLY, a, a))));
+        acc(g, a, n.op == OP_ASIN ? d : un(g, OP_NEGATIVE, d));
+        break;
+    }
+    case OP_ATAN:
+        acc(g, a, bin(g, OP_DIVIDE, gi, bin(g, OP_ADD, like(g, 1, a), bin(g, OP_MULTIPLY, a, a))));
+        break;
+    case OP_SINH:
+        acc(g, a, bin(g, OP_MULTIPLY, gi, un(g, OP_COSH, a)));
+        break;
+    case OP_COSH:
+        acc(g, a, bin(g, OP_MULTIPLY, gi, un(g, OP_SINH, a)));
+        break;
+    case OP_ERF: /* 2 / sqrt(pi) exp(-a^2) */
+        acc(g, a, bin(g, OP_MULTIPLY, gi,
+                      bin(g, OP_MULTIPLY, like(g, 1.12837916709551257390, a),
+                          un(g, OP_EXP, un(g, OP_NEGATIVE, bin(g, OP_MULTIPLY, a, a))))));
+        break;
+    case OP_RELU: /* as PyTorch: 0 at 0 */
+        acc(g, a, sel(g, bin(g, OP_GREATER, a, like(g, 0, a)), gi, like(g, 0, i)));
+        break;
+    case OP_SIGMOID:
+        acc(g, a, bin(g, OP_MULTIPLY, gi,
+                      bin(g, OP_MULTIPLY, i, bin(g, OP_SUBTRACT, like(g, 1, i), i))));
+        break;
+    case OP_FLOOR:
+    case OP_CEILING:
+    case OP_SIGN: /* steps: zero almost everywhere */
+        break;
+    case OP_REVERSE: {
+        int64_t axes[NEST_MAX_RANK];
+        ir_attrs at = {.naxes = axes_of(n.a.axes, axes), .axes = axes};
+        acc(g, a, build(g, OP_REVERSE, 1, &gi, &at));
+        break;
+    }
+    case OP_SOFTMAX: { /* y * (g - sum(g * y) over the axes) */
+        int64_t shape[NEST_MAX_RANK];
+        memcpy(shape, n.shape, (size_t)n.rank * sizeof *shape);
+        int32_t s = bcast(g, sum(g, bin(g, OP_MULTIPLY, gi, i), n.a.axes), n.rank, shape, n.a.axes);
+        acc(g, a, bin(g, OP_MULTIPLY, i, bin(g, OP_SUBTRACT, gi, s)));
+        break;
+    }
+    case OP_PRODUCT:
+        rule_product(g, gi, i, a);
+        break;
     case OP_SELECT: {
         int32_t c = a, x = b, y = ir_resolve(f, n.in[2]);
         int32_t zero = like(g, 0, i);
@@ -452,7 +536,19 @@ static bool differentiable(const ir_node *n, int j)
     case K_SLICE:
     case K_CONCAT:
     case K_REDUCE:
+    case K_REVERSE:
+    case K_SOFTMAX:
         return true;
+    case K_PAD:            /* these pass a gradient, but nest has no rule for them yet: */
+    case K_REPLACE_SLICE:  /* nest_grad says so rather than give a zero */
+    case K_BATCH_DOT:
+    case K_CONV:
+    case K_POOL:
+        return true;
+    case K_GATHER:
+        return j == 0;
+    case K_TOPK:
+        return n->a.topk.which == 0;
     case K_SELECT:
         return j > 0;
     default:

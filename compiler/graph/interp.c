@@ -177,6 +177,20 @@ static double ew_float(ir_op op, double x, double y)
     case OP_LOG: return log(x);
     case OP_SQRT: return sqrt(x);
     case OP_TANH: return tanh(x);
+    case OP_SIN: return sin(x);
+    case OP_COS: return cos(x);
+    case OP_TAN: return tan(x);
+    case OP_ASIN: return asin(x);
+    case OP_ACOS: return acos(x);
+    case OP_ATAN: return atan(x);
+    case OP_SINH: return sinh(x);
+    case OP_COSH: return cosh(x);
+    case OP_FLOOR: return floor(x);
+    case OP_CEILING: return ceil(x);
+    case OP_ERF: return erf(x);
+    case OP_SIGN: return x > 0 ? 1 : x < 0 ? -1 : x;
+    case OP_RELU: return x < 0 ? 0 : x;
+    case OP_SIGMOID: return 1 / (1 + exp(-x));
     default: assert(!"not a floating element-wise op"); return 0;
     }
 }
@@ -217,18 +231,31 @@ static uint64_t ew_int(ir_op op, int64_t x, int64_t y)
     case OP_POWER: return ipow(x, y);
     case OP_NEGATIVE: return 0 - ux;
     case OP_ABS: return x < 0 ? 0 - ux : ux;
+    case OP_NOT: return x == 0;
+    case OP_AND: return x != 0 && y != 0;
+    case OP_OR: return x != 0 || y != 0;
     default: assert(!"not an integer element-wise op"); return 0;
     }
 }
 
-static bool compare(ir_op op, double x, double y)
+/* A comparison from the operands' order: lt, gt, eq (all false for a NaN). */
+static bool compare_by(ir_op op, bool lt, bool gt, bool eq)
 {
-    return op == OP_LESS ? x < y : op == OP_GREATER ? x > y : x == y;
+    switch (op) {
+    case OP_LESS: return lt;
+    case OP_GREATER: return gt;
+    case OP_LESS_EQ: return lt || eq;
+    case OP_GREATER_EQ: return gt || eq;
+    case OP_NOT_EQUAL: return !eq;
+    default: return eq;
+    }
 }
+
+static bool compare(ir_op op, double x, double y) { return compare_by(op, x < y, x > y, x == y); }
 
 static bool compare_i(ir_op op, int64_t x, int64_t y)
 {
-    return op == OP_LESS ? x < y : op == OP_GREATER ? x > y : x == y;
+    return compare_by(op, x < y, x > y, x == y);
 }
 
 /* ---- evaluating one node ---- */
@@ -487,17 +514,19 @@ static bool eval_reduce(const interp *in, const ir_node *n, void *out)
         w.stride[0][i] = (n->a.axes >> i & 1) ? 0 : os[j++];
 
     if (is_float(t)) {
-        /* sum accumulates in double; max and min are exact in the element type */
+        /* sum and product accumulate in double; max and min are exact in the element type */
         double *acc = malloc((size_t)(count ? count : 1) * sizeof *acc);
         if (!acc)
             return false;
-        double init = op == OP_SUM ? 0 : op == OP_MAX ? -INFINITY : INFINITY;
+        double init = op == OP_SUM ? 0 : op == OP_PRODUCT ? 1 : op == OP_MAX ? -INFINITY : INFINITY;
         for (int64_t i = 0; i < count; i++)
             acc[i] = init;
         for (int64_t k = 0; k < w.count; k++, walk_next(&w)) {
             double v = load_f(t, x, w.off[1]), *r = &acc[w.off[0]];
             if (op == OP_SUM)
                 *r += v;
+            else if (op == OP_PRODUCT)
+                *r *= v;
             else if (op == OP_MAX)
                 *r = v > *r ? v : *r;
             else
@@ -509,16 +538,397 @@ static bool eval_reduce(const interp *in, const ir_node *n, void *out)
         return true;
     }
     int64_t lo = t == NEST_I32 ? INT32_MIN : INT64_MIN, hi = t == NEST_I32 ? INT32_MAX : INT64_MAX;
-    uint64_t init = op == OP_SUM ? 0 : op == OP_MAX ? (uint64_t)lo : (uint64_t)hi;
+    uint64_t init = op == OP_SUM       ? 0
+                    : op == OP_PRODUCT ? 1
+                    : op == OP_MAX     ? (uint64_t)lo
+                                       : (uint64_t)hi;
     for (int64_t i = 0; i < count; i++)
         store_i(t, out, i, init);
     for (int64_t k = 0; k < w.count; k++, walk_next(&w)) {
         int64_t v = load_i(t, x, w.off[1]), r = load_i(t, out, w.off[0]);
         if (op == OP_SUM)
             store_i(t, out, w.off[0], (uint64_t)r + (uint64_t)v);
+        else if (op == OP_PRODUCT)
+            store_i(t, out, w.off[0], (uint64_t)r * (uint64_t)v);
         else if (op == OP_MAX ? v > r : v < r)
             store_i(t, out, w.off[0], (uint64_t)v);
     }
+    return true;
+}
+
+/* ---- the op set of real models ---- */
+
+/* argmax and argmin along one axis: the first index of the best element, a NaN beating every
+ * number (so the first NaN, if any). */
+static void eval_argreduce(const interp *in, const ir_node *n, void *out)
+{
+    const ir_node *a = operand(in, n, 0);
+    const void *x = operand_val(in, n, 0);
+    int t = a->etype, axis = n->a.axis;
+    bool max = n->op == OP_ARGMAX;
+    int64_t as[NEST_MAX_RANK] = {0}, len = a->shape[axis], step;
+    row_strides(a->rank, a->shape, as);
+    step = as[axis];
+    /* the outer positions: a walk over a's shape with the axis at extent 1 */
+    int64_t dims[NEST_MAX_RANK];
+    memcpy(dims, a->shape, (size_t)a->rank * sizeof *dims);
+    dims[axis] = 1;
+    walker w;
+    walk_start(&w, a->rank, dims);
+    memcpy(w.stride[1], as, (size_t)a->rank * sizeof *as);
+    for (int64_t k = 0; k < w.count; k++, walk_next(&w)) {
+        int64_t best = 0;
+        for (int64_t j = 1; j < len; j++) {
+            int64_t pb = w.off[1] + best * step, pj = w.off[1] + j * step;
+            bool better;
+            if (is_float(t)) {
+                double v = load_f(t, x, pj), b = load_f(t, x, pb);
+                better = b == b && (v != v || (max ? v > b : v < b));
+            } else {
+                int64_t v = load_i(t, x, pj), b = load_i(t, x, pb);
+                better = max ? v > b : v < b;
+            }
+            if (better)
+                best = j;
+        }
+        ((int64_t *)out)[k] = best;
+    }
+}
+
+/* Advances a row-major multi-index over dims; false after the last one. */
+static bool next_index(int rank, const int64_t *dims, int64_t *idx)
+{
+    for (int k = rank - 1; k >= 0; k--) {
+        if (++idx[k] < dims[k])
+            return true;
+        idx[k] = 0;
+    }
+    return false;
+}
+
+static void fill_value(void *out, int64_t count, const void *v, size_t size)
+{
+    for (int64_t i = 0; i < count; i++)
+        memcpy((unsigned char *)out + (size_t)i * size, v, size);
+}
+
+/* pad: the value everywhere, then each element of x where it lands: x[j] goes to
+ * below + j * (interior + 1) along each axis, if that is inside the output. */
+static void eval_pad(const interp *in, const ir_node *n, void *out)
+{
+    const ir_node *a = operand(in, n, 0);
+    const unsigned char *x = operand_val(in, n, 0);
+    size_t size = nest_type_size((nest_type)n->etype);
+    int64_t count = ir_count(n), os[NEST_MAX_RANK], idx[NEST_MAX_RANK] = {0};
+    fill_value(out, count, operand_val(in, n, 1), size);
+    if (ir_count(a) == 0 || count == 0)
+        return;
+    row_strides(n->rank, n->shape, os);
+    int64_t i = 0;
+    do {
+        int64_t off = 0;
+        bool inside = true;
+        for (int k = 0; k < a->rank && inside; k++) {
+            int64_t p = n->a.pad.below[k] + idx[k] * (n->a.pad.interior[k] + 1);
+            inside = p >= 0 && p < n->shape[k];
+            off += p * os[k];
+        }
+        if (inside)
+            memcpy((unsigned char *)out + (size_t)off * size, x + (size_t)i * size, size);
+        i++;
+    } while (next_index(a->rank, a->shape, idx));
+}
+
+static void eval_reverse(const interp *in, const ir_node *n, void *out)
+{
+    int64_t as[NEST_MAX_RANK];
+    row_strides(n->rank, n->shape, as);
+    walker w;
+    walk_start(&w, n->rank, n->shape);
+    if (w.count == 0)
+        return;
+    row_strides(n->rank, n->shape, w.stride[0]);
+    for (int k = 0; k < n->rank; k++) {
+        bool rev = n->a.axes >> k & 1;
+        w.stride[1][k] = rev ? -as[k] : as[k];
+        if (rev)
+            w.off[1] += (n->shape[k] - 1) * as[k];
+    }
+    walk_copy(&w, out, operand_val(in, n, 0), nest_type_size((nest_type)n->etype));
+}
+
+/* replace_slice: x, then y written over the box lower + j * stride. */
+static void eval_replace_slice(const interp *in, const ir_node *n, void *out)
+{
+    const ir_node *y = operand(in, n, 1);
+    size_t size = nest_type_size((nest_type)n->etype);
+    int64_t count = ir_count(n);
+    if (count > 0)
+        memcpy(out, operand_val(in, n, 0), (size_t)count * size);
+    walker w;
+    walk_start(&w, y->rank, y->shape);
+    if (w.count == 0)
+        return;
+    int64_t os[NEST_MAX_RANK];
+    row_strides(n->rank, n->shape, os);
+    row_strides(y->rank, y->shape, w.stride[1]);
+    for (int k = 0; k < n->rank; k++) {
+        w.stride[0][k] = os[k] * n->a.slice.step[k];
+        w.off[0] += os[k] * n->a.slice.lower[k];
+    }
+    walk_copy(&w, out, operand_val(in, n, 1), size);
+}
+
+/* one_hot: 1 where the operand's element equals the index along the new axis, else 0. */
+static void eval_one_hot(const interp *in, const ir_node *n, void *out)
+{
+    const void *x = operand_val(in, n, 0);
+    int t = n->etype, axis = n->a.axis;
+    int64_t count = ir_count(n), idx[NEST_MAX_RANK] = {0};
+    if (count == 0)
+        return;
+    int64_t xs[NEST_MAX_RANK + 1];
+    row_strides(n->rank - 1, operand(in, n, 0)->shape, xs);
+    int64_t i = 0;
+    do {
+        int64_t xo = 0;
+        for (int k = 0, j = 0; k < n->rank; k++)
+            if (k != axis)
+                xo += idx[k] * xs[j++];
+        bool hot = is_float(t) ? load_f(t, x, xo) == (double)idx[axis] : load_i(t, x, xo) == idx[axis];
+        if (is_float(t))
+            store_f(t, out, i, hot);
+        else
+            store_i(t, out, i, hot);
+        i++;
+    } while (next_index(n->rank, n->shape, idx));
+}
+
+/* gather (numpy.take): along `axis`, the index i takes element i, a negative one counting from
+ * the end, clamped to [0, n). */
+static int64_t take(int64_t i, int64_t n)
+{
+    if (i < 0)
+        i += n;
+    return i < 0 ? 0 : i >= n ? n - 1 : i;
+}
+
+static void eval_gather(const interp *in, const ir_node *n, void *out)
+{
+    const ir_node *a = operand(in, n, 0), *ix = operand(in, n, 1);
+    const unsigned char *x = operand_val(in, n, 0);
+    const void *iv = operand_val(in, n, 1);
+    size_t size = nest_type_size((nest_type)n->etype);
+    int axis = n->a.axis, ri = ix->rank;
+    int64_t count = ir_count(n), idx[NEST_MAX_RANK] = {0}, as[NEST_MAX_RANK], is[NEST_MAX_RANK];
+    if (count == 0)
+        return;
+    row_strides(a->rank, a->shape, as);
+    row_strides(ri, ix->shape, is);
+    int64_t i = 0;
+    do {
+        int64_t io = 0, xo = 0;
+        for (int k = 0; k < ri; k++)
+            io += idx[axis + k] * is[k];
+        for (int k = 0; k < a->rank; k++) {
+            int64_t j = k < axis ? idx[k] : k > axis ? idx[k + ri - 1]
+                                                     : take(load_i(ix->etype, iv, io), a->shape[axis]);
+            xo += j * as[k];
+        }
+        memcpy((unsigned char *)out + (size_t)i * size, x + (size_t)xo * size, size);
+        i++;
+    } while (next_index(n->rank, n->shape, idx));
+}
+
+/* softmax over the axes in mask: per group (the elements that differ only along those axes),
+ * exp(x - max) / sum of exp(x - max), in double. Returns false when out of memory. */
+static bool eval_softmax(const interp *in, const ir_node *n, void *out)
+{
+    const void *x = operand_val(in, n, 0);
+    int t = n->etype, r = n->rank;
+    int64_t count = ir_count(n), st[NEST_MAX_RANK], gdims[NEST_MAX_RANK], sdims[NEST_MAX_RANK];
+    if (count == 0)
+        return true;
+    row_strides(r, n->shape, st);
+    /* the groups: the kept axes (normalized ones at extent 1); within a group, the others */
+    for (int k = 0; k < r; k++) {
+        bool norm = n->a.axes >> k & 1;
+        gdims[k] = norm ? 1 : n->shape[k];
+        sdims[k] = norm ? n->shape[k] : 1;
+    }
+    int64_t glen = 1;
+    for (int k = 0; k < r; k++)
+        glen *= sdims[k];
+    double *e = malloc((size_t)glen * sizeof *e);
+    int64_t *offs = malloc((size_t)glen * sizeof *offs);
+    if (!e || !offs) {
+        free(e);
+        free(offs);
+        return false;
+    }
+    int64_t g[NEST_MAX_RANK] = {0};
+    do {
+        int64_t base = 0, j = 0, s[NEST_MAX_RANK] = {0};
+        for (int k = 0; k < r; k++)
+            base += g[k] * st[k];
+        do {
+            int64_t o = base;
+            for (int k = 0; k < r; k++)
+                o += s[k] * st[k];
+            offs[j++] = o;
+        } while (next_index(r, sdims, s));
+        double m = -INFINITY, sum = 0;
+        for (int64_t i = 0; i < glen; i++) {
+            double v = load_f(t, x, offs[i]);
+            m = v > m ? v : m;
+        }
+        for (int64_t i = 0; i < glen; i++)
+            sum += e[i] = exp(load_f(t, x, offs[i]) - m);
+        for (int64_t i = 0; i < glen; i++)
+            store_f(t, out, offs[i], e[i] / sum);
+    } while (next_index(r, gdims, g));
+    free(e);
+    free(offs);
+    return true;
+}
+
+/* batch_dot: per element of the result, the sum over k of a[.., i, k] * b[.., k, j], each batch
+ * index taken modulo the operand's extent (an extent of 1 broadcasts). */
+static void eval_batch_dot(const interp *in, const ir_node *n, void *out)
+{
+    const ir_node *a = operand(in, n, 0), *b = operand(in, n, 1);
+    const void *x = operand_val(in, n, 0), *y = operand_val(in, n, 1);
+    int t = n->etype;
+    int64_t count = ir_count(n), as[NEST_MAX_RANK], bs[NEST_MAX_RANK], idx[NEST_MAX_RANK] = {0};
+    if (count == 0)
+        return;
+    row_strides(a->rank, a->shape, as);
+    row_strides(b->rank, b->shape, bs);
+    int ba = a->rank >= 2 ? a->rank - 2 : 0, bb = b->rank >= 2 ? b->rank - 2 : 0;
+    int nb = n->rank - (a->rank >= 2) - (b->rank >= 2);
+    int64_t kn = a->shape[a->rank - 1];
+    int64_t i = 0;
+    do {
+        int64_t ao = 0, bo = 0;
+        for (int k = 0; k < nb; k++) {
+            int ia = k - (nb - ba), ib = k - (nb - bb);
+            if (ia >= 0 && a->shape[ia] > 1)
+                ao += idx[k] * as[ia];
+            if (ib >= 0 && b->shape[ib] > 1)
+                bo += idx[k] * bs[ib];
+        }
+        int p = nb;
+        if (a->rank >= 2)
+            ao += idx[p++] * as[a->rank - 2];
+        if (b->rank >= 2)
+            bo += idx[p++] * bs[b->rank - 1];
+        int64_t ak = as[a->rank - 1], bk = bs[b->rank >= 2 ? b->rank - 2 : 0];
+        if (is_float(t)) {
+            double acc = 0;
+            for (int64_t k = 0; k < kn; k++)
+                acc += load_f(t, x, ao + k * ak) * load_f(t, y, bo + k * bk);
+            store_f(t, out, i, acc);
+        } else {
+            uint64_t acc = 0;
+            for (int64_t k = 0; k < kn; k++)
+                acc += (uint64_t)load_i(t, x, ao + k * ak) * (uint64_t)load_i(t, y, bo + k * bk);
+            store_i(t, out, i, acc);
+        }
+        i++;
+    } while (next_index(n->rank, n->shape, idx));
+}
+
+/* topk: whether element a comes before element b (values va, vb; indices ia < ib or not):
+ * the better value first (a NaN beyond every number), ties in index order. */
+static bool topk_before(bool fl, bool largest, double fa, double fb, int64_t xa, int64_t xb,
+                        int64_t ia, int64_t ib)
+{
+    bool better, worse;
+    if (fl) {
+        bool na = fa != fa, nb = fb != fb;
+        if (na || nb) {
+            better = largest ? na && !nb : !na && nb;
+            worse = largest ? nb && !na : !nb && na;
+        } else {
+            better = largest ? fa > fb : fa < fb;
+            worse = largest ? fb > fa : fb < fa;
+        }
+    } else {
+        better = largest ? xa > xb : xa < xb;
+        worse = largest ? xb > xa : xb < xa;
+    }
+    return better || (!worse && ia < ib);
+}
+
+/* Each row along the axis sorted by a stable merge sort of its indices; the first k kept.
+ * Returns false when out of memory. */
+static bool eval_topk(const interp *in, const ir_node *n, void *out)
+{
+    const ir_node *a = operand(in, n, 0);
+    const void *x = operand_val(in, n, 0);
+    int t = a->etype, axis = n->a.topk.axis;
+    bool fl = is_float(t), largest = n->a.topk.largest;
+    int64_t len = a->shape[axis], k = n->a.topk.k, as[NEST_MAX_RANK], os[NEST_MAX_RANK];
+    int64_t dims[NEST_MAX_RANK], idx[NEST_MAX_RANK] = {0};
+    if (ir_count(n) == 0)
+        return true;
+    row_strides(a->rank, a->shape, as);
+    row_strides(n->rank, n->shape, os);
+    memcpy(dims, a->shape, (size_t)a->rank * sizeof *dims);
+    dims[axis] = 1;
+    int64_t *ord = malloc((size_t)(2 * len + 1) * sizeof *ord);
+    double *fv = malloc((size_t)(len + 1) * sizeof *fv);
+    int64_t *iv = malloc((size_t)(len + 1) * sizeof *iv);
+    if (!ord || !fv || !iv) {
+        free(ord);
+        free(fv);
+        free(iv);
+        return false;
+    }
+    int64_t *tmp = ord + len;
+    do {
+        int64_t base = 0, obase = 0;
+        for (int d = 0; d < a->rank; d++) {
+            base += idx[d] * as[d];
+            obase += idx[d] * os[d];
+        }
+        for (int64_t j = 0; j < len; j++) {
+            ord[j] = j;
+            if (fl)
+                fv[j] = load_f(t, x, base + j * as[axis]);
+            else
+                iv[j] = load_i(t, x, base + j * as[axis]);
+        }
+        for (int64_t w = 1; w < len; w *= 2) {
+            for (int64_t lo = 0; lo < len; lo += 2 * w) {
+                int64_t mid = lo + w < len ? lo + w : len, hi = lo + 2 * w < len ? lo + 2 * w : len;
+                int64_t p = lo, q = mid, o = lo;
+                while (p < mid && q < hi) {
+                    int64_t u = ord[p], v = ord[q];
+                    bool first = topk_before(fl, largest, fl ? fv[u] : 0, fl ? fv[v] : 0,
+                                             fl ? 0 : iv[u], fl ? 0 : iv[v], u, v);
+                    tmp[o++] = first ? ord[p++] : ord[q++];
+                }
+                while (p < mid)
+                    tmp[o++] = ord[p++];
+                while (q < hi)
+                    tmp[o++] = ord[q++];
+            }
+            memcpy(ord, tmp, (size_t)len * sizeof *ord);
+        }
+        for (int64_t j = 0; j < k; j++) {
+            int64_t o = obase + j * os[axis];
+            if (n->a.topk.which)
+                ((int64_t *)out)[o] = ord[j];
+            else if (fl)
+                store_f(t, out, o, fv[ord[j]]);
+            else
+                store_i(t, out, o, (uint64_t)iv[ord[j]]);
+        }
+    } while (next_index(a->rank, dims, idx));
+    free(ord);
+    free(fv);
+    free(iv);
     return true;
 }
 
@@ -542,6 +952,20 @@ static bool eval_node(const interp *in, const ir_node *n, void *out)
     case K_SLICE: eval_slice(in, n, out); return true;
     case K_CONCAT: eval_concat(in, n, out); return true;
     case K_REDUCE: return eval_reduce(in, n, out);
+    case K_CONV:
+    case K_POOL:
+        interp_window(in->f, n, operand_val(in, n, 0), n->nin > 1 ? operand_val(in, n, 1) : NULL,
+                      out);
+        return true;
+    case K_ARGREDUCE: eval_argreduce(in, n, out); return true;
+    case K_PAD: eval_pad(in, n, out); return true;
+    case K_REVERSE: eval_reverse(in, n, out); return true;
+    case K_REPLACE_SLICE: eval_replace_slice(in, n, out); return true;
+    case K_ONE_HOT: eval_one_hot(in, n, out); return true;
+    case K_GATHER: eval_gather(in, n, out); return true;
+    case K_SOFTMAX: return eval_softmax(in, n, out);
+    case K_BATCH_DOT: eval_batch_dot(in, n, out); return true;
+    case K_TOPK: return eval_topk(in, n, out);
     case K_TUPLE:
     case K_GET: break; /* never needed: operands and results are resolved through them */
     }

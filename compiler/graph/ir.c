@@ -90,12 +90,60 @@ void ir_format_type(buf *b, const nest_function *f, int32_t node)
     ir_format_shape(b, n->rank, n->shape);
 }
 
+static uint64_t name_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603u;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211u;
+    return h;
+}
+
+/* The index's slot for name: the node that has it, or an empty slot (-1). A slot whose node was
+ * renamed since is passed over. */
+static int32_t *name_slot(const nest_function *f, const char *name)
+{
+    size_t mask = f->capnames - 1;
+    for (size_t i = name_hash(name) & mask;; i = (i + 1) & mask) {
+        int32_t v = f->names[i];
+        if (v < 0 || strcmp(f->nodes[v].name, name) == 0)
+            return &f->names[i];
+    }
+}
+
 int32_t ir_find_name(const nest_function *f, const char *name)
 {
-    for (int32_t i = 0; i < f->nnodes; i++)
-        if (f->nodes[i].name && strcmp(f->nodes[i].name, name) == 0)
-            return i;
-    return -1;
+    return f->capnames ? *name_slot(f, name) : -1;
+}
+
+int ir_set_name(nest_function *f, int32_t node, const char *name)
+{
+    if ((f->nnames + 1) * 2 > f->capnames) {
+        size_t cap = f->capnames ? f->capnames * 2 : 64;
+        int32_t *t = malloc(cap * sizeof *t);
+        if (!t)
+            return ir_error(f, NEST_ERR_NOMEM, "out of memory");
+        for (size_t i = 0; i < cap; i++)
+            t[i] = -1;
+        int32_t *old = f->names;
+        size_t oldcap = f->capnames;
+        f->names = t;
+        f->capnames = cap;
+        f->nnames = 0;
+        for (size_t i = 0; i < oldcap; i++) /* the nodes that still have the name they had */
+            if (old[i] >= 0 && *name_slot(f, f->nodes[old[i]].name) < 0) {
+                *name_slot(f, f->nodes[old[i]].name) = old[i];
+                f->nnames++;
+            }
+        free(old);
+    }
+    f->nodes[node].name = name;
+    int32_t *slot = name_slot(f, name);
+    if (*slot < 0 || *slot > node) { /* the first node of a name is the one found */
+        if (*slot < 0)
+            f->nnames++;
+        *slot = node;
+    }
+    return NEST_OK;
 }
 
 int ir_check_name(nest_function *f, const char *what, const char *name)
@@ -133,11 +181,10 @@ static void describe(buf *b, const nest_function *f, int32_t node)
     ir_format_type(b, f, node);
 }
 
-/* Records "OP(operands): message" on f. */
-static int op_error(nest_function *f, int status, ir_op op, int nin, const int32_t *in,
-                    const char *fmt, ...) FORMAT(6, 7);
-static int op_error(nest_function *f, int status, ir_op op, int nin, const int32_t *in,
-                    const char *fmt, ...)
+/* Records "OP(operands): message" on f (op_error within this file). */
+#define op_error ir_op_error
+int ir_op_error(nest_function *f, int status, ir_op op, int nin, const int32_t *in,
+                const char *fmt, ...)
 {
     buf b = {0};
     buf_printf(&b, "%s(", ir_ops[op].name);
@@ -183,6 +230,7 @@ static bool type_ok(ir_types t, int etype)
     switch (t) {
     case TY_NUM: return etype == NEST_F32 || etype == NEST_F64 || etype == NEST_I32 || etype == NEST_I64;
     case TY_FLOAT: return etype == NEST_F32 || etype == NEST_F64;
+    case TY_BOOL: return etype == NEST_BOOL;
     case TY_ANY: return etype >= 0 && etype < IR_TUPLE;
     }
     return false;
@@ -193,6 +241,7 @@ static const char *types_text(ir_types t)
     switch (t) {
     case TY_NUM: return "f32, f64, i32 or i64";
     case TY_FLOAT: return "f32 or f64";
+    case TY_BOOL: return "bool";
     case TY_ANY: return "a tensor";
     }
     return "?";
@@ -261,12 +310,324 @@ static int read_axes(nest_function *f, ir_op op, int nin, const int32_t *in, int
     return NEST_OK;
 }
 
+/* The output shape of broadcast or one_hot without its new axes (mask) must be the operand's. */
+static int check_kept_dims(nest_function *f, ir_op op, int nin, const int32_t *in, int rank,
+                           const int64_t *shape, uint32_t mask)
+{
+    const ir_node *a = &f->nodes[in[0]];
+    for (int i = 0, j = 0; i < rank; i++) {
+        if (mask & (1u << i))
+            continue;
+        if (shape[i] != a->shape[j])
+            return op_error(f, NEST_ERR_TYPE, op, nin, in,
+                            "output dimension %d is %lld but the operand's dimension %d is %lld",
+                            i, (long long)shape[i], j, (long long)a->shape[j]);
+        j++;
+    }
+    return NEST_OK;
+}
+
 static int64_t *dup_shape(nest_function *f, int rank, const int64_t *shape)
 {
     int64_t *s = arena_alloc(&f->arena, (size_t)rank * sizeof(int64_t)); /* never NULL for rank 0 */
     if (s && rank > 0)
         memcpy(s, shape, (size_t)rank * sizeof(int64_t));
     return s;
+}
+
+/* ---- the type rules of the op set of real models ---- */
+
+/* Checks an axis attribute of operand a. */
+static int check_axis(nest_function *f, ir_op op, int nin, const int32_t *in, int64_t axis,
+                      int rank)
+{
+    if (axis < 0 || axis >= rank)
+        return op_error(f, NEST_ERR_TYPE, op, nin, in, "axis %lld is out of range for rank %d",
+                        (long long)axis, rank);
+    return NEST_OK;
+}
+
+/* The shape of a with one axis removed, into shape; returns the rank. */
+static int drop_axis(const ir_node *a, int axis, int64_t *shape)
+{
+    int r = 0;
+    for (int i = 0; i < a->rank; i++)
+        if (i != axis)
+            shape[r++] = a->shape[i];
+    return r;
+}
+
+/* A list of rank entries, copied into f's arena (NULL: all `fill`). */
+static int64_t *dup_list(nest_function *f, int rank, const int64_t *v, int64_t fill)
+{
+    int64_t *d = arena_array(&f->arena, (size_t)rank + 1, sizeof *d);
+    for (int i = 0; d && i < rank; i++)
+        d[i] = v ? v[i] : fill;
+    return d;
+}
+
+/* "[1,2]" of a list, for messages (malloc'd, or NULL). */
+static char *list_text(int n, const int64_t *v)
+{
+    buf b = {0};
+    ir_format_shape(&b, n, v);
+    return buf_finish(&b);
+}
+
+static int infer_pad(nest_function *f, ir_node *n, ir_op op, int nin, const int32_t *in,
+                     const ir_attrs *at)
+{
+    const ir_node *a = &f->nodes[in[0]], *v = &f->nodes[in[1]];
+    int r = a->rank;
+    if (v->rank != 0) {
+        char *t = list_text(v->rank, v->shape);
+        op_error(f, NEST_ERR_TYPE, op, nin, in, "the padding value must be a scalar, not %s%s",
+                 nest_type_name((nest_type)v->etype), t ? t : "");
+        free(t);
+        return f->status;
+    }
+    if (v->etype != a->etype)
+        return op_error(f, NEST_ERR_TYPE, op, nin, in,
+                        "the padding value is %s but the operand is %s",
+                        nest_type_name((nest_type)v->etype), nest_type_name((nest_type)a->etype));
+    if (r > 0 && (!at->below || !at->above))
+        return op_error(f, NEST_ERR_ARG, op, nin, in, "below or above is NULL");
+    int64_t *lo = dup_list(f, r, at->below, 0), *hi = dup_list(f, r, at->above, 0);
+    int64_t *mid = dup_list(f, r, at->interior, 0), shape[NEST_MAX_RANK], count;
+    if (!lo || !hi || !mid)
+        return ir_error(f, NEST_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < r; i++) {
+        if (mid[i] < 0)
+            return op_error(f, NEST_ERR_TYPE, op, nin, in,
+                            "axis %d: interior padding %lld is negative", i, (long long)mid[i]);
+        /* the operand with `interior` elements between neighbours, then below and above */
+        int64_t d = 0, step, len;
+        bool huge = a->shape[i] > 0 &&
+                    (add_overflows(mid[i], 1, &step) || mul_overflows(a->shape[i] - 1, step, &d) ||
+                     add_overflows(d, 1, &d));
+        huge = huge || add_overflows(d, lo[i], &len) || add_overflows(len, hi[i], &len);
+        if (huge || len >= IR_MAX_BYTES)
+            return op_error(f, NEST_ERR_LIMIT, op, nin, in, "axis %d: the padded extent is too large",
+                            i);
+        if (len < 0)
+            return op_error(f, NEST_ERR_TYPE, op, nin, in,
+                            "axis %d: below %lld and above %lld leave %lld elements of %lld", i,
+                            (long long)lo[i], (long long)hi[i], (long long)len, (long long)d);
+        shape[i] = len;
+    }
+    int st = check_shape(f, ir_ops[op].name, r, shape, a->etype, &count);
+    if (st)
+        return st;
+    n->etype = a->etype;
+    n->rank = (uint8_t)r;
+    n->shape = dup_shape(f, r, shape);
+    n->a.pad.below = lo;
+    n->a.pad.above = hi;
+    n->a.pad.interior = mid;
+    return n->shape ? NEST_OK : ir_error(f, NEST_ERR_NOMEM, "out of memory");
+}
+
+static int infer_replace_slice(nest_function *f, ir_node *n, ir_op op, int nin, const int32_t *in,
+                               const ir_attrs *at)
+{
+    const ir_node *a = &f->nodes[in[0]], *y = &f->nodes[in[1]];
+    int r = a->rank;
+    if (y->etype != a->etype)
+        return op_error(f, NEST_ERR_TYPE, op, nin, in, "operand element types differ");
+    if (y->rank != r)
+        return op_error(f, NEST_ERR_TYPE, op, nin, in, "operand ranks differ");
+    if (r > 0 && (!at->lower || !at->upper))
+        return op_error(f, NEST_ERR_ARG, op, nin, in, "lower or upper is NULL");
+    int64_t *lo = dup_list(f, r, at->lower, 0), *up = dup_list(f, r, at->upper, 0);
+    int64_t *step = dup_list(f, r, at->step, 1), box[NEST_MAX_RANK];
+    if (!lo || !up || !step)
+        return ir_error(f, NEST_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < r; i++) {
+        if (lo[i] < 0 || up[i] < lo[i] || up[i] > a->shape[i])
+            return op_error(f, NEST_ERR_TYPE, op, nin, in,
+                            "axis %d: bounds [%lld, %lld) are not within [0, %lld]", i,
+                            (long long)lo[i], (long long)up[i], (long long)a->shape[i]);
+        if (step[i] < 1)
+            return op_error(f, NEST_ERR_TYPE, op, nin, in, "axis %d: stride %lld must be at least 1",
+                            i, (long long)step[i]);
+        box[i] = (up[i] - lo[i]) / step[i] + ((up[i] - lo[i]) % step[i] != 0);
+    }
+    if (memcmp(box, y->shape, (size_t)r * sizeof *box) != 0) {
+        char *t = list_text(r, box);
+        op_error(f, NEST_ERR_TYPE, op, nin, in,
+                 "the box selects a slice of shape %s; the replacement must have that shape",
+                 t ? t : "");
+        free(t);
+        return f->status;
+    }
+    n->etype = a->etype;
+    n->rank = (uint8_t)r;
+    n->shape = a->shape;
+    n->a.slice.lower = lo;
+    n->a.slice.upper = up;
+    n->a.slice.step = step;
+    return NEST_OK;
+}
+
+/* numpy's matmul: [..., m, k] x [..., k, n] -> [..., m, n], the leading (batch) axes
+ * broadcast (aligned at the right, extents equal or 1); a vector operand is a matrix of one row
+ * (first) or one column (second) whose axis leaves the result. */
+static int infer_batch_dot(nest_function *f, ir_node *n, ir_op op, int nin, const int32_t *in)
+{
+    const ir_node *a = &f->nodes[in[0]], *b = &f->nodes[in[1]];
+    if (a->etype != b->etype)
+        return op_error(f, NEST_ERR_TYPE, op, nin, in, "operand element types differ");
+    if (a->rank == 0 || b->rank == 0)
+        return op_error(f, NEST_ERR_TYPE, op, nin, in,
+                        "operand %d is a scalar: batch_dot takes vectors, matrices and batches of "
+                        "them",
+                        a->rank == 0 ? 1 : 2);
+    int64_t ka = a->shape[a->rank - 1], kb = b->shape[b->rank >= 2 ? b->rank - 2 : 0];
+    if (ka != kb)
+        return op_error(f, NEST_ERR_TYPE, op, nin, in,
+                        "the last axis of the first operand (%lld) differs from the %s axis of the "
+                        "second (%lld)",
+                        (long long)ka, b->rank >= 2 ? "second-to-last" : "only", (long long)kb);
+    int ba = a->rank >= 2 ? a->rank - 2 : 0, bb = b->rank >= 2 ? b->rank - 2 : 0;
+    int nb = ba > bb ? ba : bb, r = 0;
+    int64_t shape[NEST_MAX_RANK + 2], count;
+    for (int i = 0; i < nb; i++) { /* batch axis i, counted from the left of the longer */
+        int ia = i - (nb - ba), ib = i - (nb - bb);
+        int64_t da = ia >= 0 ? a->shape[ia] : 1, db = ib >= 0 ? b->shape[ib] : 1;
+        if (da != db && da != 1 && db != 1)
+            return op_error(f, NEST_ERR_TYPE, op, nin, in,
+                            "batch axes do not broadcast: %lld against %lld (axis %d of the "
+                            "result)",
+                            (long long)da, (long long)db, i);
+        shape[r++] = da == 1 ? db : da;
+    }
+    if (a->rank >= 2)
+        shape[r++] = a->shape[a->rank - 2];
+    if (b->rank >= 2)
+        shape[r++] = b->shape[b->rank - 1];
+    int st = check_shape(f, ir_ops[op].name, r, shape, a->etype, &count);
+    if (st)
+        return st;
+    n->etype = a->etype;
+    n->rank = (uint8_t)r;
+    n->shape = dup_shape(f, r, shape);
+    return n->shape ? NEST_OK : ir_error(f, NEST_ERR_NOMEM, "out of memory");
+}
+
+static int infer_model_op(nest_function *f, ir_node *n, ir_op op, int nin, const int32_t *in,
+                          const ir_attrs *at)
+{
+    const ir_node *a = nin > 0 ? &f->nodes[in[0]] : NULL;
+    int64_t shape[2 * NEST_MAX_RANK], count;
+    int st;
+    switch (ir_ops[op].kind) {
+    case K_ARGREDUCE: {
+        if (a->rank == 0)
+            return op_error(f, NEST_ERR_TYPE, op, nin, in, "a scalar has no axis to search");
+        if ((st = check_axis(f, op, nin, in, at->index, a->rank)))
+            return st;
+        int axis = (int)at->index, r = drop_axis(a, axis, shape);
+        if ((st = check_shape(f, ir_ops[op].name, r, shape, NEST_I64, &count)))
+            return st;
+        if (a->shape[axis] == 0 && count > 0)
+            return op_error(f, NEST_ERR_TYPE, op, nin, in,
+                            "axis %d is empty: there is no element to index", axis);
+        n->etype = NEST_I64;
+        n->rank = (uint8_t)r;
+        n->shape = dup_shape(f, r, shape);
+        n->a.axis = axis;
+        return NEST_OK;
+    }
+    case K_PAD:
+        return infer_pad(f, n, op, nin, in, at);
+    case K_REVERSE:
+    case K_SOFTMAX: { /* the shape of the operand; a list of its axes */
+        uint32_t mask;
+        if ((st = read_axes(f, op, nin, in, at->naxes, at->axes, a->rank, &mask)))
+            return st;
+        n->etype = a->etype;
+        n->rank = a->rank;
+        n->shape = a->shape;
+        n->a.axes = mask;
+        return NEST_OK;
+    }
+    case K_REPLACE_SLICE:
+        return infer_replace_slice(f, n, op, nin, in, at);
+    case K_ONE_HOT: {
+        int r = at->rank;
+        if ((st = check_shape(f, ir_ops[op].name, r, at->shape, a->etype, &count)))
+            return st;
+        if (r != a->rank + 1)
+            return op_error(f, NEST_ERR_TYPE, op, nin, in,
+                            "the shape has rank %d, so the operand must have rank %d", r, r - 1);
+        if ((st = check_axis(f, op, nin, in, at->index, r)))
+            return st;
+        if ((st = check_kept_dims(f, op, nin, in, r, at->shape, 1u << at->index)))
+            return st;
+        n->etype = a->etype;
+        n->rank = (uint8_t)r;
+        n->shape = dup_shape(f, r, at->shape);
+        n->a.axis = (int32_t)at->index;
+        return NEST_OK;
+    }
+    case K_GATHER: {
+        const ir_node *ix = &f->nodes[in[1]];
+        if (ix->etype != NEST_I32 && ix->etype != NEST_I64)
+            return op_error(f, NEST_ERR_TYPE, op, nin, in, "the indices must be i32 or i64, not %s",
+                            nest_type_name((nest_type)ix->etype));
+        if (a->rank == 0)
+            return op_error(f, NEST_ERR_TYPE, op, nin, in, "a scalar has no axis to take along");
+        if ((st = check_axis(f, op, nin, in, at->index, a->rank)))
+            return st;
+        int axis = (int)at->index, r = a->rank - 1 + ix->rank;
+        if (r > NEST_MAX_RANK)
+            return op_error(f, NEST_ERR_LIMIT, op, nin, in, "result rank %d exceeds %d", r,
+                            NEST_MAX_RANK);
+        memcpy(shape, a->shape, (size_t)axis * sizeof *shape);
+        memcpy(shape + axis, ix->shape, (size_t)ix->rank * sizeof *shape);
+        memcpy(shape + axis + ix->rank, a->shape + axis + 1,
+               (size_t)(a->rank - axis - 1) * sizeof *shape);
+        if ((st = check_shape(f, ir_ops[op].name, r, shape, a->etype, &count)))
+            return st;
+        if (a->shape[axis] == 0 && count > 0)
+            return op_error(f, NEST_ERR_TYPE, op, nin, in,
+                            "axis %d is empty: there is no element to take", axis);
+        n->etype = a->etype;
+        n->rank = (uint8_t)r;
+        n->shape = dup_shape(f, r, shape);
+        n->a.axis = axis;
+        return NEST_OK;
+    }
+    case K_BATCH_DOT:
+        return infer_batch_dot(f, n, op, nin, in);
+    case K_TOPK: {
+        if (a->rank == 0)
+            return op_error(f, NEST_ERR_TYPE, op, nin, in, "a scalar has no axis to search");
+        if ((st = check_axis(f, op, nin, in, at->index, a->rank)))
+            return st;
+        int axis = (int)at->index;
+        if (at->k < 0 || at->k > a->shape[axis])
+            return op_error(f, NEST_ERR_TYPE, op, nin, in,
+                            "k = %lld is not within [0, %lld], the extent of axis %d",
+                            (long long)at->k, (long long)a->shape[axis], axis);
+        memcpy(shape, a->shape, (size_t)a->rank * sizeof *shape);
+        shape[axis] = at->k;
+        int etype = at->which ? NEST_I64 : a->etype;
+        if ((st = check_shape(f, ir_ops[op].name, a->rank, shape, etype, &count)))
+            return st;
+        n->etype = (uint8_t)etype;
+        n->rank = a->rank;
+        n->shape = dup_shape(f, a->rank, shape);
+        n->a.topk.k = at->k;
+        n->a.topk.axis = axis;
+        n->a.topk.largest = at->largest != 0;
+        n->a.topk.which = at->which != 0;
+        return n->shape ? NEST_OK : ir_error(f, NEST_ERR_NOMEM, "out of memory");
+    }
+    default:
+        break;
+    }
+    return ir_error(f, NEST_ERR_ARG, "unknown op");
 }
 
 /* The type rules. Each fills n->etype, n->rank, n->shape and the attributes. */
@@ -411,16 +772,8 @@ static int infer(nest_function *f, ir_node *n, ir_op op, int nin, const int32_t 
                             "the shape has rank %d with %d new axes, so the operand must have "
                             "rank %d",
                             at->rank, at->naxes, at->rank - at->naxes);
-        for (int i = 0, j = 0; i < at->rank; i++) {
-            if (mask & (1u << i))
-                continue;
-            if (at->shape[i] != a->shape[j])
-                return op_error(f, NEST_ERR_TYPE, op, nin, in,
-                                "output dimension %d is %lld but the operand's dimension %d is "
-                                "%lld",
-                                i, (long long)at->shape[i], j, (long long)a->shape[j]);
-            j++;
-        }
+        if ((st = check_kept_dims(f, op, nin, in, at->rank, at->shape, mask)))
+            return st;
         n->etype = a->etype;
         n->rank = (uint8_t)at->rank;
         n->shape = dup_shape(f, at->rank, at->shape);
@@ -549,6 +902,21 @@ static int infer(nest_function *f, ir_node *n, ir_op op, int nin, const int32_t 
         n->etype = IR_TUPLE;
         return NEST_OK;
 
+    case K_CONV:
+    case K_POOL:
+        return ir_infer_window(f, n, op, nin, in, at);
+
+    case K_ARGREDUCE:
+    case K_PAD:
+    case K_REVERSE:
+    case K_REPLACE_SLICE:
+    case K_ONE_HOT:
+    case K_GATHER:
+    case K_SOFTMAX:
+    case K_BATCH_DOT:
+    case K_TOPK:
+        return infer_model_op(f, n, op, nin, in, at);
+
     case K_GET: {
         if (a->etype != IR_TUPLE)
             return op_error(f, NEST_ERR_TYPE, op, nin, in, "the operand is not a tuple");
@@ -630,12 +998,25 @@ int32_t ir_build(nest_function *f, ir_op op, int nin, const int32_t *in, const i
     if (!n->shape)
         return ir_error(f, NEST_ERR_NOMEM, "out of memory"), NEST_NONE;
     if (op == OP_PARAMETER) {
-        n->name = arena_strdup(&f->arena, at->name);
-        if (!n->name)
+        const char *name = arena_strdup(&f->arena, at->name);
+        if (!name || ir_set_name(f, f->nnodes, name) != NEST_OK)
             return ir_error(f, NEST_ERR_NOMEM, "out of memory"), NEST_NONE;
         f->params[f->nparams++] = f->nnodes;
     }
     return f->nnodes++;
+}
+
+/* value as an integer in [lo, hi]: truncated, saturated at the range, NaN 0 (nest_convert's
+ * rule); a plain cast of an out-of-range double is undefined. */
+static int64_t saturate(double value, int64_t lo, int64_t hi)
+{
+    if (value != value)
+        return 0;
+    if (value <= (double)lo)
+        return lo;
+    if (value >= (double)hi)
+        return hi;
+    return (int64_t)value;
 }
 
 int32_t ir_fill(nest_function *f, int etype, double v, int rank, const int64_t *shape)
@@ -650,12 +1031,26 @@ int32_t ir_fill(nest_function *f, int etype, double v, int rank, const int64_t *
     switch (etype) {
     case NEST_F32: d.f32 = (float)v; break;
     case NEST_F64: d.f64 = v; break;
-    case NEST_I32: d.i32 = (int32_t)v; break;
-    case NEST_I64: d.i64 = (int64_t)v; break;
+    case NEST_I32: d.i32 = (int32_t)saturate(v, INT32_MIN, INT32_MAX); break;
+    case NEST_I64: d.i64 = saturate(v, INT64_MIN, INT64_MAX); break;
     default: d.b = v != 0; break;
     }
     ir_attrs at = {.type = etype, .rank = rank, .shape = shape, .data = &d, .count = 1};
     return ir_build(f, OP_CONSTANT, 0, NULL, &at);
+}
+
+int32_t ir_topk(nest_function *f, int32_t x, int64_t k, int64_t axis, int largest)
+{
+    ir_attrs at = {.k = k, .index = axis, .largest = largest, .which = 0};
+    int32_t v = ir_build(f, OP_TOPK, 1, &x, &at);
+    if (v < 0)
+        return NEST_NONE;
+    at.which = 1;
+    int32_t i = ir_build(f, OP_TOPK, 1, &x, &at);
+    if (i < 0)
+        return NEST_NONE;
+    int32_t both[2] = {v, i};
+    return ir_build(f, OP_TUPLE, 2, both, NULL);
 }
 
 /* ---- the verifier ---- */
@@ -682,6 +1077,10 @@ bool ir_verify(const nest_function *f)
                 return false;
         } else if ((n->etype == IR_TUPLE) != (n->op == OP_TUPLE)) {
             return false;
+        } else if (n->op == OP_TOPK && n->a.topk.which == 0 &&
+                   (i + 1 >= f->nnodes || f->nodes[i + 1].op != OP_TOPK ||
+                    f->nodes[i + 1].a.topk.which != 1 || f->nodes[i + 1].in[0] != n->in[0])) {
+            return false; /* fuse.c lowers the pair together */
         }
     }
     for (int32_t i = 0; i < f->nparams; i++)

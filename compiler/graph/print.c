@@ -125,6 +125,38 @@ static void print_tensor_type(buf *b, int etype, int rank, const int64_t *shape,
         buf_puts(b, " col");
 }
 
+/* ", name=[...]" unless every entry is def. */
+static void print_window_list(buf *b, const char *name, int n, const int64_t *v, int64_t def)
+{
+    bool all = true;
+    for (int i = 0; i < n; i++)
+        all &= v[i] == def;
+    if (all)
+        return;
+    buf_printf(b, ", %s=", name);
+    print_list(b, n, v);
+}
+
+/* A convolution's or pooling's attributes that differ from the defaults (a pool's window
+ * always). */
+static void print_window(buf *b, const ir_node *n)
+{
+    const ir_window *w = n->a.win;
+    if (n->op != OP_CONVOLUTION) {
+        buf_puts(b, ", window=");
+        print_list(b, w->nsp, w->window);
+    }
+    print_window_list(b, "strides", w->nsp, w->stride, 1);
+    print_window_list(b, "dilation", w->nsp, w->dilation, 1);
+    print_window_list(b, "pad_below", w->nsp, w->pad_below, 0);
+    print_window_list(b, "pad_above", w->nsp, w->pad_above, 0);
+    print_window_list(b, "data_dilation", w->nsp, w->data_dilation, 1);
+    if (w->groups != 1)
+        buf_printf(b, ", groups=%lld", (long long)w->groups);
+    if (w->include_pad)
+        buf_puts(b, ", include_pad=true");
+}
+
 /* ---- the canonical form ---- */
 
 static void print_op(buf *b, const namer *nm, const ir_node *n, int64_t maxvals)
@@ -181,7 +213,8 @@ static void print_op(buf *b, const namer *nm, const ir_node *n, int64_t maxvals)
         print_list(b, n->rank, n->shape);
         break;
     }
-    case K_SLICE: {
+    case K_SLICE:
+    case K_REPLACE_SLICE: {
         buf_puts(b, ", lower=");
         print_list(b, n->rank, n->a.slice.lower);
         buf_puts(b, ", upper=");
@@ -204,6 +237,42 @@ static void print_op(buf *b, const namer *nm, const ir_node *n, int64_t maxvals)
         break;
     case K_GET:
         buf_printf(b, ", %d", n->a.get.index);
+        break;
+    case K_CONV:
+    case K_POOL:
+        print_window(b, n);
+        break;
+    case K_ARGREDUCE:
+    case K_GATHER:
+        buf_printf(b, ", axis=%d", n->a.axis);
+        break;
+    case K_PAD: {
+        buf_puts(b, ", below=");
+        print_list(b, n->rank, n->a.pad.below);
+        buf_puts(b, ", above=");
+        print_list(b, n->rank, n->a.pad.above);
+        bool none = true;
+        for (int i = 0; i < n->rank; i++)
+            none &= n->a.pad.interior[i] == 0;
+        if (!none) {
+            buf_puts(b, ", interior=");
+            print_list(b, n->rank, n->a.pad.interior);
+        }
+        break;
+    }
+    case K_REVERSE:
+    case K_SOFTMAX:
+        buf_puts(b, ", axes=");
+        print_axes(b, n->a.axes);
+        break;
+    case K_ONE_HOT:
+        buf_puts(b, ", shape=");
+        print_list(b, n->rank, n->shape);
+        buf_printf(b, ", axis=%d", n->a.axis);
+        break;
+    case K_TOPK:
+        buf_printf(b, ", k=%lld, axis=%d, largest=%s", (long long)n->a.topk.k, n->a.topk.axis,
+                   n->a.topk.largest ? "true" : "false");
         break;
     default:
         break;
@@ -246,10 +315,10 @@ void print_function(buf *b, const nest_function *f)
     buf_puts(b, " {\n");
     for (int32_t i = 0; i < f->nnodes; i++) {
         const ir_node *n = &f->nodes[i];
-        if (n->op == OP_PARAMETER || n->op == OP_STATE)
-            continue;
+        if (n->op == OP_PARAMETER || n->op == OP_STATE || n->op == OP_TOPK)
+            continue; /* a topk's two nodes print as the call that makes their tuple */
         buf_printf(b, "  %s = ", namer_name(&nm, i));
-        print_op(b, &nm, n, INT64_MAX);
+        print_op(b, &nm, ir_is_topk_tuple(f, i) ? &f->nodes[n->in[0]] : n, INT64_MAX);
         buf_putc(b, '\n');
     }
     for (int32_t i = 0; i < f->nassigns; i++)

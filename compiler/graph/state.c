@@ -44,19 +44,6 @@ nest_module *nest_module_new(const char *name)
     return m;
 }
 
-void nest_module_free(nest_module *m)
-{
-    if (!m)
-        return;
-    for (int i = 0; i < m->nfns; i++)
-        ir_function_destroy(m->fns[i]);
-    free(m->fns);
-    free(m->name);
-    free(m->errmsg);
-    arena_free(&m->arena);
-    free(m);
-}
-
 const char *nest_module_name(const nest_module *m) { return m && m->name ? m->name : ""; }
 
 int nest_module_set_name(nest_module *m, const char *name)
@@ -105,36 +92,6 @@ char *ir_module_name_of_file(const char *filename)
         s[k] = '\0';
     }
     return s;
-}
-
-nest_function *nest_module_add_function(nest_module *m, const char *name)
-{
-    if (!m)
-        return NULL;
-    for (int i = 0; name && i < m->nfns; i++)
-        if (m->fns[i]->name && strcmp(m->fns[i]->name, name) == 0) {
-            ir_module_error(m, NEST_ERR_ARG, "module %s already has a function %s",
-                            nest_module_name(m), name);
-            return NULL;
-        }
-    if (m->nfns == m->capfns) {
-        int cap = m->capfns ? m->capfns * 2 : 4;
-        nest_function **p = realloc(m->fns, (size_t)cap * sizeof *p);
-        if (!p) {
-            ir_module_error(m, NEST_ERR_NOMEM, "out of memory");
-            return NULL;
-        }
-        m->fns = p;
-        m->capfns = cap;
-    }
-    nest_function *f = nest_function_new(name);
-    if (!f) {
-        ir_module_error(m, NEST_ERR_NOMEM, "out of memory");
-        return NULL;
-    }
-    f->module = m;
-    m->fns[m->nfns++] = f;
-    return f;
 }
 
 /* ---- state declarations ---- */
@@ -198,6 +155,7 @@ int32_t ir_state_declare(nest_module *m, const char *name, bool trainable, nest_
         ir_module_error(m, st, "%s %s: %s", what, name, tmp.errmsg ? tmp.errmsg : nest_status_str(st));
     arena_free(&tmp.arena);
     free(tmp.nodes);
+    free(tmp.names);
     free(tmp.errmsg);
     if (st)
         return -1;

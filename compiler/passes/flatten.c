@@ -49,7 +49,7 @@ static bool scan_nest(plan *p, const nest *n, scan *s)
     s->rank = n->rank;
     for (int i = 0; i < n->nouts; i++) {
         add_strides(s, n->outs[i].st, 2);
-        if (!fx_walk(p, &n->outs[i].value, 1, visit, s))
+        if (!fx_visit(p, &n->outs[i].value, 1, NULL, visit, s))
             return false;
     }
     return !s->oom;
@@ -64,6 +64,8 @@ static bool reorder(plan *p, nest *n)
     for (int k = 0; k < n->rank; k++)
         order[k] = (uint8_t)k;
     int fixed = n->rowed ? 1 : 0; /* a row group's shared axis stays outermost */
+    if (nest_has_arg(n))
+        fixed = n->rank; /* an argmax's index is its innermost loop's variable */
     for (int i = fixed + 1; ok && i < n->rank; i++)
         for (int j = i; j > fixed && s.weight[order[j - 1]] < s.weight[order[j]]; j--) {
             uint8_t t = order[j];
@@ -183,8 +185,8 @@ int pass_flatten(plan *p)
 {
     for (int32_t k = 0; k < p->nnests; k++) {
         nest *n = &p->nests[k];
-        if (n->dead)
-            continue;
+        if (n->dead || n->win || n->special >= 0)
+            continue; /* convolutions, pools (conv.c) and special nests know their own axes */
         if (!reorder(p, n) || !flatten_nest(p, n)) {
             if (!p->status)
                 p->status = NEST_ERR_NOMEM;

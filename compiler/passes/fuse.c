@@ -20,6 +20,7 @@
 #include "internal.h"
 
 #define FUSE_MAX_OPS 200  /* ops in one expression */
+#define MERGE_MAX_FOLDS 8 /* folds in one nest: each keeps a vector's worth of partial sums */
 #define SHARE_COST 8      /* a value with several consumers is stored from this cost on */
 #define REUSE_COST 2      /* an operand read many times (broadcast, dot) is stored from this on */
 
@@ -29,33 +30,105 @@ typedef struct lower {
     fx **val;        /* per node: its expression over its own index space */
     int32_t *home;   /* per node: the buffer that stores it, or -1 */
     int32_t *users;  /* per node: how many live ops consume it (each op once) */
+    int32_t *result; /* per node: the first result it is, or -1 */
     bool *live;
+    int64_t *costs;  /* per expression node (by id): its cost when known exactly, else -1 */
+    size_t capcosts;
 } lower;
 
 /* ---- costs ---- */
 
-static int op_weight(ir_op op)
+/* A leaf: a load without gather terms (whose index expressions cost), or an immediate. */
+static bool is_load(const fx *e)
 {
-    switch (op) {
-    case OP_EXP: case OP_LOG: case OP_TANH: case OP_POWER: return 10;
-    case OP_DIVIDE: case OP_SQRT: return 3;
-    default: return 1;
+    return (e->kind == FX_LOAD && e->nargs == 0) || e->kind == FX_IMM;
+}
+
+/* The memo of exact costs: the slot of e, or NULL when out of memory. */
+static int64_t *cost_slot(lower *lw, const fx *e)
+{
+    size_t id = (size_t)e->id;
+    if (id >= lw->capcosts) {
+        size_t cap = lw->capcosts ? lw->capcosts : 1024;
+        while (cap <= id)
+            cap *= 2;
+        int64_t *c = realloc(lw->costs, cap * sizeof *c);
+        if (!c) {
+            lw->p->status = NEST_ERR_NOMEM;
+            return NULL;
+        }
+        for (size_t i = lw->capcosts; i < cap; i++)
+            c[i] = -1;
+        lw->costs = c;
+        lw->capcosts = cap;
     }
+    return &lw->costs[id];
 }
 
-static void weigh(fx *e, void *ctx)
+/* The cost of computing one element of e, shared subexpressions counted once; a cost above
+ * `limit` is only known to be above it (the walk stops there, so a query costs at most about
+ * `limit` nodes). A node whose operands are leaves but for one of known cost costs that plus its
+ * weight, exactly: a chain is priced in constant time per link. */
+static int64_t cost(lower *lw, fx *e, int64_t limit)
 {
-    if (e->kind == FX_OP)
-        *(int64_t *)ctx += op_weight((ir_op)e->op);
-    else if (e->kind == FX_CONCAT)
-        *(int64_t *)ctx += 1;
-}
-
-/* The cost of computing one element of e, shared subexpressions counted once. */
-static int64_t cost(plan *p, fx *e)
-{
+    plan *p = lw->p;
+    if (is_load(e))
+        return 0;
+    int64_t *slot = cost_slot(lw, e);
+    if (!slot)
+        return limit + 1;
+    if (*slot >= 0)
+        return *slot;
+    fx *inner = NULL;
+    bool chain = true;
+    for (int i = 0; i < e->nargs && chain; i++) {
+        if (is_load(e->args[i]))
+            continue;
+        int64_t *s = cost_slot(lw, e->args[i]);
+        chain = !inner && s && *s >= 0;
+        inner = e->args[i];
+    }
+    if (chain) {
+        int64_t c = fx_weight(e) + (inner ? lw->costs[inner->id] : 0);
+        lw->costs[e->id] = c;
+        return c;
+    }
+    /* a bounded walk, each node once */
+    size_t sp = 0, cap = 64;
+    fx **stack = malloc(cap * sizeof *stack);
     int64_t c = 0;
-    fx_walk(p, &e, 1, weigh, &c);
+    bool exact = true;
+    if (!stack) {
+        p->status = NEST_ERR_NOMEM;
+        return limit + 1;
+    }
+    fx_marks_clear(p);
+    stack[sp++] = e;
+    while (sp > 0) {
+        fx *x = stack[--sp];
+        if (!fx_mark(p, x))
+            continue;
+        c += fx_weight(x);
+        if (c > limit) {
+            exact = false;
+            break;
+        }
+        for (int i = 0; i < x->nargs; i++) {
+            if (is_load(x->args[i]))
+                continue;
+            fx **q = grow_array(stack, &cap, sp, sizeof *q);
+            if (!q) {
+                p->status = NEST_ERR_NOMEM;
+                exact = false;
+                break;
+            }
+            stack = q;
+            stack[sp++] = x->args[i];
+        }
+    }
+    free(stack);
+    if (exact && !p->status)
+        lw->costs[e->id] = c;
     return c;
 }
 
@@ -73,6 +146,7 @@ static nest *new_nest(plan *p, int rank, const int64_t *dims, uint32_t reduced)
     memset(n, 0, sizeof *n);
     n->rank = rank;
     n->pack = -1;
+    n->special = -1;
     n->dims = arena_memdup(p->a, dims, (size_t)rank * sizeof *dims + 1);
     n->reduced = reduced;
     if (!n->dims) {
@@ -86,22 +160,18 @@ static nest *new_nest(plan *p, int rank, const int64_t *dims, uint32_t reduced)
 static bool add_out(plan *p, nest *n, int32_t bufi, int64_t off, const int64_t *st, fx *value,
                     int reduce, int32_t node)
 {
-    nout *o = arena_array(p->a, (size_t)n->nouts + 1, sizeof *o);
-    int32_t *nodes = arena_array(p->a, (size_t)n->nnodes + 1, sizeof *nodes);
+    nout *o = arena_grow(p->a, n->outs, (size_t)n->nouts, &n->capouts, sizeof *o);
+    int32_t *nodes = arena_grow(p->a, n->nodes, (size_t)n->nnodes, &n->capnodes, sizeof *nodes);
     int64_t *s = arena_memdup(p->a, st, (size_t)n->rank * sizeof *st + 1);
     if (!o || !nodes || !s || !value) {
         if (!p->status)
             p->status = NEST_ERR_NOMEM;
         return false;
     }
-    if (n->nouts)
-        memcpy(o, n->outs, (size_t)n->nouts * sizeof *o);
-    o[n->nouts++] = (nout){bufi, off, s, value, (int16_t)reduce, node, false};
     n->outs = o;
-    if (n->nnodes)
-        memcpy(nodes, n->nodes, (size_t)n->nnodes * sizeof *nodes);
-    nodes[n->nnodes++] = node;
     n->nodes = nodes;
+    o[n->nouts++] = (nout){bufi, off, s, value, (int16_t)reduce, node, false};
+    nodes[n->nnodes++] = node;
     return true;
 }
 
@@ -111,11 +181,11 @@ static int32_t home_of(lower *lw, int32_t node, int64_t *st)
 {
     nest_function *f = lw->f;
     const ir_node *n = &f->nodes[node];
-    for (int32_t i = 0; i < f->nresults; i++)
-        if (f->results[i] == node) {
-            layout_strides(n->rank, n->shape, f->result_layout[i], st);
-            return plan_buffer(lw->p, BUF_RESULT, i, node, n->etype, ir_count(n));
-        }
+    int32_t i = lw->result[node];
+    if (i >= 0) {
+        layout_strides(n->rank, n->shape, f->result_layout[i], st);
+        return plan_buffer(lw->p, BUF_RESULT, i, node, n->etype, ir_count(n));
+    }
     layout_strides(n->rank, n->shape, NEST_ROW_MAJOR, st);
     return plan_buffer(lw->p, BUF_TEMP, -1, node, n->etype, ir_count(n));
 }
@@ -137,8 +207,6 @@ static bool store(lower *lw, int32_t node)
     lw->val[node] = fx_load(p, b, 0, n->rank, st, node);
     return lw->val[node] != NULL;
 }
-
-static bool is_load(const fx *e) { return e->kind == FX_LOAD || e->kind == FX_IMM; }
 
 /* ---- lowering each kind of op ---- */
 
@@ -187,9 +255,11 @@ static bool lower_dot(lower *lw, int32_t node)
     for (int k = 1; k < rb; k++)
         free_b *= b->shape[k];
     /* an operand read once per element of the other's free axes is stored unless cheap */
-    if (free_b > 1 && !is_load(lw->val[ia]) && cost(p, lw->val[ia]) >= REUSE_COST && !store(lw, ia))
+    if (free_b > 1 && !is_load(lw->val[ia]) && cost(lw, lw->val[ia], REUSE_COST) >= REUSE_COST &&
+        !store(lw, ia))
         return false;
-    if (free_a > 1 && !is_load(lw->val[ib]) && cost(p, lw->val[ib]) >= REUSE_COST && !store(lw, ib))
+    if (free_a > 1 && !is_load(lw->val[ib]) && cost(lw, lw->val[ib], REUSE_COST) >= REUSE_COST &&
+        !store(lw, ib))
         return false;
     int64_t dims[NEST_MAX_RANK + 1];
     memcpy(dims, n->shape, (size_t)n->rank * sizeof *dims);
@@ -222,10 +292,8 @@ static bool lower_dot(lower *lw, int32_t node)
 /* Whether node is returned into a column-major array (its home then has that layout). */
 static bool col_major_result(const lower *lw, int32_t node)
 {
-    for (int32_t i = 0; i < lw->f->nresults; i++)
-        if (lw->f->results[i] == node)
-            return lw->f->result_layout[i] == NEST_COL_MAJOR; /* the first one is its home */
-    return false;
+    int32_t i = lw->result[node]; /* the first one is its home */
+    return i >= 0 && lw->f->result_layout[i] == NEST_COL_MAJOR;
 }
 
 static bool lower_reshape(lower *lw, int32_t node)
@@ -263,6 +331,485 @@ static bool lower_reshape(lower *lw, int32_t node)
         lw->home[node] = b; /* else maybe_store copies it into the result */
     lw->val[node] = fx_load(p, b, 0, n->rank, st, node);
     return lw->val[node] != NULL;
+}
+
+/* A dense row-major copy of node's value in a temporary of its own; its load, or NULL. */
+static fx *dense_copy(lower *lw, int32_t node)
+{
+    plan *p = lw->p;
+    const ir_node *n = &lw->f->nodes[node];
+    int64_t st[NEST_MAX_RANK];
+    layout_strides(n->rank, n->shape, NEST_ROW_MAJOR, st);
+    int32_t b = plan_buffer(p, BUF_TEMP, -1, node, n->etype, ir_count(n));
+    nest *ne = b >= 0 ? new_nest(p, n->rank, n->shape, 0) : NULL;
+    if (!ne || !add_out(p, ne, b, 0, st, lw->val[node], -1, node))
+        return NULL;
+    return fx_load(p, b, 0, n->rank, st, node);
+}
+
+/* Whether e is a load of a dense row-major tensor of node's shape. */
+static bool is_dense(const lower *lw, int32_t node, const fx *e)
+{
+    const ir_node *n = &lw->f->nodes[node];
+    int64_t st[NEST_MAX_RANK];
+    layout_strides(n->rank, n->shape, NEST_ROW_MAJOR, st);
+    if (e->kind != FX_LOAD)
+        return false;
+    for (int k = 0; k < n->rank; k++)
+        if (n->shape[k] != 1 && e->st[k] != st[k])
+            return false;
+    return true;
+}
+
+/* A convolution or pooling: a nest with loops of its own (conv.c) into node's home. The filters
+ * are read in place, so they are made a dense tensor first if they are not one. The input is an
+ * expression evaluated where the nest reads it: it is stored first when it holds a concat (only
+ * split loops read those) or when overlapping windows would recompute a costly one. */
+static bool lower_window(lower *lw, int32_t node)
+{
+    plan *p = lw->p;
+    nest_function *f = lw->f;
+    const ir_node *n = &f->nodes[node];
+    int32_t ix = ir_resolve(f, n->in[0]);
+    bool cat = fx_has_concat(p, &lw->val[ix], 1, -1), overlap = false;
+    for (int i = 0; n->op != OP_CONVOLUTION && i < n->a.win->nsp; i++)
+        overlap |= n->a.win->window[i] > n->a.win->stride[i];
+    if ((cat || (overlap && cost(lw, lw->val[ix], SHARE_COST + 1) > SHARE_COST)) &&
+        !store(lw, ix))
+        return false;
+    fx *filters = NULL;
+    if (n->op == OP_CONVOLUTION) {
+        int32_t iw = ir_resolve(f, n->in[1]);
+        if (!is_dense(lw, iw, lw->val[iw]) && lw->home[iw] < 0 && !store(lw, iw))
+            return false;
+        filters = is_dense(lw, iw, lw->val[iw]) ? lw->val[iw] : dense_copy(lw, iw);
+        if (!filters)
+            return false;
+        int64_t dims[NEST_MAX_RANK + 1];
+        fx *prod = conv_as_product(p, node, lw->val[ix], filters, dims);
+        if (prod) { /* a 1x1 convolution as products of matrices, for tile.c */
+            if (!reduce_into_home(lw, node, n->rank + 1, dims, 1u << n->rank, prod, OP_SUM))
+                return false;
+            p->nests[p->nnests - 1].dot = true;
+            return true;
+        }
+        if (p->status)
+            return false;
+    }
+    int64_t st[NEST_MAX_RANK];
+    int32_t b = home_of(lw, node, st);
+    nest *ne = b >= 0 ? new_nest(p, n->rank, n->shape, 0) : NULL;
+    fx *args[2] = {lw->val[ix], filters};
+    fx *v = ne ? fx_op(p, (ir_op)n->op, n->etype, filters ? 2 : 1, args, node) : NULL;
+    if (!v || !add_out(p, ne, b, 0, st, v, -1, node) ||
+        !conv_plan(p, &p->nests[p->nnests - 1], node, lw->val[ix], filters))
+        return false;
+    lw->home[node] = b;
+    lw->val[node] = fx_load(p, b, 0, n->rank, st, node);
+    return lw->val[node] != NULL;
+}
+
+/* ---- the op set of real models ---- */
+
+/* argmax, argmin: a fold over the operand's space with the searched axis moved innermost, where
+ * it stays (flatten.c keeps the order of such nests) so that the loop's variable is the index. */
+static bool lower_argreduce(lower *lw, int32_t node)
+{
+    nest_function *f = lw->f;
+    const ir_node *n = &f->nodes[node];
+    int32_t ia = ir_resolve(f, n->in[0]);
+    const ir_node *a = &f->nodes[ia];
+    uint8_t order[NEST_MAX_RANK];
+    int64_t dims[NEST_MAX_RANK];
+    for (int k = 0, j = 0; k < a->rank; k++)
+        if (k != n->a.axis)
+            order[j++] = (uint8_t)k;
+    order[a->rank - 1] = (uint8_t)n->a.axis;
+    for (int k = 0; k < a->rank; k++)
+        dims[k] = a->shape[order[k]];
+    fx *v = fx_permute(lw->p, lw->val[ia], a->rank, order);
+    if (!v)
+        return false;
+    return reduce_into_home(lw, node, a->rank, dims, 1u << (a->rank - 1), v, n->op);
+}
+
+/* A rank-r expression that is 1 along axis k and 0 elsewhere: the index along k, from `off`. */
+static fx *iota(plan *p, int r, int k, int64_t off)
+{
+    int64_t st[NEST_MAX_RANK] = {0};
+    st[k] = 1;
+    return fx_load(p, FX_IOTA, off, r, st, -1);
+}
+
+static fx *op2(plan *p, ir_op op, int etype, fx *a, fx *b)
+{
+    fx *args[2] = {a, b};
+    return fx_op(p, op, etype, 2, args, -1);
+}
+
+static fx *imm64(plan *p, int64_t v) { return fx_imm(p, NEST_I64, 0, v); }
+
+/* Along axis k, a dilated axis (n elements, each followed by s - 1 holes, so (n-1)s + 1 long)
+ * starting at position lo of an axis of extent len: the condition "position p holds element
+ * (p - lo) / s", and that index. Positions outside or on a hole fail the condition (the index is
+ * then clamped by the gather that uses it: never read outside). */
+static fx *lattice(plan *p, int r, int k, int64_t lo, int64_t s, int64_t n, fx **index)
+{
+    fx *q = iota(p, r, k, -lo);
+    fx *qd = s == 1 ? q : op2(p, OP_DIVIDE, NEST_I64, q, imm64(p, s));
+    int64_t span = n > 0 ? (n - 1) * s + 1 : 0;
+    fx *in = op2(p, OP_AND, NEST_BOOL, op2(p, OP_GREATER_EQ, NEST_BOOL, q, imm64(p, 0)),
+                 op2(p, OP_LESS, NEST_BOOL, q, imm64(p, span)));
+    if (s > 1)
+        in = op2(p, OP_AND, NEST_BOOL, in,
+                 op2(p, OP_EQUAL, NEST_BOOL, op2(p, OP_MULTIPLY, NEST_I64, qd, imm64(p, s)), q));
+    *index = qd;
+    return in;
+}
+
+/* e over a space of extent cur along axis k, read along k at the positions index gives (an
+ * expression over the new space, of the same rank); NULL with p->status clear when e cannot be
+ * gathered (then the caller stores the operand). */
+static fx *gather_axis(plan *p, fx *e, int r, int k, int64_t cur, fx *index)
+{
+    return fx_gather(p, e, r, k, cur, index, 1);
+}
+
+/* pad: axes with interior padding first, each a select between the gathered operand and the
+ * value; then every other axis, innermost first, as a concat of the value, the (cropped) operand
+ * and the value: the complex view that splits the loops at its boundaries. */
+static fx *pad_expr(lower *lw, const ir_node *n, fx *x, fx *v)
+{
+    plan *p = lw->p;
+    const ir_node *a = &lw->f->nodes[ir_resolve(lw->f, n->in[0])];
+    int r = n->rank;
+    int64_t cur[NEST_MAX_RANK];
+    memcpy(cur, a->shape, (size_t)r * sizeof *cur);
+    fx *vb = fx_broadcast(p, v, r, r ? (uint32_t)((1ull << r) - 1) : 0), *e = x;
+    for (int k = 0; k < r && e && vb; k++) {
+        if (n->a.pad.interior[k] == 0)
+            continue;
+        fx *index, *in = lattice(p, r, k, n->a.pad.below[k], n->a.pad.interior[k] + 1, a->shape[k],
+                                 &index);
+        fx *g = in ? gather_axis(p, e, r, k, cur[k], index) : NULL;
+        fx *args[3] = {in, g, vb};
+        e = g ? fx_op(p, OP_SELECT, n->etype, 3, args, -1) : NULL;
+        cur[k] = n->shape[k];
+    }
+    /* inner axes first: the outer concat's value parts then hold no inner split */
+    for (int k = r - 1; k >= 0 && e && vb; k--) {
+        if (n->a.pad.interior[k] != 0)
+            continue;
+        int64_t lo = n->a.pad.below[k], len = n->shape[k];
+        /* positions [px, px + ext) hold elements [q0, q0 + ext) of the operand */
+        int64_t px = lo > 0 ? lo : 0, q0 = px - lo, q1 = len - lo < cur[k] ? len - lo : cur[k];
+        int64_t ext = q1 - q0 > 0 ? q1 - q0 : 0;
+        fx *parts[3];
+        int64_t starts[4] = {0};
+        int np = 0;
+        if (ext == 0) {
+            parts[np++] = vb;
+        } else {
+            if (px > 0)
+                parts[np++] = vb, starts[np] = px;
+            parts[np++] = fx_shift(p, e, k, q0), starts[np] = px + ext;
+            if (px + ext < len)
+                parts[np++] = vb, starts[np] = len;
+        }
+        e = np == 1 ? parts[0] : fx_concat(p, r, k, np, parts, starts, -1);
+        cur[k] = len;
+    }
+    return vb ? e : NULL;
+}
+
+/* replace_slice: with unit strides, nested concats: along axis k, x before the box, the box
+ * (built for the axes after k) and x after it, each x shifted into place along the axes before
+ * k. With strides, a select over the whole space between x and y gathered at
+ * (position - lower) / stride. */
+static fx *replace_slice_expr(lower *lw, const ir_node *n, fx *x, fx *y)
+{
+    plan *p = lw->p;
+    int r = n->rank;
+    const int64_t *lo = n->a.slice.lower, *up = n->a.slice.upper, *step = n->a.slice.step;
+    bool unit = true;
+    for (int k = 0; k < r; k++)
+        unit &= step[k] == 1;
+    if (!unit) {
+        const ir_node *yn = &lw->f->nodes[ir_resolve(lw->f, n->in[1])];
+        fx *cond = NULL, *g = y;
+        for (int k = 0; k < r && g; k++) {
+            fx *index, *in = lattice(p, r, k, lo[k], step[k], yn->shape[k], &index);
+            /* the box ends at upper: the last element is at most upper - 1 */
+            g = in ? gather_axis(p, g, r, k, yn->shape[k], index) : NULL;
+            cond = cond ? op2(p, OP_AND, NEST_BOOL, cond, in) : in;
+        }
+        fx *args[3] = {cond, g, x};
+        return g ? fx_op(p, OP_SELECT, n->etype, 3, args, -1) : NULL;
+    }
+    fx *e = y;
+    for (int k = r - 1; k >= 0 && e; k--) {
+        fx *xs = x;
+        for (int j = 0; j < k && xs; j++)
+            xs = fx_shift(p, xs, j, lo[j]);
+        fx *parts[3];
+        int64_t starts[4] = {0};
+        int np = 0;
+        if (lo[k] > 0)
+            parts[np++] = xs, starts[np] = lo[k];
+        if (up[k] > lo[k])
+            parts[np++] = e, starts[np] = up[k];
+        if (n->shape[k] > up[k])
+            parts[np++] = xs ? fx_shift(p, xs, k, up[k]) : NULL, starts[np] = n->shape[k];
+        if (np == 0) /* an empty axis: any part will do */
+            parts[np++] = xs, starts[np] = 0;
+        e = !xs ? NULL : np == 1 ? parts[0] : fx_concat(p, r, k, np, parts, starts, -1);
+    }
+    return e;
+}
+
+/* Stores node's operand i (its expression) so that a view can take it; false on error. */
+static bool store_operand(lower *lw, const ir_node *n, int i)
+{
+    return store(lw, ir_resolve(lw->f, n->in[i]));
+}
+
+static bool lower_structural(lower *lw, int32_t node)
+{
+    plan *p = lw->p;
+    nest_function *f = lw->f;
+    const ir_node *n = &f->nodes[node];
+    for (int attempt = 0; attempt < 2; attempt++) {
+        fx *x = operand(lw, n, 0), *v = NULL;
+        switch (ir_kind_of(n)) {
+        case K_PAD:
+            v = pad_expr(lw, n, x, operand(lw, n, 1));
+            break;
+        case K_REVERSE:
+            v = fx_reverse(p, x, n->rank, n->shape, n->a.axes);
+            break;
+        case K_REPLACE_SLICE:
+            v = replace_slice_expr(lw, n, x, operand(lw, n, 1));
+            break;
+        case K_ONE_HOT: {
+            int r = n->rank, axis = n->a.axis;
+            fx *xb = fx_broadcast(p, x, r, 1u << axis), *k = iota(p, r, axis, 0), *eq;
+            if (n->etype == NEST_F32 || n->etype == NEST_F64)
+                eq = op2(p, OP_EQUAL, NEST_BOOL, xb, fx_op(p, OP_CONVERT, n->etype, 1, &k, -1));
+            else
+                eq = op2(p, OP_EQUAL, NEST_BOOL,
+                         n->etype == NEST_I64 ? xb : fx_op(p, OP_CONVERT, NEST_I64, 1, &xb, -1), k);
+            v = fx_op(p, OP_CONVERT, n->etype, 1, &eq, node);
+            break;
+        }
+        case K_GATHER: {
+            const ir_node *a = &f->nodes[ir_resolve(f, n->in[0])];
+            const ir_node *ix = &f->nodes[ir_resolve(f, n->in[1])];
+            /* an operand read more often than it has elements is stored unless cheap */
+            if (attempt == 0 && ir_count(n) > ir_count(a) && !is_load(x) &&
+                cost(lw, x, REUSE_COST) >= REUSE_COST && !store_operand(lw, n, 0))
+                return false;
+            if (attempt == 0 && ir_count(n) > ir_count(ix) && !is_load(operand(lw, n, 1)) &&
+                cost(lw, operand(lw, n, 1), REUSE_COST) >= REUSE_COST && !store_operand(lw, n, 1))
+                return false;
+            x = operand(lw, n, 0);
+            int axis = n->a.axis, ri = ix->rank;
+            uint32_t mask = 0;
+            for (int k = 0; k < n->rank; k++)
+                if (k < axis || k >= axis + ri)
+                    mask |= 1u << k;
+            fx *ib = fx_broadcast(p, operand(lw, n, 1), n->rank, mask);
+            v = ib ? fx_gather(p, x, a->rank, axis, a->shape[axis], ib, ri) : NULL;
+            break;
+        }
+        default:
+            return false;
+        }
+        if (v || p->status) {
+            lw->val[node] = v;
+            return v != NULL;
+        }
+        /* a view the operand's expression cannot take (a gather through a concatenation along
+         * the same axis): store the operand, once */
+        if (attempt == 1 || !store_operand(lw, n, 0))
+            return false;
+    }
+    return false;
+}
+
+/* A temporary holding value (over rank/dims) folded by op over the axes in mask; returns its
+ * load over the kept axes. */
+static fx *fold_temp(lower *lw, int32_t node, int rank, const int64_t *dims, uint32_t mask,
+                     fx *value, int op)
+{
+    plan *p = lw->p;
+    int64_t kept[NEST_MAX_RANK] = {0}, kst[NEST_MAX_RANK], st[NEST_MAX_RANK];
+    int rk = 0;
+    for (int k = 0; k < rank; k++)
+        if (!(mask & (1u << k)))
+            kept[rk++] = dims[k];
+    layout_strides(rk, kept, NEST_ROW_MAJOR, kst);
+    int64_t count = 1;
+    for (int k = 0; k < rk; k++)
+        count *= kept[k];
+    for (int k = 0, j = 0; k < rank; k++)
+        st[k] = (mask & (1u << k)) ? 0 : kst[j++];
+    int32_t b = plan_buffer(p, BUF_TEMP, -1, node, value->etype, count);
+    nest *ne = b >= 0 ? new_nest(p, rank, dims, mask) : NULL;
+    if (!ne || !add_out(p, ne, b, 0, st, value, op, node))
+        return NULL;
+    return fx_load(p, b, 0, rk, kst, node);
+}
+
+/* softmax: the max over the axes (a fold into a temporary), exp(x - max) stored once, its sum
+ * (which joins that store's loop), and the quotient, which fuses into the consumers. Row-wise,
+ * the nests share one loop over the rows (rows.c) and the exponentials stay in a row. */
+static bool lower_softmax(lower *lw, int32_t node)
+{
+    plan *p = lw->p;
+    nest_function *f = lw->f;
+    const ir_node *n = &f->nodes[node];
+    int32_t ia = ir_resolve(f, n->in[0]);
+    int r = n->rank, et = n->etype;
+    uint32_t mask = n->a.axes;
+    if (!is_load(lw->val[ia]) && cost(lw, lw->val[ia], SHARE_COST) >= SHARE_COST &&
+        !store(lw, ia))
+        return false;
+    fx *x = lw->val[ia];
+    fx *m = fold_temp(lw, node, r, n->shape, mask, x, OP_MAX);
+    fx *mb = m ? fx_broadcast(p, m, r, mask) : NULL;
+    fx *d = mb ? op2(p, OP_SUBTRACT, et, x, mb) : NULL;
+    fx *e = d ? fx_op(p, OP_EXP, et, 1, &d, -1) : NULL;
+    int64_t st[NEST_MAX_RANK];
+    layout_strides(r, n->shape, NEST_ROW_MAJOR, st);
+    int32_t eb = e ? plan_buffer(p, BUF_TEMP, -1, node, et, ir_count(n)) : -1;
+    nest *ne = eb >= 0 ? new_nest(p, r, n->shape, 0) : NULL;
+    if (!ne || !add_out(p, ne, eb, 0, st, e, -1, node))
+        return false;
+    fx *el = fx_load(p, eb, 0, r, st, node);
+    fx *s = el ? fold_temp(lw, node, r, n->shape, mask, el, OP_SUM) : NULL;
+    fx *sb = s ? fx_broadcast(p, s, r, mask) : NULL;
+    fx *args[2] = {el, sb};
+    lw->val[node] = sb ? fx_op(p, OP_DIVIDE, et, 2, args, node) : NULL;
+    return lw->val[node] != NULL;
+}
+
+/* One operand of batch_dot over its iteration space [batch..., m, n, k]: its batch axes of
+ * extent 1 dropped, then broadcast along every axis it does not have. The second operand's
+ * [k, n] axes are swapped first. NULL (p->status clear) when the operand's expression cannot be
+ * viewed so (a concat). */
+static fx *batch_operand(plan *p, fx *v, const ir_node *x, bool second, int nb, int rank,
+                         bool has_m)
+{
+    int rx = x->rank, bx = rx >= 2 ? rx - 2 : 0;
+    uint8_t order[NEST_MAX_RANK];
+    int64_t shape[NEST_MAX_RANK];
+    for (int k = 0; k < rx; k++) {
+        order[k] = (uint8_t)k;
+        shape[k] = x->shape[k];
+    }
+    if (second && rx >= 2) {
+        order[rx - 2] = (uint8_t)(rx - 1);
+        order[rx - 1] = (uint8_t)(rx - 2);
+        shape[rx - 2] = x->shape[rx - 1];
+        shape[rx - 1] = x->shape[rx - 2];
+        v = fx_permute(p, v, rx, order);
+    }
+    /* which axes of the space the operand covers, and its shape without batch axes of 1 */
+    uint32_t covered = 0;
+    int64_t cshape[NEST_MAX_RANK];
+    int rc = 0;
+    for (int k = 0; k < bx; k++) {
+        if (shape[k] == 1)
+            continue;
+        covered |= 1u << (k + nb - bx);
+        cshape[rc++] = shape[k];
+    }
+    for (int k = bx; k < rx; k++)
+        cshape[rc++] = shape[k];
+    int pos_m = nb, pos_n = nb + has_m;
+    if (rx >= 2)
+        covered |= 1u << (second ? pos_n : pos_m);
+    covered |= 1u << (rank - 1);
+    if (v && rc != rx)
+        v = fx_reshape(p, v, rx, shape, rc, cshape);
+    uint32_t all = rank >= 32 ? 0xffffffffu : (1u << rank) - 1;
+    return v ? fx_broadcast(p, v, rank, all & ~covered) : NULL;
+}
+
+/* batch_dot: a sum over k of products over the space [batch..., m, n, k], like dot: tile.c
+ * tiles it, its batch axes outermost. */
+static bool lower_batch_dot(lower *lw, int32_t node)
+{
+    plan *p = lw->p;
+    nest_function *f = lw->f;
+    const ir_node *n = &f->nodes[node];
+    int32_t ia = ir_resolve(f, n->in[0]), ib = ir_resolve(f, n->in[1]);
+    const ir_node *a = &f->nodes[ia], *b = &f->nodes[ib];
+    bool has_m = a->rank >= 2, has_n = b->rank >= 2;
+    int nb = n->rank - has_m - has_n, rank = n->rank + 1;
+    int64_t m = has_m ? a->shape[a->rank - 2] : 1, nn = has_n ? b->shape[b->rank - 1] : 1;
+    if (nn > 1 && !is_load(lw->val[ia]) && cost(lw, lw->val[ia], REUSE_COST) >= REUSE_COST &&
+        !store(lw, ia))
+        return false;
+    if (m > 1 && !is_load(lw->val[ib]) && cost(lw, lw->val[ib], REUSE_COST) >= REUSE_COST &&
+        !store(lw, ib))
+        return false;
+    fx *av = NULL, *bv = NULL;
+    for (int attempt = 0; attempt < 2 && !(av && bv); attempt++) {
+        av = batch_operand(p, lw->val[ia], a, false, nb, rank, has_m);
+        bv = batch_operand(p, lw->val[ib], b, true, nb, rank, has_m);
+        if (p->status)
+            return false;
+        if ((!av && !store(lw, ia)) || (!bv && !store(lw, ib)))
+            return false;
+    }
+    fx *prod = av && bv ? op2(p, OP_MULTIPLY, n->etype, av, bv) : NULL;
+    if (!prod) {
+        if (!p->status)
+            p->status = NEST_ERR_LIMIT;
+        return false;
+    }
+    int64_t dims[NEST_MAX_RANK + 1];
+    memcpy(dims, n->shape, (size_t)n->rank * sizeof *dims);
+    dims[rank - 1] = a->shape[a->rank - 1];
+    if (!reduce_into_home(lw, node, rank, dims, 1u << (rank - 1), prod, OP_SUM))
+        return false;
+    p->nests[p->nnests - 1].dot = m > 1 && nn > 1;
+    return true;
+}
+
+/* topk: the values node and the indices node after it, lowered together into a nest of its own
+ * (emitted by emit_topk) that reads the operand from memory, row by row along the axis. */
+static bool lower_topk(lower *lw, int32_t node)
+{
+    plan *p = lw->p;
+    nest_function *f = lw->f;
+    int32_t nv = f->nodes[node].a.topk.which ? node - 1 : node, ni = nv + 1;
+    if (lw->home[nv] >= 0)
+        return true; /* lowered with its twin */
+    const ir_node *n = &f->nodes[nv];
+    int32_t ia = ir_resolve(f, n->in[0]);
+    const ir_node *a = &f->nodes[ia];
+    fx *x = lw->val[ia];
+    if ((x->kind != FX_LOAD || x->nargs || x->buf == FX_IOTA) && !store(lw, ia))
+        return false;
+    x = lw->val[ia];
+    int64_t stv[NEST_MAX_RANK], sti[NEST_MAX_RANK];
+    int32_t bv = home_of(lw, nv, stv), bi = bv >= 0 ? home_of(lw, ni, sti) : -1;
+    nest *ne = bi >= 0 ? new_nest(p, a->rank, a->shape, 0) : NULL;
+    if (!ne || !add_out(p, ne, bv, 0, stv, x, -1, nv) || !add_out(p, ne, bi, 0, sti, x, -1, ni))
+        return false;
+    ne->special = OP_TOPK;
+    if (n->a.topk.k > TOPK_INSERT) { /* a merge sort: indices and their copy, a row each */
+        ne->pack = plan_buffer(p, BUF_TEMP, -1, nv, NEST_I64, 2 * a->shape[n->a.topk.axis]);
+        if (ne->pack < 0)
+            return false;
+    }
+    lw->home[nv] = bv;
+    lw->home[ni] = bi;
+    lw->val[nv] = fx_load(p, bv, 0, n->rank, stv, nv);
+    lw->val[ni] = fx_load(p, bi, 0, n->rank, sti, ni);
+    return lw->val[nv] && lw->val[ni];
 }
 
 static bool lower_node(lower *lw, int32_t node)
@@ -325,7 +872,7 @@ static bool lower_node(lower *lw, int32_t node)
     case K_BROADCAST: {
         int32_t ia = ir_resolve(f, n->in[0]);
         if (ir_count(n) > ir_count(&f->nodes[ia]) && !is_load(lw->val[ia]) &&
-            cost(p, lw->val[ia]) >= REUSE_COST && !store(lw, ia))
+            cost(lw, lw->val[ia], REUSE_COST) >= REUSE_COST && !store(lw, ia))
             return false;
         lw->val[node] = fx_broadcast(p, lw->val[ia], n->rank, n->a.axes);
         break;
@@ -368,6 +915,23 @@ static bool lower_node(lower *lw, int32_t node)
     }
     case K_DOT:
         return lower_dot(lw, node);
+    case K_CONV:
+    case K_POOL:
+        return lower_window(lw, node);
+    case K_ARGREDUCE:
+        return lower_argreduce(lw, node);
+    case K_PAD:
+    case K_REVERSE:
+    case K_REPLACE_SLICE:
+    case K_ONE_HOT:
+    case K_GATHER:
+        return lower_structural(lw, node);
+    case K_SOFTMAX:
+        return lower_softmax(lw, node);
+    case K_BATCH_DOT:
+        return lower_batch_dot(lw, node);
+    case K_TOPK:
+        return lower_topk(lw, node);
     case K_TUPLE:
     case K_GET:
         return true;
@@ -384,11 +948,10 @@ static bool maybe_store(lower *lw, int32_t node)
     if (k == K_PARAM || k == K_CONST || k == K_STATE || k == K_TUPLE || k == K_GET ||
         lw->home[node] >= 0)
         return true;
-    bool is_result = false;
-    for (int32_t i = 0; i < lw->f->nresults; i++)
-        is_result |= lw->f->results[i] == node;
-    bool is_op = op_is_elementwise((ir_op)n->op) || k == K_CONCAT || k == K_DOT;
-    int64_t c = cost(p, lw->val[node]);
+    bool is_result = lw->result[node] >= 0;
+    bool is_op = op_is_elementwise((ir_op)n->op) || k == K_CONCAT || k == K_DOT || k == K_PAD ||
+                 k == K_REPLACE_SLICE || k == K_ONE_HOT || k == K_GATHER;
+    int64_t c = cost(lw, lw->val[node], FUSE_MAX_OPS);
     if (is_result || (!p->opts->fuse && is_op) || c > FUSE_MAX_OPS ||
         (lw->users[node] > 1 && c >= SHARE_COST))
         return store(lw, node);
@@ -401,21 +964,29 @@ static bool finish_results(lower *lw)
 {
     plan *p = lw->p;
     nest_function *f = lw->f;
+    bool *done = calloc((size_t)f->nresults + 1, sizeof *done);
+    if (!done) {
+        p->status = NEST_ERR_NOMEM;
+        return false;
+    }
+    for (int32_t b = 0; b < p->nbufs; b++)
+        if (p->bufs[b].kind == BUF_RESULT)
+            done[p->bufs[b].index] = true;
     for (int32_t i = 0; i < f->nresults; i++) {
         int32_t node = f->results[i];
-        bool done = false;
-        for (int32_t b = 0; b < p->nbufs; b++)
-            done |= p->bufs[b].kind == BUF_RESULT && p->bufs[b].index == i;
-        if (done)
+        if (done[i])
             continue;
         const ir_node *n = &f->nodes[node];
         int64_t st[NEST_MAX_RANK];
         layout_strides(n->rank, n->shape, f->result_layout[i], st);
         int32_t b = plan_buffer(p, BUF_RESULT, i, node, n->etype, ir_count(n));
         nest *ne = b >= 0 ? new_nest(p, n->rank, n->shape, 0) : NULL;
-        if (!ne || !add_out(p, ne, b, 0, st, lw->val[node], -1, node))
+        if (!ne || !add_out(p, ne, b, 0, st, lw->val[node], -1, node)) {
+            free(done);
             return false;
+        }
     }
+    free(done);
     return true;
 }
 
@@ -469,20 +1040,20 @@ static bool finish_assigns(lower *lw)
 
 /* ---- merging adjacent nests ---- */
 
-/* e with every load of `from`'s stores, through the very view they were written with, replaced
- * by the value stored. Expressions are hash-consed, so each such view is one load node. */
-static fx *forward_loads(plan *p, const nest *from, fx *e)
-{
-    for (int j = 0; j < from->nouts && e; j++) {
-        const nout *o = &from->outs[j];
-        if (o->reduce >= 0)
-            continue;
-        fx *view = fx_load(p, o->buf, o->off, from->rank, o->st, -1);
-        e = view ? fx_substitute(p, e, view, o->value) : NULL;
-    }
-    return e;
-}
-
+/* The nest others merge into, and what merging needs to know of it, kept up to date as nests
+ * join it, so that each nest is looked at a bounded number of times. */
+typedef struct merger {
+    plan *p;
+    int32_t last;      /* the nest merged into, or -1 */
+    fx_map fwd;        /* its stores: the view each writes (one load node) -> the value */
+    int32_t *writer;   /* per buffer: the last nest that writes it (-1) */
+    int32_t *inbody;   /* per expression node (by id): the nest whose body holds it (-1) */
+    size_t capbody;
+    uint32_t zero;     /* axes on which one of its stores has stride 0 */
+    bool folds;        /* one of its outputs folds */
+    int nfolds;        /* how many */
+    int64_t ops;       /* weight of its body: ops (each once) and outputs */
+} merger;
 
 /* Whether every output of n, a nest that folds nothing, is a store that writes a different
  * element at each step of the axes in mask. A reduction over no axes is not: joined to a nest
@@ -499,48 +1070,200 @@ static bool stores_vary(const nest *n, uint32_t mask)
     return true;
 }
 
-/* Whether nest b may join nest a (a just before b). Both run over the same dims; stores may
- * join a reduction when they write a distinct element at every step of its folded axes. b reads
- * a's stores only where a writes them (the values are forwarded), and never a's reductions,
- * which are ready only after the whole nest. */
-static bool can_merge(plan *p, const nest *a, const nest *b)
+/* The slot of e in m->inbody, or NULL when out of memory. */
+static int32_t *body_slot(merger *m, const fx *e)
 {
+    size_t id = (size_t)e->id;
+    if (id >= m->capbody) {
+        size_t cap = m->capbody ? m->capbody : 1024;
+        while (cap <= id)
+            cap *= 2;
+        int32_t *v = realloc(m->inbody, cap * sizeof *v);
+        if (!v) {
+            m->p->status = NEST_ERR_NOMEM;
+            return NULL;
+        }
+        for (size_t i = m->capbody; i < cap; i++)
+            v[i] = -1;
+        m->inbody = v;
+        m->capbody = cap;
+    }
+    return &m->inbody[id];
+}
+
+typedef struct body_walk {
+    merger *m;
+    int64_t added;
+} body_walk;
+
+static bool outside_body(const fx *e, void *ctx)
+{
+    body_walk *bw = ctx;
+    int32_t *s = body_slot(bw->m, e);
+    return s && *s != bw->m->last;
+}
+
+static void add_to_body(fx *e, void *ctx)
+{
+    body_walk *bw = ctx;
+    int32_t *s = body_slot(bw->m, e);
+    if (s && *s != bw->m->last) {
+        *s = bw->m->last;
+        bw->added += fx_weight(e);
+    }
+}
+
+/* Marks the nodes of the values as in the body of m->last: the weight of those not in it
+ * yet (only they are walked). */
+static int64_t body_take(merger *m, fx *const *vals, int n)
+{
+    body_walk bw = {m, 0};
+    fx_visit(m->p, vals, n, outside_body, add_to_body, &bw);
+    return bw.added;
+}
+
+/* Adds the outputs of nest k (already in it) to the merger's view of it. */
+static bool merger_take(merger *m, const nest *k, int from)
+{
+    plan *p = m->p;
+    for (int i = from; i < k->nouts; i++) {
+        const nout *o = &k->outs[i];
+        m->writer[o->buf] = m->last;
+        m->ops++;
+        if (o->reduce >= 0) {
+            m->folds = true;
+            m->nfolds++;
+            continue;
+        }
+        for (int d = 0; d < k->rank; d++)
+            if (o->st[d] == 0)
+                m->zero |= 1u << d;
+        fx *view = fx_load(p, o->buf, o->off, k->rank, o->st, -1);
+        fx **slot = view ? fx_map_slot(p, &m->fwd, view) : NULL;
+        if (!slot)
+            return false;
+        if (!*slot) /* the first store of a view is the one read */
+            *slot = o->value;
+    }
+    return true;
+}
+
+/* Makes nest k the one others merge into. */
+static bool merger_start(merger *m, int32_t k)
+{
+    const nest *n = &m->p->nests[k];
+    fx_map_free(&m->fwd);
+    m->last = k;
+    m->zero = 0;
+    m->folds = false;
+    m->nfolds = 0;
+    m->ops = 0;
+    fx *vals[n->nouts > 0 ? n->nouts : 1];
+    for (int i = 0; i < n->nouts; i++)
+        vals[i] = n->outs[i].value;
+    m->ops = body_take(m, vals, n->nouts);
+    return merger_take(m, n, 0) && !m->p->status;
+}
+
+/* Whether nest b may join m->last, a just before b: into vals, b's values as they read in a
+ * (a's stores forwarded). Both run over the same dims; stores may join a reduction when they
+ * write a distinct element at every step of its folded axes. b reads a's stores only where a
+ * writes them (the values are forwarded), and never a's reductions, which are ready only after
+ * the whole nest; and the merged body stays within PLAN_MAX_BODY. */
+static bool can_merge(merger *m, const nest *b, fx **vals)
+{
+    plan *p = m->p;
+    const nest *a = &p->nests[m->last];
+    if (a->win || b->win)
+        return false; /* convolutions and pools run loops of their own */
+    if (a->dot || b->dot)
+        return false; /* a product of matrices keeps its nest: tile.c tiles it */
+    if (a->special >= 0 || b->special >= 0)
+        return false;
     if (a->rank != b->rank || memcmp(a->dims, b->dims, (size_t)a->rank * sizeof *a->dims) != 0)
         return false;
-    if (a->reduced != b->reduced &&
-        !(a->reduced == 0 && stores_vary(a, b->reduced)) &&
+    bool a_varies = !m->folds && !(m->zero & b->reduced);
+    if (a->reduced != b->reduced && !(a->reduced == 0 && a_varies) &&
         !(b->reduced == 0 && stores_vary(b, a->reduced)))
         return false;
+    int folds = m->nfolds;
     for (int i = 0; i < b->nouts; i++) {
-        fx *v = nest_folds(a) ? b->outs[i].value : forward_loads(p, a, b->outs[i].value);
-        if (!v)
-            return false;
-        for (int j = 0; j < a->nouts; j++)
-            if (fx_reads(p, v, a->outs[j].buf))
-                return false;
+        vals[i] = b->outs[i].value;
+        folds += b->outs[i].reduce >= 0;
     }
+    if (folds > MERGE_MAX_FOLDS)
+        return false;
+    int32_t *bufs = NULL;
+    int32_t nb = fx_loads(p, vals, b->nouts, &bufs);
+    bool reads_a = false;
+    for (int32_t i = 0; i < nb; i++)
+        reads_a |= m->writer[bufs[i]] == m->last;
+    free(bufs);
+    if (nb < 0)
+        return false;
+    if (reads_a) {
+        if (m->folds || !fx_forward(p, vals, b->nouts, &m->fwd))
+            return false;
+        nb = fx_loads(p, vals, b->nouts, &bufs);
+        for (int32_t i = 0; i < nb; i++)
+            if (m->writer[bufs[i]] == m->last)
+                nb = -1;
+        free(bufs);
+        if (nb < 0)
+            return false;
+    }
+    /* the body's weight: the new nodes of b's values, and b's outputs. They are marked in a's
+     * body now: if b does not join, the next nest starts a body of its own anyway. */
+    int64_t grow = body_take(m, vals, b->nouts);
+    if (p->status || m->ops + grow + b->nouts > PLAN_MAX_BODY)
+        return false;
+    m->ops += grow;
     return true;
 }
 
 static void merge_adjacent(plan *p)
 {
-    int32_t last = -1;
+    merger m = {.p = p, .last = -1};
+    m.writer = malloc(((size_t)p->nbufs + 1) * sizeof *m.writer);
+    fx **vals = NULL;
+    size_t capvals = 0;
+    if (!m.writer) {
+        p->status = NEST_ERR_NOMEM;
+        return;
+    }
+    for (int32_t b = 0; b < p->nbufs; b++)
+        m.writer[b] = -1;
     for (int32_t k = 0; k < p->nnests && !p->status; k++) {
         nest *b = &p->nests[k];
-        if (last >= 0 && can_merge(p, &p->nests[last], b)) {
-            nest *a = &p->nests[last];
+        if ((size_t)b->nouts + 1 > capvals) {
+            free(vals);
+            capvals = (size_t)b->nouts + 1;
+            if (!(vals = malloc(capvals * sizeof *vals))) {
+                p->status = NEST_ERR_NOMEM;
+                break;
+            }
+        }
+        if (m.last >= 0 && can_merge(&m, b, vals)) {
+            nest *a = &p->nests[m.last];
+            int from = a->nouts;
             for (int i = 0; i < b->nouts; i++) {
                 nout *o = &b->outs[i];
-                fx *v = nest_folds(a) ? o->value : forward_loads(p, a, o->value);
-                if (!v || !add_out(p, a, o->buf, o->off, o->st, v, o->reduce, o->node))
-                    return;
+                if (!add_out(p, a, o->buf, o->off, o->st, vals[i], o->reduce, o->node))
+                    break;
             }
             a->reduced |= b->reduced;
             b->dead = true;
+            if (!p->status)
+                merger_take(&m, a, from);
             continue;
         }
-        last = k;
+        if (!p->status)
+            merger_start(&m, k);
     }
+    free(vals);
+    free(m.writer);
+    free(m.inbody);
+    fx_map_free(&m.fwd);
 }
 
 /* Whether nest n (live) reads any buffer written by nest w. */
@@ -594,35 +1317,118 @@ static void schedule_assigns(plan *p)
     }
 }
 
-/* Drops stores into temporaries that no nest reads any more. */
+/* The loads of nest k's outputs that store into no dead temporary, as a new list in reads[k];
+ * the buffers the old list had and the new one lacks lose a reader, and the temporaries left
+ * without any go onto the worklist. */
+static bool reread(plan *p, int32_t k, int32_t **reads, int32_t *nreads, int32_t *readers,
+                   int32_t *work, int32_t *nwork)
+{
+    const nest *n = &p->nests[k];
+    fx **vals = malloc(((size_t)n->nouts + 1) * sizeof *vals);
+    if (!vals)
+        return false;
+    int nv = 0;
+    for (int i = 0; i < n->nouts; i++)
+        if (!(p->bufs[n->outs[i].buf].kind == BUF_TEMP && p->bufs[n->outs[i].buf].dead))
+            vals[nv++] = n->outs[i].value;
+    int32_t *now;
+    int32_t nn = fx_loads(p, vals, nv, &now);
+    free(vals);
+    if (nn < 0)
+        return false;
+    for (int32_t i = 0, j = 0; i < nreads[k]; i++) { /* both ascend */
+        int32_t b = reads[k][i];
+        while (j < nn && now[j] < b)
+            j++;
+        if (j < nn && now[j] == b)
+            continue;
+        if (--readers[b] == 0 && p->bufs[b].kind == BUF_TEMP && !p->bufs[b].dead)
+            work[(*nwork)++] = b;
+    }
+    free(reads[k]);
+    reads[k] = now;
+    nreads[k] = nn;
+    return true;
+}
+
+/* Drops stores into temporaries that no nest reads any more: per buffer, a count of the nests
+ * reading it, and a worklist of the temporaries nobody reads. Dropping a store may leave the
+ * buffers its value read unread in turn: the nest's loads are taken again. */
 static void drop_dead_stores(plan *p)
 {
-    bool changed = true;
-    while (changed && !p->status) {
-        changed = false;
-        for (int32_t b = 0; b < p->nbufs; b++) {
-            if (p->bufs[b].kind != BUF_TEMP || p->bufs[b].dead)
-                continue;
-            bool read = false;
-            for (int32_t k = 0; k < p->nnests && !read; k++)
-                for (int i = 0; !p->nests[k].dead && i < p->nests[k].nouts && !read; i++)
-                    read = fx_reads(p, p->nests[k].outs[i].value, b);
-            if (read)
-                continue;
-            p->bufs[b].dead = true;
-            changed = true;
-            for (int32_t k = 0; k < p->nnests; k++) {
-                nest *n = &p->nests[k];
-                int j = 0;
-                for (int i = 0; i < n->nouts; i++)
-                    if (n->outs[i].buf != b)
-                        n->outs[j++] = n->outs[i];
-                n->nouts = j;
-                if (j == 0)
-                    n->dead = true;
-            }
-        }
+    size_t nb = (size_t)p->nbufs + 1, nn = (size_t)p->nnests + 1;
+    int32_t *readers = calloc(nb, sizeof *readers), *work = malloc(nb * sizeof *work);
+    int32_t **reads = calloc(nn, sizeof *reads), *nreads = calloc(nn, sizeof *nreads);
+    int32_t *writers = calloc(nb + 1, sizeof *writers); /* CSR: per buffer, the nests writing */
+    int32_t *wnest = NULL, nwork = 0;
+    if (!readers || !work || !reads || !nreads || !writers)
+        goto oom;
+    int64_t total = 0;
+    for (int32_t k = 0; k < p->nnests; k++) {
+        const nest *n = &p->nests[k];
+        if (n->dead)
+            continue;
+        nreads[k] = nest_loads(p, n, &reads[k]);
+        if (nreads[k] < 0)
+            goto oom;
+        for (int32_t j = 0; j < nreads[k]; j++)
+            readers[reads[k][j]]++;
+        /* a special nest's scratch, and every output of one (it writes them all, read or not),
+         * stay: such a nest never dies here */
+        if (n->pack >= 0)
+            readers[n->pack]++;
+        for (int i = 0; n->special >= 0 && i < n->nouts; i++)
+            readers[n->outs[i].buf]++;
+        for (int i = 0; i < n->nouts; i++, total++)
+            writers[n->outs[i].buf + 1]++;
     }
+    for (int32_t b = 0; b < p->nbufs; b++)
+        writers[b + 1] += writers[b];
+    if (!(wnest = malloc(((size_t)total + 1) * sizeof *wnest)))
+        goto oom;
+    for (int32_t k = 0; k < p->nnests; k++)
+        for (int i = 0; !p->nests[k].dead && i < p->nests[k].nouts; i++)
+            wnest[writers[p->nests[k].outs[i].buf]++] = k;
+    for (int32_t b = p->nbufs; b > 0; b--) /* back to the starts */
+        writers[b] = writers[b - 1];
+    writers[0] = 0;
+    for (int32_t b = 0; b < p->nbufs; b++)
+        if (p->bufs[b].kind == BUF_TEMP && !p->bufs[b].dead && readers[b] == 0)
+            work[nwork++] = b;
+    while (nwork > 0) {
+        int32_t b = work[--nwork];
+        p->bufs[b].dead = true;
+        for (int32_t w = writers[b]; w < writers[b + 1]; w++)
+            if ((w == writers[b] || wnest[w] != wnest[w - 1]) &&
+                !reread(p, wnest[w], reads, nreads, readers, work, &nwork))
+                goto oom;
+    }
+    /* the stores of dead temporaries go; nests left without outputs too */
+    for (int32_t k = 0; k < p->nnests; k++) {
+        nest *n = &p->nests[k];
+        if (n->dead)
+            continue;
+        int j = 0;
+        for (int i = 0; i < n->nouts; i++)
+            if (!(p->bufs[n->outs[i].buf].kind == BUF_TEMP && p->bufs[n->outs[i].buf].dead))
+                n->outs[j++] = n->outs[i];
+        n->nouts = j;
+        if (j == 0)
+            n->dead = true;
+    }
+    goto out;
+oom:
+    if (!p->status)
+        p->status = NEST_ERR_NOMEM;
+out:
+    for (int32_t k = 0; reads && k < p->nnests; k++)
+        free(reads[k]);
+    free(reads);
+    free(nreads);
+    free(readers);
+    free(work);
+    free(writers);
+    free(wnest);
 }
 
 /* ---- the pass ---- */
@@ -635,13 +1441,17 @@ int pass_fuse(plan *p)
     lw.val = calloc(nn, sizeof *lw.val);
     lw.home = malloc(nn * sizeof *lw.home);
     lw.users = calloc(nn, sizeof *lw.users);
+    lw.result = malloc(nn * sizeof *lw.result);
     lw.live = calloc(nn, sizeof *lw.live);
-    if (!lw.val || !lw.home || !lw.users || !lw.live) {
+    int32_t *seen = malloc(nn * sizeof *seen); /* per node: the last op that counted it a user */
+    if (!lw.val || !lw.home || !lw.users || !lw.result || !lw.live || !seen) {
         p->status = NEST_ERR_NOMEM;
         goto out;
     }
     for (int32_t i = 0; i < f->nnodes; i++)
-        lw.home[i] = -1;
+        lw.home[i] = lw.result[i] = seen[i] = -1;
+    for (int32_t i = f->nresults - 1; i >= 0; i--)
+        lw.result[f->results[i]] = i; /* the first result a node is */
     /* liveness: results, then backwards through operands (get and tuple resolved) */
     for (int32_t i = 0; i < f->nresults; i++)
         lw.live[f->results[i]] = true;
@@ -653,15 +1463,12 @@ int pass_fuse(plan *p)
         const ir_node *n = &f->nodes[i];
         if (!lw.live[i] || n->etype == IR_TUPLE)
             continue;
-        int32_t *seen = n->in;
         for (int j = 0; j < n->nin; j++) {
             int32_t a = ir_resolve(f, n->in[j]);
-            bool dup = false;
-            for (int k = 0; k < j; k++)
-                dup |= ir_resolve(f, seen[k]) == a;
             lw.live[a] = true;
-            if (!dup)
+            if (seen[a] != i) /* an op using a value twice is one user */
                 lw.users[a]++;
+            seen[a] = i;
         }
     }
     /* every parameter gets its buffer, live or not, so that argument positions hold */
@@ -685,7 +1492,10 @@ out:
     free(lw.val);
     free(lw.home);
     free(lw.users);
+    free(lw.result);
     free(lw.live);
+    free(lw.costs);
+    free(seen);
     if (p->status == NEST_OK && p->nnests >= 0)
         return NEST_OK;
     if (!p->status)

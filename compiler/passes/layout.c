@@ -71,6 +71,8 @@ static uint64_t hash_of(const fx *e)
         h = mix(h, (uint64_t)e->rank);
         for (int k = 0; k < e->rank; k++)
             h = mix(h, (uint64_t)e->st[k]);
+        for (int j = 0; j < e->nargs; j++)
+            h = mix(mix(h, (uint64_t)e->gst[j]), (uint64_t)e->gdim[j]);
         break;
     case FX_IMM:
         h = mix(h, (uint64_t)e->imm.i);
@@ -97,7 +99,10 @@ static bool same(const fx *a, const fx *b)
     switch (a->kind) {
     case FX_LOAD:
         return a->buf == b->buf && a->off == b->off && a->rank == b->rank &&
-               memcmp(a->st, b->st, (size_t)a->rank * sizeof *a->st) == 0;
+               memcmp(a->st, b->st, (size_t)a->rank * sizeof *a->st) == 0 &&
+               (a->nargs == 0 ||
+                (memcmp(a->gst, b->gst, (size_t)a->nargs * sizeof *a->gst) == 0 &&
+                 memcmp(a->gdim, b->gdim, (size_t)a->nargs * sizeof *a->gdim) == 0));
     case FX_IMM:
         return a->imm.i == b->imm.i; /* the bits, so -0.0 and NaNs stay distinct */
     case FX_CONCAT:
@@ -138,6 +143,8 @@ static fx *intern(plan *p, const fx *e)
     fx *n = arena_memdup(p->a, e, sizeof *e);
     if (!n || (e->nargs && !(n->args = arena_memdup(p->a, e->args, (size_t)e->nargs * sizeof *e->args))) ||
         (e->kind == FX_LOAD && e->rank && !(n->st = arena_memdup(p->a, e->st, (size_t)e->rank * sizeof *e->st))) ||
+        (e->kind == FX_LOAD && e->nargs && (!(n->gst = arena_memdup(p->a, e->gst, (size_t)e->nargs * sizeof *e->gst)) ||
+                                            !(n->gdim = arena_memdup(p->a, e->gdim, (size_t)e->nargs * sizeof *e->gdim)))) ||
         (e->kind == FX_CONCAT && !(n->starts = arena_memdup(p->a, e->starts, (size_t)(e->nargs + 1) * sizeof *e->starts)))) {
         p->status = NEST_ERR_NOMEM;
         return NULL;
@@ -151,8 +158,18 @@ static fx *intern(plan *p, const fx *e)
 
 fx *fx_load(plan *p, int32_t bufi, int64_t off, int rank, const int64_t *st, int32_t node)
 {
-    fx e = {.kind = FX_LOAD, .etype = p->bufs[bufi].etype, .node = node, .rank = rank,
-            .buf = bufi, .off = off, .st = (int64_t *)st};
+    return fx_gload(p, bufi, off, rank, st, 0, NULL, NULL, NULL, node);
+}
+
+fx *fx_gload(plan *p, int32_t bufi, int64_t off, int rank, const int64_t *st, int nterms,
+             fx *const *idx, const int64_t *gst, const int64_t *gdim, int32_t node)
+{
+    for (int j = 0; j < nterms; j++)
+        if (!idx[j])
+            return NULL;
+    fx e = {.kind = FX_LOAD, .etype = bufi == FX_IOTA ? NEST_I64 : p->bufs[bufi].etype,
+            .node = node, .rank = rank, .buf = bufi, .off = off, .st = (int64_t *)st,
+            .nargs = nterms, .args = (fx **)idx, .gst = (int64_t *)gst, .gdim = (int64_t *)gdim};
     return intern(p, &e);
 }
 
@@ -204,54 +221,45 @@ struct xform {
     const int *from;
     const fx *old;            /* substitute: this node ... */
     fx *new_;                 /* ... becomes this one */
+    const fx_map *subst;      /* forward: loads to replace, and by what */
     uint32_t mask;
     int axis;
     int64_t delta;
     int in_rank, out_rank;
     const int64_t *in_shape, *out_shape;
-    /* memo */
-    const fx **keys;
-    fx **vals;
-    size_t cap, n;
+    fx_map memo;
     bool failed;
 };
 
-static fx **memo_slot(xform *x, const fx *e)
+static fx **memo_slot(xform *x, const fx *e) { return fx_map_slot(x->p, &x->memo, e); }
+
+static fx *rewrite(xform *x, const fx *e);
+
+/* A load with gather terms: its index expressions are over the same space as the load, so they
+ * take the same transform; the base (offset and strides) is the handler's, whose own gather
+ * terms (fx_gather adds one) follow the load's. */
+static fx *rewrite_gload(xform *x, const fx *e)
 {
-    if ((x->n + 1) * 2 > x->cap) {
-        size_t cap = x->cap ? x->cap * 2 : 64;
-        const fx **k = calloc(cap, sizeof *k);
-        fx **v = calloc(cap, sizeof *v);
-        if (!k || !v) {
-            free(k);
-            free(v);
-            x->p->status = NEST_ERR_NOMEM;
+    fx *base = x->load(x, e);
+    if (!base)
+        return NULL;
+    int n = e->nargs + base->nargs;
+    if (n > FX_MAX_TERMS)
+        return NULL;
+    fx *idx[2 * FX_MAX_TERMS];
+    int64_t gst[2 * FX_MAX_TERMS], gdim[2 * FX_MAX_TERMS];
+    for (int j = 0; j < e->nargs; j++) {
+        if (!(idx[j] = rewrite(x, e->args[j])))
             return NULL;
-        }
-        for (size_t i = 0; i < x->cap; i++) {
-            if (!x->keys[i])
-                continue;
-            size_t j = x->keys[i]->hash & (cap - 1);
-            while (k[j])
-                j = (j + 1) & (cap - 1);
-            k[j] = x->keys[i];
-            v[j] = x->vals[i];
-        }
-        free(x->keys);
-        free(x->vals);
-        x->keys = k;
-        x->vals = v;
-        x->cap = cap;
+        gst[j] = e->gst[j];
+        gdim[j] = e->gdim[j];
     }
-    size_t j = e->hash & (x->cap - 1);
-    while (x->keys[j] && x->keys[j] != e)
-        j = (j + 1) & (x->cap - 1);
-    if (!x->keys[j]) {
-        x->keys[j] = e;
-        x->vals[j] = NULL;
-        x->n++;
+    for (int j = 0; j < base->nargs; j++) {
+        idx[e->nargs + j] = base->args[j];
+        gst[e->nargs + j] = base->gst[j];
+        gdim[e->nargs + j] = base->gdim[j];
     }
-    return &x->vals[j];
+    return fx_gload(x->p, base->buf, base->off, base->rank, base->st, n, idx, gst, gdim, e->node);
 }
 
 static fx *rewrite(xform *x, const fx *e)
@@ -268,7 +276,7 @@ static fx *rewrite(xform *x, const fx *e)
     fx *r = NULL;
     switch (e->kind) {
     case FX_LOAD:
-        r = x->load(x, e);
+        r = e->nargs ? rewrite_gload(x, e) : x->load(x, e);
         break;
     case FX_OP:
     case FX_CONCAT: {
@@ -295,8 +303,7 @@ static fx *rewrite(xform *x, const fx *e)
 static fx *run(xform *x, fx *e)
 {
     fx *r = e ? rewrite(x, e) : NULL;
-    free(x->keys);
-    free(x->vals);
+    fx_map_free(&x->memo);
     return x->failed || x->p->status ? NULL : r;
 }
 
@@ -430,8 +437,14 @@ fx *fx_reshape(plan *p, fx *e, int in_rank, const int64_t *in_shape, int rank,
     return run(&x, e);
 }
 
-/* substitute: one node replaced by another */
-static fx *sub_load(xform *x, const fx *e) { return e == x->old ? x->new_ : (fx *)e; }
+/* substitute: one node replaced by another (only plain loads are replaced: a load with gather
+ * terms keeps its base, and its index expressions are substituted) */
+static fx *sub_load(xform *x, const fx *e)
+{
+    if (e->nargs)
+        return fx_load(x->p, e->buf, e->off, e->rank, e->st, e->node);
+    return e == x->old ? x->new_ : (fx *)e;
+}
 
 static fx *sub_concat(xform *x, const fx *e, fx **parts)
 {
@@ -444,6 +457,22 @@ fx *fx_substitute(plan *p, fx *e, fx *from, fx *to)
         return NULL; /* only leaves are substituted */
     xform x = {.p = p, .load = sub_load, .concat = sub_concat, .old = from, .new_ = to};
     return run(&x, e);
+}
+
+/* forward: the loads that are keys of a map replaced by their values, over several roots */
+static fx *fw_load(xform *x, const fx *e)
+{
+    fx *to = fx_map_get(x->subst, e);
+    return to ? to : (fx *)e;
+}
+
+bool fx_forward(plan *p, fx **vals, int n, const fx_map *subst)
+{
+    xform x = {.p = p, .load = fw_load, .concat = sub_concat, .subst = subst};
+    for (int i = 0; i < n && !x.failed && !p->status; i++)
+        vals[i] = vals[i] ? rewrite(&x, vals[i]) : NULL;
+    fx_map_free(&x.memo);
+    return !x.failed && !p->status;
 }
 
 /* shift: e'(i) = e(i + delta along axis) */
@@ -495,13 +524,103 @@ fx *fx_regroup(plan *p, fx *e, int rank, const int *from)
     return run(&x, e);
 }
 
+/* reverse: along the axes in mask, offsets move to the last element and strides turn negative.
+ * A concat along such an axis lists its parts in reverse order, each reversed within its own
+ * extent: the rewrite reversed it within the whole extent n, which a shift by n - extent undoes. */
+static fx *rv_load(xform *x, const fx *e)
+{
+    int64_t st[NEST_MAX_RANK], off = e->off;
+    for (int k = 0; k < e->rank; k++) {
+        st[k] = e->st[k];
+        if ((x->mask & (1u << k)) && x->in_shape[k] > 0) {
+            off += (x->in_shape[k] - 1) * e->st[k];
+            st[k] = -e->st[k];
+        }
+    }
+    return fx_load(x->p, e->buf, off, e->rank, st, e->node);
+}
+
+static fx *rv_concat(xform *x, const fx *e, fx **parts)
+{
+    if (!(x->mask & (1u << e->axis)))
+        return fx_concat(x->p, e->rank, e->axis, e->nargs, parts, e->starts, e->node);
+    int m = e->nargs;
+    int64_t n = x->in_shape[e->axis], starts[m + 1];
+    fx *rev[m > 0 ? m : 1];
+    for (int j = 0; j < m; j++) {
+        int64_t extent = e->starts[j + 1] - e->starts[j];
+        rev[m - 1 - j] = fx_shift(x->p, parts[j], e->axis, n - extent);
+        starts[m - 1 - j] = n - e->starts[j + 1];
+        if (!rev[m - 1 - j])
+            return NULL;
+    }
+    starts[m] = n - e->starts[0];
+    return fx_concat(x->p, e->rank, e->axis, m, rev, starts, e->node);
+}
+
+fx *fx_reverse(plan *p, fx *e, int rank, const int64_t *shape, uint32_t mask)
+{
+    if (!mask)
+        return e;
+    xform x = {.p = p, .load = rv_load, .concat = rv_concat, .rank = rank, .in_shape = shape,
+               .mask = mask};
+    return run(&x, e);
+}
+
+/* gather: axis `axis` of the operand's space becomes the ri axes of the index, and each load
+ * takes one more gather term: its stride along that axis times the index taken. A load that
+ * does not move along the axis (a broadcast) needs no term. */
+static fx *ga_load(xform *x, const fx *e)
+{
+    int64_t st[NEST_MAX_RANK];
+    int out = 0;
+    for (int k = 0; k < e->rank; k++) {
+        if (k != x->axis) {
+            st[out++] = e->st[k];
+            continue;
+        }
+        for (int j = 0; j < x->out_rank - x->in_rank + 1; j++)
+            st[out++] = 0;
+    }
+    int64_t gst = e->st[x->axis], gdim = x->delta;
+    if (gst == 0)
+        return fx_load(x->p, e->buf, e->off, out, st, e->node);
+    return fx_gload(x->p, e->buf, e->off, out, st, 1, &x->new_, &gst, &gdim, e->node);
+}
+
+static fx *ga_concat(xform *x, const fx *e, fx **parts)
+{
+    if (e->axis == x->axis)
+        return NULL; /* the parts would depend on the index's value */
+    int axis = e->axis < x->axis ? e->axis : e->axis + x->out_rank - x->in_rank;
+    return fx_concat(x->p, x->out_rank, axis, e->nargs, parts, e->starts, e->node);
+}
+
+fx *fx_gather(plan *p, fx *e, int in_rank, int axis, int64_t n, fx *idx, int ri)
+{
+    if (!idx)
+        return NULL;
+    xform x = {.p = p, .load = ga_load, .concat = ga_concat, .in_rank = in_rank,
+               .out_rank = in_rank - 1 + ri, .axis = axis, .delta = n, .new_ = idx};
+    return run(&x, e);
+}
+
 /* select: concats on `axis` resolved for the index range [lo, hi) */
 static fx *select_rec(xform *x, const fx *e);
 
 static fx *sel_concat_part(xform *x, const fx *e)
 {
-    for (int j = 0; j < e->nargs; j++)
-        if (e->starts[j] <= x->a[0] && x->b[0] <= e->starts[j + 1]) {
+    /* the last part starting at or before lo (starts ascend) */
+    int lo = 0, hi = e->nargs;
+    while (hi - lo > 1) {
+        int mid = (lo + hi) / 2;
+        if (e->starts[mid] <= x->a[0])
+            lo = mid;
+        else
+            hi = mid;
+    }
+    for (int j = lo; j < e->nargs && e->starts[j] <= x->a[0]; j++) /* empty parts: the next */
+        if (x->b[0] <= e->starts[j + 1]) {
             fx *part = fx_shift(x->p, e->args[j], x->axis, -e->starts[j]);
             return part ? select_rec(x, part) : NULL;
         }
@@ -512,7 +631,7 @@ static fx *select_rec(xform *x, const fx *e)
 {
     if (x->failed || x->p->status)
         return NULL;
-    if (e->kind == FX_IMM || e->kind == FX_LOAD)
+    if (e->kind == FX_IMM || (e->kind == FX_LOAD && e->nargs == 0))
         return (fx *)e;
     fx **slot = memo_slot(x, e);
     if (!slot)
@@ -527,8 +646,11 @@ static fx *select_rec(xform *x, const fx *e)
         for (int i = 0; i < e->nargs; i++)
             if (!(args[i] = select_rec(x, e->args[i])))
                 return NULL;
-        r = e->kind == FX_OP ? fx_op(x->p, (ir_op)e->op, e->etype, e->nargs, args, e->node)
-                             : fx_concat(x->p, e->rank, e->axis, e->nargs, args, e->starts, e->node);
+        r = e->kind == FX_OP     ? fx_op(x->p, (ir_op)e->op, e->etype, e->nargs, args, e->node)
+            : e->kind == FX_LOAD ? fx_gload(x->p, e->buf, e->off, e->rank, e->st, e->nargs, args,
+                                            e->gst, e->gdim, e->node)
+                                 : fx_concat(x->p, e->rank, e->axis, e->nargs, args, e->starts,
+                                             e->node);
     }
     if (!r) {
         x->failed = true;
@@ -542,107 +664,6 @@ fx *fx_select(plan *p, fx *e, int axis, int64_t lo, int64_t hi)
 {
     xform x = {.p = p, .axis = axis, .a = &lo, .b = &hi};
     fx *r = select_rec(&x, e);
-    free(x.keys);
-    free(x.vals);
+    fx_map_free(&x.memo);
     return x.failed || p->status ? NULL : r;
-}
-
-/* ---- walks ---- */
-
-bool fx_walk(plan *p, fx *const *roots, int nroots, void (*fn)(fx *e, void *ctx), void *ctx)
-{
-    /* gather every reachable node with an explicit stack, then visit them by id: args always
-     * have smaller ids than their users */
-    size_t cap = 64, n = 0, sp = 0, scap = 64;
-    fx **seen = malloc(cap * sizeof *seen), **stack = malloc(scap * sizeof *stack);
-    xform memo = {.p = p};
-    bool ok = seen && stack;
-    for (int r = 0; ok && r < nroots; r++) {
-        if (!roots[r])
-            continue;
-        stack[sp++] = roots[r];
-        while (ok && sp > 0) {
-            fx *e = stack[--sp];
-            fx **slot = memo_slot(&memo, e);
-            if (!slot) {
-                ok = false;
-                break;
-            }
-            if (*slot)
-                continue;
-            *slot = e;
-            fx **q = grow_array(seen, &cap, n, sizeof *q);
-            if (!q) {
-                ok = false;
-                break;
-            }
-            seen = q;
-            seen[n++] = e;
-            for (int i = 0; i < e->nargs; i++) {
-                if (!(q = grow_array(stack, &scap, sp, sizeof *q))) {
-                    ok = false;
-                    break;
-                }
-                stack = q;
-                stack[sp++] = e->args[i];
-            }
-        }
-    }
-    if (ok) {
-        /* counting sort would do; the lists are short */
-        for (size_t i = 1; i < n; i++) {
-            fx *e = seen[i];
-            size_t j = i;
-            while (j > 0 && seen[j - 1]->id > e->id) {
-                seen[j] = seen[j - 1];
-                j--;
-            }
-            seen[j] = e;
-        }
-        for (size_t i = 0; i < n; i++)
-            fn(seen[i], ctx);
-    } else {
-        p->status = NEST_ERR_NOMEM;
-    }
-    free(memo.keys);
-    free(memo.vals);
-    free(seen);
-    free(stack);
-    return ok;
-}
-
-typedef struct find_buf {
-    int32_t buf;
-    bool found;
-} find_buf;
-
-static void find_load(fx *e, void *ctx)
-{
-    find_buf *fb = ctx;
-    if (e->kind == FX_LOAD && e->buf == fb->buf)
-        fb->found = true;
-}
-
-bool fx_reads(plan *p, fx *e, int32_t bufi)
-{
-    find_buf fb = {bufi, false};
-    return !fx_walk(p, &e, 1, find_load, &fb) || fb.found;
-}
-
-typedef struct find_concat {
-    int axis;
-    bool found;
-} find_concat;
-
-static void find_concat_on(fx *e, void *ctx)
-{
-    find_concat *fc = ctx;
-    if (e->kind == FX_CONCAT && e->axis == fc->axis)
-        fc->found = true;
-}
-
-bool fx_has_concat(plan *p, fx *const *roots, int nroots, int axis)
-{
-    find_concat fc = {axis, false};
-    return !fx_walk(p, roots, nroots, find_concat_on, &fc) || fc.found;
 }

@@ -21,8 +21,9 @@
 static bool eligible(plan *p, const nest *n)
 {
     /* rank 1 too: a per-row scalar step (a mean, 1/sqrt of a variance) joins its row */
-    if (n->dead || n->rank < 1 || (n->reduced & 1u) || n->dims[0] < 2 || n->dot)
-        return false; /* a product of matrices is tiled instead (tile.c) */
+    if (n->dead || n->rank < 1 || (n->reduced & 1u) || n->dims[0] < 2 || n->dot || n->win ||
+        n->special >= 0)
+        return false; /* products of matrices, convolutions and pools have loops of their own */
     for (int k = 1; k < n->rank; k++)
         if (n->dims[k] == 0)
             return false; /* no iterations: nothing to share (and no temporaries to declare) */
@@ -62,10 +63,42 @@ static int64_t dense_row(const nest *n, const nout *o)
     return count;
 }
 
+/* The outputs the nests of the group being built write, by buffer: a list per buffer, valid
+ * for the buffers whose stamp is the group's first nest. */
+typedef struct group_writes {
+    int32_t *head;  /* per buffer: its first entry, or -1 */
+    int32_t *stamp; /* per buffer: the group whose list head[] is */
+    struct gw_entry {
+        const nest *w;
+        const nout *o;
+        int32_t next;
+    } *e;
+    size_t n, cap;
+} group_writes;
+
+static bool gw_add(plan *p, group_writes *gw, int32_t first, const nest *w)
+{
+    for (int i = 0; i < w->nouts; i++) {
+        int32_t b = w->outs[i].buf;
+        struct gw_entry *e = grow_array(gw->e, &gw->cap, gw->n, sizeof *e);
+        if (!e) {
+            p->status = NEST_ERR_NOMEM;
+            return false;
+        }
+        gw->e = e;
+        if (gw->stamp[b] != first) {
+            gw->stamp[b] = first;
+            gw->head[b] = -1;
+        }
+        gw->e[gw->n] = (struct gw_entry){w, &w->outs[i], gw->head[b]};
+        gw->head[b] = (int32_t)gw->n++;
+    }
+    return true;
+}
+
 typedef struct check {
-    plan *p;
-    const nest *group_first;  /* the group's nests: [first, last] in p->nests, live ones */
-    const nest *group_last;
+    const group_writes *gw;
+    int32_t first;            /* the group's first nest */
     const nest *reader;
     bool ok;
 } check;
@@ -74,75 +107,97 @@ typedef struct check {
 static void check_load(fx *e, void *ctx)
 {
     check *ck = ctx;
-    if (e->kind != FX_LOAD || !ck->ok)
+    if (e->kind != FX_LOAD || e->buf == FX_IOTA || !ck->ok || ck->gw->stamp[e->buf] != ck->first)
         return;
-    for (const nest *w = ck->group_first; w <= ck->group_last; w++) {
-        if (w->dead)
-            continue;
-        for (int i = 0; i < w->nouts; i++) {
-            const nout *o = &w->outs[i];
-            if (o->buf != e->buf)
-                continue;
-            int64_t row = dense_row(w, o);
-            if (row < 0 || o->st[0] <= 0 || e->st[0] != o->st[0]) {
-                ck->ok = false;
-                return;
-            }
-            /* the read's addresses within the row, relative to the row's start */
-            int64_t lo = e->off - o->off, hi = lo;
-            for (int k = 1; k < ck->reader->rank; k++) {
-                if (ck->reader->dims[k] == 0)
-                    return; /* reads nothing */
-                hi += (ck->reader->dims[k] - 1) * e->st[k];
-            }
-            if (lo < 0 || hi >= row)
-                ck->ok = false;
+    for (int32_t x = ck->gw->head[e->buf]; x >= 0; x = ck->gw->e[x].next) {
+        const nest *w = ck->gw->e[x].w;
+        const nout *o = ck->gw->e[x].o;
+        int64_t row = dense_row(w, o);
+        /* a gathered read may land in any row */
+        if (row < 0 || o->st[0] <= 0 || e->st[0] != o->st[0] || e->nargs) {
+            ck->ok = false;
+            return;
         }
+        /* the read's addresses within the row, relative to the row's start */
+        int64_t lo = e->off - o->off, hi = lo;
+        for (int k = 1; k < ck->reader->rank; k++) {
+            if (ck->reader->dims[k] == 0)
+                return; /* reads nothing */
+            if (e->st[k] < 0) /* read backwards (reverse) */
+                lo += (ck->reader->dims[k] - 1) * e->st[k];
+            else
+                hi += (ck->reader->dims[k] - 1) * e->st[k];
+        }
+        if (lo < 0 || hi >= row)
+            ck->ok = false;
     }
 }
 
-static bool can_join(plan *p, int32_t first, int32_t k)
+static bool can_join(plan *p, const group_writes *gw, int32_t first, int32_t k, int64_t *weight)
 {
     const nest *n = &p->nests[k];
     if (!eligible(p, n) || n->dims[0] != p->nests[first].dims[0])
         return false;
-    check ck = {p, &p->nests[first], &p->nests[k - 1], n, true};
-    for (int i = 0; i < n->nouts && ck.ok; i++)
-        if (!fx_walk(p, &n->outs[i].value, 1, check_load, &ck))
-            return false;
-    return ck.ok;
+    int64_t w = nest_weight(p, n);
+    if (*weight + w > PLAN_MAX_BODY) /* the group's loop body would grow too large */
+        return false;
+    check ck = {gw, first, n, true};
+    fx *vals[n->nouts > 0 ? n->nouts : 1];
+    for (int i = 0; i < n->nouts; i++)
+        vals[i] = n->outs[i].value;
+    if (!fx_visit(p, vals, n->nouts, NULL, check_load, &ck) || !ck.ok)
+        return false;
+    *weight += w;
+    return true;
 }
 
-/* Shrinks the temporaries that live only inside one group to a row each. */
+/* Shrinks the temporaries that live only inside one group to a row each: those whose first
+ * writer is in a row group and that no nest outside that group reads or writes. */
 static void contract(plan *p)
 {
+    int32_t *writer = malloc(((size_t)p->nbufs + 1) * sizeof *writer);
+    int32_t *wout = malloc(((size_t)p->nbufs + 1) * sizeof *wout);
+    int32_t *group = malloc(((size_t)p->nbufs + 1) * sizeof *group); /* -2: several */
+    if (!writer || !wout || !group) {
+        p->status = NEST_ERR_NOMEM;
+        goto out;
+    }
+    for (int32_t b = 0; b < p->nbufs; b++)
+        writer[b] = group[b] = -1;
+    for (int32_t k = 0; k < p->nnests; k++) {
+        const nest *n = &p->nests[k];
+        if (n->dead)
+            continue;
+        int32_t *bufs;
+        int32_t nb = nest_loads(p, n, &bufs);
+        if (nb < 0)
+            goto out;
+        for (int i = 0; i < n->nouts + nb; i++) {
+            int32_t b = i < n->nouts ? n->outs[i].buf : bufs[i - n->nouts];
+            if (i < n->nouts && writer[b] < 0) {
+                writer[b] = k;
+                wout[b] = i;
+            }
+            group[b] = group[b] == -1 || group[b] == n->group ? n->group : -2;
+        }
+        free(bufs);
+    }
     for (int32_t b = 0; b < p->nbufs; b++) {
         pbuf *pb = &p->bufs[b];
-        if (pb->kind != BUF_TEMP || pb->dead)
+        if (pb->kind != BUF_TEMP || pb->dead || writer[b] < 0)
             continue;
-        int32_t writer = -1;
-        int64_t row = -1;
-        for (int32_t k = 0; k < p->nnests && writer < 0; k++)
-            for (int i = 0; !p->nests[k].dead && i < p->nests[k].nouts; i++)
-                if (p->nests[k].outs[i].buf == b) {
-                    writer = k;
-                    row = dense_row(&p->nests[k], &p->nests[k].outs[i]);
-                }
-        if (writer < 0 || row <= 0 || !p->nests[writer].rowed ||
+        const nest *w = &p->nests[writer[b]];
+        int64_t row = dense_row(w, &w->outs[wout[b]]);
+        if (row <= 0 || !w->rowed ||
             row * (int64_t)nest_type_size((nest_type)pb->etype) > ROW_MAX_BYTES)
             continue;
-        int32_t g = p->nests[writer].group;
-        bool inside = true;
-        for (int32_t k = 0; k < p->nnests && inside; k++) {
-            const nest *n = &p->nests[k];
-            if (n->dead || n->group == g)
-                continue;
-            for (int i = 0; i < n->nouts && inside; i++)
-                inside = !fx_reads(p, n->outs[i].value, b) && n->outs[i].buf != b;
-        }
-        if (inside)
+        if (group[b] == w->group)
             pb->row = row;
     }
+out:
+    free(writer);
+    free(wout);
+    free(group);
 }
 
 int pass_rows(plan *p)
@@ -152,19 +207,39 @@ int pass_rows(plan *p)
         p->nests[k].group = k;
     if (!p->opts->fuse)
         return NEST_OK; /* --no-fuse: every op in a nest of its own, no loop shared */
-    for (int32_t k = 0; k < p->nnests; k++) {
+    group_writes gw = {0};
+    gw.head = malloc(((size_t)p->nbufs + 1) * sizeof *gw.head);
+    gw.stamp = malloc(((size_t)p->nbufs + 1) * sizeof *gw.stamp);
+    if (!gw.head || !gw.stamp) {
+        p->status = NEST_ERR_NOMEM;
+        goto out;
+    }
+    for (int32_t b = 0; b < p->nbufs; b++)
+        gw.stamp[b] = -1;
+    int64_t weight = 0; /* of the group's body */
+    for (int32_t k = 0; k < p->nnests && !p->status; k++) {
         nest *n = &p->nests[k];
         if (n->dead)
             continue;
-        if (first >= 0 && can_join(p, first, k)) {
+        if (first >= 0 && can_join(p, &gw, first, k, &weight)) {
             n->group = first;
             n->rowed = p->nests[first].rowed = true;
+            gw_add(p, &gw, first, n);
             continue;
         }
         if (p->status)
-            return p->status;
+            break;
         first = eligible(p, n) ? k : -1;
+        if (first >= 0) {
+            gw_add(p, &gw, first, n);
+            weight = nest_weight(p, n);
+        }
     }
-    contract(p);
+    if (!p->status)
+        contract(p);
+out:
+    free(gw.head);
+    free(gw.stamp);
+    free(gw.e);
     return p->status;
 }

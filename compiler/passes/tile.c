@@ -2,7 +2,8 @@
  * tile.c - register tiles for matrix products.
  *
  * A contracting dot lowers to a nest over [I, K, J] (after flatten: rows of the result, the
- * contracted axis, columns) that folds sum_k A[i,k] * B[k,j]. Computed element by element it
+ * contracted axis, columns) that folds sum_k A[i,k] * B[k,j]; a batch_dot to one over
+ * [batch..., I, K, J], whose batch axes (those flatten could not merge into I) run outermost. Computed element by element it
  * reloads B from memory for every row. Tiled, the nest keeps a TI x TJ block of the result in
  * registers while k runs, reads B from a packed panel (TJ columns, contiguous, built once per
  * column block and reused by every row block), and reads each A[i,k] once per TJ columns. Every
@@ -27,12 +28,13 @@ static int host_vector_bytes(void)
 static int host_vector_bytes(void) { return 16; }
 #endif
 
-/* The vector width the generated code is compiled for. */
-static int vector_bytes(const nest_options *o)
+int tile_vector_bytes(const nest_options *o)
 {
     const char *m = o->march ? o->march : "native";
     if (strcmp(m, "native") == 0)
         return host_vector_bytes();
+    if (strcmp(m, "x86-64") == 0 || strcmp(m, "x86-64-v2") == 0)
+        return 16;
     if (strstr(m, "avx512") || strcmp(m, "x86-64-v4") == 0 || strstr(m, "sapphirerapids") ||
         strstr(m, "icelake") || strstr(m, "skylake-avx512") || strstr(m, "znver4"))
         return 64;
@@ -57,18 +59,20 @@ static void ignores_axis(fx *e, void *ctx)
 static bool ignores(plan *p, fx *e, int axis)
 {
     indep d = {axis, true};
-    return fx_walk(p, &e, 1, ignores_axis, &d) && d.ok;
+    return fx_visit(p, &e, 1, NULL, ignores_axis, &d) && d.ok;
 }
 
-/* Splits value = A * B into the factor that ignores the columns (a plain load) and the one that
- * ignores the rows; false unless the product has that form. */
-static bool factors(plan *p, fx *v, fx **a, fx **b)
+/* Splits value = A * B over [batch..., I, K, J] (rank r) into the factor that ignores the
+ * columns (a plain load) and the one that ignores the rows; false unless the product has that
+ * form. */
+static bool factors(plan *p, fx *v, int r, fx **a, fx **b)
 {
     if (v->kind != FX_OP || v->op != OP_MULTIPLY)
         return false;
     for (int s = 0; s < 2; s++) {
         fx *x = v->args[s], *y = v->args[1 - s];
-        if (x->kind == FX_LOAD && ignores(p, x, 2) && ignores(p, y, 0)) {
+        if (x->kind == FX_LOAD && x->nargs == 0 && x->buf != FX_IOTA && ignores(p, x, r - 1) &&
+            ignores(p, y, r - 3)) {
             *a = x;
             *b = y;
             return true;
@@ -77,15 +81,11 @@ static bool factors(plan *p, fx *v, fx **a, fx **b)
     return false;
 }
 
-static void find_concat(fx *e, void *ctx)
-{
-    if (e->kind == FX_CONCAT)
-        *(bool *)ctx = true;
-}
-
 /* The element-wise nest right after n, if it reads n's product only where n writes it and its
- * space is n's [I, J]: its outputs, lifted into n's [I, K, J] space, join n. */
-static bool absorb(plan *p, int32_t k)
+ * space is n's [batch..., I, J]: its outputs, lifted into n's [batch..., I, K, J] space, join n.
+ * `readers` counts, per buffer, the nests that read it (before any absorption: only nests after
+ * a product read it, and absorbing one into its product leaves the others as they are). */
+static bool absorb(plan *p, int32_t k, const int32_t *readers)
 {
     nest *n = &p->nests[k];
     int32_t e = k + 1;
@@ -95,77 +95,48 @@ static bool absorb(plan *p, int32_t k)
         return true;
     nest *ep = &p->nests[e];
     const nout *prod = &n->outs[0];
-    int64_t ij[2] = {n->dims[0], n->dims[2]};
-    if (ep->reduced || ep->rowed || ep->tile_i || ep->rank < 1 || ep->rank > 2 ||
-        ep->dims[0] * (ep->rank == 2 ? ep->dims[1] : 1) != ij[0] * ij[1] ||
-        (ep->rank == 2 && (ep->dims[0] != ij[0] || ep->dims[1] != ij[1])))
+    int r = n->rank, nb = r - 3;
+    /* the product's own space: [batch..., I, J] */
+    int64_t bij[NEST_MAX_RANK], count = 1, ecount = 1;
+    for (int d = 0; d < nb; d++)
+        bij[d] = n->dims[d];
+    bij[nb] = n->dims[nb];
+    bij[nb + 1] = n->dims[nb + 2];
+    for (int d = 0; d < nb + 2; d++)
+        count *= bij[d];
+    for (int d = 0; d < ep->rank; d++)
+        ecount *= ep->dims[d];
+    if (ep->reduced || ep->rowed || ep->tile_i || ep->rank < 1 || ecount != count ||
+        nest_has_arg(ep) || ep->special >= 0 || ep->win)
         return true;
-    /* lift each output: a flat space splits back into [I, J], then K gets stride 0 */
-    int64_t in_shape[1] = {ij[0] * ij[1]};
+    /* lift each output: its space regroups into [batch..., I, J] (a flat one splits), then K
+     * gets stride 0 */
     nout lifted[ep->nouts];
     for (int i = 0; i < ep->nouts; i++) {
         const nout *o = &ep->outs[i];
-        fx *v = o->value;
-        int64_t st2[2];
-        if (ep->rank == 1) {
-            v = fx_reshape(p, v, 1, in_shape, 2, ij);
-            st2[0] = o->st[0] * ij[1];
-            st2[1] = o->st[0];
-        } else {
-            st2[0] = o->st[0];
-            st2[1] = o->st[1];
-        }
-        fx *v3 = v ? fx_broadcast(p, v, 3, 1u << 1) : NULL;
-        int64_t *st3 = arena_array(p->a, 3, sizeof *st3);
-        if (!v3 || !st3)
+        fx *v = fx_reshape(p, o->value, ep->rank, ep->dims, nb + 2, bij);
+        fx *ov = fx_load(p, o->buf, o->off, ep->rank, o->st, -1);
+        fx *os = ov ? fx_reshape(p, ov, ep->rank, ep->dims, nb + 2, bij) : NULL;
+        fx *v3 = v ? fx_broadcast(p, v, r, 1u << (nb + 1)) : NULL;
+        int64_t *st3 = arena_array(p->a, (size_t)r, sizeof *st3);
+        if (!v3 || !os || !st3)
             return p->status == NEST_OK; /* not expressible: leave it */
         /* the tile's store runs whole blocks: it cannot split at a concat's boundaries */
-        bool cat = false;
-        if (!fx_walk(p, &v3, 1, find_concat, &cat))
-            return false;
-        if (cat)
-            return true;
-        st3[0] = st2[0];
-        st3[1] = 0;
-        st3[2] = st2[1];
+        if (fx_has_concat(p, &v3, 1, -1))
+            return p->status == NEST_OK;
+        for (int d = 0; d <= nb; d++)
+            st3[d] = os->st[d];
+        st3[nb + 1] = 0;
+        st3[nb + 2] = os->st[nb + 1];
         lifted[i] = (nout){o->buf, o->off, st3, v3, -1, o->node, false};
     }
-    /* it may read the product only where the product is written: with that view (one node,
-     * expressions being hash-consed) replaced, no read of the product's buffer may remain */
-    fx *view = fx_load(p, prod->buf, prod->off, 3, prod->st, -1);
-    fx *zero = fx_imm(p, prod->value->etype, 0, 0);
-    if (!view || !zero)
-        return false;
-    for (int i = 0; i < ep->nouts; i++) {
-        fx *r = fx_substitute(p, lifted[i].value, view, zero);
-        if (!r)
-            return p->status == NEST_OK;
-        if (fx_reads(p, r, prod->buf))
-            return true;
-    }
-    nout *outs = arena_array(p->a, (size_t)(n->nouts + ep->nouts), sizeof *outs);
-    int32_t *nodes = arena_array(p->a, (size_t)(n->nnodes + ep->nnodes) + 1, sizeof *nodes);
-    if (!outs || !nodes)
-        return false;
-    memcpy(outs, n->outs, (size_t)n->nouts * sizeof *outs);
-    memcpy(outs + n->nouts, lifted, (size_t)ep->nouts * sizeof *outs);
-    memcpy(nodes, n->nodes, (size_t)n->nnodes * sizeof *nodes);
-    memcpy(nodes + n->nnodes, ep->nodes, (size_t)ep->nnodes * sizeof *nodes);
-    n->outs = outs;
-    n->nouts += ep->nouts;
-    n->nodes = nodes;
-    n->nnodes += ep->nnodes;
-    ep->dead = true;
-    /* the product itself is stored only if a nest other than this one reads it */
-    bool read = p->bufs[prod->buf].kind != BUF_TEMP;
-    for (int32_t j = 0; j < p->nnests && !read; j++)
-        for (int i = 0; j != k && !p->nests[j].dead && i < p->nests[j].nouts && !read; i++)
-            read = fx_reads(p, p->nests[j].outs[i].value, prod->buf);
-    if (!read) {
-        n->outs[0].drop = true;
-        p->bufs[prod->buf].dead = true;
-    }
-    return true;
+    /* it may read the product only where the product is written */
+    fx *vals[ep->nouts];
+    for (int i = 0; i < ep->nouts; i++)
+        vals[i] = lifted[i].value;
+    if (!reads_only_view(p, prod, r, vals, ep->nouts))
+        return p->status == NEST_OK;
+    return nest_absorb(p, k, e, lifted, readers);
 }
 
 void tile_shape(int etype, int vector_bytes, int *ti, int *tj)
@@ -176,13 +147,12 @@ void tile_shape(int etype, int vector_bytes, int *ti, int *tj)
     *tj = vector_bytes >= 64 ? 4 * lanes : 2 * lanes;
 }
 
-/* A product whose folded axis is not in the middle (the backward of a dense layer: a . b^T
- * folds its innermost axis, a^T . b its outermost) is put in [I, K, J] order, J the result's
- * contiguous axis, so that it tiles like any other. */
+/* A product whose folded axis is the outermost (a^T . b: the weights' gradient in the backward
+ * of a dense layer) is put in [I, K, J] order, J the result's contiguous axis, so that it tiles
+ * like any other (one folded innermost is swapped by tile_nest). */
 static bool to_ikj(plan *p, nest *n)
 {
-    if (!n->dot || n->rank != 3 || __builtin_popcount(n->reduced) != 1 || n->reduced == (1u << 1) ||
-        n->nouts != 1)
+    if (!n->dot || n->rank != 3 || n->reduced != 1u || n->nouts != 1)
         return true;
     int r = __builtin_ctz(n->reduced), j = -1, i = -1;
     for (int d = 0; d < 3; d++)
@@ -197,43 +167,93 @@ static bool to_ikj(plan *p, nest *n)
     return nest_permute(p, n, order);
 }
 
-static bool tile_nest(plan *p, int32_t k, int vbytes)
+/* Swaps the last two axes of a product's nest (its one output, dims, folded axis). */
+static bool swap_last_axes(plan *p, nest *n)
+{
+    int r = n->rank;
+    uint8_t order[NEST_MAX_RANK];
+    for (int d = 0; d < r; d++)
+        order[d] = (uint8_t)d;
+    order[r - 2] = (uint8_t)(r - 1);
+    order[r - 1] = (uint8_t)(r - 2);
+    nout *o = &n->outs[0];
+    fx *v = fx_permute(p, o->value, r, order);
+    if (!v)
+        return false;
+    int64_t t = n->dims[r - 1];
+    n->dims[r - 1] = n->dims[r - 2];
+    n->dims[r - 2] = t;
+    t = o->st[r - 1];
+    o->st[r - 1] = o->st[r - 2];
+    o->st[r - 2] = t;
+    o->value = v;
+    uint32_t last = 1u << (r - 1), mid = 1u << (r - 2);
+    n->reduced = (n->reduced & ~(last | mid)) | (n->reduced & last ? mid : 0) |
+                 (n->reduced & mid ? last : 0);
+    return true;
+}
+
+static bool tile_nest(plan *p, int32_t k, int vbytes, const int32_t *readers)
 {
     nest *n = &p->nests[k];
     if (!n->dead && !n->rowed && !to_ikj(p, n))
         return false;
-    if (!n->dot || n->dead || n->rowed || n->rank != 3 || n->reduced != (1u << 1) ||
-        n->nouts != 1)
+    int r = n->rank;
+    if (!n->dot || n->dead || n->rowed || r < 3 || n->nouts != 1)
         return true;
+    /* a product whose summed axis flatten put innermost ([.., I, J, K]: the second factor is
+     * contiguous along k, as a transposed weight or attention's k^T) is tiled as [.., I, K, J]
+     * (the panel packs the factor whatever its layout); back if it cannot be tiled */
+    bool swapped = n->reduced == (1u << (r - 1)) && n->outs[0].st[r - 2] == 1;
+    if (swapped && !swap_last_axes(p, n))
+        return p->status == NEST_OK;
     const nout *o = &n->outs[0];
     int et = o->value->etype;
     fx *a, *b;
-    if ((et != NEST_F32 && et != NEST_F64) || o->reduce != OP_SUM || o->st[1] != 0 ||
-        o->st[2] != 1 || n->dims[0] < 2 || n->dims[2] < 16 || !factors(p, o->value, &a, &b))
-        return !p->status;
+    if (n->reduced != (1u << (r - 2)) || (et != NEST_F32 && et != NEST_F64) ||
+        o->reduce != OP_SUM || o->st[r - 2] != 0 || o->st[r - 1] != 1 || n->dims[r - 3] < 2 ||
+        n->dims[r - 1] < 16 || !factors(p, o->value, r, &a, &b)) {
+        if (swapped) /* either order is correct: this one only when tiled */
+            swap_last_axes(p, n);
+        return p->status == NEST_OK;
+    }
     n->tile_a = a;
     n->tile_b = b;
     n->a_first = o->value->args[0] == a;
     n->tile_vb = vbytes >= 64 ? 64 : vbytes >= 32 ? 32 : 16;
     tile_shape(et, n->tile_vb, &n->tile_i, &n->tile_j);
-    n->pack = plan_buffer(p, BUF_TEMP, -1, o->node, et, n->dims[1] * n->tile_j);
+    /* a batch of products packs its panels into a local array of each thread when they are
+     * small (the emitter runs the batch in parallel then), else into the workspace */
+    int64_t nbatch = 1, bytes = n->dims[r - 2] * n->tile_j * (int64_t)nest_type_size((nest_type)et);
+    for (int d = 0; d < r - 3; d++)
+        nbatch *= n->dims[d];
+    if (nbatch >= 2 && bytes <= TILE_LOCAL_PANEL)
+        return absorb(p, k, readers);
+    n->pack = plan_buffer(p, BUF_TEMP, -1, o->node, et, n->dims[r - 2] * n->tile_j);
     if (n->pack < 0)
         return false;
-    return absorb(p, k);
+    return absorb(p, k, readers);
 }
 
 int pass_tile(plan *p)
 {
-    int vbytes = vector_bytes(p->opts);
+    int vbytes = tile_vector_bytes(p->opts);
+    int32_t *readers = NULL;
     for (int32_t k = 0; k < p->nnests; k++) {
-        p->nests[k].pack = -1;
-        if (!p->opts->fuse)
+        /* a convolution's is its copy of the input (conv.c), a special nest's its scratch */
+        if (!p->nests[k].win && p->nests[k].special < 0)
+            p->nests[k].pack = -1;
+        if (!p->opts->fuse || !p->nests[k].dot || p->nests[k].dead)
             continue; /* --no-fuse shows the plain nests */
-        if (!tile_nest(p, k, vbytes)) {
+        if (!readers && !(readers = nest_readers(p))) /* how many nests read each buffer, once */
+            return p->status;
+        if (!tile_nest(p, k, vbytes, readers)) {
+            free(readers);
             if (!p->status)
                 p->status = NEST_ERR_NOMEM;
             return p->status;
         }
     }
+    free(readers);
     return p->status;
 }
