@@ -493,21 +493,6 @@ static nest_module *parse_state(const char *text)
     return m;
 }
 
-/* A state's tensors, all their bytes in order (malloc'd). */
-static unsigned char *state_bytes(nest_state *st)
-{
-    unsigned char *b = malloc(nest_state_size(st) + 1), *p = b;
-    assert_non_null(b);
-    for (int i = 0; i < nest_state_count(st); i++) {
-        size_t n = nest_type_size((nest_type)nest_state_type(st, i));
-        for (int k = 0; k < nest_state_rank(st, i); k++)
-            n *= (size_t)nest_state_shape(st, i)[k];
-        memcpy(p, nest_state_data(st, i), n);
-        p += n;
-    }
-    return b;
-}
-
 typedef struct state_fx {
     nest_module *m;
     nest_state *saved, *st; /* st: loaded into; its bytes `before` must survive every failure */
@@ -531,7 +516,7 @@ static void state_setup(fixture *fx, state_fx *s)
     float *w = nest_state_tensor(s->st, "w");
     for (int i = 0; i < 6; i++)
         w[i] = 100.0f + (float)i;
-    s->before = state_bytes(s->st);
+    s->before = tu_state_bytes(s->st);
     snprintf(s->path, sizeof s->path, "%s/model.state", fx->root);
     snprintf(s->bad, sizeof s->bad, "%s/bad.state", fx->root);
     assert_int_equal(nest_state_save(s->saved, s->path), NEST_OK);
@@ -556,7 +541,7 @@ static void expect_load_fails(state_fx *s, nest_state *st, const unsigned char *
         fail_msg("%s: load gave %d (%s), not NEST_ERR_IO", what, rc, nest_state_errmsg(st));
     if (!strstr(nest_state_errmsg(st), s->bad))
         fail_msg("%s: the message does not name the file: %s", what, nest_state_errmsg(st));
-    unsigned char *now = state_bytes(st);
+    unsigned char *now = tu_state_bytes(st);
     if (memcmp(now, before, nest_state_size(st)) != 0)
         fail_msg("%s: the state changed", what);
     free(now);
@@ -581,7 +566,7 @@ static void state_file_truncated_everywhere(void **state)
     free(longer);
     /* the whole file loads */
     assert_int_equal(nest_state_load(s.st, s.path), NEST_OK);
-    unsigned char *got = state_bytes(s.st), *want = state_bytes(s.saved);
+    unsigned char *got = tu_state_bytes(s.st), *want = tu_state_bytes(s.saved);
     assert_memory_equal(got, want, nest_state_size(s.st));
     free(got);
     free(want);
@@ -627,7 +612,7 @@ static void state_file_mismatched(void **state)
         nest_module *m = parse_state(others[i].text);
         nest_state *st = nest_state_new(m);
         assert_non_null(st);
-        unsigned char *before = state_bytes(st);
+        unsigned char *before = tu_state_bytes(st);
         expect_load_fails(&s, st, before, others[i].text);
         if (!strstr(nest_state_errmsg(st), others[i].msg))
             fail_msg("%s: %s", others[i].msg, nest_state_errmsg(st));
@@ -681,7 +666,7 @@ static void state_file_disk_full(void **state)
     /* with room, the save goes through */
     assert_int_equal(nest_state_save(s.st, s.path), NEST_OK);
     assert_int_equal(nest_state_load(s.saved, s.path), NEST_OK);
-    unsigned char *got = state_bytes(s.saved);
+    unsigned char *got = tu_state_bytes(s.saved);
     assert_memory_equal(got, s.before, nest_state_size(s.saved));
     free(got);
     state_teardown(&s);
@@ -700,7 +685,7 @@ static void state_file_unreachable(void **state)
     char want[400];
     snprintf(want, sizeof want, "cannot open %s: %s", path, strerror(ENOENT));
     assert_string_equal(nest_state_errmsg(s.st), want);
-    unsigned char *now = state_bytes(s.st);
+    unsigned char *now = tu_state_bytes(s.st);
     assert_memory_equal(now, s.before, nest_state_size(s.st));
     free(now);
     assert_int_equal(nest_state_save(s.st, path), NEST_ERR_IO);

@@ -703,37 +703,18 @@ typedef struct state_case {
     float x[12], loss, want_loss;
 } state_case;
 
-static size_t tensor_bytes(const nest_state *st, int i)
-{
-    int64_t count = 1;
-    for (int k = 0; k < nest_state_rank(st, i); k++)
-        count *= nest_state_shape(st, i)[k];
-    return (size_t)count * nest_type_size((nest_type)nest_state_type(st, i));
-}
-
-/* All the bytes of a state's tensors, in order (the caller frees them); and back. */
-static unsigned char *state_bytes(nest_state *st)
-{
-    unsigned char *b = malloc(nest_state_size(st) + 1), *p = b;
-    assert_non_null(b);
-    for (int i = 0; i < nest_state_count(st); i++) {
-        memcpy(p, nest_state_data(st, i), tensor_bytes(st, i));
-        p += tensor_bytes(st, i);
-    }
-    return b;
-}
-
+/* A state's bytes (tu_state_bytes), back into the state. */
 static void set_state_bytes(nest_state *st, const unsigned char *b)
 {
     for (int i = 0; i < nest_state_count(st); i++) {
-        memcpy(nest_state_data(st, i), b, tensor_bytes(st, i));
-        b += tensor_bytes(st, i);
+        memcpy(nest_state_data(st, i), b, tu_state_tensor_bytes(st, i));
+        b += tu_state_tensor_bytes(st, i);
     }
 }
 
 static void assert_state_is(nest_state *st, const unsigned char *bytes)
 {
-    unsigned char *got = state_bytes(st);
+    unsigned char *got = tu_state_bytes(st);
     assert_memory_equal(got, bytes, nest_state_size(st));
     free(got);
 }
@@ -768,7 +749,7 @@ static int op_state_new(void *ctx)
         assert_int_equal(rc, NEST_ERR_NOMEM);
         check_nomem_msg("state_new", nest_module_errmsg(m));
     } else {
-        unsigned char *want = state_bytes(c->ref);
+        unsigned char *want = tu_state_bytes(c->ref);
         assert_int_equal(nest_state_size(st), nest_state_size(c->ref));
         assert_state_is(st, want);
         free(want);
@@ -867,8 +848,8 @@ static void oom_state(void **state)
 
     /* load into a state of other values */
     assert_int_equal(nest_state_save(c.ref, c.path), NEST_OK);
-    c.after = state_bytes(c.ref);
-    c.before = state_bytes(c.st);
+    c.after = tu_state_bytes(c.ref);
+    c.before = tu_state_bytes(c.st);
     for (size_t i = 0; i < nest_state_size(c.st); i++)
         c.before[i] = (unsigned char)(i * 37 + 11);
     set_state_bytes(c.st, c.before);
@@ -879,11 +860,11 @@ static void oom_state(void **state)
     /* a call of step with state in the interpreter, from the initial values */
     for (int i = 0; i < 12; i++)
         c.x[i] = (float)(i % 5) * 0.25f - 0.5f;
-    c.before = state_bytes(c.ref);
+    c.before = tu_state_bytes(c.ref);
     set_state_bytes(c.st, c.before);
     void *args[1] = {c.x}, *res[1] = {&c.want_loss};
     assert_int_equal(nest_evaluate_state(c.f, c.st, args, 1, res, 1), NEST_OK);
-    c.after = state_bytes(c.st);
+    c.after = tu_state_bytes(c.st);
     assert_true(memcmp(c.after, c.before, nest_state_size(c.st)) != 0);
     set_state_bytes(c.st, c.before);
     sweep("evaluate_state " STATE_NEST, op_evaluate_state, &c);
