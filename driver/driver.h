@@ -17,7 +17,7 @@ struct nest_state {
     void *block;            /* every tensor, in one allocation */
     size_t size;            /* bytes of all tensors */
     uint64_t layout;        /* ir_state_layout_hash of the module */
-    char *errmsg;
+    char errmsg[512];       /* of the last failed save or load: kept without allocating */
 };
 
 /* Checks that st fits a function of a module whose state has `nstates` tensors and layout hash

@@ -22,7 +22,6 @@ void nest_state_free(nest_state *st)
     free(st->t);
     free(st->bytes);
     free(st->block);
-    free(st->errmsg);
     free(st);
 }
 
@@ -139,17 +138,16 @@ void *nest_state_tensor(nest_state *st, const char *name)
 
 const char *nest_state_errmsg(const nest_state *st)
 {
-    return !st ? "no state (NULL handle)" : st->errmsg ? st->errmsg : "";
+    return !st ? "no state (NULL handle)" : st->errmsg;
 }
 
 /* Keeps the message of a failed save or load; the code of state_code.h becomes a status. */
 static int file_result(nest_state *st, int rc, const char *msg)
 {
-    free(st->errmsg);
-    st->errmsg = NULL;
+    st->errmsg[0] = '\0';
     if (rc == 0)
         return NEST_OK;
-    st->errmsg = strdup(msg);
+    snprintf(st->errmsg, sizeof st->errmsg, "%s", msg);
     return rc == 4 ? NEST_ERR_NOMEM : NEST_ERR_IO;
 }
 

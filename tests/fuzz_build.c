@@ -1,6 +1,7 @@
 /*
  * fuzz_build.c - the C API's builders under libFuzzer: bytes become a sequence of calls of
- * nest.h (parameters, constants, every op, names, tuples, results) with operands, shapes, axes
+ * nest.h (parameters, constants, the ops (convolution, pools, pad, gather, topk and the other
+ * ops of real models among them), names, tuples, results) with operands, shapes, axes
  * and attributes taken from the bytes: mostly near-valid, often invalid, sometimes hostile
  * (negative or huge dims, out-of-range axes and indexes, NEST_NONE and stale values, NULL
  * arrays with a count, names that are not identifiers).
@@ -120,7 +121,7 @@ static void one_call(st *g, in *s)
     static const char *const names[] = {"x", "y", "w_1", "_a", "int", "nest_x", "1x", "a-b",
                                         "", "x", "main", "printf"};
     nest_function *f = g->f;
-    unsigned op = byte(s) % 26;
+    unsigned op = byte(s) % 34;
     /* room for any rank (the hostile parameter asks for 40): the API reads rank entries */
     int64_t shape[48], ax[48], lo[48], hi[48], st_[48];
     int rank = (int)(byte(s) % 5);
@@ -281,6 +282,86 @@ static void one_call(st *g, in *s)
             nest_clear_error(f);
         }
         return;
+    }
+    case 24: case 25: case 26: {
+        /* convolution, max_pool, avg_pool over a's spatial axes (rank - 2 of them), each
+         * attribute given or NULL (its default), mostly small, sometimes hostile */
+        int k = rank_of(g, a) - 2 > 0 ? rank_of(g, a) - 2 : 1;
+        int64_t win[48], dil[48], ddil[48];
+        for (int i = 0; i < 48; i++) {
+            win[i] = i < k && byte(s) % 8 ? 1 + byte(s) % 3 : dim(s);
+            st_[i] = i < k && byte(s) % 8 ? 1 + byte(s) % 2 : dim(s);
+            dil[i] = i < k && byte(s) % 8 ? 1 + byte(s) % 2 : dim(s);
+            ddil[i] = i < k && byte(s) % 8 ? 1 + byte(s) % 2 : dim(s);
+            lo[i] = byte(s) % 4 ? (int64_t)(byte(s) % 3) - (byte(s) % 8 == 0) : dim(s);
+            hi[i] = byte(s) % 4 ? (int64_t)(byte(s) % 3) : dim(s);
+        }
+        unsigned nulls = byte(s);
+#define OPT(bit, arr) ((nulls >> (bit)) & 1 ? NULL : (arr))
+        if (op == 24) {
+            what = "convolution";
+            int64_t groups = byte(s) % 4 ? 1 + byte(s) % 3 : dim(s);
+            r = nest_convolution(f, a, b, OPT(0, st_), OPT(1, dil), OPT(2, lo), OPT(3, hi),
+                                 OPT(4, ddil), groups);
+        } else if (op == 25) {
+            what = "max_pool";
+            r = nest_max_pool(f, a, byte(s) == 255 ? NULL : win, OPT(0, st_), OPT(2, lo), OPT(3, hi));
+        } else {
+            what = "avg_pool";
+            r = nest_avg_pool(f, a, byte(s) == 255 ? NULL : win, OPT(0, st_), OPT(2, lo), OPT(3, hi),
+                              (int)(byte(s) % 2));
+        }
+#undef OPT
+        break;
+    }
+    case 27: {
+        what = "pad";
+        for (int i = 0; i < 48; i++) {
+            lo[i] = byte(s) % 4 ? (int64_t)(byte(s) % 4) - 1 : dim(s);
+            hi[i] = byte(s) % 4 ? (int64_t)(byte(s) % 4) - 1 : dim(s);
+            st_[i] = byte(s) % 4 ? (int64_t)(byte(s) % 2) : dim(s);
+        }
+        r = nest_pad(f, a, b, lo, hi, byte(s) % 2 ? st_ : NULL);
+        break;
+    }
+    case 28: {
+        what = "reverse/softmax/product";
+        int ra = rank_of(g, a), n = (int)(byte(s) % (unsigned)(ra + 2));
+        for (int i = 0; i < n; i++)
+            ax[i] = byte(s) % 8 ? i : axis(s, ra);
+        unsigned k = byte(s) % 3;
+        r = k == 0 ? nest_reverse(f, a, n, ax) : k == 1 ? nest_softmax(f, a, n, ax)
+                                                        : nest_product(f, a, n, ax);
+        break;
+    }
+    case 29: {
+        what = "gather/argmax/argmin";
+        unsigned k = byte(s) % 3;
+        int64_t x = axis(s, rank_of(g, a));
+        r = k == 0 ? nest_gather(f, a, b, x) : k == 1 ? nest_argmax(f, a, x) : nest_argmin(f, a, x);
+        break;
+    }
+    case 30: {
+        what = "topk";
+        int64_t k = byte(s) % 8 ? (int64_t)(byte(s) % 4) : dim(s);
+        r = nest_topk(f, a, k, axis(s, rank_of(g, a)), (int)(byte(s) % 2));
+        break;
+    }
+    case 31: what = "batch_dot"; r = nest_batch_dot(f, a, b); break;
+    case 32: {
+        what = "one_hot/replace_slice";
+        if (byte(s) % 2) {
+            r = nest_one_hot(f, a, rank, shape, axis(s, rank));
+        } else {
+            int ra = rank_of(g, a);
+            const int64_t *sa = nest_value_shape(f, a);
+            for (int i = 0; i < ra && i < 48; i++) {
+                lo[i] = byte(s) % 8 ? 0 : dim(s);
+                hi[i] = byte(s) % 8 && sa ? sa[i] : dim(s);
+            }
+            r = nest_replace_slice(f, a, b, lo, hi, byte(s) % 2 ? st_ : NULL);
+        }
+        break;
     }
     default:
         what = "hostile";

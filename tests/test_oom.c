@@ -89,6 +89,7 @@ static const char *const files[] = {
     "samples/dense.nest", "samples/l2.nest", "tests/corpus/parse/design.nest",
     "tests/corpus/parse/ops.nest", "tests/corpus/parse/tuples.nest",
     "tests/corpus/parse/consts.nest", "tests/corpus/parse/rows.nest",
+    "tests/corpus/parse/state.nest",
 };
 
 static nest_module *parse_file(const char *path)
@@ -120,13 +121,8 @@ typedef struct parse_case {
     char *ref; /* the canonical text of its functions */
 } parse_case;
 
-static char *print_module(nest_module *m)
-{
-    nest_function **fns = module_fns(m);
-    char *s = nest_print(fns, nest_module_count(m));
-    free(fns);
-    return s;
-}
+/* its state declarations and functions */
+static char *print_module(nest_module *m) { return nest_module_print(m); }
 
 static int op_parse(void *ctx)
 {
@@ -688,6 +684,273 @@ static void oom_call_overlapping(void **state)
     jit_teardown(&c, root);
 }
 
+/* ---- state: objects, files, calls, gradients ---- */
+
+/* tests/corpus/parse/state.nest: four state tensors (f32, f64, i32; uniform, normal, zeros, a
+ * constant) and `step`, which takes a gradient and assigns three of them. */
+#define STATE_NEST "tests/corpus/parse/state.nest"
+
+typedef struct state_case {
+    nest_module *m;
+    nest_function *f;      /* step */
+    nest_state *ref;       /* as nest_state_new makes it */
+    nest_state *st;        /* loaded into, called with */
+    unsigned char *before; /* st's bytes before each run */
+    unsigned char *after;  /* what a run that succeeds makes of them */
+    char path[96];         /* a state file saved from ref */
+    unsigned char *file;   /* its bytes */
+    long file_len;
+    float x[12], loss, want_loss;
+} state_case;
+
+/* A state's bytes (tu_state_bytes), back into the state. */
+static void set_state_bytes(nest_state *st, const unsigned char *b)
+{
+    for (int i = 0; i < nest_state_count(st); i++) {
+        memcpy(nest_state_data(st, i), b, tu_state_tensor_bytes(st, i));
+        b += tu_state_tensor_bytes(st, i);
+    }
+}
+
+static void assert_state_is(nest_state *st, const unsigned char *bytes)
+{
+    unsigned char *got = tu_state_bytes(st);
+    assert_memory_equal(got, bytes, nest_state_size(st));
+    free(got);
+}
+
+static long file_bytes(const char *path, unsigned char **data)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    *data = malloc((size_t)n + 1);
+    assert_non_null(*data);
+    assert_int_equal(fread(*data, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    return n;
+}
+
+/* nest_state_new: NULL with the error on the module, or a state equal to the reference. */
+static int op_state_new(void *ctx)
+{
+    state_case *c = ctx;
+    long seen = failalloc_disarm();
+    nest_module *m = parse_file(STATE_NEST); /* a module of its own: its first error stays */
+    failalloc_resume(seen);
+    nest_state *st = nest_state_new(m);
+    failalloc_disarm();
+    int rc = NEST_OK;
+    if (!st) {
+        rc = nest_module_errcode(m);
+        assert_int_equal(rc, NEST_ERR_NOMEM);
+        check_nomem_msg("state_new", nest_module_errmsg(m));
+    } else {
+        unsigned char *want = tu_state_bytes(c->ref);
+        assert_int_equal(nest_state_size(st), nest_state_size(c->ref));
+        assert_state_is(st, want);
+        free(want);
+        nest_state_free(st);
+    }
+    nest_module_free(m);
+    return rc;
+}
+
+/* nest_state_save: NEST_ERR_NOMEM with a message and no file (nor temporary), or the file. */
+static int op_state_save(void *ctx)
+{
+    state_case *c = ctx;
+    int rc = nest_state_save(c->ref, c->path);
+    failalloc_disarm();
+    char tmp[112];
+    snprintf(tmp, sizeof tmp, "%s.tmp", c->path);
+    assert_int_equal(access(tmp, F_OK), -1);
+    unsigned char *got = NULL;
+    long n = file_bytes(c->path, &got);
+    if (rc != NEST_OK) {
+        assert_int_equal(rc, NEST_ERR_NOMEM);
+        check_nomem_msg("state_save", nest_state_errmsg(c->ref));
+        assert_int_equal(n, -1);
+        return rc;
+    }
+    assert_string_equal(nest_state_errmsg(c->ref), "");
+    assert_int_equal(n, c->file_len);
+    assert_memory_equal(got, c->file, (size_t)n);
+    free(got);
+    unlink(c->path);
+    return NEST_OK;
+}
+
+/* nest_state_load: NEST_ERR_NOMEM with a message and the state unchanged, or the file's
+ * values. */
+static int op_state_load(void *ctx)
+{
+    state_case *c = ctx;
+    int rc = nest_state_load(c->st, c->path);
+    failalloc_disarm();
+    if (rc != NEST_OK) {
+        assert_int_equal(rc, NEST_ERR_NOMEM);
+        check_nomem_msg("state_load", nest_state_errmsg(c->st));
+        assert_state_is(c->st, c->before);
+        return rc;
+    }
+    assert_state_is(c->st, c->after);
+    set_state_bytes(c->st, c->before);
+    return NEST_OK;
+}
+
+/* nest_evaluate_state (the interpreter): NEST_ERR_NOMEM with the message on the function and
+ * the state unchanged, or the loss and the assigned state of a run without failures. */
+static int op_evaluate_state(void *ctx)
+{
+    state_case *c = ctx;
+    void *args[1] = {c->x}, *res[1] = {&c->loss};
+    c->loss = -1;
+    int rc = nest_evaluate_state(c->f, c->st, args, 1, res, 1);
+    failalloc_disarm();
+    if (rc != NEST_OK) {
+        assert_int_equal(rc, NEST_ERR_NOMEM);
+        check_nomem_msg("evaluate_state", nest_errmsg(c->f));
+        nest_clear_error(c->f);
+        assert_state_is(c->st, c->before);
+        return rc;
+    }
+    assert_true(c->loss == c->want_loss);
+    assert_state_is(c->st, c->after);
+    set_state_bytes(c->st, c->before);
+    return NEST_OK;
+}
+
+static void oom_state(void **state)
+{
+    (void)state;
+    state_case c = {0};
+    c.m = parse_file(STATE_NEST);
+    c.f = nest_module_function(c.m, 0);
+    c.ref = nest_state_new(c.m);
+    c.st = nest_state_new(c.m);
+    assert_true(c.ref && c.st);
+    sweep("state_new " STATE_NEST, op_state_new, &c);
+
+    /* save: the reference file first */
+    char root[64];
+    snprintf(root, sizeof root, "/tmp/nest-oom-XXXXXX");
+    assert_non_null(mkdtemp(root));
+    snprintf(c.path, sizeof c.path, "%s/s.state", root);
+    assert_int_equal(nest_state_save(c.ref, c.path), NEST_OK);
+    c.file_len = file_bytes(c.path, &c.file);
+    assert_true(c.file_len > 0);
+    unlink(c.path);
+    sweep("state_save " STATE_NEST, op_state_save, &c);
+
+    /* load into a state of other values */
+    assert_int_equal(nest_state_save(c.ref, c.path), NEST_OK);
+    c.after = tu_state_bytes(c.ref);
+    c.before = tu_state_bytes(c.st);
+    for (size_t i = 0; i < nest_state_size(c.st); i++)
+        c.before[i] = (unsigned char)(i * 37 + 11);
+    set_state_bytes(c.st, c.before);
+    sweep("state_load " STATE_NEST, op_state_load, &c);
+    free(c.after);
+    free(c.before);
+
+    /* a call of step with state in the interpreter, from the initial values */
+    for (int i = 0; i < 12; i++)
+        c.x[i] = (float)(i % 5) * 0.25f - 0.5f;
+    c.before = tu_state_bytes(c.ref);
+    set_state_bytes(c.st, c.before);
+    void *args[1] = {c.x}, *res[1] = {&c.want_loss};
+    assert_int_equal(nest_evaluate_state(c.f, c.st, args, 1, res, 1), NEST_OK);
+    c.after = tu_state_bytes(c.st);
+    assert_true(memcmp(c.after, c.before, nest_state_size(c.st)) != 0);
+    set_state_bytes(c.st, c.before);
+    sweep("evaluate_state " STATE_NEST, op_evaluate_state, &c);
+
+    tu_rm_rf(root);
+    free(c.after);
+    free(c.before);
+    free(c.file);
+    nest_state_free(c.ref);
+    nest_state_free(c.st);
+    nest_module_free(c.m);
+}
+
+/* ---- gradients ---- */
+
+/* loss = sum(h * exp(h)) with h = dot(x, w), x a parameter and w a variable of the module;
+ * with the gradients when `grad` (through nest_grad). */
+typedef struct grad_case {
+    nest_module *m;
+    nest_function *f;
+    nest_value loss, wrt[2];
+    char *ref; /* the module's text with the gradients */
+} grad_case;
+
+static void grad_build(grad_case *c)
+{
+    nest_init init = {NEST_INIT_UNIFORM, -0.5, 0.5, 7};
+    c->m = nest_module_new("g");
+    assert_non_null(c->m);
+    assert_int_equal(nest_variable(c->m, "w", NEST_F32, 2, SHAPE(3, 2), &init), NEST_OK);
+    c->f = nest_module_add_function(c->m, "loss");
+    assert_non_null(c->f);
+    nest_function *f = c->f;
+    c->wrt[0] = nest_read(f, "w");
+    c->wrt[1] = nest_parameter(f, "x", NEST_F32, 2, SHAPE(4, 3), NEST_ROW_MAJOR);
+    nest_value h = nest_dot(f, c->wrt[1], c->wrt[0]);
+    c->loss = nest_sum(f, nest_multiply(f, h, nest_exp(f, h)), 2, SHAPE(0, 1));
+    assert_int_equal(nest_errcode(f), NEST_OK);
+}
+
+/* The gradients, returned with the loss, and the module's text (the caller frees it). */
+static char *grad_finish(grad_case *c, nest_value g)
+{
+    assert_int_equal(nest_return(c->f, 2, VALUES(c->loss, g), NULL), NEST_OK);
+    char *s = nest_module_print(c->m);
+    assert_non_null(s);
+    return s;
+}
+
+/* nest_grad: NEST_NONE with NEST_ERR_NOMEM and a message, the function as it was (the same
+ * call then gives the reference), or the reference. */
+static int op_grad(void *ctx)
+{
+    grad_case *c = ctx;
+    long seen = failalloc_disarm();
+    grad_build(c);
+    failalloc_resume(seen);
+    nest_value g = nest_grad(c->f, c->loss, 2, c->wrt);
+    failalloc_disarm();
+    int rc = NEST_OK;
+    if (g == NEST_NONE) {
+        rc = nest_errcode(c->f);
+        assert_int_equal(rc, NEST_ERR_NOMEM);
+        check_nomem_msg("grad", nest_errmsg(c->f));
+        nest_clear_error(c->f);
+        g = nest_grad(c->f, c->loss, 2, c->wrt);
+        assert_int_not_equal(g, NEST_NONE);
+    }
+    char *s = grad_finish(c, g);
+    assert_string_equal(s, c->ref);
+    free(s);
+    nest_module_free(c->m);
+    return rc;
+}
+
+static void oom_grad(void **state)
+{
+    (void)state;
+    grad_case c = {0};
+    grad_build(&c);
+    c.ref = grad_finish(&c, nest_grad(c.f, c.loss, 2, c.wrt));
+    nest_module_free(c.m);
+    sweep("grad (C API)", op_grad, &c);
+    free(c.ref);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -698,6 +961,8 @@ int main(void)
         cmocka_unit_test(oom_compile_cached),
         cmocka_unit_test(oom_compile_uncached),
         cmocka_unit_test(oom_call_overlapping),
+        cmocka_unit_test(oom_state),
+        cmocka_unit_test(oom_grad),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     print_message("oom: %ld failing allocations tried in all\n", points_total);

@@ -163,6 +163,27 @@ static inline char *tu_read_all(FILE *in)
     return s;
 }
 
+/* The bytes of tensor i of a state. */
+static inline size_t tu_state_tensor_bytes(const nest_state *st, int i)
+{
+    int64_t count = 1;
+    for (int k = 0; k < nest_state_rank(st, i); k++)
+        count *= nest_state_shape(st, i)[k];
+    return (size_t)count * nest_type_size((nest_type)nest_state_type(st, i));
+}
+
+/* All the bytes of a state's tensors, in order (the caller frees them). */
+static inline unsigned char *tu_state_bytes(nest_state *st)
+{
+    unsigned char *b = malloc(nest_state_size(st) + 1), *p = b;
+    assert_non_null(b);
+    for (int i = 0; i < nest_state_count(st); i++) {
+        memcpy(p, nest_state_data(st, i), tu_state_tensor_bytes(st, i));
+        p += tu_state_tensor_bytes(st, i);
+    }
+    return b;
+}
+
 /* nest_evaluate with the function's own counts. */
 static inline int evaluate(nest_function *f, void *const *args, void *const *results)
 {

@@ -1,6 +1,7 @@
 /* The state of a module: initializers and state files. This text is printed into the generated
  * C of every module with state, and compiled into libnest for nest_state: one source for both.
- * It is plain C99 over <math.h>, <stdio.h>, <stdlib.h> and <string.h>. */
+ * It is plain C99 over <errno.h>, <math.h>, <stdio.h>, <stdlib.h> and <string.h>. */
+#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -187,39 +188,47 @@ static int nest_st_little(void)
     return *(const unsigned char *)&one == 1;
 }
 
-/* Writes bytes to f and hashes them; 0, or 1 on a write error. */
-static int nest_st_out(FILE *f, const void *p, size_t n, uint64_t *h)
+/* The errno of a failed call (EIO if it set none), for a message. */
+static int nest_st_errno(void) { return errno ? errno : EIO; }
+
+/* Writes bytes to f and hashes them. After a write error, its errno in *err, nothing more is
+ * written. */
+static void nest_st_out(FILE *f, const void *p, size_t n, uint64_t *h, int *err)
 {
     *h = nest_st_fnv(*h, (const unsigned char *)p, n);
-    return n > 0 && fwrite(p, 1, n, f) != n;
+    errno = 0;
+    if (!*err && n > 0 && fwrite(p, 1, n, f) != n)
+        *err = nest_st_errno();
 }
 
 /* Writes `count` elements of `esize` bytes little-endian. */
-static int nest_st_out_data(FILE *f, const void *data, int64_t count, size_t esize, uint64_t *h)
+static void nest_st_out_data(FILE *f, const void *data, int64_t count, size_t esize, uint64_t *h,
+                             int *err)
 {
     unsigned char chunk[4096];
     const unsigned char *p = (const unsigned char *)data;
     size_t total = (size_t)count * esize, done = 0, i, k;
-    if (nest_st_little() || esize == 1)
-        return nest_st_out(f, data, total, h);
-    while (done < total) {
+    if (nest_st_little() || esize == 1) {
+        nest_st_out(f, data, total, h, err);
+        return;
+    }
+    while (done < total && !*err) {
         size_t n = total - done < sizeof chunk ? total - done : sizeof chunk;
         for (i = 0; i < n; i += esize)
             for (k = 0; k < esize; k++)
                 chunk[i + k] = p[done + i + esize - 1 - k];
-        if (nest_st_out(f, chunk, n, h))
-            return 1;
+        nest_st_out(f, chunk, n, h, err);
         done += n;
     }
-    return 0;
 }
 
-/* msg = before path after */
+/* msg = before path after, then ": " and strerror(err) unless err is 0 */
 static void nest_st_msg(char *msg, size_t len, const char *before, const char *path,
-                        const char *after)
+                        const char *after, int err)
 {
     if (msg && len)
-        snprintf(msg, len, "%s%s%s", before, path, after);
+        snprintf(msg, len, "%s%s%s%s%s", before, path, after, err ? ": " : "",
+                 err ? strerror(err) : "");
 }
 
 /* Saves the n tensors t of a state to path (through path.tmp, renamed). 0, or 1 for an I/O
@@ -232,45 +241,51 @@ static int nest_st_save(const nest_st_desc *d, int n, void *const *t, const char
     unsigned char head[16];
     uint64_t h = UINT64_C(0xcbf29ce484222325);
     FILE *f;
-    int i, k, bad = 0;
+    int i, k, err = 0;
     if (!tmp) {
-        nest_st_msg(msg, msglen, "saving ", path, ": out of memory");
+        nest_st_msg(msg, msglen, "saving ", path, ": out of memory", 0);
         return 4;
     }
     memcpy(tmp, path, plen);
     memcpy(tmp + plen, ".tmp", 5);
+    errno = 0;
     f = fopen(tmp, "wb");
     if (!f) {
-        nest_st_msg(msg, msglen, "cannot create ", path, ".tmp");
+        nest_st_msg(msg, msglen, "cannot create ", path, ".tmp", nest_st_errno());
         free(tmp);
         return 1;
     }
     memcpy(head, "NESTSTAT", 8);
     nest_st_put(head + 8, 1, 4);
     nest_st_put(head + 12, (uint64_t)n, 4);
-    bad |= nest_st_out(f, head, 16, &h);
+    nest_st_out(f, head, 16, &h, &err);
     for (i = 0; i < n; i++) {
         size_t len = strlen(d[i].name);
         nest_st_put(head, len, 2);
-        bad |= nest_st_out(f, head, 2, &h);
-        bad |= nest_st_out(f, d[i].name, len, &h);
+        nest_st_out(f, head, 2, &h, &err);
+        nest_st_out(f, d[i].name, len, &h, &err);
         head[0] = (unsigned char)d[i].type;
         head[1] = (unsigned char)d[i].rank;
-        bad |= nest_st_out(f, head, 2, &h);
+        nest_st_out(f, head, 2, &h, &err);
         for (k = 0; k < d[i].rank; k++) {
             nest_st_put(head, (uint64_t)d[i].shape[k], 8);
-            bad |= nest_st_out(f, head, 8, &h);
+            nest_st_out(f, head, 8, &h, &err);
         }
     }
     for (i = 0; i < n; i++)
-        bad |= nest_st_out_data(f, t[i], d[i].count, nest_st_esize(d[i].type), &h);
+        nest_st_out_data(f, t[i], d[i].count, nest_st_esize(d[i].type), &h, &err);
     nest_st_put(head, h, 8);
-    bad |= fwrite(head, 1, 8, f) != 8;
-    bad |= fclose(f) != 0;
-    if (bad || rename(tmp, path) != 0) {
+    nest_st_out(f, head, 8, &h, &err);
+    errno = 0;
+    if (fclose(f) != 0 && !err)
+        err = nest_st_errno();
+    errno = 0;
+    if (!err && rename(tmp, path) != 0)
+        err = nest_st_errno();
+    if (err) {
         remove(tmp);
         free(tmp);
-        nest_st_msg(msg, msglen, "writing ", path, " failed");
+        nest_st_msg(msg, msglen, "writing ", path, "", err);
         return 1;
     }
     free(tmp);
@@ -289,10 +304,12 @@ static int nest_st_load(const nest_st_desc *d, int n, void *const *t, const char
     int *which = NULL, rc = 2, i, j, k, count;
     uint64_t h;
     char text[400];
-    FILE *f = fopen(path, "rb");
+    FILE *f;
+    errno = 0;
+    f = fopen(path, "rb");
     text[0] = '\0';
     if (!f) {
-        nest_st_msg(msg, msglen, "cannot open ", path, "");
+        nest_st_msg(msg, msglen, "cannot open ", path, "", nest_st_errno());
         return 1;
     }
     for (;;) {
@@ -301,21 +318,23 @@ static int nest_st_load(const nest_st_desc *d, int n, void *const *t, const char
             if (!q) {
                 fclose(f);
                 free(data);
-                nest_st_msg(msg, msglen, "loading ", path, ": out of memory");
+                nest_st_msg(msg, msglen, "loading ", path, ": out of memory", 0);
                 return 4;
             }
             data = q;
             cap = cap ? cap * 2 : 65536;
         }
+        errno = 0;
         got = fread(data + size, 1, cap - size, f);
         size += got;
         if (got == 0)
             break;
     }
     if (ferror(f)) {
+        int err = nest_st_errno();
         fclose(f);
         free(data);
-        nest_st_msg(msg, msglen, "reading ", path, " failed");
+        nest_st_msg(msg, msglen, "reading ", path, "", err);
         return 1;
     }
     fclose(f);
