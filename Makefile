@@ -59,7 +59,8 @@ GEN        := $(B)/gen
 # The source, by stage: common/ below everything; the compiler turns graphs into C text (graph/,
 # front/, passes/, emit/); the runtime turns C text into code; the driver joins the two.
 COMMON_SRC   := common/util.c
-COMPILER_SRC := compiler/graph/types.c compiler/graph/ir.c compiler/graph/print.c \
+COMPILER_SRC := compiler/graph/types.c compiler/graph/ir.c compiler/graph/dims.c \
+                compiler/graph/bind.c compiler/graph/print.c \
                 compiler/graph/interp.c compiler/graph/state.c compiler/graph/grad.c \
                 compiler/front/api.c compiler/front/parse.c \
                 compiler/front/onnx_read.c compiler/front/onnx_ops.c \
@@ -74,7 +75,8 @@ DRIVER_SRC   := driver/driver.c driver/state.c
 NESTC_SRC    := driver/cli.c driver/npy.c driver/run.c driver/nestc.c
 TEST_NAMES   := test_ir test_parse test_parse_ops test_interp test_interp_ops test_runtime \
                 test_fuse test_diff test_diff_ops test_random test_onnx test_oom test_faults \
-                test_threads test_sizes test_npy test_nestc test_state test_grad test_scale
+                test_threads test_sizes test_npy test_nestc test_state test_grad test_scale \
+                test_dims
 
 LIB_OBJ   := $(patsubst %.c,$(B)/obj/%.o,$(COMMON_SRC) $(COMPILER_SRC) $(RUNTIME_SRC) $(DRIVER_SRC)) \
              $(B)/obj/gen/onnx.pb-c.o

@@ -154,6 +154,8 @@ struct nest_function {
     struct ir_assign *assigns; /* assign(state, value) statements, in order (arena, grows) */
     int32_t nassigns;
     size_t capassigns;
+    struct ir_dims *dims; /* the symbolic dims its shapes use (graph/dims.c), or NULL */
+    bool detached;  /* a copy (ir_bind) of a module's function that the module does not hold */
 };
 
 /* One assignment of a function: state tensor `state` takes the value of node `node` when the
@@ -198,6 +200,8 @@ int32_t ir_topk(nest_function *f, int32_t x, int64_t k, int64_t axis, int larges
 /* Whether node i is the tuple of a topk (the text form prints it as the topk call). */
 static inline bool ir_is_topk_tuple(const nest_function *f, int32_t i);
 
+/* Frees a function whatever owns it (nest_function_free leaves a module's functions alone). */
+void ir_function_destroy(nest_function *f);
 /* Records an error on f (replacing the last one) and returns `status`. */
 int ir_error(nest_function *f, int status, const char *fmt, ...) FORMAT(3, 4);
 /* The same for any handle: *errmsg (malloc'd, replaced) and *status take the error; returns the
@@ -239,6 +243,84 @@ int ir_check_name(nest_function *f, const char *what, const char *name);
 /* Checks the graph's invariants (operand order, types against the rules); asserts in debug
  * builds and returns false on a violation. */
 bool ir_verify(const nest_function *f);
+
+/* ---------------------------------------------------------------------------------------------
+ * graph/dims.c: symbolic dimensions (names, and sums of products of names and integers)
+ * ------------------------------------------------------------------------------------------- */
+
+/* A dim is an int64_t: values above DIM_SYM0 are plain (sizes >= 0; pad and slice lists also
+ * hold negative offsets), DIM_SYM0 - k is entry k of the function's table of dim expressions.
+ * Entries are canonical and hash-consed: two dims are equal exactly when their int64_t are, so
+ * every shape comparison stays one comparison. DIM_NONE is a failed operation (error on f). */
+#define DIM_SYM0 (-((int64_t)1 << 62))
+#define DIM_NONE INT64_MIN
+#define DIM_MAX_TERMS 8    /* terms of one expression */
+#define DIM_MAX_FACTORS 6  /* names multiplied in one term */
+#define DIM_MAX_EXPRS 65536
+static inline bool dim_is_sym(int64_t d) { return d <= DIM_SYM0 && d != DIM_NONE; }
+
+typedef struct dim_term {
+    int64_t coef;
+    int32_t nf;                   /* how many names it multiplies */
+    int32_t f[DIM_MAX_FACTORS];   /* their entries, ascending */
+} dim_term;
+typedef struct dim_expr {
+    const char *name;   /* a name's text, or NULL for an expression */
+    int32_t nterms;
+    dim_term *terms;    /* canonical: sorted, like terms merged, no zero coefficient */
+    uint64_t hash;
+} dim_expr;
+typedef struct ir_dims ir_dims;
+void ir_dims_free(ir_dims *d);
+
+/* The dim named name (len bytes), declared on first use (the name is checked as a value's
+ * is); DIM_NONE with the error on f. */
+int64_t dim_name(nest_function *f, const char *name, size_t len);
+/* The entry of the dim named name and its handle in *d, or -1 when f has no such dim. */
+int32_t dim_find(const nest_function *f, const char *name, size_t len, int64_t *d);
+/* Arithmetic on dims, symbolic or plain: the canonical result, or DIM_NONE with the error on f
+ * (an invalid operand, a coefficient that overflows, an expression past the limits). */
+int64_t dim_add(nest_function *f, int64_t a, int64_t b);
+int64_t dim_sub(nest_function *f, int64_t a, int64_t b);
+int64_t dim_mul(nest_function *f, int64_t a, int64_t b);
+/* The sign of a - b for every size of the names: -1, 0 or 1 when it is known, DIM_LE (a <= b)
+ * or DIM_GE (a >= b) when only that is, DIM_UNKNOWN otherwise. A check of a rule fails at
+ * construction only when it fails for every size; the rest is checked when the dims are known
+ * (ir_bind, and the generated code at its entry). */
+enum { DIM_LE = -2, DIM_GE = 2, DIM_UNKNOWN = 3 };
+int dim_compare(const nest_function *f, int64_t a, int64_t b);
+/* Whether d is plain or an entry of f's table. */
+bool dim_valid(const nest_function *f, int64_t d);
+const dim_expr *dim_entry(const nest_function *f, int64_t d);
+int32_t dim_entry_count(const nest_function *f);
+/* The value of d when the names have the values vals (indexed by entry): NEST_OK, or
+ * NEST_ERR_LIMIT when it overflows. */
+int dim_eval(const nest_function *f, int64_t d, const int64_t *vals, int64_t *out);
+/* Whether f's shapes name a dim. */
+bool ir_is_symbolic(const nest_function *f);
+/* The entries of the names the parameters' shapes use, in order of first appearance (the
+ * order of the ABI), into ids (room for dim_entry_count); their number, -1 out of memory. */
+int32_t dim_params(const nest_function *f, int32_t *ids);
+/* The entries of all of f's names, in order of declaration; their number. */
+int32_t dim_names(const nest_function *f, int32_t *ids);
+/* The text of a dim (N, N*64+2, 7; "?" for a handle of no table) into b; dim_text malloc's it. */
+void dim_format(buf *b, const nest_function *f, int64_t d);
+char *dim_text(const nest_function *f, int64_t d);
+/* "[N,256]": ir_format_shape with f's names. */
+void ir_format_dims(buf *b, const nest_function *f, int rank, const int64_t *shape);
+
+/* ---------------------------------------------------------------------------------------------
+ * graph/bind.c: a function at given dims
+ * ------------------------------------------------------------------------------------------- */
+
+/* A copy of f with its names given the values vals (in the order of dim_params), every shape
+ * and attribute plain, every rule checked again with the sizes: a function the passes and the
+ * interpreter take as they take any other (it shares f's module without belonging to it; free
+ * it with ir_function_destroy). NULL with the error on f. */
+nest_function *ir_bind(nest_function *f, const int64_t *vals, int nvals);
+/* The entries of f's dims in the order of the ABI (*ids malloc'd, the caller frees), after
+ * checking that each name appears in a parameter's shape. NEST_OK or the error on f. */
+int ir_dims_of(nest_function *f, int32_t **ids, int32_t *n);
 
 /* ---------------------------------------------------------------------------------------------
  * graph/state.c: modules and their state: variables and persistent tensors, reads, assignments
@@ -292,8 +374,6 @@ char *ir_module_name_of_file(const char *filename);
  * front/parse.c: the text form
  * ------------------------------------------------------------------------------------------- */
 
-/* Frees a function whatever owns it (nest_function_free leaves a module's functions alone). */
-void ir_function_destroy(nest_function *f);
 
 /* Deepest nesting of calls the parser accepts. */
 #define PARSE_MAX_DEPTH 1000

@@ -131,6 +131,11 @@ int pipeline_plan(plan *p, nest_function *f, arena *a, const nest_options *opts,
     if (!f->has_return)
         return ir_error(f, NEST_ERR_ARG, "function %s has no results (nest_return was not called)",
                         f->name);
+    if (ir_is_symbolic(f))
+        return ir_error(f, NEST_ERR_ARG,
+                        "function %s has symbolic dims: the compiler takes plain sizes so far "
+                        "(nest_specialize gives them; nest_evaluate_dims interprets it)",
+                        f->name);
     for (size_t i = 0; i < countof(passes); i++) {
         if (passes[i].run(p) != NEST_OK) {
             int st = p->status ? p->status : NEST_ERR_NOMEM;

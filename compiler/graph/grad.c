@@ -568,6 +568,10 @@ nest_value nest_grad(nest_function *f, nest_value loss, int n, const nest_value 
     if (loss >= f->nnodes)
         return ir_error(f, NEST_ERR_ARG, "grad: %d is not a value of function %s", loss, f->name),
                NEST_NONE;
+    if (ir_is_symbolic(f))
+        return ir_error(f, NEST_ERR_ARG, "grad: function %s has symbolic dims (not supported yet)",
+                        f->name),
+               NEST_NONE;
     int32_t L = ir_resolve(f, loss);
     const ir_node *ln = &f->nodes[L];
     if (ln->etype == IR_TUPLE || !is_float(ln->etype) || ln->rank != 0) {
