@@ -134,7 +134,7 @@ int pipeline_plan(plan *p, nest_function *f, arena *a, const nest_options *opts,
     if (ir_is_symbolic(f))
         return ir_error(f, NEST_ERR_ARG,
                         "function %s has symbolic dims: the compiler takes plain sizes so far "
-                        "(nest_specialize gives them; nest_evaluate_dims interprets it)",
+                        "(nest_specialize or nestc --dim NAME=N give them)",
                         f->name);
     for (size_t i = 0; i < countof(passes); i++) {
         if (passes[i].run(p) != NEST_OK) {
