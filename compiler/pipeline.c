@@ -458,8 +458,8 @@ char *pipeline_dot(nest_function *const *fns, int n, const nest_options *opts)
         int *parent = NULL;
         dot_marks m = {0, NULL, NULL, cluster, store};
         int st = cluster && store ? NEST_OK : ir_error(f, NEST_ERR_NOMEM, "out of memory");
-        /* a function without results has no plan: draw its graph alone */
-        bool planned = st == NEST_OK && f->has_return;
+        /* a function without results, or with symbolic dims, has no plan: its graph alone */
+        bool planned = st == NEST_OK && f->has_return && !ir_is_symbolic(f);
         if (planned)
             st = pipeline_plan(&p, f, &a, opts, NULL, NULL);
         if (st == NEST_OK && planned) {
