@@ -68,7 +68,7 @@ COMPILER_SRC := compiler/graph/types.c compiler/graph/ir.c compiler/graph/dims.c
                 compiler/passes/rows.c compiler/passes/flatten.c compiler/passes/tile.c \
                 compiler/passes/memplan.c \
                 compiler/emit/emit_text.c compiler/emit/emit_loops.c compiler/emit/emit_c.c \
-                compiler/emit/emit_state.c compiler/passes/inplace.c \
+                compiler/emit/emit_state.c compiler/emit/emit_dims.c compiler/passes/inplace.c \
                 compiler/pipeline.c
 RUNTIME_SRC  := runtime/loader.c runtime/cache.c runtime/jit.c runtime/aot.c
 DRIVER_SRC   := driver/driver.c driver/state.c

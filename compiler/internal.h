@@ -209,7 +209,11 @@ int ir_error(nest_function *f, int status, const char *fmt, ...) FORMAT(3, 4);
 int ir_verror(char **errmsg, int *status, int code, const char *fmt, va_list ap);
 
 /* Element counts and helpers on nodes. */
-int64_t ir_count(const ir_node *n); /* product of the shape (1 for scalars) */
+int64_t ir_count(const ir_node *n); /* product of the shape (1 for scalars); for a symbolic
+                                     * shape a nominal count for heuristics, each symbolic dim
+                                     * counted as DIM_NOMINAL: never a size */
+/* The element count of a checked shape as a dim (N*64 for [N,64]); DIM_NONE with the error. */
+int64_t ir_dims_count(nest_function *f, int rank, const int64_t *shape);
 static inline const ir_node *ir_in(const nest_function *f, const ir_node *n, int i)
 {
     return &f->nodes[n->in[i]];
@@ -257,6 +261,7 @@ bool ir_verify(const nest_function *f);
 #define DIM_MAX_TERMS 8    /* terms of one expression */
 #define DIM_MAX_FACTORS 6  /* names multiplied in one term */
 #define DIM_MAX_EXPRS 65536
+#define DIM_NOMINAL 1024   /* what a symbolic dim counts as where only a guess is needed */
 static inline bool dim_is_sym(int64_t d) { return d <= DIM_SYM0 && d != DIM_NONE; }
 
 typedef struct dim_term {
@@ -305,6 +310,9 @@ int32_t dim_params(const nest_function *f, int32_t *ids);
 int32_t dim_names(const nest_function *f, int32_t *ids);
 /* The text of a dim (N, N*64+2, 7; "?" for a handle of no table) into b; dim_text malloc's it. */
 void dim_format(buf *b, const nest_function *f, int64_t d);
+/* The same as a C expression of int64_t: each name as names[its entry], an expression in
+ * parentheses ((N*64+2)). */
+void dim_format_with(buf *b, const nest_function *f, int64_t d, const char *const *names);
 char *dim_text(const nest_function *f, int64_t d);
 /* "[N,256]": ir_format_shape with f's names. */
 void ir_format_dims(buf *b, const nest_function *f, int rank, const int64_t *shape);
@@ -466,7 +474,7 @@ typedef struct pbuf {
                          * BUF_STATE, BUF_STATE_NEW: the state tensor */
     int32_t node;       /* the graph node whose value it holds */
     uint8_t etype;
-    int64_t count;      /* elements */
+    int64_t count;      /* elements (a dim handle when the shape is symbolic) */
     int64_t offset;     /* BUF_TEMP: byte offset in the workspace (memplan.c) */
     bool dead;          /* BUF_TEMP: no longer written or read (merged away) */
     int64_t row;        /* BUF_TEMP: shrunk to one row of this many elements, a local array of
@@ -582,7 +590,8 @@ typedef struct plan {
     nest *nests;
     int32_t nnests;
     size_t capnests;
-    int64_t ws_size;     /* bytes of workspace (memplan.c) */
+    int64_t ws_size;     /* bytes of workspace (memplan.c); with symbolic temporaries, the
+                          * part before them */
     int32_t nconsts;     /* BUF_CONST buffers */
     /* hash-consing of fx */
     fx **table;
@@ -762,7 +771,9 @@ int pass_inplace(plan *p);
  * passes/memplan.c: the workspace
  * ------------------------------------------------------------------------------------------- */
 
-/* Places the live temporaries in one workspace by liveness; sets p->ws_size. */
+/* Places the live temporaries in one workspace by liveness; sets p->ws_size. A temporary of a
+ * symbolic size (count a dim handle) gets offset -1: the generated code places those after
+ * the rest at run time, one after another (emit_c.c). */
 int pass_memplan(plan *p);
 
 /* ---------------------------------------------------------------------------------------------

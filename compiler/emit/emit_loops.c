@@ -166,6 +166,13 @@ static void emit_range(ctx *c, int lvl, int64_t lo, int64_t hi, fx **vals)
 {
     const nest *ne = c->ne;
     bounds bs = {.axis = lvl, .lo = lo, .hi = hi};
+    if (!(c->concat_axes & (1u << lvl)) && dim_is_sym(hi)) { /* a symbolic extent: from 0 */
+        char *h = em_dim_text(c, hi);
+        if (h)
+            emit_loop(c, lvl, "0", h, -1, vals);
+        free(h);
+        return;
+    }
     if (!(c->concat_axes & (1u << lvl))) { /* no concat splits this loop */
         if (lo < hi) {
             char l[32], h[32];
@@ -284,10 +291,10 @@ static void hoist_one(fx *e, void *ctx_)
 static size_t hoist_loads(ctx *c, int lvl, int64_t n, fx *const *vals)
 {
     size_t saved = c->nhoist;
-    if (n == 0)
+    if (n <= 0) /* none, or a symbolic count that may be none */
         return saved;
     for (int k = lvl + 1; k < c->ne->rank; k++)
-        if (c->ne->dims[k] == 0)
+        if (c->ne->dims[k] == 0 || dim_is_sym(c->ne->dims[k]))
             return saved;
     hoist_scan hs = {c, lvl};
     fx_walk(c->mp, vals, c->ne->nouts, hoist_one, &hs);
@@ -378,6 +385,9 @@ static void emit_fold_start(ctx *c, int lvl)
         bool wide = innermost >= lvl && (ne->reduced & (1u << innermost));
         /* a chunk of a parallel fold is at least PAR_CHUNK long */
         int64_t extent = c->par_chunks && innermost == 0 ? PAR_CHUNK : ne->dims[innermost];
+        bool sym = dim_is_sym(extent); /* a symbolic extent is taken as large */
+        if (sym)
+            extent = INT64_MAX / 16;
         for (int i = 0; i < ne->nouts; i++) {
             int et = ne->outs[i].value->etype;
             if (ne->outs[i].reduce < 0)
@@ -388,7 +398,7 @@ static void emit_fold_start(ctx *c, int lvl)
             if (bytes / size < lanes)
                 lanes = bytes / size;
         }
-        wide &= ne->dims[innermost] >= 2 * lanes && !nest_has_arg(ne);
+        wide &= (sym || ne->dims[innermost] >= 2 * lanes) && !nest_has_arg(ne);
         c->accs = wide ? lanes : 1;
         for (int i = 0; i < ne->nouts; i++) {
             const nout *o = &ne->outs[i];
@@ -440,8 +450,10 @@ static void emit_fold_start(ctx *c, int lvl)
         for (int k = lvl; k < ne->rank; k++) {
             if (ne->reduced & (1u << k))
                 continue;
-            em_line(c, "for (int64_t %s = 0; %s < %lld; %s++)", c->var[k], c->var[k],
-                 (long long)ne->dims[k], c->var[k]);
+            char *h = em_dim_text(c, ne->dims[k]);
+            em_line(c, "for (int64_t %s = 0; %s < %s; %s++)", c->var[k], c->var[k], h ? h : "0",
+                    c->var[k]);
+            free(h);
             c->indent++;
             opened++;
         }
@@ -674,9 +686,11 @@ void em_nest_comment(ctx *c)
     }
     buf t = {0};
     buf_printf(&t, " * loops over [");
-    for (int k = 0; k < ne->rank; k++)
-        buf_printf(&t, "%s%lld%s", k ? "," : "", (long long)ne->dims[k],
-                   (ne->reduced & (1u << k)) ? "r" : "");
+    for (int k = 0; k < ne->rank; k++) {
+        buf_puts(&t, k ? "," : "");
+        dim_format(&t, c->f, ne->dims[k]);
+        buf_puts(&t, (ne->reduced & (1u << k)) ? "r" : "");
+    }
     buf_puts(&t, "]");
     if (ne->reduced)
         buf_puts(&t, " (r: folded)");
@@ -746,6 +760,9 @@ static void declare_temps(ctx *c, int32_t first, int32_t last, int32_t group, bo
         c->refd[b] = false;
         if (rows)
             em_line(c, "%s %s[%lld];", em_ctype(pb->etype), name, (long long)pb->row);
+        else if (pb->offset < 0) /* symbolic: placed at run time (emit_c.c) */
+            em_line(c, "%s *restrict %s = (%s *)(ws + nest_off%d);", em_ctype(pb->etype), name,
+                    em_ctype(pb->etype), b);
         else
             em_line(c, "%s *restrict %s = (%s *)(ws + %lld);", em_ctype(pb->etype), name,
                  em_ctype(pb->etype), (long long)pb->offset);

@@ -414,7 +414,8 @@ bool ir_is_symbolic(const nest_function *f)
 
 /* ---- text ---- */
 
-static void format_term(buf *b, const nest_function *f, const dim_term *t, bool first)
+static void format_term(buf *b, const nest_function *f, const dim_term *t, bool first,
+                        const char *const *names)
 {
     int64_t c = t->coef;
     if (c < 0)
@@ -423,14 +424,16 @@ static void format_term(buf *b, const nest_function *f, const dim_term *t, bool 
         buf_putc(b, '+');
     uint64_t m = c < 0 ? 0 - (uint64_t)c : (uint64_t)c;
     for (int j = 0; j < t->nf; j++)
-        buf_printf(b, "%s%s", j ? "*" : "", f->dims->e[t->f[j]].name);
+        buf_printf(b, "%s%s", j ? "*" : "", names ? names[t->f[j]] : f->dims->e[t->f[j]].name);
     if (t->nf == 0)
         buf_printf(b, "%llu", (unsigned long long)m);
     else if (m != 1)
         buf_printf(b, "*%llu", (unsigned long long)m);
 }
 
-void dim_format(buf *b, const nest_function *f, int64_t d)
+void dim_format(buf *b, const nest_function *f, int64_t d) { dim_format_with(b, f, d, NULL); }
+
+void dim_format_with(buf *b, const nest_function *f, int64_t d, const char *const *names)
 {
     const dim_expr *e = f ? dim_entry(f, d) : NULL;
     if (!dim_is_sym(d) || !e) {
@@ -441,19 +444,23 @@ void dim_format(buf *b, const nest_function *f, int64_t d)
         return;
     }
     if (e->name) {
-        buf_puts(b, e->name);
+        buf_puts(b, names ? names[DIM_SYM0 - d] : e->name);
         return;
     }
+    if (names)
+        buf_putc(b, '(');
     /* the terms with names first, the constant last: N*M*2-M*2, N*64+2, N-1 */
     bool first = true;
     for (int i = e->nterms - 1; i >= 0; i--) /* the highest degree first */
         if (e->terms[i].nf > 0) {
-            format_term(b, f, &e->terms[i], first);
+            format_term(b, f, &e->terms[i], first, names);
             first = false;
         }
     for (int i = 0; i < e->nterms; i++)
         if (e->terms[i].nf == 0)
-            format_term(b, f, &e->terms[i], first);
+            format_term(b, f, &e->terms[i], first, names);
+    if (names)
+        buf_putc(b, ')');
 }
 
 void ir_format_dims(buf *b, const nest_function *f, int rank, const int64_t *shape)

@@ -60,8 +60,23 @@ void ir_function_destroy(nest_function *f)
 int64_t ir_count(const ir_node *n)
 {
     int64_t c = 1;
+    bool sym = false;
     for (int i = 0; i < n->rank; i++)
-        c *= n->shape[i]; /* checked against IR_MAX_BYTES when the node was built */
+        if (dim_is_sym(n->shape[i]))
+            sym = true;
+        else
+            c *= n->shape[i]; /* checked against IR_MAX_BYTES when the node was built */
+    for (int i = 0; sym && c > 0 && i < n->rank; i++)
+        if (dim_is_sym(n->shape[i]))
+            c = c > IR_MAX_BYTES / DIM_NOMINAL ? IR_MAX_BYTES : c * DIM_NOMINAL;
+    return c;
+}
+
+int64_t ir_dims_count(nest_function *f, int rank, const int64_t *shape)
+{
+    int64_t c = 1;
+    for (int i = 0; i < rank && c != DIM_NONE; i++)
+        c = dim_mul(f, c, shape[i]);
     return c;
 }
 
@@ -351,15 +366,6 @@ static int check_kept_dims(nest_function *f, ir_op op, int nin, const int32_t *i
         j++;
     }
     return NEST_OK;
-}
-
-/* The element count of a checked shape as a dim (N*64 for [N,64]); DIM_NONE with the error. */
-static int64_t dims_count(nest_function *f, int rank, const int64_t *shape)
-{
-    int64_t c = 1;
-    for (int i = 0; i < rank && c != DIM_NONE; i++)
-        c = dim_mul(f, c, shape[i]);
-    return c;
 }
 
 static int64_t *dup_shape(nest_function *f, int rank, const int64_t *shape)
@@ -878,7 +884,7 @@ static int infer(nest_function *f, ir_node *n, ir_op op, int nin, const int32_t 
     case K_RESHAPE: {
         if ((st = check_shape(f, info->name, at->rank, at->shape, a->etype, &count)))
             return st;
-        int64_t want = dims_count(f, at->rank, at->shape), have = dims_count(f, a->rank, a->shape);
+        int64_t want = ir_dims_count(f, at->rank, at->shape), have = ir_dims_count(f, a->rank, a->shape);
         if (want == DIM_NONE || have == DIM_NONE)
             return f->status;
         if (want != have) {

@@ -56,7 +56,7 @@ static int64_t dense_row(const nest *n, const nout *o)
     }
     int64_t count = 1;
     for (int j = 0; j < m; j++) {
-        if (st[j] != count)
+        if (st[j] != count || dim_is_sym(d[j]))
             return -1;
         count *= d[j];
     }

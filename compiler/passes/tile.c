@@ -55,6 +55,15 @@ static void ignores_axis(fx *e, void *ctx)
         d->ok = false;
 }
 
+/* Whether a nest has a symbolic extent: its tile counts would be run-time values (not yet). */
+static bool symbolic(const nest *n)
+{
+    for (int d = 0; d < n->rank; d++)
+        if (dim_is_sym(n->dims[d]))
+            return true;
+    return false;
+}
+
 static bool ignores(plan *p, fx *e, int axis)
 {
     indep d = {axis, true};
@@ -247,7 +256,7 @@ static bool tile_nest(plan *p, int32_t k, int vbytes, const int32_t *readers)
     fx *a, *b;
     if (n->reduced != (1u << (r - 2)) || (et != NEST_F32 && et != NEST_F64) ||
         o->reduce != OP_SUM || o->st[r - 2] != 0 || o->st[r - 1] != 1 || n->dims[r - 3] < 2 ||
-        n->dims[r - 1] < 16 || !factors(p, o->value, r, &a, &b)) {
+        n->dims[r - 1] < 16 || symbolic(n) || !factors(p, o->value, r, &a, &b)) {
         if (swapped) /* either order is correct: this one only when tiled */
             swap_last_axes(p, n);
         return p->status == NEST_OK;
