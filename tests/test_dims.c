@@ -5,6 +5,9 @@
  * given sizes (0, 1 and more) against closed forms computed here; bad sizes (negative,
  * overflowing, a slice past N) are errors and write nothing.
  */
+#include <dlfcn.h>
+#include <unistd.h>
+
 #include "testutil.h"
 
 static nest_module *parse_ok(const char *text)
@@ -136,7 +139,7 @@ static void test_api_dims(void **state)
     assert_int_equal(nest_named_dim(f, "f32"), NEST_DIM_NONE);
     assert_error(f, NEST_ERR_ARG, "'f32' is an element type");
     assert_int_equal(nest_dim_mul(f, NEST_DIM_NONE, 2), NEST_DIM_NONE);
-    /* symbolic functions are interpreted at given sizes; the compiler refuses them so far */
+    /* symbolic functions are interpreted at given sizes */
     float in[2 * 256], out[2 * 256];
     for (int i = 0; i < 2 * 256; i++)
         in[i] = (float)i;
@@ -144,9 +147,15 @@ static void test_api_dims(void **state)
     assert_error(f, NEST_ERR_CALL, "give their sizes with nest_evaluate_dims");
     assert_ok(f, nest_evaluate_dims(f, SHAPE(2), 1, (void *[]){in}, 1, (void *[]){out}, 1));
     assert_exact(NEST_F32, out, in, 2 * 256);
-    char *c = nest_emit(&f, 1, NEST_EMIT_C, NULL);
-    assert_null(c);
-    assert_error(f, NEST_ERR_ARG, "function f has symbolic dims");
+    /* and compiled once for every size */
+    nest_kernel *k = nest_compile(f, NULL);
+    assert_non_null(k);
+    memset(out, 0, sizeof out);
+    assert_int_equal(nest_call_dims(k, SHAPE(2), 1, (void *[]){in}, 1, (void *[]){out}, 1), NEST_OK);
+    assert_exact(NEST_F32, out, in, 2 * 256);
+    assert_int_equal(nest_call(k, (void *[]){in}, 1, (void *[]){out}, 1), NEST_ERR_CALL);
+    assert_non_null(strstr(nest_kernel_errmsg(k), "call it with nest_call_dims"));
+    nest_kernel_free(k);
 }
 
 /* dense at N = 0, 1, 7, 64 against the sum written out here */
@@ -261,6 +270,235 @@ static void test_bad_sizes(void **state)
     nest_module_free(m);
 }
 
+/* Every op the compiler takes with symbolic dims, compiled once and called at several sizes
+ * (0 where the function allows it, 1, and more) against the interpreter at the same sizes. */
+static const char ops_text[] =
+    "func dense(x: f32[N,64], w: f32[64,32], b: f32[32]) -> f32[N,32] {\n"
+    "  y = dot(x, w)\n"
+    "  return maximum(add(y, broadcast(b, shape=[N,32], axes=[0])), constant(f32[N,32], 0))\n"
+    "}\n"
+    "func l2(x: f32[N,256], y: f32[N,256]) -> f32[] {\n"
+    "  d = subtract(x, y)\n"
+    "  r = reshape(d, shape=[N*256])\n"
+    "  return dot(r, r)\n"
+    "}\n"
+    "func chain(x: f32[N,256], y: f32[N,256]) -> f32[N,256] {\n"
+    "  h = constant(f32[N,256], 0.5)\n"
+    "  return tanh(add(multiply(x, h), y))\n"
+    "}\n"
+    "func views(x: f32[N,8], v: f32[N]) -> (f32[N-1,4], f32[N,2,4], f32[N*8], f32[N,8,3]) {\n"
+    "  s = slice(x, lower=[1,0], upper=[N,8], strides=[1,2])\n"
+    "  r = reshape(x, shape=[N,2,4])\n"
+    "  f = reshape(r, shape=[N*8])\n"
+    "  b = broadcast(x, shape=[N,8,3], axes=[2])\n"
+    "  return s, r, f, add(b, broadcast(v, shape=[N,8,3], axes=[1,2]))\n"
+    "}\n"
+    "func folds(x: f32[N,8]) -> (f32[8], f32[N], f32[], i64[8], f32[N,8]) {\n"
+    "  return sum(x, axes=[0]), max(x, axes=[1]), min(x, axes=[0,1]), argmax(x, axis=0), "
+    "softmax(x, axes=[1])\n"
+    "}\n"
+    "func mixed(x: f32[N,4], k: i32[N,4], y: f32[N,3]) -> (f32[N,7], i32[N,4], f32[N,4]) {\n"
+    "  c = concat(x, y, axis=1)\n"
+    "  z = convert(k, type=i32)\n"
+    "  m = select(less(x, constant(f32[N,4], 0)), negative(x), x)\n"
+    "  return c, add(z, z), reverse(m, axes=[1])\n"
+    "}\n"
+    "func two(x: f32[N*2,4], y: f32[M,4]) -> (f32[N*2,4], f32[M]) {\n"
+    "  return add(x, x), sum(y, axes=[1])\n"
+    "}\n";
+
+/* element i of parameter p: small multiples of 1/8, so that sums are exact */
+static void fill(void *data, nest_type t, int64_t n, int p)
+{
+    for (int64_t i = 0; i < n; i++) {
+        int64_t v = (7 * i + 3 * p) % 11 - 5;
+        if (t == NEST_F32)
+            ((float *)data)[i] = (float)v / 8;
+        else if (t == NEST_I32)
+            ((int32_t *)data)[i] = (int32_t)v;
+    }
+}
+
+static int64_t count_at(nest_function *f, nest_value v, const int64_t *dims, int ndims)
+{
+    /* the value's shape at these sizes, from the specialized function */
+    nest_function *g = nest_specialize(f, dims, ndims);
+    assert_non_null(g);
+    int64_t n = 1;
+    const int64_t *shape = nest_value_shape(g, v);
+    for (int k = 0; k < nest_value_rank(g, v); k++)
+        n *= shape[k];
+    nest_function_free(g);
+    return n;
+}
+
+static void test_compile_sizes(void **state)
+{
+    (void)state;
+    nest_module *m = parse_ok(ops_text);
+    static const int64_t sizes[] = {0, 1, 7, 64, 300};
+    for (int fi = 0; fi < nest_module_count(m); fi++) {
+        nest_function *f = nest_module_function(m, fi);
+        nest_kernel *k = nest_compile(f, NULL);
+        if (!k)
+            fail_msg("%s: %s", nest_function_name(f), nest_errmsg(f));
+        int np = nest_param_count(f), nr = nest_result_count(f), nd = nest_dim_count(f);
+        for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
+            int64_t dims[2] = {sizes[s], sizes[s] / 2 + 3};
+            /* views takes a row off: N = 0 is refused by both */
+            bool empty_ok = strcmp(nest_function_name(f), "views") != 0 &&
+                            strcmp(nest_function_name(f), "folds") != 0;
+            void *args[4], *res[8], *ref[8];
+            int64_t cnt[8];
+            for (int i = 0; i < np; i++) {
+                nest_value pv = nest_param(f, i);
+                int64_t n = dims[0] == 0 && !empty_ok ? 1 : count_at(f, pv, dims, nd);
+                args[i] = calloc((size_t)n + 1, 8);
+                fill(args[i], nest_value_type(f, pv), n, i);
+            }
+            if (dims[0] == 0 && !empty_ok) {
+                int64_t before = 0x5a5a5a5a;
+                res[0] = &before;
+                for (int i = 1; i < nr; i++)
+                    res[i] = &before;
+                assert_int_equal(nest_call_dims(k, dims, nd, args, np, res, nr), NEST_ERR_CALL);
+                assert_int_not_equal(nest_evaluate_dims(f, dims, nd, args, np, res, nr), NEST_OK);
+                assert_true(before == 0x5a5a5a5a);
+                for (int i = 0; i < np; i++)
+                    free(args[i]);
+                continue;
+            }
+            for (int i = 0; i < nr; i++) {
+                cnt[i] = count_at(f, nest_result(f, i), dims, nd);
+                res[i] = calloc((size_t)cnt[i] + 1, 8);
+                ref[i] = calloc((size_t)cnt[i] + 1, 8);
+            }
+            assert_ok(f, nest_evaluate_dims(f, dims, nd, args, np, ref, nr));
+            int rc = nest_call_dims(k, dims, nd, args, np, res, nr);
+            if (rc != NEST_OK)
+                fail_msg("%s at N=%lld: %s", nest_function_name(f), (long long)dims[0],
+                         nest_kernel_errmsg(k));
+            for (int i = 0; i < nr; i++) {
+                nest_type t = nest_value_type(f, nest_result(f, i));
+                assert_close(t, res[i], ref[i], cnt[i], 1e-6, 1e-5);
+                free(res[i]);
+                free(ref[i]);
+            }
+            for (int i = 0; i < np; i++)
+                free(args[i]);
+        }
+        nest_kernel_free(k);
+    }
+    nest_module_free(m);
+}
+
+/* Sizes the kernel refuses, before it writes anything. */
+static void test_compile_bad_sizes(void **state)
+{
+    (void)state;
+    nest_module *m = parse_ok(ops_text);
+    nest_function *f = nest_module_find(m, "chain");
+    nest_kernel *k = nest_compile(f, NULL);
+    assert_non_null(k);
+    float x[256] = {0}, y[256] = {0}, r[256];
+    for (int i = 0; i < 256; i++)
+        r[i] = 42;
+    void *args[2] = {x, y}, *res[1] = {r};
+    assert_int_equal(nest_call_dims(k, SHAPE(-1), 1, args, 2, res, 1), NEST_ERR_CALL);
+    assert_non_null(strstr(nest_kernel_errmsg(k), "dim 1 is negative"));
+    /* N*256 floats pass 2^62 bytes */
+    assert_int_equal(nest_call_dims(k, SHAPE((int64_t)1 << 54), 1, args, 2, res, 1), NEST_ERR_CALL);
+    assert_non_null(strstr(nest_kernel_errmsg(k), "do not fit"));
+    assert_int_equal(nest_call_dims(k, SHAPE(INT64_MAX), 1, args, 2, res, 1), NEST_ERR_CALL);
+    assert_int_equal(nest_call_dims(k, SHAPE(1, 1), 2, args, 2, res, 1), NEST_ERR_CALL);
+    assert_non_null(strstr(nest_kernel_errmsg(k), "takes 1 dim; given 2"));
+    assert_int_equal(nest_call_dims(k, SHAPE(1), 1, (void *[]){x, NULL}, 2, res, 1), NEST_ERR_CALL);
+    for (int i = 0; i < 256; i++)
+        assert_true(r[i] == 42);
+    nest_kernel_free(k);
+    nest_module_free(m);
+}
+
+/* What the compiler does not take yet says so, and how to get plain sizes. */
+static void test_compile_refused(void **state)
+{
+    (void)state;
+    nest_module *m = parse_ok("func t(x: f32[N,4]) -> f32[4,N] {\n"
+                              "  return reshape(x, order=[1,0], shape=[4,N])\n}\n");
+    nest_function *f = nest_module_function(m, 0);
+    assert_null(nest_compile(f, NULL));
+    assert_error(f, NEST_ERR_ARG, "a symbolic dim other than the first axis");
+    assert_non_null(strstr(nest_errmsg(f), "nest_specialize or nestc --dim NAME=N"));
+    nest_module_free(m);
+}
+
+/* The ahead-of-time ABI: the dims first, by value and by array, and the header's list. */
+static void test_aot(void **state)
+{
+    (void)state;
+    nest_module *m = parse_ok(dense_text);
+    nest_function *f = nest_module_function(m, 0);
+    char dir[] = "/tmp/nest-dims-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char so[64], h[64];
+    snprintf(so, sizeof so, "%s/dense.so", dir);
+    snprintf(h, sizeof h, "%s/dense.h", dir);
+    if (nest_build_so(&f, 1, so, h, NULL, NULL) != NEST_OK)
+        fail_msg("%s", nest_errmsg(f));
+    FILE *in = fopen(h, "r");
+    assert_non_null(in);
+    char *hs = tu_read_all(in);
+    fclose(in);
+    assert_non_null(strstr(hs, "/* symbolic dims, in this order: N */"));
+    assert_non_null(strstr(hs, "int dense(int64_t N, const float *x, const float *w, const float "
+                               "*b, float *result0);"));
+    assert_non_null(strstr(hs, "int dense_call_dims(const int64_t *dims, void *const *args, "
+                               "void *const *results);"));
+    assert_non_null(strstr(hs, "size_t dense_workspace_size_dims(const int64_t *dims);"));
+    free(hs);
+    void *lib = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+    assert_non_null(lib);
+    int (*typed)(int64_t, const float *, const float *, const float *, float *);
+    int (*by_dims)(const int64_t *, void *const *, void *const *);
+    size_t (*wsz)(const int64_t *);
+    int (*with_ws)(const int64_t *, void *const *, void *const *, void *);
+    *(void **)&typed = dlsym(lib, "dense");
+    *(void **)&by_dims = dlsym(lib, "dense_call_dims");
+    *(void **)&wsz = dlsym(lib, "dense_workspace_size_dims");
+    *(void **)&with_ws = dlsym(lib, "dense_call_ws_dims");
+    assert_true(typed && by_dims && wsz && with_ws);
+    float x[9 * 4], w[12], b[3], r[9 * 3], want[9 * 3];
+    fill(x, NEST_F32, 9 * 4, 0);
+    fill(w, NEST_F32, 12, 1);
+    fill(b, NEST_F32, 3, 2);
+    for (int64_t n = 0; n <= 9; n += 3) {
+        assert_ok(f, nest_evaluate_dims(f, &n, 1, (void *[]){x, w, b}, 3, (void *[]){want}, 1));
+        memset(r, 0, sizeof r);
+        assert_int_equal(typed(n, x, w, b, r), 0);
+        assert_close(NEST_F32, r, want, n * 3, 1e-6, 1e-6);
+        memset(r, 0, sizeof r);
+        assert_int_equal(by_dims(&n, (void *[]){x, w, b}, (void *[]){r}), 0);
+        assert_close(NEST_F32, r, want, n * 3, 1e-6, 1e-6);
+        size_t bytes = wsz(&n);
+        void *ws = malloc(bytes + 1);
+        memset(r, 0, sizeof r);
+        assert_int_equal(with_ws(&n, (void *[]){x, w, b}, (void *[]){r}, ws), 0);
+        assert_close(NEST_F32, r, want, n * 3, 1e-6, 1e-6);
+        free(ws);
+    }
+    for (int i = 0; i < 27; i++)
+        r[i] = 7;
+    assert_int_equal(typed(-3, x, w, b, r), 1);
+    int64_t huge = (int64_t)1 << 61;
+    assert_int_equal(by_dims(&huge, (void *[]){x, w, b}, (void *[]){r}), 1);
+    assert_int_equal(wsz(&huge), 0);
+    for (int i = 0; i < 27; i++)
+        assert_true(r[i] == 7);
+    dlclose(lib);
+    tu_rm_rf(dir);
+    nest_module_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -270,6 +508,10 @@ int main(void)
         cmocka_unit_test(test_dense_sizes),
         cmocka_unit_test(test_chain_and_l2),
         cmocka_unit_test(test_bad_sizes),
+        cmocka_unit_test(test_compile_sizes),
+        cmocka_unit_test(test_compile_bad_sizes),
+        cmocka_unit_test(test_compile_refused),
+        cmocka_unit_test(test_aot),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
