@@ -475,7 +475,8 @@ BENCH_CXX     ?= clang++-14
 BENCH_JITFLAGS := -O3 -march=native -mtune=generic -fPIC -fopenmp-simd -fopenmp -fno-math-errno \
                   -fveclib=libmvec
 BENCH_BIN     := $(B)/bench/bench $(B)/bench/trivial_plain $(B)/bench/trivial_nest \
-                 $(B)/bench/crosscheck $(B)/bench/ops $(B)/bench/train $(B)/bench/scale
+                 $(B)/bench/crosscheck $(B)/bench/ops $(B)/bench/train $(B)/bench/scale \
+                 $(B)/bench/dims
 
 # the training table: nest's step kernels against PyTorch eager (bench/train_peers.py)
 $(B)/bench/train: bench/train.c bench/peer.h $(B)/bench/peer.o $(B)/lib/libnest.a include/nest.h
@@ -533,6 +534,11 @@ $(B)/bench/ops: bench/ops.c bench/peer.h bench/blascore.h $(B)/bench/peer.o $(B)
 	$(Q)$(CC) $(NCFLAGS) -O2 -o $@ $< $(B)/bench/peer.o $(B)/bench/blascore.o $(B)/lib/libnest.a \
 	    $(LDLIBS)
 
+# Symbolic dims: one kernel for every N against the kernel for that N (bench/dims.c).
+$(B)/bench/dims: bench/dims.c $(B)/lib/libnest.a include/nest.h
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(NCFLAGS) -O2 -o $@ $< $(B)/lib/libnest.a $(LDLIBS)
+
 $(B)/bench/trivial_plain: bench/trivial.c
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) -std=c11 -O2 $(WARN) -o $@ $<
@@ -552,6 +558,7 @@ bench:
 	$(Q)$(B)/bench/train -o $(B)/bench.md
 	$(Q){ echo; NEST_LIBRARY=$(abspath $(B)/lib/libnest.so) $(PYTHON) bench/python_call.py; } | tee -a $(B)/bench.md
 	$(Q)$(B)/bench/scale -o $(B)/bench.md
+	$(Q)$(B)/bench/dims -o $(B)/bench.md
 	$(Q)/usr/bin/python3 bench/plot.py $(B)/bench.md docs/img
 
 # make install [PREFIX=/usr/local] [DESTDIR=/staging]: the libraries (libnest.so.VERSION with
