@@ -860,7 +860,11 @@ static void emit_tiled(ctx *c, int32_t k)
     const nest *ne = &c->p->nests[k];
     const nout *prod = &ne->outs[0];
     int et = prod->value->etype, ti = ne->tile_i, tj = ne->tile_j, nb = ne->rank - 3;
-    long long I = ne->dims[nb], K = ne->dims[nb + 1], J = ne->dims[nb + 2];
+    long long K = ne->dims[nb + 1], J = ne->dims[nb + 2];
+    /* the rows I may be symbolic: their blocks are counted at run time */
+    int64_t I = ne->dims[nb];
+    bool Isym = dim_is_sym(I);
+    char *Is = em_dim_text(c, I);
     int64_t nbatch = 1;
     for (int d = 0; d < nb; d++)
         nbatch *= ne->dims[d];
@@ -944,14 +948,16 @@ static void emit_tiled(ctx *c, int32_t k)
     }
     c->indent--;
     em_line(c, "}");
-    if (!par_batch && c->p->opts->openmp && nest_work(ne) / nbatch >= PAR_MIN && I > ti)
+    if (!par_batch && c->p->opts->openmp && nest_work(ne) / nbatch >= PAR_MIN && !Isym && I > ti)
         omp_parallel_for(c);
-    em_line(c, "for (int64_t %s = 0; %s < %lld; %s += %d) {", i0, i0, I, i0, ti);
+    em_line(c, "for (int64_t %s = 0; %s < %s; %s += %d) {", i0, i0, Is ? Is : "0", i0, ti);
     c->indent++;
-    if (I % ti)
-        em_line(c, "const int %s = %lld - %s < %d ? (int)(%lld - %s) : %d;", ni, I, i0, ti, I, i0, ti);
+    if (Isym || I % ti)
+        em_line(c, "const int %s = %s - %s < %d ? (int)(%s - %s) : %d;", ni, Is ? Is : "0", i0, ti,
+                Is ? Is : "0", i0, ti);
     else
         em_line(c, "const int %s = %d;", ni, ti);
+    free(Is);
     em_line(c, "%s %s[%d];", T, acc, ti * tj);
     char iexpr[64];
     snprintf(iexpr, sizeof iexpr, "%s + ii", i0);
