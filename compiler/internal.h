@@ -778,7 +778,7 @@ int pass_memplan(plan *p);
 
 /* ---------------------------------------------------------------------------------------------
  * emit/: C text (emit_c.c the functions, emit_loops.c the loop nests, emit_text.c the
- * expressions and names; emit/emit.h is what they share)
+ * expressions and names, emit_dims.c the C of symbolic dims; emit/emit.h is what they share)
  * ------------------------------------------------------------------------------------------- */
 
 typedef enum emit_mode {

@@ -377,13 +377,18 @@ int nest_call_dims(nest_kernel *k, const int64_t *dims, int ndims, void *const *
         if (dims[i] < 0)
             return call_error(k, NEST_ERR_CALL, "%s: dim %d is negative (%lld)", k->name, i + 1,
                               (long long)dims[i]);
-    int64_t *counts = malloc(((size_t)k->nparams + (size_t)k->nresults + 1) * sizeof *counts);
+    /* the arrays' counts at these sizes, for the checks of NULL and aliased arrays (on the
+     * stack for up to 32 of them: small calls pay no allocation) */
+    int64_t small[32] = {0};
+    size_t nc = (size_t)k->nparams + (size_t)k->nresults;
+    int64_t *counts = nc <= 32 ? small : malloc(nc * sizeof *counts);
     if (!counts)
         return call_error(k, NEST_ERR_NOMEM, "%s: out of memory", k->name);
-    for (int i = 0; i < k->nparams + k->nresults; i++)
+    for (size_t i = 0; i < nc; i++)
         counts[i] = count_at(&k->count_exprs[i], dims);
     int st = check_counts(k, counts, args, nargs, results, nresults);
-    free(counts);
+    if (counts != small)
+        free(counts);
     if (st != NEST_OK)
         return st;
     size_t size = k->ws_size_dims(dims);

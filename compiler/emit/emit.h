@@ -5,6 +5,7 @@
  *   emit_text.c   helpers of the generated code, names, expressions, reductions' texts
  *   emit_loops.c  loop nests: levels, folds, parallel chunks, tiled products, row groups
  *   emit_c.c      functions: entry points, constants, the header's declarations
+ *   emit_dims.c   symbolic dims: the check of given sizes, temporaries placed at run time
  */
 #ifndef NEST_EMIT_H
 #define NEST_EMIT_H
