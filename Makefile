@@ -9,7 +9,7 @@
 #   make tsan       tests/test_threads.c under ThreadSanitizer
 #   make valgrind   the unit suites and the JIT path under valgrind memcheck
 #   make demo       compile and run the samples, show the generated C
-#   make bench      nest against numpy, numexpr, Eigen, OpenBLAS and hand-fused C
+#   make bench      nest against numpy, numexpr, Eigen, OpenBLAS, hand-fused C and PyTorch
 #   make docs       the pictures of docs/img (Graphviz): layers, sample graphs before and after fusion
 #   make fuzz       every fuzz target below, one after the other
 #   make fuzz-random  random graphs, JIT against the interpreter: NEST_FUZZ_COUNT graphs
@@ -60,22 +60,25 @@ GEN        := $(B)/gen
 # front/, passes/, emit/); the runtime turns C text into code; the driver joins the two.
 COMMON_SRC   := common/util.c
 COMPILER_SRC := compiler/graph/types.c compiler/graph/ir.c compiler/graph/dims.c \
-                compiler/graph/bind.c compiler/graph/print.c \
-                compiler/graph/interp.c compiler/graph/state.c compiler/graph/grad.c \
+                compiler/graph/bind.c compiler/graph/window.c \
+                compiler/graph/print.c compiler/graph/interp.c compiler/graph/interp_window.c \
+                compiler/graph/state.c compiler/graph/grad.c \
                 compiler/front/api.c compiler/front/parse.c \
                 compiler/front/onnx_read.c compiler/front/onnx_ops.c \
                 compiler/passes/layout.c compiler/passes/walk.c compiler/passes/fuse.c \
+                compiler/passes/conv.c \
                 compiler/passes/rows.c compiler/passes/flatten.c compiler/passes/tile.c \
                 compiler/passes/memplan.c \
-                compiler/emit/emit_text.c compiler/emit/emit_loops.c compiler/emit/emit_c.c \
-                compiler/emit/emit_state.c compiler/emit/emit_dims.c compiler/passes/inplace.c \
+                compiler/emit/emit_text.c compiler/emit/emit_loops.c compiler/emit/emit_conv.c \
+                compiler/emit/emit_c.c compiler/emit/emit_dims.c \
+                compiler/emit/emit_state.c compiler/passes/inplace.c \
                 compiler/pipeline.c
 RUNTIME_SRC  := runtime/loader.c runtime/cache.c runtime/jit.c runtime/aot.c
 DRIVER_SRC   := driver/driver.c driver/state.c
 NESTC_SRC    := driver/cli.c driver/npy.c driver/run.c driver/nestc.c
 TEST_NAMES   := test_ir test_parse test_parse_ops test_interp test_interp_ops test_runtime \
                 test_fuse test_diff test_diff_ops test_random test_onnx test_oom test_faults \
-                test_threads test_sizes test_npy test_nestc test_state test_grad test_scale \
+                test_threads test_sizes test_npy test_nestc test_state test_grad test_scale test_conv \
                 test_dims
 
 LIB_OBJ   := $(patsubst %.c,$(B)/obj/%.o,$(COMMON_SRC) $(COMPILER_SRC) $(RUNTIME_SRC) $(DRIVER_SRC)) \
@@ -178,7 +181,7 @@ $(BINDIR)/nestc: $(NESTC_OBJ) $(B)/lib/libnest.a
 	$(Q)$(CC) $(SANFLAGS) -o $@ $^ $(LDLIBS)
 
 # A test links libnest.a and the objects it lists as prerequisites of its own.
-$(B)/tests/%: tests/%.c tests/testutil.h $(B)/lib/libnest.a $(HEADERS) | deps-test
+$(B)/tests/%: tests/%.c tests/testutil.h tests/random_window.h $(B)/lib/libnest.a $(HEADERS) | deps-test
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(NCFLAGS) $(CFLAGS) -Wno-missing-prototypes -Itests -o $@ $< $(filter %.o,$^) \
@@ -476,7 +479,7 @@ BENCH_JITFLAGS := -O3 -march=native -mtune=generic -fPIC -fopenmp-simd -fopenmp 
                   -fveclib=libmvec
 BENCH_BIN     := $(B)/bench/bench $(B)/bench/trivial_plain $(B)/bench/trivial_nest \
                  $(B)/bench/crosscheck $(B)/bench/ops $(B)/bench/train $(B)/bench/scale \
-                 $(B)/bench/dims
+                 $(B)/bench/conv $(B)/bench/dims
 
 # the training table: nest's step kernels against PyTorch eager (bench/train_peers.py)
 $(B)/bench/train: bench/train.c bench/peer.h $(B)/bench/peer.o $(B)/lib/libnest.a include/nest.h
@@ -499,21 +502,21 @@ $(B)/bench/blascore.o: bench/blascore.c bench/blascore.h
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(NCFLAGS) -O2 -c $< -o $@
 
-$(B)/bench/bench.o: bench/bench.c bench/blascore.h bench/handfused.h bench/eigen.h bench/peer.h \
-                    include/nest.h
+$(B)/bench/%.o: bench/%.c bench/benchutil.h bench/blascore.h bench/peer.h bench/handfused.h bench/eigen.h \
+                include/nest.h
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(NCFLAGS) -O2 -c $< -o $@
 
-$(B)/bench/peer.o: bench/peer.c bench/peer.h
-	@mkdir -p $(dir $@)
-	@$(if $(Q),echo "  CC      $<")
-	$(Q)$(CC) $(NCFLAGS) -O2 -c $< -o $@
-
-$(B)/bench/bench: $(B)/bench/bench.o $(B)/bench/blascore.o $(B)/bench/handfused.o \
+$(B)/bench/bench: $(B)/bench/bench.o $(B)/bench/benchutil.o $(B)/bench/blascore.o \
+                  $(B)/bench/handfused.o \
                   $(B)/bench/eigen.o $(B)/bench/peer.o $(B)/lib/libnest.a
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(BENCH_CXX) -fopenmp -o $@ $^ -Wl,-rpath,$(LLVM)/lib -lmvec $(LDLIBS)
+
+$(B)/bench/conv: $(B)/bench/conv.o $(B)/bench/benchutil.o $(B)/bench/peer.o $(B)/lib/libnest.a
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) -o $@ $^ $(LDLIBS)
 
 $(B)/bench/crosscheck: bench/crosscheck.c bench/handfused.h $(B)/bench/handfused.o $(B)/lib/libnest.a
 	@mkdir -p $(dir $@)
@@ -557,6 +560,7 @@ bench:
 	$(Q)$(B)/bench/ops -o $(B)/bench.md
 	$(Q)$(B)/bench/train -o $(B)/bench.md
 	$(Q){ echo; NEST_LIBRARY=$(abspath $(B)/lib/libnest.so) $(PYTHON) bench/python_call.py; } | tee -a $(B)/bench.md
+	$(Q)$(B)/bench/conv | tee -a $(B)/bench.md
 	$(Q)$(B)/bench/scale -o $(B)/bench.md
 	$(Q)$(B)/bench/dims -o $(B)/bench.md
 	$(Q)/usr/bin/python3 bench/plot.py $(B)/bench.md docs/img

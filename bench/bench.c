@@ -44,6 +44,7 @@
 #include "blascore.h"
 #include "handfused.h"
 #include "nest.h"
+#include "benchutil.h"
 #include "peer.h"
 
 extern char **environ;
@@ -59,73 +60,8 @@ extern char **environ;
 static bool quick;
 
 /* ---------------------------------------------------------------------------------------------
- * Small helpers
+ * Small helpers (the clock, medians, arrays and their values are in benchutil.c)
  * ------------------------------------------------------------------------------------------- */
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&t, NULL);
-}
-
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "bench: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-    exit(1);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-/* A float32 array of count elements in its own page-aligned mapping, huge pages from 4 MiB. */
-static float *alloc_f32(int64_t count)
-{
-    size_t bytes = (size_t)(count > 0 ? count : 1) * sizeof(float);
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
-        die("cannot map %zu bytes: %s", bytes, strerror(errno));
-    if (bytes >= (4u << 20))
-        madvise(p, bytes, MADV_HUGEPAGE);
-    memset(p, 0, bytes);
-    return p;
-}
-
-static void free_f32(float *p, int64_t count)
-{
-    if (p)
-        munmap(p, (size_t)(count > 0 ? count : 1) * sizeof(float));
-}
-
-/* The values peers.py's fill() writes: a hash of the index mapped to [-1, 1). */
-static void fill(float *a, int64_t count, int seed)
-{
-    for (int64_t i = 0; i < count; i++) {
-        uint64_t h = ((uint64_t)i * 2654435761u + (uint64_t)seed * 40503u) % (1ull << 32);
-        a[i] = (float)((h >> 8) & 1023) / 512.0f - 1.0f;
-    }
-}
 
 /* One line of a command's standard output (trailing newline removed), or "?" */
 static void command_line(const char *cmd, char *out, size_t size)
@@ -642,17 +578,6 @@ typedef struct {
 
 static results res[W_COUNT];
 static bool measured[W_COUNT];
-static char notes[4096];
-
-static void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void note(const char *fmt, ...)
-{
-    size_t len = strlen(notes);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(notes + len, sizeof notes - len, fmt, ap);
-    va_end(ap);
-}
 
 static bool agree(double a, double b)
 {
@@ -1280,10 +1205,10 @@ int main(int argc, char **argv)
     for (int w = 0; w < W_COUNT; w++)
         if (measured[w])
             print_workload((workload)w);
-    if (notes[0])
+    if (notes()[0])
         out("Notes from this run (\"differs\": the result's checksum is off the exact one, "
             "computed in double, by more than 1e-2 relative):\n\n%s\n",
-            notes);
+            notes());
     if (with_latency)
         print_latency();
     print_targets(with_mem, with_latency);

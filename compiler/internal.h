@@ -62,6 +62,8 @@ typedef enum ir_kind {
     K_REDUCE,    /* a.axes = reduced axes of the input */
     K_TUPLE,     /* operands are the elements */
     K_GET,       /* a.index */
+    K_CONV,      /* a.win: convolution of in[0] [N, C, d..] with filters in[1] [K, C/groups, f..] */
+    K_POOL,      /* a.win: max or average over windows of in[0] [N, C, d..] */
     /* the op set of real models */
     K_ARGREDUCE, /* a.axis: the axis searched (removed); result i64 */
     K_PAD,       /* a.pad; in[1] is the padding value (a scalar) */
@@ -88,6 +90,25 @@ extern const ir_opinfo ir_ops[OP_COUNT];
 
 /* The element type of a tuple value. */
 #define IR_TUPLE 5
+
+/* The most spatial axes a convolution or pooling window has (its operands have 3 to 5 axes). */
+#define IR_MAX_SPATIAL 3
+
+/* The geometry of a convolution's or pooling's window over the spatial axes (axes 2.. of its
+ * input): per spatial axis, the window (a pool's, or the filters' spatial dims), the stride,
+ * the dilation of the window, the padding below and above (negative crops: convolution only),
+ * and the dilation of the data (transposed convolution). */
+typedef struct ir_window {
+    int nsp;                               /* spatial axes (1 to IR_MAX_SPATIAL) */
+    int64_t window[IR_MAX_SPATIAL];
+    int64_t stride[IR_MAX_SPATIAL];
+    int64_t dilation[IR_MAX_SPATIAL];      /* 1 for pools */
+    int64_t pad_below[IR_MAX_SPATIAL];
+    int64_t pad_above[IR_MAX_SPATIAL];
+    int64_t data_dilation[IR_MAX_SPATIAL]; /* 1 for pools */
+    int64_t groups;                        /* convolution: input and output channels in groups */
+    bool include_pad;                      /* avg_pool: the padding counts in the average */
+} ir_window;
 
 typedef struct ir_node {
     uint16_t op;     /* ir_op */
@@ -128,6 +149,7 @@ typedef struct ir_node {
             int32_t index;      /* the element taken */
             int32_t target;     /* the node that element is, through any GETs: never a GET */
         } get;                  /* K_GET */
+        const ir_window *win;   /* K_CONV, K_POOL */
     } a;
 } ir_node;
 
@@ -175,6 +197,11 @@ typedef struct ir_attrs {
     const int64_t *axes;
     const int64_t *order;   /* K_RESHAPE, rank of the operand, or NULL */
     const int64_t *lower, *upper, *step; /* K_SLICE, K_REPLACE_SLICE; step may be NULL */
+    /* K_CONV, K_POOL: rank(in[0]) - 2 entries each, NULL for the default (step above is the
+     * window's stride); window is a pool's (a convolution's comes from its filters) */
+    const int64_t *window, *dilation, *pad_below, *pad_above, *data_dilation;
+    int64_t groups;         /* K_CONV: at least 1 */
+    int include_pad;        /* avg_pool */
     int64_t index;          /* K_CONCAT, K_ARGREDUCE, K_ONE_HOT, K_GATHER axis, K_GET index */
     const int64_t *below, *above, *interior; /* K_PAD; interior may be NULL */
     int64_t k;              /* K_TOPK */
@@ -221,6 +248,10 @@ static inline const ir_node *ir_in(const nest_function *f, const ir_node *n, int
 static inline ir_kind ir_kind_of(const ir_node *n) { return ir_ops[n->op].kind; }
 bool op_is_elementwise(ir_op op);
 
+/* Records "OP(operands): message" on f, the operands described with their types. */
+int ir_op_error(nest_function *f, int status, ir_op op, int nin, const int32_t *in,
+                const char *fmt, ...) FORMAT(6, 7);
+
 /* "f32[3,4]" or "(f32[3], i32[])" into b. */
 void ir_format_type(buf *b, const nest_function *f, int32_t node);
 void ir_format_shape(buf *b, int rank, const int64_t *shape);
@@ -247,6 +278,18 @@ int ir_check_name(nest_function *f, const char *what, const char *name);
 /* Checks the graph's invariants (operand order, types against the rules); asserts in debug
  * builds and returns false on a violation. */
 bool ir_verify(const nest_function *f);
+
+/* ---------------------------------------------------------------------------------------------
+ * graph/window.c: the type rules of convolution and pooling
+ * ------------------------------------------------------------------------------------------- */
+
+/* Checks the operands and window attributes of a K_CONV or K_POOL node and fills n's type,
+ * shape and a.win; NEST_OK or the error recorded on f (naming the op, operands and shapes). */
+int ir_infer_window(nest_function *f, ir_node *n, ir_op op, int nin, const int32_t *in,
+                    const ir_attrs *at);
+/* The extent of one output axis of a window: (padded, dilated input - dilated window) / stride
+ * + 1, for input extent d and spatial axis i of w. */
+int64_t ir_window_out(const ir_window *w, int i, int64_t d);
 
 /* ---------------------------------------------------------------------------------------------
  * graph/dims.c: symbolic dimensions (names, and sums of products of names and integers)
@@ -453,6 +496,15 @@ int interp_call(nest_function *f, void *const *state, void *const *args, int nar
                 void *const *results, int nresults);
 
 /* ---------------------------------------------------------------------------------------------
+ * graph/interp_window.c: the reference interpreter's convolution and pooling
+ * ------------------------------------------------------------------------------------------- */
+
+/* Evaluates K_CONV or K_POOL node n of f from its dense row-major operands x (and filters w)
+ * into out, by direct loops over the definition. */
+void interp_window(const nest_function *f, const ir_node *n, const void *x, const void *w,
+                   void *out);
+
+/* ---------------------------------------------------------------------------------------------
  * The plan: what the passes below turn a function into. Buffers hold tensors; nests are loop
  * nests over an iteration space; fx are the element expressions evaluated inside them.
  * ------------------------------------------------------------------------------------------- */
@@ -550,10 +602,12 @@ typedef struct nest {
     int tile_vb;         /* tile.c: the vector bytes the tile was sized for (16, 32, 64) */
     fx *tile_a, *tile_b; /* tile.c: its factors: a load ignoring J, an expression ignoring I */
     bool a_first;        /* tile.c: the product is tile_a * tile_b (else tile_b * tile_a) */
-    int32_t pack;        /* tile.c: the workspace buffer of its packed panel, or -1 (a local
-                          * array: a batch of products) */
+    int32_t pack;        /* the workspace buffer private to the nest, or -1: a tiled product's
+                          * packed panel (tile.c; -1 for a batch of products: a local array),
+                          * a convolution's copy of its input (conv.c) */
     int32_t group;       /* rows.c: the first nest of its row group (its own index if alone) */
     bool rowed;          /* rows.c: in a group of several nests sharing the outer loop */
+    struct wplan *win;   /* conv.c: a convolution's or pooling's plan (its own loops), or NULL */
     bool values_first;   /* inplace.c: the body reads every output's value before it stores
                           * any (a swap of two tensors in place, through registers) */
     int16_t special;     /* OP_TOPK: a nest of its own code (outs: the values and the indices,
@@ -689,6 +743,18 @@ bool fx_reads(plan *p, fx *e, int32_t buf);
 int32_t fx_loads(plan *p, fx *const *roots, int nroots, int32_t **out);
 /* The same for the values of a nest's outputs. */
 int32_t nest_loads(plan *p, const nest *ne, int32_t **out);
+/* How many live nests read each buffer: a malloc'd array of p->nbufs + 1 counts, or NULL when
+ * out of memory (p->status says so). */
+int32_t *nest_readers(plan *p);
+/* Whether the values (over the `rank` axes of o's nest) read o's buffer only through the view
+ * o writes (replaced by zero, no read of the buffer remains: expressions are hash-consed, so
+ * the view is one node); false also when out of memory (p->status says so). */
+bool reads_only_view(plan *p, const nout *o, int rank, fx *const *vals, int nvals);
+/* Nest k absorbs e, the element-wise nest after it, which reads k's value (outs[0]) only where k
+ * writes it: e's outputs, as `outs` (over k's space), and nodes join k's, and e dies. k's value
+ * is then stored only if it is not a temporary or a nest other than e reads it (readers: as
+ * nest_readers counted them before any absorption). False when out of memory. (tile.c, conv.c) */
+bool nest_absorb(plan *p, int32_t k, int32_t e, const nout *outs, const int32_t *readers);
 
 /* The work of one node of an expression: its op's weight (exp, log, tanh, power 10; divide,
  * sqrt 3; others 1), 1 for a concat, 0 for a leaf. */
@@ -724,6 +790,69 @@ void fx_map_free(fx_map *m);
 int pass_fuse(plan *p);
 
 /* ---------------------------------------------------------------------------------------------
+ * passes/conv.c: convolution and pooling nests
+ * ------------------------------------------------------------------------------------------- */
+
+/* The plan of a convolution's or pooling's nest (nest.win), which runs loops of its own
+ * (emit/emit_conv.c). Its outs[0] stores the op's value, an FX_OP of the op over its operands
+ * (which says what the nest reads), into the op's buffer; outs[1..] are element-wise outputs
+ * absorbed into that store (pass_conv), reading the value through the view outs[0] writes. */
+typedef struct wplan {
+    int32_t node;               /* the convolution or pooling */
+    const ir_window *win;
+    fx *x;                      /* the input: an expression over [N, C, d..] */
+    int64_t N, C, K, G;         /* batch, input and output channels (pools: K = C), groups */
+    int64_t d[IR_MAX_SPATIAL], o[IR_MAX_SPATIAL]; /* input and output extents (1 past nsp) */
+    /* convolution: the filters, and the direct form (see conv.c) */
+    int32_t wbuf;               /* the filters: a dense [K, C/G, f..] buffer from woff */
+    int64_t woff;
+    int64_t taps;               /* taps of the window, row-major over the filters' axes */
+    int64_t *tapoff;            /* per tap: where it reads in a channel's planes */
+    int nph[IR_MAX_SPATIAL];    /* the stride phases the taps use along each axis */
+    int64_t *ph[IR_MAX_SPATIAL];
+    int64_t hq[IR_MAX_SPATIAL]; /* a plane's extents */
+    int64_t qst[IR_MAX_SPATIAL];/* position q of output o: sum o_i * qst[i] */
+    int64_t plane, cstride;     /* elements of a plane, of one channel's planes */
+    int64_t q;                  /* positions computed per image and group (margins too) */
+    int64_t p;                  /* output positions per image */
+    bool in_place;              /* x is a dense buffer read in place (xbuf from xoff) */
+    int32_t xbuf;
+    int64_t xoff;
+    /* the register tile: ti rows by nv vectors of lanes (vb bytes): rows are output channels
+     * and lanes positions, or with by_channels, rows are positions and lanes channels (the
+     * filters then packed in the workspace at packoff: per group and tile of tj channels, a
+     * panel [C/G x taps][tj]; kpad is the group's channels rounded up to whole tiles) */
+    bool by_channels;
+    int ti, nv, lanes, vb;
+    int64_t kpad, packoff;
+    bool filters_outer;         /* tiles of positions run innermost (see emit_conv.c) */
+    /* a group's planes fit in CONV_LOCAL_PLANES bytes and there are groups enough for the
+     * threads (depthwise, small grouped convolutions, small images in a batch): each image
+     * and group copies its planes into a local array of its thread just before its tiles,
+     * which read them from the cache (no copy of the whole input in the workspace) */
+    bool local_planes;
+} wplan;
+
+/* The most bytes of a group's planes that its tiles read from a local array (conv.c). */
+#define CONV_LOCAL_PLANES (64 * 1024)
+
+/* A 1x1 convolution with nothing to pad or skip, whose input x and filters are dense in
+ * memory, is a product of matrices per image: out[n, k, p] = sum over c of w[k, c] * x[n, c, p].
+ * When its positions fill the columns of tile.c's tiles well (at most a tenth wasted; 7x7 and
+ * 14x14 do better in the direct form, which can hold channels in the lanes), its value over
+ * [N, K, positions.., C] (C to fold, batch_dot's form) with that space's extents in dims (the
+ * node's rank + 1); else NULL (also when out of memory: p->status says so). (fuse.c) */
+fx *conv_as_product(plan *p, int32_t node, const fx *x, const fx *filters, int64_t *dims);
+/* Makes ne, a nest over node's output that stores its value, a convolution or pooling nest:
+ * x is the input's expression, filters (convolution) a dense load of the filters. */
+bool conv_plan(plan *p, nest *ne, int32_t node, fx *x, fx *filters);
+/* Absorbs into each convolution or pooling nest the element-wise nest after it that reads its
+ * value only where it is written. */
+int pass_conv(plan *p);
+/* One line of --dump-after on a convolution's or pool's plan. */
+void conv_describe(buf *b, const nest *ne);
+
+/* ---------------------------------------------------------------------------------------------
  * passes/rows.c: outer-loop fusion
  * ------------------------------------------------------------------------------------------- */
 
@@ -756,6 +885,9 @@ bool nest_permute(plan *p, nest *n, const uint8_t *order);
 int pass_tile(plan *p);
 /* The register tile (rows ti, columns tj) for an element type and a vector width in bytes. */
 void tile_shape(int etype, int vector_bytes, int *ti, int *tj);
+/* The vector width in bytes of the CPU the code is compiled for (opts->march): 64 with
+ * AVX-512, 32 with AVX2, 16 for baseline x86-64 and x86-64-v2. */
+int tile_vector_bytes(const nest_options *o);
 
 /* ---------------------------------------------------------------------------------------------
  * passes/inplace.c: assignments of state in place
@@ -814,7 +946,7 @@ bool emit_state_name_taken(const nest_module *m, const char *name);
 int pipeline_plan(plan *p, nest_function *f, arena *a, const nest_options *opts,
                   const char *dump_after, buf *dump);
 /* The passes, in order, as nestc --dump-after names them. */
-#define PIPELINE_PASSES "fuse, rows, flatten, tile, inplace, memplan"
+#define PIPELINE_PASSES "fuse, conv, rows, flatten, tile, inplace, memplan"
 bool pipeline_has_pass(const char *name);
 /* Prints a plan (nests, their outputs and expressions) for --dump-after. */
 void plan_dump(buf *b, const plan *p);

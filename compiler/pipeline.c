@@ -2,6 +2,7 @@
  * pipeline.c - the passes in order, and the public entry points that run them.
  *
  *   pass_fuse      what is stored, the loop nests and their expressions   (fuse.c, layout.c)
+ *   pass_conv      convolutions and pools absorb the element-wise work after them (conv.c)
  *   pass_rows      nests that proceed row by row share their outer loop    (rows.c)
  *   pass_flatten   loop order and merged axes                             (flatten.c)
  *   pass_tile      register tiles for products of matrices                (tile.c)
@@ -19,6 +20,7 @@ static const struct {
     int (*run)(plan *p);
 } passes[] = {
     {"fuse", pass_fuse},
+    {"conv", pass_conv},
     {"rows", pass_rows},
     {"flatten", pass_flatten},
     {"tile", pass_tile},
@@ -107,6 +109,8 @@ void plan_dump(buf *b, const plan *p)
             buf_printf(b, "%s%lld%s", d ? "," : "", (long long)ne->dims[d],
                        (ne->reduced & (1u << d)) ? "r" : "");
         buf_puts(b, "]\n");
+        if (ne->win)
+            conv_describe(b, ne);
         for (int i = 0; i < ne->nouts; i++) {
             const nout *o = &ne->outs[i];
             buf_printf(b, "    b%d[%lld", o->buf, (long long)o->off);
@@ -189,6 +193,8 @@ static int check_symbolic(nest_function *f)
             case K_ONE_HOT: why = "a one_hot"; break;
             case K_TOPK: why = "a topk"; break;
             case K_BATCH_DOT: why = "a batch_dot"; break;
+            case K_CONV: why = "a convolution"; break;
+            case K_POOL: why = "a pooling"; break;
             default: break;
             }
         if (why) {

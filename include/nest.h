@@ -216,6 +216,36 @@ nest_value nest_sum(nest_function *f, nest_value a, int naxes, const int64_t *ax
 nest_value nest_max(nest_function *f, nest_value a, int naxes, const int64_t *axes);
 nest_value nest_min(nest_function *f, nest_value a, int naxes, const int64_t *axes);
 
+/* Convolution and pooling slide a window over the spatial axes of x [N, C, d1..dk], k = 1 to 3
+ * (nGraph's general forms). Each attribute array has k entries, one per spatial axis, and NULL
+ * gives its default. Along axis i the input is dilated by data_dilation[i] (data_dilation - 1
+ * zeros between elements, as in a transposed convolution; default 1), padded with pad_below[i]
+ * and pad_above[i] zeros (default 0), and the window, its taps dilation[i] apart (default 1),
+ * steps by strides[i] (default 1): the output extent is
+ *     (dilated(d, data_dilation) + pad_below + pad_above - dilated(f, dilation)) / strides + 1
+ * with dilated(n, s) = (n - 1) * s + 1 (0 for n = 0), and the window must fit in the padded
+ * input. Errors (NEST_ERR_TYPE) name the op, the operands' shapes and the attribute at fault. */
+
+/* Convolution of x with filters w [K, C / groups, f1..fk] of the same float type: the result
+ * [N, K, o1..ok] holds, for output channel k of group g = k / (K / groups), the sum over the
+ * C / groups input channels of that group and every tap of the window of x times w. groups >= 1
+ * must divide C and K (groups = C = K is a depthwise convolution). Negative padding crops. */
+nest_value nest_convolution(nest_function *f, nest_value x, nest_value w, const int64_t *strides,
+                            const int64_t *dilation, const int64_t *pad_below,
+                            const int64_t *pad_above, const int64_t *data_dilation,
+                            int64_t groups);
+
+/* The largest (max_pool, any numeric type) or the mean (avg_pool, f32 or f64) of each window
+ * of `window` elements (required, each >= 1): the result [N, C, o1..ok]. Padding must be smaller
+ * than the window, so that every window holds an element of x; max_pool ignores the padding,
+ * avg_pool divides by the number of elements of x in the window, or by the whole window's size
+ * when include_pad is non-zero (the padding counts as zeros). */
+nest_value nest_max_pool(nest_function *f, nest_value x, const int64_t *window,
+                         const int64_t *strides, const int64_t *pad_below, const int64_t *pad_above);
+nest_value nest_avg_pool(nest_function *f, nest_value x, const int64_t *window,
+                         const int64_t *strides, const int64_t *pad_below,
+                         const int64_t *pad_above, int include_pad);
+
 /* A tuple of n >= 0 values, and its element `index`. */
 nest_value nest_tuple(nest_function *f, int n, const nest_value *values);
 nest_value nest_get(nest_function *f, nest_value tuple, int64_t index);

@@ -31,6 +31,18 @@ static void parse_fails(const char *text, const char *part)
     nest_module_free(m);
 }
 
+/* element i of parameter p: small multiples of 1/8, so that sums are exact */
+static void fill(void *data, nest_type t, int64_t n, int p)
+{
+    for (int64_t i = 0; i < n; i++) {
+        int64_t v = (7 * i + 3 * p) % 11 - 5;
+        if (t == NEST_F32)
+            ((float *)data)[i] = (float)v / 8;
+        else if (t == NEST_I32)
+            ((int32_t *)data)[i] = (int32_t)v;
+    }
+}
+
 static const char dense_text[] =
     "func dense(x: f32[N,4], w: f32[4,3], b: f32[3]) -> f32[N,3] {\n"
     "  y = dot(x, w)\n"
@@ -233,6 +245,35 @@ static void test_chain_and_l2(void **state)
     nest_module_free(m);
 }
 
+/* A convolution and a pool over a symbolic batch: the type rules pass N through, the
+ * interpreter runs them at any N (against the same graph specialized, computed image by image
+ * at N = 1: a batch is its images side by side); the compiler refuses them so far. A symbolic
+ * spatial dim is an error. */
+static void test_windows(void **state)
+{
+    (void)state;
+    nest_module *m = parse_ok("func c(x: f32[N,2,5,5], w: f32[3,2,3,3]) -> f32[N,3,1,1] {\n"
+                              "  y = convolution(x, w, strides=[2,2])\n"
+                              "  return max_pool(y, window=[2,2], strides=[1,1])\n"
+                              "}\n");
+    nest_function *f = nest_module_function(m, 0);
+    float x[3 * 50], w[54], r[3 * 3], one[3];
+    fill(x, NEST_F32, 150, 0);
+    fill(w, NEST_F32, 54, 1);
+    assert_ok(f, nest_evaluate_dims(f, SHAPE(3), 1, (void *[]){x, w}, 2, (void *[]){r}, 1));
+    for (int i = 0; i < 3; i++) {
+        assert_ok(f, nest_evaluate_dims(f, SHAPE(1), 1, (void *[]){x + 50 * i, w}, 2,
+                                        (void *[]){one}, 1));
+        assert_close(NEST_F32, r + 3 * i, one, 3, 0, 0);
+    }
+    assert_null(nest_compile(f, NULL));
+    assert_error(f, NEST_ERR_ARG, "a convolution");
+    nest_module_free(m);
+    parse_fails("func c(x: f32[1,2,H,5], w: f32[3,2,3,3]) -> f32[1,3,1,1] {\n"
+                "  return convolution(x, w)\n}\n",
+                "only the batch (axis 0 of the input) may be a symbolic dim");
+}
+
 /* Bad sizes are errors that write nothing. */
 static void test_bad_sizes(void **state)
 {
@@ -306,18 +347,6 @@ static const char ops_text[] =
     "func two(x: f32[N*2,4], y: f32[M,4]) -> (f32[N*2,4], f32[M]) {\n"
     "  return add(x, x), sum(y, axes=[1])\n"
     "}\n";
-
-/* element i of parameter p: small multiples of 1/8, so that sums are exact */
-static void fill(void *data, nest_type t, int64_t n, int p)
-{
-    for (int64_t i = 0; i < n; i++) {
-        int64_t v = (7 * i + 3 * p) % 11 - 5;
-        if (t == NEST_F32)
-            ((float *)data)[i] = (float)v / 8;
-        else if (t == NEST_I32)
-            ((int32_t *)data)[i] = (int32_t)v;
-    }
-}
 
 static int64_t count_at(nest_function *f, nest_value v, const int64_t *dims, int ndims)
 {
@@ -512,6 +541,7 @@ int main(void)
         cmocka_unit_test(test_compile_bad_sizes),
         cmocka_unit_test(test_compile_refused),
         cmocka_unit_test(test_aot),
+        cmocka_unit_test(test_windows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,10 +5,11 @@
  * A generator with its own PRNG builds a function of a few to ~30 ops: element-wise arithmetic
  * and math, comparisons and select, convert, broadcast (new axes anywhere), reshape (transposes,
  * contiguous merges and splits, general reorders), strided slices, concat, sum/max/min over
- * random axes, dot (scaling, vector, matrix), constants, tuples, and the op set of real models
- * (random_ops.c: math, logic, product, argmax, pad, reverse, replace_slice, one_hot, gather,
- * softmax, batch_dot, topk); shapes of rank 0 to 4 with small
- * dims (1 and sometimes 0), several results, some column-major parameters and results. Each
+ * random axes, dot (scaling, vector, matrix), convolution and pooling (random_window.h),
+ * constants, tuples, and the op set of real models (random_ops.c: math, logic, product,
+ * argmax, pad, reverse, replace_slice, one_hot, gather, softmax, batch_dot, topk); shapes of
+ * rank 0 to 4 with small dims (1 and sometimes 0), several results, some column-major
+ * parameters and results. Each
  * graph runs through the interpreter (the oracle) and through nest_compile with fusion on, and
  * for every fourth seed with fusion off as well.
  *
@@ -108,7 +109,7 @@ typedef enum opk {
 } opk;
 
 enum { C_BINARY, C_UNARY, C_COMPARE, C_CONVERT, C_BROADCAST, C_RESHAPE, C_SLICE, C_CONCAT,
-       C_REDUCE, C_DOT, C_CONST, C_TUPLE, C_ROWS, C_DENSE, C_MODEL, C_COUNT };
+       C_REDUCE, C_DOT, C_CONST, C_TUPLE, C_ROWS, C_DENSE, C_CONV, C_POOL, C_MODEL, C_COUNT };
 
 typedef struct gen {
     rng r;
@@ -1330,6 +1331,8 @@ static bool step_tuple(gen *g)
 
 /* ---- a whole graph ---- */
 
+#include "random_window.h" /* step_conv, step_pool */
+
 /* Under libFuzzer (NEST_LIBFUZZER): the input whose bytes the generator draws first. */
 static const uint8_t *fuzz_data;
 static size_t fuzz_left;
@@ -1355,7 +1358,8 @@ static void generate(gen *g, uint64_t seed, int ops)
     static const int base[C_COUNT] = {
         [C_BINARY] = 24, [C_UNARY] = 12, [C_COMPARE] = 7, [C_CONVERT] = 5, [C_BROADCAST] = 8,
         [C_RESHAPE] = 10, [C_SLICE] = 8, [C_CONCAT] = 6, [C_REDUCE] = 8, [C_DOT] = 6,
-        [C_CONST] = 2, [C_TUPLE] = 1, [C_ROWS] = 5, [C_DENSE] = 3, [C_MODEL] = 16,
+        [C_CONST] = 2, [C_TUPLE] = 1, [C_ROWS] = 5, [C_DENSE] = 3, [C_CONV] = 3, [C_POOL] = 2,
+        [C_MODEL] = 16,
     };
     for (int c = 0; c < C_COUNT; c++) /* each graph leans its own way */
         g->weight[c] = base[c] * (chance(&g->r, 15) ? 0 : 1 + below(&g->r, 3));
@@ -1402,6 +1406,8 @@ static void generate(gen *g, uint64_t seed, int ops)
         case C_TUPLE: ok = step_tuple(g); break;
         case C_ROWS: ok = step_rows(g); break;
         case C_DENSE: ok = step_dense(g); break;
+        case C_CONV: ok = step_conv(g); break;
+        case C_POOL: ok = step_pool(g); break;
         case C_MODEL: ok = step_model(g); break;
         }
         built += ok || g->n > before;

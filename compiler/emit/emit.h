@@ -5,6 +5,7 @@
  *   emit_text.c   helpers of the generated code, names, expressions, reductions' texts
  *   emit_loops.c  loop nests: levels, folds, parallel chunks, tiled products, row groups
  *   emit_c.c      functions: entry points, constants, the header's declarations
+ *   emit_conv.c   convolutions and pools: their kernels, copies of the input, tiles and stores
  *   emit_dims.c   symbolic dims: the check of given sizes, temporaries placed at run time
  */
 #ifndef NEST_EMIT_H
@@ -46,7 +47,9 @@ enum {
     H_SIGMOID = H_NOINLINE + 1, /* + (f64): the op set of real models */
     H_TAKE = H_SIGMOID + 2, /* a gathered index, clamped */
     H_TOPK = H_TAKE + 1,   /* + element type (f32, f64, i32, i64): topk of a row */
-    H_DIMS = H_TOPK + 4,   /* the checked arithmetic of symbolic dims (emit_dims.c) */
+    H_VEC = H_TOPK + 4,    /* + 3 * (f64) + (16, 32, 64 vector bytes): vector types (conv.c) */
+    H_CONTRACT = H_VEC + 6, /* NEST_CONTRACT: multiply-adds fused by gcc in ISO C mode too */
+    H_DIMS = H_CONTRACT + 1, /* the checked arithmetic of symbolic dims (emit_dims.c) */
     H_COUNT = H_DIMS + 1,
 };
 
@@ -208,7 +211,22 @@ void em_nest_comment(ctx *c);
 /* Whether a nest has iterations to run (a fold over nothing still writes its initial values). */
 bool em_nest_runs(const nest *ne);
 void em_nest(ctx *c, int32_t k);
+/* A nest's block: its comment, "{", the temporaries it touches; and its end. */
+void em_nest_open(ctx *c, int32_t k);
+void em_nest_close(ctx *c);
+/* "#pragma omp parallel for" for the loop that follows (under #ifdef _OPENMP). */
+void em_omp_for(ctx *c);
+/* dst = value, the value's statements first (at the index expressions in c->expr). */
+void em_assign(ctx *c, const char *dst, fx *value);
 /* A row group: one loop over the rows, each member nest's inner loops inside it. */
 void em_group(ctx *c, int32_t lead);
+
+/* emit_conv.c */
+/* A convolution or pooling nest (conv.c): its loops, its kernel's call, its store. */
+void em_window(ctx *c, int32_t k);
+/* The static kernels of the function's convolutions, before its entry points. */
+void em_window_kernels(ctx *c);
+/* Helper h >= H_VEC of the preamble: a vector type, or NEST_CONTRACT. */
+void em_vec_helper(buf *b, int h);
 
 #endif /* NEST_EMIT_H */

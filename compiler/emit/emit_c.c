@@ -569,6 +569,7 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
     c.b = b;
     c.indent = 0;
     b->failed |= consts.failed | defs.failed | direct.failed;
+    em_window_kernels(&c); /* before the parts that call them */
     buf_write(b, defs.data ? defs.data : "", defs.len);
     if (c.dimname)
         em_dims_check(&c);

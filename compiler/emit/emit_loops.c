@@ -1019,10 +1019,7 @@ static void emit_tiled(ctx *c, int32_t k)
     em_names_free(&c->local);
 }
 
-/* topk (fuse.c): loops over every axis but the searched one, and a helper call per row. Rows
- * run in parallel unless they share the merge sort's scratch. */
-/* The block of nest k: its comment, then the block with its temporaries (nest_close ends it). */
-static void nest_open(ctx *c, int32_t k)
+void em_nest_open(ctx *c, int32_t k)
 {
     c->ne = &c->p->nests[k];
     memset(&c->local, 0, sizeof c->local);
@@ -1033,7 +1030,7 @@ static void nest_open(ctx *c, int32_t k)
     declare_temps(c, k, k, -1, false);
 }
 
-static void nest_close(ctx *c)
+void em_nest_close(ctx *c)
 {
     cast_unused_temps(c);
     c->indent--;
@@ -1041,13 +1038,15 @@ static void nest_close(ctx *c)
     em_names_free(&c->local);
 }
 
+/* topk (fuse.c): loops over every axis but the searched one, and a helper call per row. Rows
+ * run in parallel unless they share the merge sort's scratch. */
 static void emit_topk(ctx *c, int32_t k)
 {
     const nest *ne = &c->p->nests[k];
     const ir_node *n = &c->f->nodes[ne->outs[0].node];
     int axis = n->a.topk.axis, r = ne->rank, et = ne->outs[0].value->etype;
     const fx *x = ne->outs[0].value;
-    nest_open(c, k);
+    em_nest_open(c, k);
     const char *scratch = "0";
     if (ne->pack >= 0) {
         scratch = em_unique(&c->local, "scratch");
@@ -1105,8 +1104,12 @@ static void emit_topk(ctx *c, int32_t k)
         c->indent--;
         em_line(c, "}");
     }
-    nest_close(c);
+    em_nest_close(c);
 }
+
+void em_omp_for(ctx *c) { omp_parallel_for(c); }
+
+void em_assign(ctx *c, const char *dst, fx *value) { emit_assign(c, dst, value); }
 
 void em_nest(ctx *c, int32_t k)
 {
@@ -1114,13 +1117,17 @@ void em_nest(ctx *c, int32_t k)
         emit_tiled(c, k);
         return;
     }
+    if (c->p->nests[k].win) {
+        em_window(c, k);
+        return;
+    }
     if (c->p->nests[k].special == OP_TOPK) {
         emit_topk(c, k);
         return;
     }
-    nest_open(c, k);
-    emit_nest_loops(c, &c->p->nests[k], 0, true);
-    nest_close(c);
+    em_nest_open(c, k);
+    emit_nest_loops(c, c->ne, 0, true);
+    em_nest_close(c);
 }
 
 /* A row group: one loop over the rows, each member nest's inner loops inside it. */

@@ -215,6 +215,10 @@ static void emit_helper(buf *b, int h)
                     "    return !__builtin_add_overflow(*a, b, a);\n}\n\n");
         return;
     }
+    if (h >= H_VEC) {
+        em_vec_helper(b, h);
+        return;
+    }
     if (h == H_NOINLINE) {
         buf_puts(b, "/* helpers and the parts of a large function stay functions of their own: "
                     "compiling\n * them once is faster, and calling them costs little */\n"

@@ -181,6 +181,36 @@ nest_value nest_min(nest_function *f, nest_value a, int naxes, const int64_t *ax
     return reduce(f, OP_MIN, a, naxes, axes);
 }
 
+/* ---- convolution and pooling ---- */
+
+nest_value nest_convolution(nest_function *f, nest_value x, nest_value w, const int64_t *strides,
+                            const int64_t *dilation, const int64_t *pad_below,
+                            const int64_t *pad_above, const int64_t *data_dilation,
+                            int64_t groups)
+{
+    int32_t in[2] = {x, w};
+    ir_attrs at = {.step = strides, .dilation = dilation, .pad_below = pad_below,
+                   .pad_above = pad_above, .data_dilation = data_dilation, .groups = groups};
+    return ir_build(f, OP_CONVOLUTION, 2, in, &at);
+}
+
+nest_value nest_max_pool(nest_function *f, nest_value x, const int64_t *window,
+                         const int64_t *strides, const int64_t *pad_below, const int64_t *pad_above)
+{
+    ir_attrs at = {.window = window, .step = strides, .pad_below = pad_below,
+                   .pad_above = pad_above};
+    return ir_build(f, OP_MAX_POOL, 1, &x, &at);
+}
+
+nest_value nest_avg_pool(nest_function *f, nest_value x, const int64_t *window,
+                         const int64_t *strides, const int64_t *pad_below,
+                         const int64_t *pad_above, int include_pad)
+{
+    ir_attrs at = {.window = window, .step = strides, .pad_below = pad_below,
+                   .pad_above = pad_above, .include_pad = include_pad};
+    return ir_build(f, OP_AVG_POOL, 1, &x, &at);
+}
+
 nest_value nest_tuple(nest_function *f, int n, const nest_value *values)
 {
     return ir_build(f, OP_TUPLE, n, values, NULL);

@@ -665,12 +665,19 @@ typedef struct attr {
 
 enum {
     A_SHAPE, A_AXES, A_ORDER, A_LOWER, A_UPPER, A_STRIDES, A_AXIS, A_TYPE,
+    /* windows (convolution, pooling) */
+    A_WINDOW, A_DILATION, A_PAD_BELOW, A_PAD_ABOVE, A_DATA_DILATION, A_GROUPS, A_INCLUDE_PAD,
     A_BELOW, A_ABOVE, A_INTERIOR, A_K, A_LARGEST, /* the op set of real models */
     A_COUNT
 };
-static const char *const attr_names[A_COUNT] = {"shape", "axes", "order", "lower", "upper",
-                                                "strides", "axis", "type", "below", "above",
-                                                "interior", "k", "largest"};
+static const char *const attr_names[A_COUNT] = {
+    "shape", "axes", "order", "lower", "upper", "strides", "axis", "type",
+    "window", "dilation", "pad_below", "pad_above", "data_dilation", "groups", "include_pad",
+    "below", "above", "interior", "k", "largest"};
+/* The window attributes that are lists of one entry per spatial axis. */
+#define WINDOW_LISTS                                                                            \
+    (1u << A_WINDOW | 1u << A_STRIDES | 1u << A_DILATION | 1u << A_PAD_BELOW |                 \
+     1u << A_PAD_ABOVE | 1u << A_DATA_DILATION)
 
 /* The attributes each kind takes, as bits of the enum above. */
 static unsigned attrs_of(ir_kind k)
@@ -682,6 +689,8 @@ static unsigned attrs_of(ir_kind k)
     case K_CONCAT: return 1u << A_AXIS;
     case K_REDUCE: return 1u << A_AXES;
     case K_CONVERT: return 1u << A_TYPE;
+    case K_CONV: return (WINDOW_LISTS & ~(1u << A_WINDOW)) | 1u << A_GROUPS;
+    case K_POOL: return 1u << A_WINDOW | 1u << A_STRIDES | 1u << A_PAD_BELOW | 1u << A_PAD_ABOVE;
     case K_ARGREDUCE: return 1u << A_AXIS;
     case K_PAD: return 1u << A_BELOW | 1u << A_ABOVE | 1u << A_INTERIOR;
     case K_REVERSE: return 1u << A_AXES;
@@ -705,7 +714,7 @@ static void parse_attr_value(parser *ps, int which, attr *a)
         next(ps);
         return;
     }
-    if (which == A_LARGEST) {
+    if (which == A_INCLUDE_PAD || which == A_LARGEST) {
         if (!is_word(ps, "true") && !is_word(ps, "false"))
             expected(ps, "true or false");
         a->v[0] = is_word(ps, "true");
@@ -713,7 +722,7 @@ static void parse_attr_value(parser *ps, int which, attr *a)
         next(ps);
         return;
     }
-    if (which == A_AXIS || which == A_K) {
+    if (which == A_AXIS || which == A_GROUPS || which == A_K) {
         if (is_tok(ps, T_MINUS))
             error_tok(ps, &ps->tok, "%s cannot be negative", attr_names[which]);
         a->v[0] = parse_int(ps, &ps->tok);
@@ -747,7 +756,8 @@ static void parse_attr_value(parser *ps, int which, attr *a)
                 next(ps);
             }
             if (v < 0 && !dim_is_sym(v) && which != A_LOWER && which != A_UPPER &&
-                which != A_BELOW && which != A_ABOVE)
+                which != A_PAD_BELOW && which != A_PAD_ABOVE && which != A_BELOW &&
+                which != A_ABOVE)
                 error_tok(ps, &t, "%s entries cannot be negative", attr_names[which]);
             a->v[a->n++] = v;
         } while (accept(ps, T_COMMA));
@@ -868,6 +878,7 @@ static void check_call(parser *ps, const ir_opinfo *info, const token *optok, co
         {K_RESHAPE, A_SHAPE, "shape=[...]"},   {K_SLICE, A_LOWER, "lower=[...]"},
         {K_SLICE, A_UPPER, "upper=[...]"},     {K_CONCAT, A_AXIS, "axis=N"},
         {K_REDUCE, A_AXES, "axes=[...]"},      {K_CONVERT, A_TYPE, "type=T"},
+        {K_POOL, A_WINDOW, "window=[...]"},
         {K_ARGREDUCE, A_AXIS, "axis=N"},      {K_PAD, A_BELOW, "below=[...]"},
         {K_PAD, A_ABOVE, "above=[...]"},       {K_REVERSE, A_AXES, "axes=[...]"},
         {K_REPLACE_SLICE, A_LOWER, "lower=[...]"}, {K_REPLACE_SLICE, A_UPPER, "upper=[...]"},
@@ -908,6 +919,14 @@ static void check_call(parser *ps, const ir_opinfo *info, const token *optok, co
             error_tok(ps, &at[A_LOWER].at, "lower has %d entries but the operand has rank %d",
                       at[A_LOWER].n, rank);
     }
+    /* window lists have an entry per spatial axis of the input (the type rule checks its rank) */
+    const ir_node *x = nin >= 1 ? &ps->f->nodes[in[0]] : NULL;
+    int xrank = x && x->etype != IR_TUPLE ? x->rank : -1;
+    for (int i = 0; i < A_COUNT; i++)
+        if ((info->kind == K_CONV || info->kind == K_POOL) && (WINDOW_LISTS & (1u << i)) &&
+            at[i].set && xrank >= 3 && at[i].n != xrank - 2)
+            error_tok(ps, &at[i].at, "%s has %d entries but the input has %d spatial axes",
+                      attr_names[i], at[i].n, xrank - 2);
     if (info->kind == K_RESHAPE && at[A_ORDER].set && rank >= 0 && at[A_ORDER].n != rank)
         error_tok(ps, &at[A_ORDER].at, "order has %d entries but the operand has rank %d",
                   at[A_ORDER].n, rank);
@@ -961,7 +980,7 @@ static int32_t parse_call(parser *ps, token optok)
     lits vals = {0};
     bool have_ctype = false, have_vals = false, have_index = false;
     int64_t index = 0;
-    unsigned allowed = attrs_of(info->kind);
+    unsigned allowed = attrs_of(info->kind) | (op == OP_AVG_POOL ? 1u << A_INCLUDE_PAD : 0);
 
     if (!is_tok(ps, T_RPAREN)) {
         do {
@@ -1026,6 +1045,13 @@ static int32_t parse_call(parser *ps, token optok)
         .step = at[A_STRIDES].set ? at[A_STRIDES].v : NULL,
         .index = info->kind == K_GET ? index : at[A_AXIS].v[0],
         .type = (int)at[A_TYPE].v[0],
+        .window = at[A_WINDOW].set ? at[A_WINDOW].v : NULL,
+        .dilation = at[A_DILATION].set ? at[A_DILATION].v : NULL,
+        .pad_below = at[A_PAD_BELOW].set ? at[A_PAD_BELOW].v : NULL,
+        .pad_above = at[A_PAD_ABOVE].set ? at[A_PAD_ABOVE].v : NULL,
+        .data_dilation = at[A_DATA_DILATION].set ? at[A_DATA_DILATION].v : NULL,
+        .groups = at[A_GROUPS].set ? at[A_GROUPS].v[0] : 1,
+        .include_pad = (int)at[A_INCLUDE_PAD].v[0],
         .below = at[A_BELOW].v,
         .above = at[A_ABOVE].v,
         .interior = at[A_INTERIOR].set ? at[A_INTERIOR].v : NULL,

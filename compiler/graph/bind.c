@@ -102,6 +102,19 @@ static bool bind_node(binder *b, int32_t i)
     case K_ONE_HOT:
     case K_GATHER: at.index = n->a.axis; break;
     case K_GET: at.index = n->a.get.index; break;
+    case K_CONV:
+    case K_POOL: {
+        const ir_window *w = n->a.win;
+        at.window = w->window;
+        at.step = w->stride;
+        at.dilation = w->dilation;
+        at.pad_below = w->pad_below;
+        at.pad_above = w->pad_above;
+        at.data_dilation = w->data_dilation;
+        at.groups = w->groups;
+        at.include_pad = w->include_pad;
+        break;
+    }
     case K_TOPK:
         at.k = n->a.topk.k;
         at.index = n->a.topk.axis;

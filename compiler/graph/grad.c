@@ -542,6 +542,8 @@ static bool differentiable(const ir_node *n, int j)
     case K_PAD:            /* these pass a gradient, but nest has no rule for them yet: */
     case K_REPLACE_SLICE:  /* nest_grad says so rather than give a zero */
     case K_BATCH_DOT:
+    case K_CONV:
+    case K_POOL:
         return true;
     case K_GATHER:
         return j == 0;

@@ -952,6 +952,11 @@ static bool eval_node(const interp *in, const ir_node *n, void *out)
     case K_SLICE: eval_slice(in, n, out); return true;
     case K_CONCAT: eval_concat(in, n, out); return true;
     case K_REDUCE: return eval_reduce(in, n, out);
+    case K_CONV:
+    case K_POOL:
+        interp_window(in->f, n, operand_val(in, n, 0), n->nin > 1 ? operand_val(in, n, 1) : NULL,
+                      out);
+        return true;
     case K_ARGREDUCE: eval_argreduce(in, n, out); return true;
     case K_PAD: eval_pad(in, n, out); return true;
     case K_REVERSE: eval_reverse(in, n, out); return true;

@@ -208,11 +208,10 @@ static void describe(buf *b, const nest_function *f, int32_t node)
     ir_format_type(b, f, node);
 }
 
-/* Records "OP(operands): message" on f. */
-static int op_error(nest_function *f, int status, ir_op op, int nin, const int32_t *in,
-                    const char *fmt, ...) FORMAT(6, 7);
-static int op_error(nest_function *f, int status, ir_op op, int nin, const int32_t *in,
-                    const char *fmt, ...)
+/* Records "OP(operands): message" on f (op_error within this file). */
+#define op_error ir_op_error
+int ir_op_error(nest_function *f, int status, ir_op op, int nin, const int32_t *in,
+                const char *fmt, ...)
 {
     buf b = {0};
     buf_printf(&b, "%s(", ir_ops[op].name);
@@ -1004,6 +1003,10 @@ static int infer(nest_function *f, ir_node *n, ir_op op, int nin, const int32_t 
     case K_TUPLE:
         n->etype = IR_TUPLE;
         return NEST_OK;
+
+    case K_CONV:
+    case K_POOL:
+        return ir_infer_window(f, n, op, nin, in, at);
 
     case K_ARGREDUCE:
     case K_PAD:

@@ -118,6 +118,38 @@ static void print_tensor_type(buf *b, const nest_function *f, int etype, int ran
         buf_puts(b, " col");
 }
 
+/* ", name=[...]" unless every entry is def. */
+static void print_window_list(buf *b, const char *name, int n, const int64_t *v, int64_t def)
+{
+    bool all = true;
+    for (int i = 0; i < n; i++)
+        all &= v[i] == def;
+    if (all)
+        return;
+    buf_printf(b, ", %s=", name);
+    ir_format_shape(b, n, v); /* plain integers */
+}
+
+/* A convolution's or pooling's attributes that differ from the defaults (a pool's window
+ * always). */
+static void print_window(buf *b, const ir_node *n)
+{
+    const ir_window *w = n->a.win;
+    if (n->op != OP_CONVOLUTION) {
+        buf_puts(b, ", window=");
+        ir_format_shape(b, w->nsp, w->window);
+    }
+    print_window_list(b, "strides", w->nsp, w->stride, 1);
+    print_window_list(b, "dilation", w->nsp, w->dilation, 1);
+    print_window_list(b, "pad_below", w->nsp, w->pad_below, 0);
+    print_window_list(b, "pad_above", w->nsp, w->pad_above, 0);
+    print_window_list(b, "data_dilation", w->nsp, w->data_dilation, 1);
+    if (w->groups != 1)
+        buf_printf(b, ", groups=%lld", (long long)w->groups);
+    if (w->include_pad)
+        buf_puts(b, ", include_pad=true");
+}
+
 /* ---- the canonical form ---- */
 
 static void print_op(buf *b, const namer *nm, const ir_node *n, int64_t maxvals)
@@ -198,6 +230,10 @@ static void print_op(buf *b, const namer *nm, const ir_node *n, int64_t maxvals)
         break;
     case K_GET:
         buf_printf(b, ", %d", n->a.get.index);
+        break;
+    case K_CONV:
+    case K_POOL:
+        print_window(b, n);
         break;
     case K_ARGREDUCE:
     case K_GATHER:

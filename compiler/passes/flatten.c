@@ -192,8 +192,8 @@ int pass_flatten(plan *p)
 {
     for (int32_t k = 0; k < p->nnests; k++) {
         nest *n = &p->nests[k];
-        if (n->dead || n->special >= 0) /* a special nest's code knows its own axes */
-            continue;
+        if (n->dead || n->win || n->special >= 0)
+            continue; /* convolutions, pools (conv.c) and special nests know their own axes */
         if (!reorder(p, n) || !flatten_nest(p, n)) {
             if (!p->status)
                 p->status = NEST_ERR_NOMEM;

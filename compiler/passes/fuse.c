@@ -333,6 +333,82 @@ static bool lower_reshape(lower *lw, int32_t node)
     return lw->val[node] != NULL;
 }
 
+/* A dense row-major copy of node's value in a temporary of its own; its load, or NULL. */
+static fx *dense_copy(lower *lw, int32_t node)
+{
+    plan *p = lw->p;
+    const ir_node *n = &lw->f->nodes[node];
+    int64_t st[NEST_MAX_RANK];
+    layout_strides(n->rank, n->shape, NEST_ROW_MAJOR, st);
+    int32_t b = plan_buffer(p, BUF_TEMP, -1, node, n->etype, ir_count(n));
+    nest *ne = b >= 0 ? new_nest(p, n->rank, n->shape, 0) : NULL;
+    if (!ne || !add_out(p, ne, b, 0, st, lw->val[node], -1, node))
+        return NULL;
+    return fx_load(p, b, 0, n->rank, st, node);
+}
+
+/* Whether e is a load of a dense row-major tensor of node's shape. */
+static bool is_dense(const lower *lw, int32_t node, const fx *e)
+{
+    const ir_node *n = &lw->f->nodes[node];
+    int64_t st[NEST_MAX_RANK];
+    layout_strides(n->rank, n->shape, NEST_ROW_MAJOR, st);
+    if (e->kind != FX_LOAD)
+        return false;
+    for (int k = 0; k < n->rank; k++)
+        if (n->shape[k] != 1 && e->st[k] != st[k])
+            return false;
+    return true;
+}
+
+/* A convolution or pooling: a nest with loops of its own (conv.c) into node's home. The filters
+ * are read in place, so they are made a dense tensor first if they are not one. The input is an
+ * expression evaluated where the nest reads it: it is stored first when it holds a concat (only
+ * split loops read those) or when overlapping windows would recompute a costly one. */
+static bool lower_window(lower *lw, int32_t node)
+{
+    plan *p = lw->p;
+    nest_function *f = lw->f;
+    const ir_node *n = &f->nodes[node];
+    int32_t ix = ir_resolve(f, n->in[0]);
+    bool cat = fx_has_concat(p, &lw->val[ix], 1, -1), overlap = false;
+    for (int i = 0; n->op != OP_CONVOLUTION && i < n->a.win->nsp; i++)
+        overlap |= n->a.win->window[i] > n->a.win->stride[i];
+    if ((cat || (overlap && cost(lw, lw->val[ix], SHARE_COST + 1) > SHARE_COST)) &&
+        !store(lw, ix))
+        return false;
+    fx *filters = NULL;
+    if (n->op == OP_CONVOLUTION) {
+        int32_t iw = ir_resolve(f, n->in[1]);
+        if (!is_dense(lw, iw, lw->val[iw]) && lw->home[iw] < 0 && !store(lw, iw))
+            return false;
+        filters = is_dense(lw, iw, lw->val[iw]) ? lw->val[iw] : dense_copy(lw, iw);
+        if (!filters)
+            return false;
+        int64_t dims[NEST_MAX_RANK + 1];
+        fx *prod = conv_as_product(p, node, lw->val[ix], filters, dims);
+        if (prod) { /* a 1x1 convolution as products of matrices, for tile.c */
+            if (!reduce_into_home(lw, node, n->rank + 1, dims, 1u << n->rank, prod, OP_SUM))
+                return false;
+            p->nests[p->nnests - 1].dot = true;
+            return true;
+        }
+        if (p->status)
+            return false;
+    }
+    int64_t st[NEST_MAX_RANK];
+    int32_t b = home_of(lw, node, st);
+    nest *ne = b >= 0 ? new_nest(p, n->rank, n->shape, 0) : NULL;
+    fx *args[2] = {lw->val[ix], filters};
+    fx *v = ne ? fx_op(p, (ir_op)n->op, n->etype, filters ? 2 : 1, args, node) : NULL;
+    if (!v || !add_out(p, ne, b, 0, st, v, -1, node) ||
+        !conv_plan(p, &p->nests[p->nnests - 1], node, lw->val[ix], filters))
+        return false;
+    lw->home[node] = b;
+    lw->val[node] = fx_load(p, b, 0, n->rank, st, node);
+    return lw->val[node] != NULL;
+}
+
 /* ---- the op set of real models ---- */
 
 /* argmax, argmin: a fold over the operand's space with the searched axis moved innermost, where
@@ -841,6 +917,9 @@ static bool lower_node(lower *lw, int32_t node)
     }
     case K_DOT:
         return lower_dot(lw, node);
+    case K_CONV:
+    case K_POOL:
+        return lower_window(lw, node);
     case K_ARGREDUCE:
         return lower_argreduce(lw, node);
     case K_PAD:
@@ -1097,6 +1176,8 @@ static bool can_merge(merger *m, const nest *b, fx **vals)
 {
     plan *p = m->p;
     const nest *a = &p->nests[m->last];
+    if (a->win || b->win)
+        return false; /* convolutions and pools run loops of their own */
     if (a->dot || b->dot)
         return false; /* a product of matrices keeps its nest: tile.c tiles it */
     if (a->special >= 0 || b->special >= 0)

@@ -28,12 +28,13 @@ static int host_vector_bytes(void)
 static int host_vector_bytes(void) { return 16; }
 #endif
 
-/* The vector width the generated code is compiled for. */
-static int vector_bytes(const nest_options *o)
+int tile_vector_bytes(const nest_options *o)
 {
     const char *m = o->march ? o->march : "native";
     if (strcmp(m, "native") == 0)
         return host_vector_bytes();
+    if (strcmp(m, "x86-64") == 0 || strcmp(m, "x86-64-v2") == 0)
+        return 16;
     if (strstr(m, "avx512") || strcmp(m, "x86-64-v4") == 0 || strstr(m, "sapphirerapids") ||
         strstr(m, "icelake") || strstr(m, "skylake-avx512") || strstr(m, "znver4"))
         return 64;
@@ -120,7 +121,7 @@ static bool absorb(plan *p, int32_t k, const int32_t *readers)
         return false;
     }
     if (ep->reduced || ep->rowed || ep->tile_i || ep->rank < 1 || ecount != count ||
-        nest_has_arg(ep) || ep->special >= 0)
+        nest_has_arg(ep) || ep->special >= 0 || ep->win)
         return true;
     /* lift each output: its space regroups into [batch..., I, J] (a flat one splits), then K
      * gets stride 0 */
@@ -143,49 +144,13 @@ static bool absorb(plan *p, int32_t k, const int32_t *readers)
         st3[nb + 2] = os->st[nb + 1];
         lifted[i] = (nout){o->buf, o->off, st3, v3, -1, o->node, false};
     }
-    /* it may read the product only where the product is written: with that view (one node,
-     * expressions being hash-consed) replaced, no read of the product's buffer may remain */
-    fx *view = fx_load(p, prod->buf, prod->off, r, prod->st, -1);
-    fx *zero = fx_imm(p, prod->value->etype, 0, 0);
-    if (!view || !zero)
-        return false;
-    for (int i = 0; i < ep->nouts; i++) {
-        fx *rest = fx_substitute(p, lifted[i].value, view, zero);
-        if (!rest)
-            return p->status == NEST_OK;
-        if (fx_reads(p, rest, prod->buf))
-            return true;
-    }
-    int32_t *bufs;
-    int32_t nl = nest_loads(p, ep, &bufs);
-    bool ep_reads = false;
-    for (int32_t i = 0; i < nl; i++)
-        ep_reads |= bufs[i] == prod->buf;
-    free(bufs);
-    if (nl < 0)
-        return false;
-    nout *outs = arena_array(p->a, (size_t)(n->nouts + ep->nouts), sizeof *outs);
-    int32_t *nodes = arena_array(p->a, (size_t)(n->nnodes + ep->nnodes) + 1, sizeof *nodes);
-    if (!outs || !nodes)
-        return false;
-    memcpy(outs, n->outs, (size_t)n->nouts * sizeof *outs);
-    memcpy(outs + n->nouts, lifted, (size_t)ep->nouts * sizeof *outs);
-    memcpy(nodes, n->nodes, (size_t)n->nnodes * sizeof *nodes);
-    memcpy(nodes + n->nnodes, ep->nodes, (size_t)ep->nnodes * sizeof *nodes);
-    n->outs = outs;
-    n->nouts += ep->nouts;
-    n->capouts = (size_t)n->nouts;
-    n->nodes = nodes;
-    n->nnodes += ep->nnodes;
-    n->capnodes = (size_t)n->nnodes;
-    ep->dead = true;
-    /* the product itself is stored only if a nest other than this one reads it */
-    bool read = p->bufs[prod->buf].kind != BUF_TEMP || readers[prod->buf] > (ep_reads ? 1 : 0);
-    if (!read) {
-        n->outs[0].drop = true;
-        p->bufs[prod->buf].dead = true;
-    }
-    return true;
+    /* it may read the product only where the product is written */
+    fx *vals[ep->nouts];
+    for (int i = 0; i < ep->nouts; i++)
+        vals[i] = lifted[i].value;
+    if (!reads_only_view(p, prod, r, vals, ep->nouts))
+        return p->status == NEST_OK;
+    return nest_absorb(p, k, e, lifted, readers);
 }
 
 void tile_shape(int etype, int vector_bytes, int *ti, int *tj)
@@ -287,30 +252,16 @@ static bool tile_nest(plan *p, int32_t k, int vbytes, const int32_t *readers)
 
 int pass_tile(plan *p)
 {
-    int vbytes = vector_bytes(p->opts);
+    int vbytes = tile_vector_bytes(p->opts);
     int32_t *readers = NULL;
     for (int32_t k = 0; k < p->nnests; k++) {
-        if (p->nests[k].special < 0) /* a special nest's scratch stays */
+        /* a convolution's is its copy of the input (conv.c), a special nest's its scratch */
+        if (!p->nests[k].win && p->nests[k].special < 0)
             p->nests[k].pack = -1;
         if (!p->opts->fuse || !p->nests[k].dot || p->nests[k].dead)
             continue; /* --no-fuse shows the plain nests */
-        if (!readers) { /* how many nests read each buffer, once */
-            readers = calloc((size_t)p->nbufs + 1, sizeof *readers);
-            for (int32_t j = 0; readers && j < p->nnests; j++) {
-                int32_t *bufs;
-                int32_t nb = p->nests[j].dead ? 0 : nest_loads(p, &p->nests[j], &bufs);
-                for (int32_t i = 0; i < nb; i++)
-                    readers[bufs[i]]++;
-                if (nb > 0)
-                    free(bufs);
-                if (nb < 0)
-                    break;
-            }
-            if (!readers || p->status) {
-                free(readers);
-                return p->status = p->status ? p->status : NEST_ERR_NOMEM;
-            }
-        }
+        if (!readers && !(readers = nest_readers(p))) /* how many nests read each buffer, once */
+            return p->status;
         if (!tile_nest(p, k, vbytes, readers)) {
             free(readers);
             if (!p->status)

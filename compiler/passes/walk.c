@@ -354,3 +354,75 @@ void fx_map_free(fx_map *m)
     free(m->vals);
     memset(m, 0, sizeof *m);
 }
+
+/* ---- nests that read a buffer, and one nest joining another ---- */
+
+int32_t *nest_readers(plan *p)
+{
+    int32_t *readers = calloc((size_t)p->nbufs + 1, sizeof *readers);
+    for (int32_t j = 0; readers && j < p->nnests; j++) {
+        int32_t *bufs;
+        int32_t nb = p->nests[j].dead ? 0 : nest_loads(p, &p->nests[j], &bufs);
+        for (int32_t i = 0; i < nb; i++)
+            readers[bufs[i]]++;
+        if (nb > 0)
+            free(bufs);
+        if (nb < 0)
+            break;
+    }
+    if (!readers || p->status) {
+        free(readers);
+        if (!p->status)
+            p->status = NEST_ERR_NOMEM;
+        return NULL;
+    }
+    return readers;
+}
+
+bool reads_only_view(plan *p, const nout *o, int rank, fx *const *vals, int nvals)
+{
+    fx *view = fx_load(p, o->buf, o->off, rank, o->st, -1);
+    fx *zero = fx_imm(p, o->value->etype, 0, 0);
+    if (!view || !zero)
+        return false;
+    for (int i = 0; i < nvals; i++) {
+        fx *rest = fx_substitute(p, vals[i], view, zero);
+        if (!rest || fx_reads(p, rest, o->buf))
+            return false;
+    }
+    return true;
+}
+
+bool nest_absorb(plan *p, int32_t k, int32_t e, const nout *outs, const int32_t *readers)
+{
+    nest *n = &p->nests[k], *ep = &p->nests[e];
+    int32_t value = n->outs[0].buf, *bufs;
+    int32_t nl = nest_loads(p, ep, &bufs);
+    bool ep_reads = false;
+    for (int32_t i = 0; i < nl; i++)
+        ep_reads |= bufs[i] == value;
+    free(bufs);
+    if (nl < 0)
+        return false;
+    nout *o = arena_array(p->a, (size_t)(n->nouts + ep->nouts), sizeof *o);
+    int32_t *nodes = arena_array(p->a, (size_t)(n->nnodes + ep->nnodes) + 1, sizeof *nodes);
+    if (!o || !nodes)
+        return false;
+    memcpy(o, n->outs, (size_t)n->nouts * sizeof *o);
+    memcpy(o + n->nouts, outs, (size_t)ep->nouts * sizeof *o);
+    memcpy(nodes, n->nodes, (size_t)n->nnodes * sizeof *nodes);
+    memcpy(nodes + n->nnodes, ep->nodes, (size_t)ep->nnodes * sizeof *nodes);
+    n->outs = o;
+    n->nouts += ep->nouts;
+    n->capouts = (size_t)n->nouts;
+    n->nodes = nodes;
+    n->nnodes += ep->nnodes;
+    n->capnodes = (size_t)n->nnodes;
+    ep->dead = true;
+    /* the value itself is stored only if a nest other than e reads it */
+    if (p->bufs[value].kind == BUF_TEMP && readers[value] <= (ep_reads ? 1 : 0)) {
+        n->outs[0].drop = true;
+        p->bufs[value].dead = true;
+    }
+    return true;
+}

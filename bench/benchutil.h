@@ -1,0 +1,31 @@
+/*
+ * benchutil.h - what the drivers of `make bench` share (bench/benchutil.c): the clock, medians,
+ * input arrays allocated and filled the same way for every contender. (The Python peers' process
+ * is peer.h's.)
+ */
+#ifndef NEST_BENCHUTIL_H
+#define NEST_BENCHUTIL_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+double now_s(void);
+/* The CPU time of the process (all its threads), in seconds. */
+double cpu_s(void);
+void sleep_ms(int ms);
+void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+/* The median of n values (sorts them). */
+double median(double *v, int n);
+
+/* A float32 array of count elements in its own page-aligned mapping, huge pages from 4 MiB
+ * (numpy's own policy), zeroed. */
+float *alloc_f32(int64_t count);
+void free_f32(float *p, int64_t count);
+/* The values the Python peers' fill() writes: a hash of the index mapped to [-1, 1). */
+void fill(float *a, int64_t count, int seed);
+
+/* Notes for the end of a report: note() appends (printf-style), notes() is all of them. */
+void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+const char *notes(void);
+
+#endif

@@ -1,0 +1,930 @@
+/*
+ * emit_conv.c - convolutions and pools in C (plans of passes/conv.c).
+ *
+ * A convolution is three pieces: a static kernel per convolution (before the function's entry
+ * points) that computes one register tile, ti output channels by nv vectors of positions, with
+ * the sum over the group's input channels and the window's taps; the copy of the input into
+ * zero-padded planes (unless it is read in place); and the loop over the tiles, which calls the
+ * kernel and stores the tile's positions that are outputs, through the absorbed element-wise
+ * outputs. The kernel's fast path uses GNU C vector types (gcc and clang), one named
+ * accumulator per vector, so that no compiler has to unroll anything to keep them in
+ * registers; a plain loop handles partial tiles and other compilers.
+ *
+ * A pool is a loop over the output and the window, clamped to the input.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "emit.h"
+
+/* ---- the preamble's vector types ---- */
+
+static int vec_helper(int etype, int vb)
+{
+    return H_VEC + 3 * (etype == NEST_F64) + (vb >= 64 ? 2 : vb >= 32 ? 1 : 0);
+}
+
+static void vec_name(char *s, size_t n, int etype, int vb)
+{
+    snprintf(s, n, "nest_%sx%d", nest_type_name((nest_type)etype),
+             vb / (int)nest_type_size((nest_type)etype));
+}
+
+void em_vec_helper(buf *b, int h)
+{
+    if (h == H_CONTRACT) {
+        buf_puts(b, "/* gcc fuses multiply-adds in ISO C mode only when asked */\n"
+                    "#if defined(__GNUC__) && !defined(__clang__)\n"
+                    "#define NEST_CONTRACT __attribute__((optimize(\"fp-contract=fast\")))\n"
+                    "#else\n#define NEST_CONTRACT\n#endif\n");
+        return;
+    }
+    int et = (h - H_VEC) / 3 ? NEST_F64 : NEST_F32, vb = 16 << ((h - H_VEC) % 3);
+    char v[32];
+    vec_name(v, sizeof v, et, vb);
+    buf_printf(b,
+               "#ifdef __GNUC__\n/* %d bytes of %s, loaded and stored at any address */\n"
+               "typedef %s %s __attribute__((vector_size(%d), aligned(%d), may_alias));\n#endif\n",
+               vb, em_ctype(et), em_ctype(et), v, vb, (int)nest_type_size((nest_type)et));
+}
+
+/* ---- kernels ---- */
+
+/* Kernels of at most this many taps run them as straight code, each with its offsets as
+ * constants (no loop counter, no table: 3% of a 3x3 kernel's instructions); longer windows
+ * loop over the taps, axis by axis. */
+#define UNROLL_TAPS 64
+
+static const char *kernel_name(ctx *c, int32_t k, char *s, size_t n)
+{
+    snprintf(s, n, "nest_conv_%s_%d", c->f->name, (int)k);
+    return s;
+}
+
+/* The tables of the taps' offsets, one per axis of the window (a tap reads at the sum of its
+ * axes' entries: conv.c's tapoff[t]), for the loops over the taps (tap_loops): a window of
+ * 1000 x 1000 takes 2,000 entries, not a million. */
+static void emit_offsets(ctx *c, const wplan *w)
+{
+    const ir_window *win = w->win;
+    int64_t scale = 1; /* planes per phase of axis i: those of the axes after it */
+    int64_t sc[IR_MAX_SPATIAL];
+    for (int i = win->nsp - 1; i >= 0; i--) {
+        sc[i] = scale;
+        scale *= w->nph[i];
+    }
+    for (int i = 0; i < win->nsp; i++) {
+        buf_printf(c->b, "    static const int64_t off%d[%lld] = {", i, (long long)win->window[i]);
+        for (int64_t f = 0; f < win->window[i]; f++) {
+            int64_t u = f * win->dilation[i], k = 0;
+            while (w->ph[i][k] != u % win->stride[i])
+                k++;
+            buf_printf(c->b, "%s%lld", f ? (f % 12 ? ", " : ",\n        ") : "",
+                       (long long)(u / win->stride[i] * w->qst[i] + k * sc[i] * w->plane));
+        }
+        buf_puts(c->b, "};\n");
+    }
+}
+
+/* Opens the loops over the taps, row-major over the window's axes, at `indent`: inside, t is
+ * the tap and ot its offset (emit_offsets' tables); one brace to close. */
+static void tap_loops(ctx *c, const wplan *w, const char *indent)
+{
+    const ir_window *win = w->win;
+    int nsp = win->nsp;
+    buf_puts(c->b, indent);
+    for (int i = 0; i < nsp; i++)
+        buf_printf(c->b, "for (int64_t a%d = 0; a%d < %lld; a%d++) ", i, i,
+                   (long long)win->window[i], i);
+    buf_printf(c->b, "{\n%s    const int64_t t = ", indent);
+    for (int i = 0; i < nsp; i++) {
+        long long after = 1;
+        for (int j = i + 1; j < nsp; j++)
+            after *= win->window[j];
+        buf_printf(c->b, "%sa%d * %lld", i ? " + " : "", i, after);
+    }
+    buf_printf(c->b, ", ot = ");
+    for (int i = 0; i < nsp; i++)
+        buf_printf(c->b, "%soff%d[a%d]", i ? " + " : "", i, i);
+    buf_puts(c->b, ";\n");
+}
+
+/* The kernel of convolution nest k: out[ii * tj + jj] = sum over the group's input channels c
+ * and taps t of w[ii][c][t] * x[c * cstride + tapoff[t] + jj], for ii < rows, jj < lanes. */
+static void emit_kernel(ctx *c, int32_t k)
+{
+    const wplan *w = c->p->nests[k].win;
+    int et = c->p->bufs[c->p->nests[k].outs[0].buf].etype;
+    const char *T = em_ctype(et);
+    char V[32], name[IR_MAX_NAME + 32];
+    vec_name(V, sizeof V, et, w->vb);
+    kernel_name(c, k, name, sizeof name);
+    *c->helpers |= 1ull << vec_helper(et, w->vb) | 1ull << H_CONTRACT;
+    int ti = w->ti, nv = w->nv, L = w->lanes, tj = nv * L;
+    long long cg = w->C / w->G, taps = w->taps, crs = cg * taps, cs = w->cstride;
+    buf *b = c->b;
+    buf_printf(b,
+               "/* out[%d x %d] = the sum over %lld input channels and %lld taps of filters times input,\n"
+               " * for `rows` output channels and `lanes` positions: one register tile of %s */\n",
+               ti, tj, cg, taps, namer_name(&c->nm, w->node));
+    buf_printf(b,
+               "static NEST_CONTRACT void %s(int rows, int lanes, const %s *restrict w,\n"
+               "    const %s *restrict x, %s *restrict out)\n{\n",
+               name, T, T, T);
+    emit_offsets(c, w);
+    buf_puts(b, "#ifdef __GNUC__\n");
+    buf_printf(b, "    if (rows == %d && lanes == %d) {\n        %s", ti, tj, V);
+    for (int i = 0; i < ti; i++)
+        for (int j = 0; j < nv; j++)
+            buf_printf(b, "%s s%d_%d = {0}", i || j ? "," : "", i, j);
+    buf_printf(b,
+               ";\n        for (int64_t c = 0; c < %lld; c++) {\n"
+               "            const %s *restrict xc = x + c * %lld, *restrict wc = w + c * %lld;\n",
+               cg, T, cs, taps);
+    bool unroll = w->taps <= UNROLL_TAPS;
+    if (!unroll)
+        tap_loops(c, w, "            ");
+    for (int64_t t = 0; t < (unroll ? w->taps : 1); t++) {
+        char tt[32], ot[32];
+        snprintf(tt, sizeof tt, unroll ? "%lld" : "t", (long long)t);
+        snprintf(ot, sizeof ot, unroll ? "%lld" : "ot", (long long)w->tapoff[t]);
+        buf_printf(b, "            %s const %s *restrict p = xc + %s;\n                const %s",
+                   unroll ? "{" : "   ", T, ot, V);
+        for (int j = 0; j < nv; j++)
+            buf_printf(b, "%s b%d = *(const %s *)(p + %d)", j ? "," : "", j, V, j * L);
+        buf_printf(b, ";\n                %s a;\n", T);
+        for (int i = 0; i < ti; i++) {
+            buf_printf(b, "                a = wc[%lld + %s];", (long long)i * crs, tt);
+            for (int j = 0; j < nv; j++)
+                buf_printf(b, " s%d_%d += a * b%d;", i, j, j);
+            buf_putc(b, '\n');
+        }
+        buf_puts(b, "            }\n");
+    }
+    buf_puts(b, "        }\n");
+    for (int i = 0; i < ti; i++)
+        for (int j = 0; j < nv; j++)
+            buf_printf(b, "        *(%s *)(out + %d) = s%d_%d;\n", V, i * tj + j * L, i, j);
+    buf_puts(b, "        return;\n    }\n#endif\n");
+    buf_printf(b, "    for (int i = 0; i < %d; i++)\n        out[i] = 0;\n"
+                  "    for (int64_t c = 0; c < %lld; c++)\n", ti * tj, cg);
+    tap_loops(c, w, "        ");
+    buf_printf(b,
+               "            for (int ii = 0; ii < rows; ii++) {\n"
+               "                const %s a = w[ii * %lld + c * %lld + t];\n"
+               "                const %s *restrict p = x + c * %lld + ot;\n"
+               "                for (int jj = 0; jj < lanes; jj++)\n"
+               "                    out[ii * %d + jj] += a * p[jj];\n"
+               "            }\n        }\n}\n\n",
+               T, crs, taps, T, cs, tj);
+}
+
+/* The kernel of convolution nest k with channels in lanes: out[ii * tj + jj] = sum over the
+ * group's input channels c and taps t of x[q[ii] + c * cstride + tapoff[t]] * the packed filters
+ * [c][t][jj], for every ii < ti and jj < tj (the caller repeats a position to fill a tile, and
+ * the packed filters hold zeros past the group's channels). */
+static void emit_kernel_by_channels(ctx *c, int32_t k)
+{
+    const wplan *w = c->p->nests[k].win;
+    int et = c->p->bufs[c->p->nests[k].outs[0].buf].etype;
+    const char *T = em_ctype(et);
+    char V[32], name[IR_MAX_NAME + 32];
+    vec_name(V, sizeof V, et, w->vb);
+    kernel_name(c, k, name, sizeof name);
+    *c->helpers |= 1ull << vec_helper(et, w->vb) | 1ull << H_CONTRACT;
+    int ti = w->ti, nv = w->nv, L = w->lanes, tj = nv * L;
+    long long cg = w->C / w->G, taps = w->taps, cs = w->cstride;
+    buf *b = c->b;
+    buf_printf(b,
+               "/* out[%d x %d] = the sum over %lld input channels and %lld taps of input times "
+               "filters,\n * for %d positions (at x + q[i]) and %d output channels: one "
+               "register tile of %s */\n",
+               ti, tj, cg, taps, ti, tj, namer_name(&c->nm, w->node));
+    buf_printf(b,
+               "static NEST_CONTRACT void %s(const int64_t *restrict q, const %s *restrict w,\n"
+               "    const %s *restrict x, %s *restrict out)\n{\n",
+               name, T, T, T);
+    buf_puts(b, "#ifdef __GNUC__\n");
+    if (w->taps > UNROLL_TAPS)
+        emit_offsets(c, w);
+    buf_printf(b, "    const %s", T);
+    for (int i = 0; i < ti; i++)
+        buf_printf(b, "%s *restrict x%d = x + q[%d]", i ? "," : "", i, i);
+    buf_printf(b, ";\n    %s", V);
+    for (int i = 0; i < ti; i++)
+        for (int j = 0; j < nv; j++)
+            buf_printf(b, "%s s%d_%d = {0}", i || j ? "," : "", i, j);
+    buf_printf(b,
+               ";\n    for (int64_t c = 0; c < %lld; c++) {\n"
+               "        const %s *restrict wc = w + c * %lld;\n",
+               cg, T, taps * tj);
+    bool unroll = w->taps <= UNROLL_TAPS;
+    if (!unroll)
+        tap_loops(c, w, "        ");
+    for (int64_t t = 0; t < (unroll ? w->taps : 1); t++) {
+        char tt[32], ot[32];
+        snprintf(tt, sizeof tt, unroll ? "%lld" : "t", (long long)t);
+        snprintf(ot, sizeof ot, unroll ? "%lld" : "ot", (long long)w->tapoff[t]);
+        buf_printf(b, "        %s const int64_t o = c * %lld + %s;\n", unroll ? "{" : "   ", cs, ot);
+        buf_printf(b, "            const %s *restrict p = wc + %s * %d;\n            const %s", T,
+                   tt, tj, V);
+        for (int j = 0; j < nv; j++)
+            buf_printf(b, "%s b%d = *(const %s *)(p + %d)", j ? "," : "", j, V, j * L);
+        buf_printf(b, ";\n            %s a;\n", T);
+        for (int i = 0; i < ti; i++) {
+            buf_printf(b, "            a = x%d[o];", i);
+            for (int j = 0; j < nv; j++)
+                buf_printf(b, " s%d_%d += a * b%d;", i, j, j);
+            buf_putc(b, '\n');
+        }
+        buf_puts(b, "        }\n");
+    }
+    buf_puts(b, "    }\n");
+    for (int i = 0; i < ti; i++)
+        for (int j = 0; j < nv; j++)
+            buf_printf(b, "    *(%s *)(out + %d) = s%d_%d;\n", V, i * tj + j * L, i, j);
+    buf_puts(b, "#else\n");
+    emit_offsets(c, w);
+    buf_printf(b, "    for (int i = 0; i < %d; i++)\n        out[i] = 0;\n"
+                  "    for (int64_t c = 0; c < %lld; c++)\n", ti * tj, cg);
+    tap_loops(c, w, "        ");
+    buf_printf(b,
+               "            for (int ii = 0; ii < %d; ii++) {\n"
+               "                const %s a = x[q[ii] + c * %lld + ot];\n"
+               "                for (int jj = 0; jj < %d; jj++)\n"
+               "                    out[ii * %d + jj] += a * w[(c * %lld + t) * %d + jj];\n"
+               "            }\n        }\n#endif\n}\n\n",
+               ti, T, cs, tj, tj, taps, tj);
+}
+
+void em_window_kernels(ctx *c)
+{
+    for (int32_t k = 0; k < c->p->nnests; k++) {
+        const nest *ne = &c->p->nests[k];
+        if (ne->dead || !ne->win || ne->win->wbuf < 0 || !em_nest_runs(ne))
+            continue;
+        if (ne->win->by_channels)
+            emit_kernel_by_channels(c, k);
+        else
+            emit_kernel(c, k);
+    }
+}
+
+/* ---- pieces of the nests ---- */
+
+/* A C name for the nest's own use, unique against the function's and the graph's. */
+static const char *nm(ctx *c, const char *base) { return em_unique(&c->local, base); }
+
+/* The C name of buffer b, noted as written into the C. */
+static const char *bufname(ctx *c, int32_t b)
+{
+    em_ref(c, b);
+    return c->bufname[b];
+}
+
+/* Whether a loop of `items` iterations of `per_item` work each is worth several cores. */
+static bool parallel(const ctx *c, int64_t items, int64_t per_item)
+{
+    double work = (double)items * (double)per_item;
+    return c->p->opts->openmp && items >= 2 && work >= (double)PAR_MIN;
+}
+
+/* The stores of one output element: outs[0] (unless dropped) and the absorbed outputs, with the
+ * op's value in `value` and the element's indexes in c->expr. */
+static void emit_stores(ctx *c, const nest *ne, const char *value)
+{
+    const nout *o = &ne->outs[0];
+    c->tile_view = fx_load(c->mp, o->buf, o->off, ne->rank, o->st, -1);
+    c->tile_text = value;
+    if (!c->tile_view) {
+        c->b->failed = true;
+        return;
+    }
+    if (!o->drop) {
+        buf t = {0};
+        buf_printf(&t, "%s[", bufname(c, o->buf));
+        em_index(c, &t, o->buf, o->off, o->st, ne->rank);
+        buf_putc(&t, ']');
+        char *d = buf_finish(&t);
+        em_line(c, "%s = %s;", d ? d : "", value);
+        free(d);
+    }
+    if (ne->nouts > 1) {
+        fx *vals[ne->nouts];
+        for (int i = 1; i < ne->nouts; i++)
+            vals[i - 1] = ne->outs[i].value;
+        em_outputs(c, ne->outs + 1, vals, ne->nouts - 1);
+    }
+    c->tile_view = NULL;
+    c->tile_text = NULL;
+}
+
+static void close_block(ctx *c)
+{
+    c->indent--;
+    em_line(c, "}");
+}
+
+/* The image and the channel of a loop variable nc over both, as expressions (an input that
+ * ignores either never names a variable left unused). */
+static void image_channel(const char *nc, int64_t channels, char *n, char *ch, size_t size)
+{
+    snprintf(n, size, "%s / %lld", nc, (long long)channels);
+    snprintf(ch, size, "%s %% %lld", nc, (long long)channels);
+}
+
+/* ---- convolution: the copy of the input ---- */
+
+typedef struct copy_names {
+    const char *p[IR_MAX_SPATIAL], *j[IR_MAX_SPATIAL], *u[IR_MAX_SPATIAL], *s[IR_MAX_SPATIAL];
+    const char *r[IR_MAX_SPATIAL];
+    char ph[IR_MAX_SPATIAL][IR_MAX_NAME + 32]; /* the phase along each axis, as C */
+} copy_names;
+
+/* The positions of axis i of a plane at `base`: position j holds x at
+ * (j * stride + phase - pad_below) / data_dilation along i where that is a whole index of x. */
+static void emit_copy_axis(ctx *c, const wplan *w, const copy_names *cn, int i, const char *base)
+{
+    const ir_window *win = w->win;
+    int nsp = win->nsp;
+    const char *T = em_ctype(w->x->etype);
+    long long s = win->stride[i], pb = win->pad_below[i], dd = win->data_dilation[i];
+    long long hq = w->hq[i], d = w->d[i], block = 1;
+    for (int k = i + 1; k < nsp; k++)
+        block *= w->hq[k];
+    const char *j = cn->j[i];
+    char dst[IR_MAX_NAME * 2 + 8];
+    if (i == nsp - 1 && dd == 1) {
+        /* zeros, a run of x, zeros: with stride 1 the bounds are constants */
+        snprintf(dst, sizeof dst, "%s[%s]", base, j);
+        char lo[IR_MAX_NAME + 32], hi[IR_MAX_NAME + 32];
+        const char *start = NULL;
+        if (w->nph[i] == 1 && s == 1) {
+            long long l = pb < 0 ? 0 : pb > hq ? hq : pb;
+            long long h = pb + d < l ? l : pb + d > hq ? hq : pb + d;
+            snprintf(lo, sizeof lo, "%lld", l);
+            snprintf(hi, sizeof hi, "%lld", h);
+        } else {
+            start = nm(c, "start");
+            snprintf(lo, sizeof lo, "%s", nm(c, "lo"));
+            snprintf(hi, sizeof hi, "%s", nm(c, "hi"));
+            em_line(c, "const int64_t %s = %lld - %s; /* position j reads x at j * %lld - %s */",
+                    start, pb, cn->ph[i], s, start);
+            em_line(c, "int64_t %s = %s + %lld >= 0 ? (%s + %lld) / %lld + 1 : 0;", hi, start,
+                    d - 1, start, d - 1, s);
+            em_line(c, "%s = %s < %lld ? %s : %lld;", hi, hi, hq, hi, hq);
+            em_line(c, "const int64_t %s = %s > 0 ? ((%s + %lld) / %lld < %s ? (%s + %lld) / %lld "
+                       ": %s) : 0;",
+                    lo, start, start, s - 1, s, hi, start, s - 1, s, hi);
+        }
+        if (strcmp(lo, "0") != 0) {
+            em_line(c, "for (int64_t %s = 0; %s < %s; %s++)", j, j, lo, j);
+            em_line(c, "    %s = 0;", dst);
+        }
+        em_line(c, "for (int64_t %s = %s; %s < %s; %s++) {", j, lo, j, hi, j);
+        c->indent++;
+        if (start)
+            em_line(c, "const int64_t %s = %s * %lld - %s;", cn->s[i], j, s, start);
+        else
+            em_line(c, "const int64_t %s = %s - %lld;", cn->s[i], j, pb);
+        em_assign(c, dst, w->x);
+        close_block(c);
+        if (start || atoll(hi) < hq) {
+            em_line(c, "for (int64_t %s = %s; %s < %lld; %s++)", j, hi, j, hq, j);
+            em_line(c, "    %s = 0;", dst);
+        }
+        return;
+    }
+    em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", j, j, hq, j);
+    c->indent++;
+    em_line(c, "%s *restrict %s = %s + %s * %lld;", T, cn->r[i], base, j, block);
+    em_line(c, "const int64_t %s = %s * %lld + %s - %lld;", cn->u[i], j, s, cn->ph[i], pb);
+    if (dd == 1)
+        em_line(c, "if (%s < 0 || %s >= %lld) {", cn->u[i], cn->u[i], d);
+    else
+        em_line(c, "if (%s < 0 || %s %% %lld != 0 || %s / %lld >= %lld) {", cn->u[i], cn->u[i], dd,
+                cn->u[i], dd, d);
+    em_line(c, "    for (int64_t e = 0; e < %lld; e++) /* no element of x: zeros */", block);
+    em_line(c, "        %s[e] = 0;", cn->r[i]);
+    em_line(c, "    continue;");
+    em_line(c, "}");
+    if (dd == 1)
+        em_line(c, "const int64_t %s = %s;", cn->s[i], cn->u[i]);
+    else
+        em_line(c, "const int64_t %s = %s / %lld;", cn->s[i], cn->u[i], dd);
+    if (i == nsp - 1) {
+        snprintf(dst, sizeof dst, "%s[0]", cn->r[i]);
+        em_assign(c, dst, w->x);
+    } else {
+        emit_copy_axis(c, w, cn, i + 1, cn->r[i]);
+    }
+    close_block(c);
+}
+/* The copy of x into the planes at xp (count elements with the slack), per image and channel:
+ * one plane per phase of the stride along every axis (one plane when the strides are 1). With
+ * nc0 (C text), only the group's channels of one image, from image-and-channel nc0 on, into xp
+ * (the local planes of a thread: no loop of its own in parallel). */
+static void emit_copy(ctx *c, const wplan *w, const char *xp, int64_t count, const char *nc0)
+{
+    const ir_window *win = w->win;
+    int nsp = win->nsp;
+    const char *T = em_ctype(w->x->etype);
+    long long nc = nc0 ? w->C / w->G : w->N * w->C;
+    bool dil = false;
+    for (int i = 0; i < nsp; i++)
+        dil |= win->data_dilation[i] > 1;
+    buf dims = {0};
+    for (int i = 0; i < nsp; i++)
+        buf_printf(&dims, "%s%lld", i ? " x " : "", (long long)w->hq[i]);
+    char *ds = buf_finish(&dims);
+    em_line(c, "/* x into planes of %s per image and channel: zero-padded%s%s */", ds ? ds : "",
+            w->cstride != w->plane ? ", one plane per phase of the stride" : "",
+            dil ? ", dilated" : "");
+    free(ds);
+    int64_t elements = nc;
+    for (int i = 0; i < nsp; i++)
+        elements *= w->d[i];
+    if (elements == 0) { /* nothing of x: zeros throughout */
+        const char *e = nm(c, "e");
+        em_line(c, "for (int64_t %s = 0; %s < %lld; %s++)", e, e, (long long)count, e);
+        em_line(c, "    %s[%s] = 0;", xp, e);
+        return;
+    }
+    em_line(c, "{");
+    c->indent++;
+    /* the copy's names live in its block */
+    names outer = c->local;
+    c->local = (names){.outer = &outer};
+    copy_names cn;
+    static const char *const base[][IR_MAX_SPATIAL] = {
+        {"p0", "p1", "p2"}, {"j0", "j1", "j2"}, {"u0", "u1", "u2"}, {"i0", "i1", "i2"},
+        {"r0", "r1", "r2"}, {"ph0", "ph1", "ph2"}};
+    for (int i = 0; i < nsp; i++) {
+        cn.p[i] = nm(c, base[0][i]);
+        cn.j[i] = nm(c, base[1][i]);
+        cn.u[i] = nm(c, base[2][i]);
+        cn.s[i] = nm(c, base[3][i]);
+        cn.r[i] = nm(c, base[4][i]);
+        if (w->nph[i] == 1) {
+            snprintf(cn.ph[i], sizeof cn.ph[i], "%lld", (long long)w->ph[i][0]);
+            continue;
+        }
+        const char *ph = nm(c, base[5][i]);
+        snprintf(cn.ph[i], sizeof cn.ph[i], "%s[%s]", ph, cn.p[i]);
+        buf t = {0};
+        for (int j = 0; j < w->nph[i]; j++)
+            buf_printf(&t, "%s%lld", j ? ", " : "", (long long)w->ph[i][j]);
+        char *ts = buf_finish(&t);
+        em_line(c, "static const int64_t %s[%d] = {%s}; /* the phases taps use */", ph, w->nph[i],
+                ts ? ts : "");
+        free(ts);
+    }
+    const char *ncv = nm(c, "nc"), *pl = nm(c, "pl"), *cc = nc0 ? nm(c, "cc") : ncv;
+    char n[IR_MAX_NAME * 2 + 64], ch[IR_MAX_NAME * 2 + 64], one[IR_MAX_NAME * 2 + 16];
+    if (nc0) { /* image and channel: nc0 + cc */
+        snprintf(one, sizeof one, "(%s + %s)", nc0, cc);
+        ncv = one;
+    }
+    image_channel(ncv, w->C, n, ch, sizeof n);
+    if (!nc0 && parallel(c, nc, w->cstride))
+        em_omp_for(c);
+    em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) { /* %s */", cc, cc, nc, cc,
+            nc0 ? "the group's channels" : "image and channel");
+    c->indent++;
+    c->expr[0] = n;
+    c->expr[1] = ch;
+    for (int i = 0; i < nsp; i++)
+        c->expr[2 + i] = cn.s[i];
+    /* a loop over the phases of each axis that has several */
+    int loops = 0;
+    buf q = {0};
+    buf_printf(&q, "%s + %s * %lld", xp, cc, (long long)w->cstride);
+    for (int i = 0; i < nsp; i++) {
+        if (w->nph[i] == 1)
+            continue;
+        long long after = w->plane;
+        for (int k = i + 1; k < nsp; k++)
+            after *= w->nph[k];
+        buf_printf(&q, " + %s * %lld", cn.p[i], after);
+        em_line(c, "for (int %s = 0; %s < %d; %s++) {", cn.p[i], cn.p[i], w->nph[i], cn.p[i]);
+        c->indent++;
+        loops++;
+    }
+    char *qs = buf_finish(&q);
+    em_line(c, "%s *restrict %s = %s;", T, pl, qs ? qs : "");
+    free(qs);
+    emit_copy_axis(c, w, &cn, 0, pl);
+    while (loops--)
+        close_block(c);
+    close_block(c);
+    if (count > nc * w->cstride) { /* (with no channel, nothing reads the slack) */
+        const char *e = nm(c, "e");
+        em_line(c, "for (int64_t %s = %lld; %s < %lld; %s++) /* read by the last tile */", e,
+                nc * (long long)w->cstride, e, (long long)count, e);
+        em_line(c, "    %s[%s] = 0;", xp, e);
+    }
+    em_names_free(&c->local);
+    c->local = outer;
+    close_block(c);
+}
+
+/* ---- convolution: the tiles ---- */
+
+/* Stores the tile in `acc` (rows x tj, positions q0 ..) at the positions that are outputs. */
+static void emit_tile_store(ctx *c, const nest *ne, const char *n, const char *k0,
+                            const char *q0, const char *rows, const char *acc)
+{
+    const wplan *w = ne->win;
+    int nsp = w->win->nsp, tj = w->nv * w->lanes;
+    const char *ii = nm(c, "ii"), *ol = nm(c, nsp == 1 ? "o0" : nsp == 2 ? "o1" : "o2");
+    char kexpr[IR_MAX_NAME * 2 + 8], value[IR_MAX_NAME * 6 + 64];
+    snprintf(kexpr, sizeof kexpr, "%s + %s", k0, ii);
+    c->expr[0] = n;
+    c->expr[1] = kexpr;
+    c->expr[1 + nsp] = ol;
+    if (nsp == 1) {
+        em_line(c, "for (int %s = 0; %s < %s; %s++)", ii, ii, rows, ii);
+        em_line(c, "    for (int64_t %s = %s; %s < %s + %d && %s < %lld; %s++) {", ol, q0, ol, q0,
+                tj, ol, (long long)w->o[0], ol);
+        c->indent += 2;
+        snprintf(value, sizeof value, "%s[%s * %d + %s - %s]", acc, ii, tj, ol, q0);
+        emit_stores(c, ne, value);
+        close_block(c);
+        c->indent--;
+        return;
+    }
+    /* rows of positions: the last axis runs within a row */
+    long long W = w->hq[nsp - 1];
+    const char *r = nm(c, "r"), *lo = nm(c, "lo"), *hi = nm(c, "hi");
+    em_line(c, "for (int64_t %s = %s / %lld; %s * %lld < %s + %d && %s * %lld < %lld; %s++) {", r,
+            q0, W, r, W, q0, tj, r, W, (long long)w->q, r);
+    c->indent++;
+    const char *o0 = nm(c, "o0"), *o1 = nsp == 3 ? nm(c, "o1") : NULL;
+    if (nsp == 2) {
+        em_line(c, "const int64_t %s = %s;", o0, r);
+    } else {
+        em_line(c, "const int64_t %s = %s / %lld, %s = %s %% %lld;", o0, r, (long long)w->hq[1],
+                o1, r, (long long)w->hq[1]);
+        em_line(c, "if (%s >= %lld)", o1, (long long)w->o[1]);
+        em_line(c, "    continue; /* a row of the planes' margin */");
+        c->expr[3] = o1;
+    }
+    c->expr[2] = o0;
+    em_line(c, "const int64_t %s = %s * %lld < %s ? %s - %s * %lld : 0;", lo, r, W, q0, q0, r, W);
+    em_line(c, "const int64_t %s = %s + %d - %s * %lld < %lld ? %s + %d - %s * %lld : %lld;", hi,
+            q0, tj, r, W, (long long)w->o[nsp - 1], q0, tj, r, W, (long long)w->o[nsp - 1]);
+    em_line(c, "for (int %s = 0; %s < %s; %s++)", ii, ii, rows, ii);
+    em_line(c, "    for (int64_t %s = %s; %s < %s; %s++) {", ol, lo, ol, hi, ol);
+    c->indent += 2;
+    snprintf(value, sizeof value, "%s[%s * %d + %s * %lld + %s - %s]", acc, ii, tj, r, W, ol, q0);
+    emit_stores(c, ne, value);
+    close_block(c);
+    c->indent--;
+    close_block(c);
+}
+
+/* The indexes of tile t: image n, group g, tile of channels kt (of kn) and of positions pt (of
+ * pn). The images run outermost (an image's planes stay in the cache for all its tiles); then
+ * the channels' tile runs innermost (a tile of positions stays in the cache for all of them),
+ * or with filters_outer the positions' (a tile of channels' filters stays in the cache for
+ * every position). */
+static void emit_tile_indexes(ctx *c, const wplan *w, const char *t, const char *n, const char *g,
+                              const char *kt, const char *pt, long long kn, long long pn)
+{
+    long long G = w->G;
+    if (!w->filters_outer) {
+        em_line(c, "const int64_t %s = %s %% %lld, %s = %s / %lld %% %lld;", kt, t, kn, pt, t, kn,
+                pn);
+        em_line(c, "const int64_t %s = %s / %lld %% %lld, %s = %s / %lld;", g, t, kn * pn, G, n, t,
+                kn * pn * G);
+    } else {
+        em_line(c, "const int64_t %s = %s %% %lld, %s = %s / %lld %% %lld;", pt, t, pn, kt, t, pn, kn);
+        em_line(c, "const int64_t %s = %s / %lld %% %lld, %s = %s / %lld;", g, t, pn * kn, G, n, t,
+                pn * kn * G);
+    }
+}
+
+/* The tiles with output channels in rows and positions in lanes. With local planes, a
+ * parallel loop over images and groups copies the group's planes into a local array and runs
+ * its tiles in turn. */
+static void emit_tiles_by_positions(ctx *c, int32_t k, const char *xp)
+{
+    const nest *ne = &c->p->nests[k];
+    const wplan *w = ne->win;
+    const char *T = em_ctype(w->x->etype);
+    int ti = w->ti, tj = w->nv * w->lanes;
+    long long kg = w->K / w->G, cg = w->C / w->G, cs = w->cstride;
+    long long kt = (kg + ti - 1) / ti, qb = (w->q + tj - 1) / tj;
+    long long tiles = w->N * w->G * kt * qb;
+    char kern[IR_MAX_NAME + 32];
+    kernel_name(c, k, kern, sizeof kern);
+    const char *t = nm(c, "t"), *ktv = nm(c, "kt"), *qbv = nm(c, "qb"), *g = nm(c, "g");
+    const char *n = nm(c, "n"), *k0 = nm(c, "k0"), *q0 = nm(c, "q0"), *rows = nm(c, "rows");
+    const char *lanes = nm(c, "lanes"), *acc = nm(c, "acc");
+    em_line(c, "/* %lld tiles: images x groups x positions x output channels */", tiles);
+    if (w->local_planes) {
+        const char *ng = nm(c, "ng"), *nc0 = nm(c, "nc0");
+        long long count = cg * cs + tj;
+        if (parallel(c, w->N * w->G, kg * w->q * cg * w->taps))
+            em_omp_for(c);
+        em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) { /* image and group */", ng, ng,
+                (long long)(w->N * w->G), ng);
+        c->indent++;
+        em_line(c, "const int64_t %s = %s / %lld, %s = %s %% %lld, %s = %s * %lld;", n, ng,
+                (long long)w->G, g, ng, (long long)w->G, nc0, ng, cg);
+        em_line(c, "%s %s[%lld];", T, xp, count);
+        emit_copy(c, w, xp, count, nc0);
+        em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", t, t, kt * qb, t);
+        c->indent++;
+        em_line(c, "const int64_t %s = %s %% %lld, %s = %s / %lld;", ktv, t, kt, qbv, t, kt);
+    } else {
+        if (parallel(c, tiles, (long long)ti * tj * cg * w->taps))
+            em_omp_for(c);
+        em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", t, t, tiles, t);
+        c->indent++;
+        emit_tile_indexes(c, w, t, n, g, ktv, qbv, kt, qb);
+    }
+    em_line(c, "const int64_t %s = %s * %lld + %s * %d, %s = %s * %d;", k0, g, kg, ktv, ti, q0, qbv,
+            tj);
+    em_line(c, "const int %s = %lld - %s * %d < %d ? (int)(%lld - %s * %d) : %d;", rows, kg, ktv, ti,
+            ti, kg, ktv, ti, ti);
+    if (w->in_place) {
+        /* the last tile of positions of the last channels would read past x's end */
+        int64_t maxoff = 0;
+        for (int64_t i = 0; i < w->taps; i++)
+            maxoff = w->tapoff[i] > maxoff ? w->tapoff[i] : maxoff;
+        long long limit = c->p->bufs[w->xbuf].count - w->xoff;
+        em_line(c, "const int %s = (%s * %lld + %s * %lld + %lld) * %lld + %lld + %s + %d > %lld",
+                lanes, n, (long long)w->C, g, cg, cg - 1, cs, (long long)maxoff, q0, tj, limit);
+        em_line(c, "    ? (int)(%lld - %s < %d ? %lld - %s : %d) : %d;", (long long)w->q, q0, tj,
+                (long long)w->q, q0, tj, tj);
+    } else {
+        em_line(c, "const int %s = %d;", lanes, tj);
+    }
+    em_line(c, "%s %s[%d];", T, acc, ti * tj);
+    char xt[IR_MAX_NAME * 3 + 64];
+    if (w->local_planes)
+        snprintf(xt, sizeof xt, "%s + %s", xp, q0);
+    else
+        snprintf(xt, sizeof xt, "%s + (%s * %lld + %s * %lld) * %lld + %s", xp, n,
+                 (long long)w->C, g, cg, cs, q0);
+    em_line(c, "%s(%s, %s, %s + %lld + %s * %lld, %s, %s);", kern, rows, lanes,
+            bufname(c, w->wbuf), (long long)w->woff, k0, cg * w->taps, xt, acc);
+    emit_tile_store(c, ne, n, k0, q0, rows, acc);
+    close_block(c);
+    if (w->local_planes)
+        close_block(c);
+}
+
+/* The filters packed for the tiles with channels in lanes: per group and tile of tj output
+ * channels, a panel [input channel x tap][tj] (zeros past the group's channels), so that a
+ * tile reads its filters in sequence. */
+static void emit_pack(ctx *c, const wplan *w, const char *wp)
+{
+    const char *T = em_ctype(w->x->etype);
+    long long kg = w->K / w->G, ct = w->C / w->G * w->taps, tj = w->nv * w->lanes;
+    long long blocks = w->G * (w->kpad / tj);
+    const char *gb = nm(c, "gb"), *k0 = nm(c, "k0"), *src = nm(c, "src"), *dst = nm(c, "dst");
+    const char *e0 = nm(c, "e0"), *e = nm(c, "e"), *jj = nm(c, "jj");
+    em_line(c, "/* the filters packed: per group and %lld output channels, [%lld input channels x "
+               "taps][%lld] */",
+            tj, ct, tj);
+    if (parallel(c, blocks, ct * tj))
+        em_omp_for(c);
+    em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", gb, gb, blocks, gb);
+    c->indent++;
+    em_line(c, "const int64_t %s = %s %% %lld * %lld; /* the first channel of the panel */", k0,
+            gb, w->kpad / tj, tj);
+    em_line(c, "const %s *restrict %s = %s + %lld + (%s / %lld * %lld + %s) * %lld;", T, src,
+            bufname(c, w->wbuf), (long long)w->woff, gb, w->kpad / tj, kg, k0, ct);
+    em_line(c, "%s *restrict %s = %s + %s * %lld;", T, dst, wp, gb, ct * tj);
+    /* a block of 16 input channels x taps at a time, through a local block: the rows are read
+     * and the panel written in sequence */
+    const char *blk = nm(c, "blk"), *ne = nm(c, "ne"), *rows = nm(c, "rows");
+    em_line(c, "const int64_t %s = %lld - %s < %lld ? %lld - %s : %lld; /* the group's channels here */",
+            rows, kg, k0, tj, kg, k0, tj);
+    em_line(c, "for (int64_t %s = 0; %s < %lld; %s += 16) {", e0, e0, ct, e0);
+    c->indent++;
+    em_line(c, "const int64_t %s = %lld - %s < 16 ? %lld - %s : 16;", ne, ct, e0, ct, e0);
+    em_line(c, "%s %s[%lld][16];", T, blk, tj);
+    em_line(c, "for (int64_t %s = 0; %s < %lld; %s++)", jj, jj, tj, jj);
+    em_line(c, "    for (int64_t %s = 0; %s < 16; %s++)", e, e, e);
+    em_line(c, "        %s[%s][%s] = %s < %s && %s < %s ? %s[%s * %lld + %s + %s] : (%s)0;", blk,
+            jj, e, jj, rows, e, ne, src, jj, ct, e0, e, T);
+    em_line(c, "for (int64_t %s = 0; %s < %s; %s++)", e, e, ne, e);
+    em_line(c, "    for (int64_t %s = 0; %s < %lld; %s++)", jj, jj, tj, jj);
+    em_line(c, "        %s[(%s + %s) * %lld + %s] = %s[%s][%s];", dst, e0, e, tj, jj, blk, jj, e);
+    close_block(c);
+    close_block(c);
+}
+
+/* The tiles with positions in rows and output channels in lanes (the filters packed). */
+static void emit_tiles_by_channels(ctx *c, int32_t k, const char *xp, const char *wp)
+{
+    const nest *ne = &c->p->nests[k];
+    const wplan *w = ne->win;
+    const char *T = em_ctype(w->x->etype);
+    int nsp = w->win->nsp, ti = w->ti, tj = w->nv * w->lanes;
+    long long kg = w->K / w->G, cg = w->C / w->G, cs = w->cstride, P = w->p;
+    long long kt = w->kpad / tj, pt = (P + ti - 1) / ti;
+    long long tiles = w->N * w->G * kt * pt;
+    char kern[IR_MAX_NAME + 32];
+    kernel_name(c, k, kern, sizeof kern);
+    const char *t = nm(c, "t"), *ktv = nm(c, "kt"), *ptv = nm(c, "pt"), *g = nm(c, "g");
+    const char *n = nm(c, "n"), *k0 = nm(c, "k0"), *p0 = nm(c, "p0"), *rows = nm(c, "rows");
+    const char *cols = nm(c, "cols"), *acc = nm(c, "acc"), *q = nm(c, "q"), *ii = nm(c, "ii");
+    const char *jj = nm(c, "jj"), *pp = nm(c, "pos");
+    em_line(c, "/* %lld tiles: images x groups x positions x output channels */", tiles);
+    if (parallel(c, tiles, (long long)ti * tj * cg * w->taps))
+        em_omp_for(c);
+    em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", t, t, tiles, t);
+    c->indent++;
+    emit_tile_indexes(c, w, t, n, g, ktv, ptv, kt, pt);
+    em_line(c, "const int64_t %s = %s * %d, %s = %s * %d;", k0, ktv, tj, p0, ptv, ti);
+    em_line(c, "const int %s = %lld - %s < %d ? (int)(%lld - %s) : %d;", rows, P, p0, ti, P, p0, ti);
+    em_line(c, "const int %s = %lld - %s < %d ? (int)(%lld - %s) : %d;", cols, kg, k0, tj, kg, k0,
+            tj);
+    /* where each position of the tile is in the planes (a partial tile repeats its last) */
+    buf qe = {0};
+    int64_t div = 1;
+    for (int i = nsp - 1; i >= 0; i--) {
+        buf_printf(&qe, "%s%s / %lld %% %lld * %lld", i == nsp - 1 ? "" : " + ", pp,
+                   (long long)div, (long long)w->o[i], (long long)w->qst[i]);
+        div *= w->o[i];
+    }
+    char *qs = buf_finish(&qe);
+    em_line(c, "int64_t %s[%d];", q, ti);
+    em_line(c, "for (int %s = 0; %s < %d; %s++) {", ii, ii, ti, ii);
+    em_line(c, "    const int64_t %s = %s + (%s < %s ? %s : %s - 1);", pp, p0, ii, rows, ii, rows);
+    em_line(c, "    %s[%s] = %s;", q, ii, qs ? qs : "0");
+    em_line(c, "}");
+    free(qs);
+    em_line(c, "%s %s[%d];", T, acc, ti * tj);
+    em_line(c, "%s(%s, %s + (%s * %lld + %s) * %lld, %s + (%s * %lld + %s * %lld) * %lld, %s);",
+            kern, q, wp, g, kt, ktv, cg * w->taps * tj, xp, n, (long long)w->C, g, cg, cs, acc);
+    /* the stores: position by position, each output channel's run */
+    char kexpr[IR_MAX_NAME * 3 + 32], pexpr[IR_MAX_NAME * 2 + 8], oexpr[IR_MAX_SPATIAL][IR_MAX_NAME * 2 + 64];
+    char value[IR_MAX_NAME * 4 + 32];
+    snprintf(kexpr, sizeof kexpr, "%s * %lld + %s + %s", g, kg, k0, jj);
+    snprintf(pexpr, sizeof pexpr, "%s + %s", p0, ii);
+    c->expr[0] = n;
+    c->expr[1] = kexpr;
+    div = 1;
+    for (int i = nsp - 1; i >= 0; i--) {
+        if (i == nsp - 1 && nsp == 1)
+            snprintf(oexpr[i], sizeof oexpr[i], "%s", pexpr);
+        else if (i == nsp - 1)
+            snprintf(oexpr[i], sizeof oexpr[i], "(%s) %% %lld", pexpr, (long long)w->o[i]);
+        else if (i == 0)
+            snprintf(oexpr[i], sizeof oexpr[i], "(%s) / %lld", pexpr, (long long)div);
+        else
+            snprintf(oexpr[i], sizeof oexpr[i], "(%s) / %lld %% %lld", pexpr, (long long)div,
+                     (long long)w->o[i]);
+        c->expr[2 + i] = oexpr[i];
+        div *= w->o[i];
+    }
+    em_line(c, "for (int %s = 0; %s < %s; %s++)", jj, jj, cols, jj);
+    em_line(c, "    for (int %s = 0; %s < %s; %s++) {", ii, ii, rows, ii);
+    c->indent += 2;
+    snprintf(value, sizeof value, "%s[%s * %d + %s]", acc, ii, tj, jj);
+    emit_stores(c, ne, value);
+    close_block(c);
+    c->indent--;
+    close_block(c);
+}
+
+static void emit_conv(ctx *c, int32_t k)
+{
+    const nest *ne = &c->p->nests[k];
+    const wplan *w = ne->win;
+    const char *T = em_ctype(w->x->etype);
+    int ti = w->ti, tj = w->nv * w->lanes;
+    em_nest_open(c, k);
+    if (w->by_channels)
+        em_line(c, "/* direct: tiles of %d positions x %d output channels (%d vector%s of %d) in "
+                   "registers,",
+                ti, tj, w->nv, w->nv > 1 ? "s" : "", w->lanes);
+    else
+        em_line(c, "/* direct: tiles of %d output channels x %d positions (%d vector%s of %d) in "
+                   "registers,",
+                ti, tj, w->nv, w->nv > 1 ? "s" : "", w->lanes);
+    em_line(c, " * the sum over %lld input channels x %lld taps%s */", (long long)(w->C / w->G),
+            (long long)w->taps, w->by_channels ? "" : w->win->nsp > 1 ? "; positions with the planes' margins" : "");
+    const char *xp = nm(c, "xp"), *wp = nm(c, "wp");
+    const pbuf *pb = ne->pack >= 0 ? &c->p->bufs[ne->pack] : NULL;
+    if (w->in_place) {
+        em_line(c, "const %s *restrict %s = %s + %lld;", T, xp, bufname(c, w->xbuf),
+                (long long)w->xoff);
+    } else if (!w->local_planes) {
+        em_line(c, "%s *restrict %s = (%s *)(ws + %lld);", T, xp, T, (long long)pb->offset);
+        em_ref_ws(c);
+        emit_copy(c, w, xp, w->packoff, NULL);
+    }
+    if (w->by_channels) {
+        em_line(c, "%s *restrict %s = (%s *)(ws + %lld) + %lld;", T, wp, T, (long long)pb->offset,
+                (long long)w->packoff);
+        em_ref_ws(c);
+        emit_pack(c, w, wp);
+        emit_tiles_by_channels(c, k, xp, wp);
+    } else {
+        emit_tiles_by_positions(c, k, xp);
+    }
+    em_nest_close(c);
+}
+
+/* ---- pooling ---- */
+
+static void emit_pool(ctx *c, int32_t k)
+{
+    const nest *ne = &c->p->nests[k];
+    const wplan *w = ne->win;
+    const ir_window *win = w->win;
+    int nsp = win->nsp, et = w->x->etype;
+    bool max = ne->outs[0].value->op == OP_MAX_POOL;
+    const char *T = em_ctype(et);
+    long long nc = w->N * w->C, per = 1, whole = 1;
+    for (int i = 0; i < nsp; i++) {
+        per *= w->o[i] * win->window[i];
+        whole *= win->window[i];
+    }
+    em_nest_open(c, k);
+    const char *ncv = nm(c, "nc"), *acc = nm(c, "acc");
+    char n[IR_MAX_NAME + 32], ch[IR_MAX_NAME + 32];
+    image_channel(ncv, w->C, n, ch, sizeof n);
+    const char *o[IR_MAX_SPATIAL], *a[IR_MAX_SPATIAL], *lo[IR_MAX_SPATIAL], *hi[IR_MAX_SPATIAL];
+    const char *in[IR_MAX_SPATIAL];
+    static const char *const base[][IR_MAX_SPATIAL] = {
+        {"o0", "o1", "o2"}, {"a0", "a1", "a2"}, {"lo0", "lo1", "lo2"}, {"hi0", "hi1", "hi2"},
+        {"i0", "i1", "i2"}};
+    for (int i = 0; i < nsp; i++) {
+        o[i] = nm(c, base[0][i]);
+        a[i] = nm(c, base[1][i]);
+        lo[i] = nm(c, base[2][i]);
+        hi[i] = nm(c, base[3][i]);
+        in[i] = nm(c, base[4][i]);
+    }
+    if (parallel(c, nc, per))
+        em_omp_for(c);
+    em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) { /* image and channel */", ncv, ncv, nc,
+            ncv);
+    c->indent++;
+    for (int i = 0; i < nsp; i++) {
+        long long s = win->stride[i], pb = win->pad_below[i], f = win->window[i], d = w->d[i];
+        em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", o[i], o[i], (long long)w->o[i], o[i]);
+        c->indent++;
+        em_line(c, "const int64_t %s = %s * %lld - %lld;", a[i], o[i], s, pb);
+        em_line(c, "const int64_t %s = %s > 0 ? %s : 0, %s = %s + %lld < %lld ? %s + %lld : %lld;",
+                lo[i], a[i], a[i], hi[i], a[i], f, d, a[i], f, d);
+    }
+    buf init = {0};
+    em_init_text(&init, max ? OP_MAX : OP_SUM, et);
+    char *is = buf_finish(&init);
+    em_line(c, "%s %s = %s;", T, acc, is ? is : "0");
+    free(is);
+    for (int i = 0; i < nsp; i++) {
+        em_line(c, "for (int64_t %s = %s; %s < %s; %s++)", in[i], lo[i], in[i], hi[i], in[i]);
+        c->indent++;
+    }
+    em_line(c, "{");
+    c->indent++;
+    c->expr[0] = n;
+    c->expr[1] = ch;
+    for (int i = 0; i < nsp; i++)
+        c->expr[2 + i] = in[i];
+    const char *v = nm(c, "v");
+    char dst[IR_MAX_NAME + 32];
+    snprintf(dst, sizeof dst, "const %s %s", T, v);
+    em_assign(c, dst, w->x);
+    char *comb = em_combine(c, max ? OP_MAX : OP_SUM, et, acc, v);
+    em_line(c, "%s = %s;", acc, comb ? comb : "");
+    free(comb);
+    c->indent--;
+    em_line(c, "}");
+    c->indent -= nsp;
+    if (!max) {
+        buf cnt = {0};
+        if (win->include_pad)
+            buf_printf(&cnt, "%lld", whole);
+        for (int i = 0; !win->include_pad && i < nsp; i++)
+            buf_printf(&cnt, "%s(%s - %s)", i ? " * " : "", hi[i], lo[i]);
+        char *cs = buf_finish(&cnt);
+        em_line(c, "%s /= (%s)(%s);", acc, T, cs ? cs : "1");
+        free(cs);
+    }
+    for (int i = 0; i < nsp; i++)
+        c->expr[2 + i] = o[i];
+    emit_stores(c, ne, acc);
+    for (int i = 0; i < nsp; i++)
+        close_block(c);
+    close_block(c);
+    em_nest_close(c);
+}
+
+void em_window(ctx *c, int32_t k)
+{
+    if (c->p->nests[k].win->wbuf >= 0)
+        emit_conv(c, k);
+    else
+        emit_pool(c, k);
+}

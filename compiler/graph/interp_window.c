@@ -1,0 +1,158 @@
+/*
+ * interp_window.c - the reference interpreter's convolution and pooling: direct loops over the
+ * definition (window.c), in double for floats, sharing nothing with the compiled forms.
+ */
+#include <math.h>
+#include <stdint.h>
+
+#include "internal.h"
+
+/* A window's geometry with every tensor seen as [N, C, d0, d1, d2]: absent spatial axes have
+ * extent 1 and a window of 1. */
+typedef struct geom {
+    int64_t d[IR_MAX_SPATIAL], o[IR_MAX_SPATIAL], f[IR_MAX_SPATIAL];
+    int64_t s[IR_MAX_SPATIAL], dil[IR_MAX_SPATIAL], dd[IR_MAX_SPATIAL], pb[IR_MAX_SPATIAL];
+} geom;
+
+static void geom_of(const ir_window *w, const ir_node *x, const ir_node *out, geom *g)
+{
+    for (int i = 0; i < IR_MAX_SPATIAL; i++) {
+        bool on = i < w->nsp;
+        g->d[i] = on ? x->shape[2 + i] : 1;
+        g->o[i] = on ? out->shape[2 + i] : 1;
+        g->f[i] = on ? w->window[i] : 1;
+        g->s[i] = on ? w->stride[i] : 1;
+        g->dil[i] = on ? w->dilation[i] : 1;
+        g->dd[i] = on ? w->data_dilation[i] : 1;
+        g->pb[i] = on ? w->pad_below[i] : 0;
+    }
+}
+
+/* The input index that tap t of output position o reads along axis i, or -1 where the tap
+ * falls on padding or between dilated elements. */
+static int64_t source(const geom *g, int i, int64_t o, int64_t t)
+{
+    int64_t v = o * g->s[i] + t * g->dil[i] - g->pb[i];
+    if (v < 0 || v % g->dd[i] != 0 || v / g->dd[i] >= g->d[i])
+        return -1;
+    return v / g->dd[i];
+}
+
+static double load(int t, const void *p, int64_t i)
+{
+    switch (t) {
+    case NEST_F32: return ((const float *)p)[i];
+    case NEST_F64: return ((const double *)p)[i];
+    default: return 0;
+    }
+}
+
+static int64_t load_int(int t, const void *p, int64_t i)
+{
+    return t == NEST_I32 ? ((const int32_t *)p)[i] : ((const int64_t *)p)[i];
+}
+
+static void store(int t, void *p, int64_t i, double v)
+{
+    if (t == NEST_F32)
+        ((float *)p)[i] = (float)v;
+    else
+        ((double *)p)[i] = v;
+}
+
+static void convolution(const ir_node *n, const ir_node *xn, const void *x, const void *w,
+                        void *out)
+{
+    geom g;
+    geom_of(n->a.win, xn, n, &g);
+    int t = n->etype;
+    int64_t N = xn->shape[0], C = xn->shape[1], K = n->shape[1], G = n->a.win->groups;
+    int64_t Cg = C / G, Kg = K / G;
+    int64_t dsz = g.d[0] * g.d[1] * g.d[2], fsz = g.f[0] * g.f[1] * g.f[2];
+    int64_t e = 0;
+    for (int64_t b = 0; b < N; b++)
+        for (int64_t k = 0; k < K; k++)
+            for (int64_t o0 = 0; o0 < g.o[0]; o0++)
+                for (int64_t o1 = 0; o1 < g.o[1]; o1++)
+                    for (int64_t o2 = 0; o2 < g.o[2]; o2++) {
+                        double acc = 0;
+                        int64_t c0 = k / Kg * Cg;
+                        for (int64_t f0 = 0; f0 < g.f[0]; f0++) {
+                            int64_t i0 = source(&g, 0, o0, f0);
+                            for (int64_t f1 = 0; i0 >= 0 && f1 < g.f[1]; f1++) {
+                                int64_t i1 = source(&g, 1, o1, f1);
+                                for (int64_t f2 = 0; i1 >= 0 && f2 < g.f[2]; f2++) {
+                                    int64_t i2 = source(&g, 2, o2, f2);
+                                    if (i2 < 0)
+                                        continue;
+                                    int64_t xi = (i0 * g.d[1] + i1) * g.d[2] + i2;
+                                    int64_t wi = (f0 * g.f[1] + f1) * g.f[2] + f2;
+                                    for (int64_t c = 0; c < Cg; c++)
+                                        acc += load(t, x, (b * C + c0 + c) * dsz + xi) *
+                                               load(t, w, (k * Cg + c) * fsz + wi);
+                                }
+                            }
+                        }
+                        store(t, out, e++, acc);
+                    }
+}
+
+static void pool(const ir_node *n, const ir_node *xn, const void *x, void *out)
+{
+    geom g;
+    geom_of(n->a.win, xn, n, &g);
+    int t = n->etype;
+    bool max = n->op == OP_MAX_POOL, flt = t == NEST_F32 || t == NEST_F64;
+    int64_t planes = xn->shape[0] * xn->shape[1], dsz = g.d[0] * g.d[1] * g.d[2];
+    int64_t whole = g.f[0] * g.f[1] * g.f[2], e = 0;
+    for (int64_t p = 0; p < planes; p++)
+        for (int64_t o0 = 0; o0 < g.o[0]; o0++)
+            for (int64_t o1 = 0; o1 < g.o[1]; o1++)
+                for (int64_t o2 = 0; o2 < g.o[2]; o2++, e++) {
+                    /* floats in double (max: a NaN is never larger, as in nest_max) */
+                    double acc = max ? -INFINITY : 0;
+                    int64_t iacc = t == NEST_I32 ? INT32_MIN : INT64_MIN, count = 0;
+                    for (int64_t f0 = 0; f0 < g.f[0]; f0++) {
+                        int64_t i0 = source(&g, 0, o0, f0);
+                        for (int64_t f1 = 0; i0 >= 0 && f1 < g.f[1]; f1++) {
+                            int64_t i1 = source(&g, 1, o1, f1);
+                            for (int64_t f2 = 0; i1 >= 0 && f2 < g.f[2]; f2++) {
+                                int64_t i2 = source(&g, 2, o2, f2);
+                                if (i2 < 0)
+                                    continue;
+                                int64_t xi = p * dsz + (i0 * g.d[1] + i1) * g.d[2] + i2;
+                                count++;
+                                if (!flt) {
+                                    int64_t v = load_int(t, x, xi);
+                                    iacc = v > iacc ? v : iacc;
+                                } else if (max) {
+                                    double v = load(t, x, xi);
+                                    acc = v > acc ? v : acc;
+                                } else {
+                                    acc += load(t, x, xi);
+                                }
+                            }
+                        }
+                    }
+                    if (!flt) {
+                        if (t == NEST_I32)
+                            ((int32_t *)out)[e] = (int32_t)iacc;
+                        else
+                            ((int64_t *)out)[e] = iacc;
+                        continue;
+                    }
+                    if (!max)
+                        acc /= (double)(n->a.win->include_pad ? whole : count);
+                    store(t, out, e, acc);
+                }
+}
+
+void interp_window(const nest_function *f, const ir_node *n, const void *x, const void *w,
+                   void *out)
+{
+    const ir_node *xn = &f->nodes[ir_resolve(f, n->in[0])];
+    if (n->op == OP_CONVOLUTION)
+        convolution(n, xn, x, w, out);
+    else
+        pool(n, xn, x, out);
+}

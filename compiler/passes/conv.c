@@ -1,0 +1,369 @@
+/*
+ * conv.c - convolution and pooling nests: their plans, and the element-wise work absorbed into
+ * their stores.
+ *
+ * A convolution runs in the direct form, as a product of matrices whose rows are output
+ * channels and whose columns are output positions. The input is copied once into *planes*
+ * (zero-padded, dilated, and split by the phase of the stride along each axis), laid out so that
+ * every tap of the window reads a run of consecutive positions: output position o (a
+ * multi-index) is q = sum o_i * qst[i], and tap t of channel c reads the copy at
+ * c * cstride + tapoff[t] + q. A register tile holds, in one of two forms:
+ *   - positions in lanes: `ti` output channels by `nv` vectors of consecutive positions while
+ *     the sum runs over the input channels of the group and the taps; the filters are read in
+ *     place (a broadcast of one weight per channel and tap), the input as whole vectors.
+ *     Positions of the planes' margins are computed too and never stored (a 56-wide row padded
+ *     to 58 spends 2 of 58 lanes);
+ *   - channels in lanes: `ti` positions by `nv` vectors of output channels; the filters are
+ *     packed once per call into panels of a tile's channels, the input broadcast. No margin is
+ *     computed: on small images (7x7: 49 positions of 61 in the planes, 64 lanes) the packing
+ *     pays for itself once a batch has a few images.
+ * When nothing needs padding, dilating or splitting and x is a dense buffer, x is read in place
+ * (a 1x1 convolution is then a plain product; fuse.c lowers those whose positions fill the
+ * columns of tile.c's tiles as products of matrices, and only the others come here). The form and the tile's shape are those that
+ * take the fewest cycles by a small model: the lanes computed, the FMA units' latency, the
+ * loads per FMA, the store and the packing.
+ *
+ * A pooling nest loops over the output and its window directly; its input may be any
+ * element-wise expression (an activation before it is computed there, never stored).
+ *
+ * The pass: the element-wise nest right after a convolution or pooling nest, over the same
+ * space, that reads its value only where it is written (a bias, a batch norm's scale and shift,
+ * a residual, an activation) is absorbed into its store, and the value itself is stored only if
+ * something else reads it.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* Cycles per step of the sum for a tile of ti rows by nv vectors: one FMA per accumulator, at
+ * least 8 accumulators' worth (the FMA units' latency), and a quarter cycle per load (ti
+ * broadcasts and nv vectors: a tall thin tile loads more per FMA). */
+static double step_cycles(int ti, int nv) { return (ti * nv > 8 ? ti * nv : 8) + (ti + nv) / 4.0; }
+
+/* The register tile of a convolution, in the form that computes it in the fewest cycles:
+ * - positions in lanes: ti output channels by nv vectors of consecutive positions (the planes'
+ *   margins computed too), the filters read in place;
+ * - channels in lanes: ti output positions by nv vectors of output channels, the filters packed
+ *   once per call so that each tap's channels are consecutive (no margin is computed: it wins
+ *   on small images, 7x7 and 14x14, where the margins and a partial vector cost a quarter of
+ *   the lanes).
+ * Costs are cycles of the whole convolution: tiles x (steps x cycles per step + the store). */
+static void choose_tile(wplan *w, int etype, int vb)
+{
+    int lanes = vb / (int)nest_type_size((nest_type)etype);
+    int budget = vb >= 64 ? 16 : 12; /* vector accumulators: 32 registers, or 16 */
+    int64_t kg = w->G ? w->K / w->G : 0, cg = w->G ? w->C / w->G : 0;
+    double steps = (double)cg * (double)w->taps, images = (double)w->N * (double)w->G, best = -1;
+    w->ti = w->nv = 1;
+    w->lanes = lanes;
+    w->vb = vb;
+    w->by_channels = false;
+    for (int form = 0; form < 2; form++)
+        for (int nv = 1; nv <= 4; nv++)
+            for (int ti = 1; ti * nv <= budget; ti++) {
+                double tiles, cost;
+                if (form == 0) {
+                    if (ti > kg && ti > 1)
+                        break;
+                    double cols = (double)ceil_div(w->q, (int64_t)nv * lanes);
+                    tiles = (double)ceil_div(kg, ti) * cols;
+                    cost = tiles * (steps * step_cycles(ti, nv) + 16.0 * ti * nv);
+                    if (kg % ti) /* the last channels' tiles run the general loop */
+                        cost += cols * steps * step_cycles(ti, nv) * 2;
+                } else {
+                    /* ti positions, each a pointer of its own: at most 10 (general registers) */
+                    if (ti > 10 || (ti > w->p && ti > 1) || kg < 1)
+                        break;
+                    tiles = (double)ceil_div(w->p, ti) * (double)ceil_div(kg, (int64_t)nv * lanes);
+                    /* the store goes by position (a division each); the pack transposes every
+                     * filter (about 3 cycles an element, measured) */
+                    cost = tiles * (steps * step_cycles(ti, nv) + 4.0 * ti * nv * lanes) +
+                           3.0 * (double)w->K * steps / images;
+                }
+                cost *= images;
+                if (best < 0 || cost < best * (form ? 0.95 : 1) ||
+                    (cost == best && ti * nv > w->ti * w->nv)) {
+                    best = cost;
+                    w->ti = ti;
+                    w->nv = nv;
+                    w->by_channels = form == 1;
+                }
+            }
+    int64_t tj = (int64_t)w->nv * lanes, ktiles, ptiles;
+    if (w->by_channels) { /* each group's channels padded to whole tiles in the packed filters */
+        w->kpad = ceil_div(kg, tj) * tj;
+        ktiles = w->kpad / tj;
+        ptiles = ceil_div(w->p, w->ti);
+    } else {
+        ktiles = ceil_div(kg, w->ti);
+        ptiles = ceil_div(w->q, tj);
+    }
+    /* The order of the tiles: the bytes read from beyond the cache are about the filters once
+     * per tile of positions (the channels' tiles innermost), or the input once per tile of
+     * channels (the positions' innermost). */
+    double filters = (double)kg * steps, input = (double)cg * (double)w->cstride;
+    w->filters_outer = filters * (double)ptiles > input * (double)ktiles;
+}
+
+/* Whether e is a load of a dense row-major tensor of `shape` (any offset). */
+static bool dense_load(const fx *e, int rank, const int64_t *shape)
+{
+    if (e->kind != FX_LOAD || e->rank != rank)
+        return false;
+    int64_t s = 1;
+    for (int i = rank - 1; i >= 0; i--) {
+        if (shape[i] != 1 && e->st[i] != s)
+            return false;
+        s *= shape[i];
+    }
+    return true;
+}
+
+/* The planes of the direct form: phases, extents, tap offsets; and whether x is read in place. */
+static bool plan_planes(plan *p, wplan *w, const ir_node *xn)
+{
+    const ir_window *win = w->win;
+    int nsp = win->nsp;
+    bool trivial = true;
+    w->taps = 1;
+    for (int i = 0; i < nsp; i++) {
+        int64_t s = win->stride[i], f = win->window[i], dil = win->dilation[i];
+        w->taps *= f;
+        /* the phases (tap * dilation) mod stride that taps use, ascending */
+        int64_t n = f < s ? f : s;
+        w->ph[i] = arena_array(p->a, (size_t)n + 1, sizeof(int64_t));
+        if (!w->ph[i])
+            return false;
+        w->nph[i] = 0;
+        for (int64_t t = 0; t < f; t++) {
+            int64_t ph = t * dil % s;
+            int j = 0;
+            while (j < w->nph[i] && w->ph[i][j] < ph)
+                j++;
+            if (j < w->nph[i] && w->ph[i][j] == ph)
+                continue;
+            memmove(w->ph[i] + j + 1, w->ph[i] + j, (size_t)(w->nph[i] - j) * sizeof(int64_t));
+            w->ph[i][j] = ph;
+            w->nph[i]++;
+        }
+        w->hq[i] = w->o[i] + (f - 1) * dil / s;
+        trivial &= s == 1 && win->data_dilation[i] == 1 && win->pad_below[i] == 0 &&
+                   win->pad_above[i] == 0;
+    }
+    int64_t nplanes = 1;
+    w->plane = 1;
+    for (int i = nsp - 1; i >= 0; i--) {
+        w->qst[i] = w->plane;
+        w->plane *= w->hq[i];
+        nplanes *= w->nph[i];
+    }
+    w->cstride = w->plane * nplanes;
+    w->q = w->p = 1;
+    for (int i = 0; i < nsp; i++) {
+        w->q += (w->o[i] - 1) * w->qst[i];
+        w->p *= w->o[i];
+    }
+    w->tapoff = arena_array(p->a, (size_t)w->taps + 1, sizeof(int64_t));
+    if (!w->tapoff)
+        return false;
+    for (int64_t t = 0; t < w->taps; t++) {
+        /* tap t is row-major over the filters' spatial axes */
+        int64_t rest = t, off = 0, pl = 0, scale = 1;
+        for (int i = nsp - 1; i >= 0; i--) {
+            int64_t f = rest % win->window[i], u = f * win->dilation[i];
+            rest /= win->window[i];
+            int k = 0;
+            while (w->ph[i][k] != u % win->stride[i])
+                k++;
+            off += u / win->stride[i] * w->qst[i];
+            pl += k * scale;
+            scale *= w->nph[i];
+        }
+        w->tapoff[t] = pl * w->plane + off;
+    }
+    w->in_place = trivial && dense_load(w->x, xn->rank, xn->shape);
+    if (w->in_place) {
+        w->xbuf = w->x->buf;
+        w->xoff = w->x->off;
+    }
+    return true;
+}
+
+fx *conv_as_product(plan *p, int32_t node, const fx *x, const fx *filters, int64_t *dims)
+{
+    const nest_function *f = p->f;
+    const ir_node *n = &f->nodes[node], *xn = &f->nodes[ir_resolve(f, n->in[0])];
+    const ir_node *wn = &f->nodes[ir_resolve(f, n->in[1])];
+    const ir_window *win = n->a.win;
+    int nsp = win->nsp, r = n->rank + 1;
+    int64_t P = 1, C = xn->shape[1], K = n->shape[1];
+    for (int i = 0; i < nsp; i++) {
+        if (win->window[i] != 1 || win->stride[i] != 1 || win->data_dilation[i] != 1 ||
+            win->pad_below[i] != 0 || win->pad_above[i] != 0)
+            return NULL;
+        P *= n->shape[2 + i];
+    }
+    int ti, tj;
+    tile_shape(n->etype, tile_vector_bytes(p->opts), &ti, &tj);
+    int64_t cols = (P + tj - 1) / tj * tj;
+    if (win->groups != 1 || K < 2 || P < 2 || C < 1 || n->shape[0] < 1 || cols * 10 > P * 11 ||
+        !dense_load(x, xn->rank, xn->shape) || x->nargs || x->buf < 0 ||
+        !dense_load(filters, wn->rank, wn->shape) || filters->nargs || filters->buf < 0)
+        return NULL;
+    /* [N, K, o.., C]: w[k, c] ignores the image and the positions, x[n, c, o..] the channel k */
+    int64_t stw[NEST_MAX_RANK + 1] = {0}, stx[NEST_MAX_RANK + 1] = {0}, s = 1;
+    for (int i = nsp - 1; i >= 0; i--) {
+        stx[2 + i] = s;
+        s *= xn->shape[2 + i];
+    }
+    stx[0] = s * C;
+    stx[r - 1] = s;
+    stw[1] = C;
+    stw[r - 1] = 1;
+    memcpy(dims, n->shape, (size_t)n->rank * sizeof *dims);
+    dims[r - 1] = C;
+    fx *args[2] = {fx_load(p, filters->buf, filters->off, r, stw, -1),
+                   fx_load(p, x->buf, x->off, r, stx, -1)};
+    return args[0] && args[1] ? fx_op(p, OP_MULTIPLY, n->etype, 2, args, node) : NULL;
+}
+
+bool conv_plan(plan *p, nest *ne, int32_t node, fx *x, fx *filters)
+{
+    const nest_function *f = p->f;
+    const ir_node *n = &f->nodes[node], *xn = &f->nodes[ir_resolve(f, n->in[0])];
+    wplan *w = arena_alloc(p->a, sizeof *w);
+    if (!w) {
+        p->status = NEST_ERR_NOMEM;
+        return false;
+    }
+    w->node = node;
+    w->win = n->a.win;
+    w->x = x;
+    w->N = xn->shape[0];
+    w->C = xn->shape[1];
+    w->K = n->shape[1];
+    w->G = n->a.win->groups;
+    for (int i = 0; i < IR_MAX_SPATIAL; i++)
+        w->d[i] = w->o[i] = 1;
+    for (int i = 0; i < w->win->nsp; i++) {
+        w->d[i] = xn->shape[2 + i];
+        w->o[i] = n->shape[2 + i];
+    }
+    w->wbuf = w->xbuf = -1;
+    ne->win = w;
+    if (n->op != OP_CONVOLUTION)
+        return true;
+    w->wbuf = filters->buf;
+    w->woff = filters->off;
+    if (!plan_planes(p, w, xn)) {
+        p->status = NEST_ERR_NOMEM;
+        return false;
+    }
+    choose_tile(w, n->etype, tile_vector_bytes(p->opts));
+    /* the planes of one image and group, with the slack of the last tile */
+    double bytes = ((double)(w->C / w->G) * (double)w->cstride + (double)(w->nv * w->lanes)) *
+                   (double)nest_type_size((nest_type)n->etype);
+    w->local_planes = !w->in_place && !w->by_channels && bytes <= CONV_LOCAL_PLANES &&
+                      (w->N * w->G >= 8 || !p->opts->openmp);
+    return true;
+}
+
+/* The workspace private to a convolution (made after fuse.c, which drops the temporaries no
+ * expression reads): the copy of its input, with a tile's worth of slack (the last tile of
+ * positions reads past the last plane), then its packed filters. */
+static bool make_private(plan *p, nest *ne)
+{
+    wplan *w = ne->win;
+    int64_t copy = 0, filters = 0;
+    bool over = false;
+    if (!w->in_place && !w->local_planes)
+        over |= mul_overflows(w->N * w->C, w->cstride, &copy) ||
+                add_overflows(copy, (int64_t)w->nv * w->lanes, &copy);
+    if (w->by_channels)
+        over |= mul_overflows(w->G * (w->C / w->G) * w->taps, w->kpad, &filters);
+    w->packoff = copy;
+    if (over || add_overflows(copy, filters, &copy) || copy > IR_MAX_BYTES / 8) {
+        p->status = NEST_ERR_LIMIT;
+        return false;
+    }
+    if (copy == 0)
+        return true;
+    ne->pack = plan_buffer(p, BUF_TEMP, -1, w->node, w->x->etype, copy);
+    return ne->pack >= 0;
+}
+
+void conv_describe(buf *b, const nest *ne)
+{
+    const wplan *w = ne->win;
+    if (w->wbuf < 0) {
+        buf_puts(b, "    (a pool: loops over the output and its window)\n");
+        return;
+    }
+    if (w->by_channels)
+        buf_printf(b, "    (direct: tiles of %d positions x %d channels, filters packed, ", w->ti,
+                   w->nv * w->lanes);
+    else
+        buf_printf(b, "    (direct: tiles of %d channels x %d positions, %lld per image in ",
+                   w->ti, w->nv * w->lanes, (long long)w->q);
+    for (int i = 0; i < w->win->nsp; i++)
+        buf_printf(b, "%s%lld", i ? " x " : "", (long long)w->hq[i]);
+    if (w->in_place)
+        buf_puts(b, " planes read in place)\n");
+    else if (w->local_planes)
+        buf_printf(b, " planes x %lld per channel, copied per image and group into a local "
+                      "array)\n",
+                   (long long)(w->cstride / w->plane));
+    else
+        buf_printf(b, " planes x %lld per channel, copied into b%d)\n",
+                   (long long)(w->cstride / w->plane), ne->pack);
+}
+
+/* ---- the pass: element-wise work absorbed into the store ---- */
+
+/* Absorbs the element-wise nest after window nest k into its store, when it runs over the same
+ * space and reads k's value only where k writes it. */
+static bool absorb(plan *p, int32_t k, const int32_t *readers)
+{
+    nest *n = &p->nests[k];
+    int32_t e = k + 1;
+    while (e < p->nnests && p->nests[e].dead)
+        e++;
+    if (e >= p->nnests)
+        return true;
+    nest *ep = &p->nests[e];
+    if (ep->win || ep->special >= 0 || ep->reduced || ep->dot || ep->pack >= 0 ||
+        ep->rank != n->rank ||
+        memcmp(ep->dims, n->dims, (size_t)n->rank * sizeof *n->dims) != 0)
+        return true;
+    fx *vals[ep->nouts > 0 ? ep->nouts : 1];
+    for (int i = 0; i < ep->nouts; i++) {
+        if (ep->outs[i].reduce >= 0)
+            return true;
+        vals[i] = ep->outs[i].value;
+    }
+    /* the store runs over whole rows of positions: it cannot split at a concat's bounds */
+    if (fx_has_concat(p, vals, ep->nouts, -1) ||
+        !reads_only_view(p, &n->outs[0], n->rank, vals, ep->nouts))
+        return p->status == NEST_OK;
+    return nest_absorb(p, k, e, ep->outs, readers);
+}
+
+int pass_conv(plan *p)
+{
+    int32_t *readers = NULL;
+    for (int32_t k = 0; k < p->nnests && !p->status; k++) {
+        nest *ne = &p->nests[k];
+        if (!ne->win || ne->dead)
+            continue;
+        bool ok = ne->win->wbuf < 0 || make_private(p, ne);
+        if (ok && p->opts->fuse) /* --no-fuse: every op keeps its nest */
+            ok = (readers || (readers = nest_readers(p))) && absorb(p, k, readers);
+        if (!ok && !p->status)
+            p->status = NEST_ERR_NOMEM;
+    }
+    free(readers);
+    return p->status;
+}

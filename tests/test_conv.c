@@ -1,0 +1,1124 @@
+/* test_conv.c - convolution and pooling.
+ *
+ *   - type rules: result shapes against the formula, and every bad operand or attribute is an
+ *     error naming the op and the shapes (C API and text form, with its position);
+ *   - the text form: attributes parse, print canonically and parse back;
+ *   - the reference interpreter against closed forms: all-ones inputs (each output counts the
+ *     taps that land on the input, a product of per-axis counts) and hand-computed values;
+ *   - compiled code against the interpreter, over 1 to 3 spatial axes, strides, dilations, data
+ *     dilation, padding (asymmetric and negative), groups (depthwise too), batches, odd and
+ *     prime sizes, f32 and f64, the element-wise work fused into the store (bias, batch-norm
+ *     scale and shift, residual, ReLU), pools with the activation before them, chains of
+ *     convolutions; under the JIT with fusion on and off, OpenMP off, for AVX2 and x86-64-v2
+ *     CPUs, ahead of time with cc; column-major parameters and results.
+ *
+ * Inputs are small integers (floats holding them), so every sum is exact in any order and the
+ * compiled results must equal the interpreter's exactly; one case of real-valued data checks
+ * rounding against a bound from the sums of magnitudes. The results' arrays carry a guard that
+ * must stay untouched, and the arguments must be left as they were.
+ *
+ * NEST_CONV_VERBOSE=1 prints each case's time; NEST_CONV_DUMP=case prints a case's C.
+ */
+#include <dlfcn.h>
+#include <float.h>
+#include <ftw.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+#define countof_(a) (sizeof(a) / sizeof((a)[0]))
+
+static char g_tmp[128];
+static int g_seq;
+static bool g_verbose;
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    const char *t = getenv("TMPDIR");
+    snprintf(g_tmp, sizeof g_tmp, "%s/nest-conv-XXXXXX",
+             t && t[0] == '/' && strlen(t) < 80 ? t : "/tmp");
+    if (!mkdtemp(g_tmp))
+        return -1;
+    char xdg[160];
+    snprintf(xdg, sizeof xdg, "%s/cache", g_tmp);
+    setenv("XDG_CACHE_HOME", xdg, 1); /* every compile here compiles */
+    unsetenv("NEST_CACHE");
+    const char *v = getenv("NEST_CONV_VERBOSE");
+    g_verbose = v && *v && strcmp(v, "0") != 0;
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    if (g_tmp[0])
+        nftw(g_tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    return 0;
+}
+
+static double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+static uint64_t rnd(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15u);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
+    return z ^ (z >> 31);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Cases: convolutions and pools with their element-wise work, several in one function
+ * ------------------------------------------------------------------------------------------- */
+
+enum { E_BIAS = 1, E_BN = 2, E_RES = 4, E_RELU = 8, E_TWICE = 16, E_KEEP = 32 };
+
+typedef struct spec {
+    int nsp;
+    int64_t n, c, k, g;
+    int64_t d[3], f[3];
+    /* NULL-able attributes: all-zero arrays mean "not given" */
+    int64_t s[3], dil[3], pb[3], pa[3], dd[3];
+    unsigned epi;
+} spec;
+
+typedef struct pspec {
+    int nsp;
+    bool avg, incl;
+    nest_type t;
+    int64_t n, c, d[3], win[3], s[3], pb[3], pa[3];
+    bool relu; /* an activation before the pool */
+} pspec;
+
+/* The builder's state: the function, its results, and whether it is the magnitude twin (every
+ * multiplied operand wrapped in abs). */
+typedef struct bld {
+    nest_function *f;
+    nest_value res[64];
+    int nres;
+    int np;
+    bool mag;
+} bld;
+
+static nest_value param(bld *b, nest_type t, int rank, const int64_t *shape)
+{
+    char name[16];
+    snprintf(name, sizeof name, "p%d", b->np++);
+    return nest_parameter(b->f, name, t, rank, shape, NEST_ROW_MAJOR);
+}
+
+static nest_value A(bld *b, nest_value v) { return b->mag ? nest_abs(b->f, v) : v; }
+
+static const int64_t *given(const int64_t *v, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (v[i])
+            return v;
+    return NULL;
+}
+
+static nest_value channel_vector(bld *b, nest_type t, int64_t k, int rank, const int64_t *shape)
+{
+    int64_t axes[5] = {0, 2, 3, 4};
+    nest_value v = A(b, param(b, t, 1, &k));
+    return nest_broadcast(b->f, v, rank, shape, rank - 1, axes);
+}
+
+/* A convolution of spec sp with its element-wise work; returns its value. */
+static nest_value conv_of(bld *b, nest_type t, const spec *sp)
+{
+    nest_function *f = b->f;
+    int rank = 2 + sp->nsp;
+    int64_t xs[5] = {sp->n, sp->c}, ws[5] = {sp->k, sp->g ? sp->c / sp->g : sp->c};
+    for (int i = 0; i < sp->nsp; i++) {
+        xs[2 + i] = sp->d[i];
+        ws[2 + i] = sp->f[i];
+    }
+    nest_value x = A(b, param(b, t, rank, xs)), w = A(b, param(b, t, rank, ws));
+    nest_value y = nest_convolution(f, x, w, given(sp->s, sp->nsp), given(sp->dil, sp->nsp),
+                                    given(sp->pb, sp->nsp), given(sp->pa, sp->nsp),
+                                    given(sp->dd, sp->nsp), sp->g ? sp->g : 1);
+    if (y < 0)
+        return y;
+    int64_t os[5];
+    memcpy(os, nest_value_shape(f, y), sizeof(int64_t) * (size_t)rank);
+    nest_value v = y;
+    if (sp->epi & E_KEEP)
+        b->res[b->nres++] = y; /* the value itself is a result too */
+    if (sp->epi & E_BN)
+        v = nest_add(f, nest_multiply(f, v, channel_vector(b, t, sp->k, rank, os)),
+                     channel_vector(b, t, sp->k, rank, os));
+    if (sp->epi & E_BIAS)
+        v = nest_add(f, v, channel_vector(b, t, sp->k, rank, os));
+    if (sp->epi & E_RES)
+        v = nest_add(f, v, A(b, param(b, t, rank, os)));
+    if (sp->epi & E_TWICE)
+        v = nest_add(f, v, b->mag ? v : nest_multiply(f, v, v));
+    if (sp->epi & E_RELU) {
+        static const int64_t zeros[1] = {0};
+        nest_value z = nest_constant(f, t, 0, NULL, zeros, 1);
+        int64_t all[5] = {0, 1, 2, 3, 4};
+        v = nest_maximum(f, v, nest_broadcast(f, z, rank, os, rank, all));
+    }
+    return v;
+}
+
+static nest_value pool_of(bld *b, const pspec *sp)
+{
+    nest_function *f = b->f;
+    int rank = 2 + sp->nsp;
+    int64_t xs[5] = {sp->n, sp->c};
+    for (int i = 0; i < sp->nsp; i++)
+        xs[2 + i] = sp->d[i];
+    nest_value x = A(b, param(b, sp->t, rank, xs));
+    if (sp->relu) {
+        static const int64_t zeros[1] = {0}; /* 8 zero bytes: a zero of every type */
+        nest_value z = nest_constant(f, sp->t, 0, NULL, zeros, 1);
+        int64_t all[5] = {0, 1, 2, 3, 4};
+        x = nest_maximum(f, x, nest_broadcast(f, z, rank, xs, rank, all));
+    }
+    const int64_t *s = given(sp->s, sp->nsp), *pb = given(sp->pb, sp->nsp),
+                  *pa = given(sp->pa, sp->nsp);
+    return sp->avg ? nest_avg_pool(f, x, sp->win, s, pb, pa, sp->incl)
+                   : nest_max_pool(f, x, sp->win, s, pb, pa);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Running: inputs, the interpreter, compiled variants, comparisons
+ * ------------------------------------------------------------------------------------------- */
+
+enum {
+    V_JIT = 1 << 0,    /* nest_compile, default options */
+    V_NOFUSE = 1 << 1, /* fuse = 0 */
+    V_NOOMP = 1 << 2,  /* openmp = 0 */
+    V_AVX2 = 1 << 3,   /* march x86-64-v3: 32-byte vectors, 16 registers */
+    V_V2 = 1 << 4,     /* march x86-64-v2: 16-byte vectors */
+    V_AOT = 1 << 5,    /* nest_build_so with cc, called through NAME_call */
+};
+
+static const struct {
+    unsigned flag;
+    const char *what;
+    int fuse, openmp;
+    const char *march, *cc;
+} VARIANTS[] = {
+    {V_JIT, "jit", 1, 1, NULL, NULL},
+    {V_NOFUSE, "jit fuse=0", 0, 1, NULL, NULL},
+    {V_NOOMP, "jit openmp=0", 1, 0, NULL, NULL},
+    {V_AVX2, "jit march=x86-64-v3", 1, 1, "x86-64-v3", NULL},
+    {V_V2, "jit march=x86-64-v2", 1, 1, "x86-64-v2", NULL},
+    {V_AOT, "aot cc", 1, 1, NULL, "cc"},
+};
+
+#define GUARD 16 /* elements past each result that no call may write */
+
+typedef struct arrays {
+    int n;
+    void *p[64];
+    int64_t count[64];
+    nest_type type[64];
+} arrays;
+
+static int64_t count_of(const nest_function *f, nest_value v)
+{
+    int64_t c = 1;
+    for (int i = 0; i < nest_value_rank(f, v); i++)
+        c *= nest_value_shape(f, v)[i];
+    return c;
+}
+
+static void arrays_alloc(arrays *a, const nest_function *f, bool results)
+{
+    a->n = results ? nest_result_count(f) : nest_param_count(f);
+    assert_true(a->n <= 64);
+    for (int i = 0; i < a->n; i++) {
+        nest_value v = results ? nest_result(f, i) : nest_param(f, i);
+        a->type[i] = (nest_type)nest_value_type(f, v);
+        a->count[i] = count_of(f, v);
+        a->p[i] = malloc((size_t)(a->count[i] + GUARD) * nest_type_size(a->type[i]));
+        assert_non_null(a->p[i]);
+        memset(a->p[i], 0xA5, (size_t)(a->count[i] + GUARD) * nest_type_size(a->type[i]));
+    }
+}
+
+static void arrays_free(arrays *a)
+{
+    for (int i = 0; i < a->n; i++)
+        free(a->p[i]);
+    a->n = 0;
+}
+
+/* Small integers in [-3, 3] (exact sums), or with real, reals in (-1, 1). */
+static void fill(arrays *a, uint64_t seed, bool real)
+{
+    for (int i = 0; i < a->n; i++) {
+        uint64_t s = seed + 7919u * (uint64_t)i;
+        for (int64_t j = 0; j < a->count[i]; j++) {
+            uint64_t r = rnd(&s);
+            double v = real ? (double)(r >> 11) / 4503599627370496.0 - 1.0 : (double)(r % 7) - 3;
+            switch (a->type[i]) {
+            case NEST_F32: ((float *)a->p[i])[j] = (float)v; break;
+            case NEST_F64: ((double *)a->p[i])[j] = v; break;
+            case NEST_I32: ((int32_t *)a->p[i])[j] = (int32_t)(r % 2001) - 1000; break;
+            case NEST_I64: ((int64_t *)a->p[i])[j] = (int64_t)(r >> 2) - (INT64_MAX >> 2); break;
+            default: ((uint8_t *)a->p[i])[j] = (uint8_t)(r & 1); break;
+            }
+        }
+    }
+}
+
+typedef int (*call_fn)(void *const *, void *const *);
+
+/* Compiles f under variant vi and calls it into got; false after printing why. */
+static bool run_variant(nest_function *f, int vi, arrays *args, arrays *got)
+{
+    nest_options o;
+    nest_options_init(&o);
+    o.fuse = VARIANTS[vi].fuse;
+    o.openmp = VARIANTS[vi].openmp;
+    if (VARIANTS[vi].march)
+        o.march = VARIANTS[vi].march;
+    if (!VARIANTS[vi].cc) {
+        nest_kernel *k = nest_compile(f, &o);
+        if (!k) {
+            print_error("%s: %s: nest_compile: %s\n", nest_function_name(f), VARIANTS[vi].what,
+                        nest_errmsg(f));
+            return false;
+        }
+        int st = nest_call(k, args->p, args->n, got->p, got->n);
+        if (st)
+            print_error("%s: nest_call: %s\n", VARIANTS[vi].what, nest_kernel_errmsg(k));
+        nest_kernel_free(k);
+        return st == NEST_OK;
+    }
+    o.cc = VARIANTS[vi].cc;
+    char so[256], sym[300];
+    snprintf(so, sizeof so, "%s/%s_%d.so", g_tmp, nest_function_name(f), ++g_seq);
+    if (nest_build_so(&f, 1, so, NULL, &o, NULL) != NEST_OK) {
+        print_error("%s: %s: %s\n", nest_function_name(f), VARIANTS[vi].what, nest_errmsg(f));
+        return false;
+    }
+    void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+    snprintf(sym, sizeof sym, "%s_call", nest_function_name(f));
+    void *fp = h ? dlsym(h, sym) : NULL;
+    if (!fp) {
+        print_error("%s: %s: %s\n", nest_function_name(f), VARIANTS[vi].what, dlerror());
+        return false;
+    }
+    call_fn call;
+    memcpy(&call, &fp, sizeof call);
+    int rc = call(args->p, got->p);
+    /* never dlclose'd: gcc's libgomp pool threads may still run in it */
+    return rc == 0;
+}
+
+static double ulp_of(nest_type t) { return t == NEST_F32 ? FLT_EPSILON : DBL_EPSILON; }
+
+/* Compares got with want: exactly, or within `ulps` of the magnitude in mag (when given). */
+static int64_t compare(const char *what, const nest_function *f, const arrays *got,
+                       const arrays *want, const arrays *mag, double ulps)
+{
+    int64_t bad = 0;
+    for (int r = 0; r < got->n; r++) {
+        nest_type t = got->type[r];
+        size_t es = nest_type_size(t);
+        const unsigned char *g = got->p[r];
+        for (int64_t j = got->count[r] * (int64_t)es; j < (got->count[r] + GUARD) * (int64_t)es; j++)
+            if (g[j] != 0xA5) {
+                print_error("%s: %s: result %d was written past its end\n", nest_function_name(f),
+                            what, r);
+                bad++;
+                break;
+            }
+        for (int64_t j = 0; j < got->count[r]; j++) {
+            bool ok;
+            double gv = 0, wv = 0, tol = 0;
+            if (t == NEST_F32 || t == NEST_F64) {
+                gv = tu_float(t, got->p[r], j);
+                wv = tu_float(t, want->p[r], j);
+                tol = mag ? ulps * ulp_of(t) * (tu_float(t, mag->p[r], j) + 1e-30) : 0;
+                ok = gv == wv || (isnan(gv) && isnan(wv)) || fabs(gv - wv) <= tol;
+            } else {
+                ok = tu_int(t, got->p[r], j) == tu_int(t, want->p[r], j);
+                gv = (double)tu_int(t, got->p[r], j);
+                wv = (double)tu_int(t, want->p[r], j);
+            }
+            if (!ok && bad++ < 4)
+                print_error("%s: %s: result %d element %lld: got %.17g, want %.17g (tol %g)\n",
+                            nest_function_name(f), what, r, (long long)j, gv, wv, tol);
+        }
+    }
+    return bad;
+}
+
+typedef void (*build_fn)(bld *b, const void *arg);
+
+static nest_function *build(const char *name, build_fn fn, const void *arg, bool mag,
+                            const nest_layout *lay)
+{
+    bld b = {.f = nest_function_new(name), .mag = mag};
+    assert_non_null(b.f);
+    fn(&b, arg);
+    if (nest_errcode(b.f) == NEST_OK) {
+        nest_layout l[64];
+        for (int i = 0; i < b.nres; i++)
+            l[i] = lay ? *lay : NEST_ROW_MAJOR;
+        nest_return(b.f, b.nres, b.res, l);
+    }
+    if (nest_errcode(b.f) != NEST_OK) {
+        print_error("%s: building failed: %s\n", name, nest_errmsg(b.f));
+        nest_function_free(b.f);
+        fail();
+    }
+    return b.f;
+}
+
+/* Runs the case built by fn under the variants: the interpreter's results against each
+ * compiled one. With real data, floats compare within `ulps` of the sum of magnitudes (the
+ * interpreter's twin with every multiplied operand in abs). */
+static void check(const char *name, build_fn fn, const void *arg, unsigned variants, bool real,
+                  double ulps)
+{
+    double t0 = now_ms();
+    nest_function *f = build(name, fn, arg, false, NULL), *m = NULL;
+    arrays args, want, got, mag = {0}, copy;
+    arrays_alloc(&args, f, false);
+    arrays_alloc(&copy, f, false);
+    arrays_alloc(&want, f, true);
+    arrays_alloc(&got, f, true);
+    uint64_t seed = 0;
+    for (const char *s = name; *s; s++)
+        seed = seed * 131 + (unsigned char)*s;
+    fill(&args, seed, real);
+    for (int i = 0; i < args.n; i++)
+        memcpy(copy.p[i], args.p[i], (size_t)args.count[i] * nest_type_size(args.type[i]));
+    assert_ok(f, nest_evaluate(f, args.p, args.n, want.p, want.n));
+    const char *dump = getenv("NEST_CONV_DUMP"); /* NEST_CONV_DUMP=case prints its C */
+    if (dump && strcmp(dump, name) == 0) {
+        char *text = nest_emit(&f, 1, NEST_EMIT_C, NULL);
+        fprintf(stderr, "%s", text ? text : nest_errmsg(f));
+        nest_string_free(text);
+    }
+    if (real) {
+        m = build(name, fn, arg, true, NULL);
+        arrays_alloc(&mag, m, true);
+        assert_ok(m, nest_evaluate(m, args.p, args.n, mag.p, mag.n));
+    }
+    int64_t bad = 0;
+    for (size_t vi = 0; vi < countof_(VARIANTS); vi++) {
+        if (!(variants & VARIANTS[vi].flag))
+            continue;
+        for (int r = 0; r < got.n; r++)
+            memset(got.p[r], 0xA5, (size_t)(got.count[r] + GUARD) * nest_type_size(got.type[r]));
+        if (!run_variant(f, (int)vi, &args, &got)) {
+            bad++;
+            continue;
+        }
+        bad += compare(VARIANTS[vi].what, f, &got, &want, real ? &mag : NULL, ulps);
+        for (int i = 0; i < args.n; i++)
+            if (memcmp(copy.p[i], args.p[i],
+                       (size_t)args.count[i] * nest_type_size(args.type[i])) != 0) {
+                print_error("%s: %s: argument %d was written\n", name, VARIANTS[vi].what, i);
+                bad++;
+            }
+    }
+    if (g_verbose)
+        fprintf(stderr, "  %-28s %2d results: %7.1f ms\n", name, got.n, now_ms() - t0);
+    arrays_free(&args);
+    arrays_free(&copy);
+    arrays_free(&want);
+    arrays_free(&got);
+    arrays_free(&mag);
+    nest_function_free(f);
+    nest_function_free(m);
+    if (bad) {
+        print_error("%s: %lld mismatches or failed runs\n", name, (long long)bad);
+        fail();
+    }
+}
+
+/* Builders over lists of specs. */
+typedef struct specs {
+    const spec *v;
+    size_t n;
+    nest_type t;
+} specs;
+
+static void build_convs(bld *b, const void *arg)
+{
+    const specs *s = arg;
+    for (size_t i = 0; i < s->n; i++)
+        b->res[b->nres++] = conv_of(b, s->t, &s->v[i]);
+}
+
+typedef struct pspecs {
+    const pspec *v;
+    size_t n;
+} pspecs;
+
+static void build_pools(bld *b, const void *arg)
+{
+    const pspecs *s = arg;
+    for (size_t i = 0; i < s->n; i++)
+        b->res[b->nres++] = pool_of(b, &s->v[i]);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Compiled against the interpreter
+ * ------------------------------------------------------------------------------------------- */
+
+#define S3(a, b, c) {a, b, c}
+
+static const spec CONV1[] = {
+    /* nsp, n, c, k, g, d, f, s, dil, pb, pa, dd, epi */
+    {1, 2, 3, 4, 1, S3(11, 0, 0), S3(3, 0, 0), {0}, {0}, S3(1, 0, 0), S3(1, 0, 0), {0}, 0},
+    {1, 1, 5, 7, 1, S3(13, 0, 0), S3(3, 0, 0), S3(2, 0, 0), {0}, {0}, {0}, {0}, 0},
+    {1, 1, 2, 3, 1, S3(17, 0, 0), S3(4, 0, 0), {0}, S3(3, 0, 0), S3(2, 0, 0), S3(5, 0, 0), {0}, 0},
+    {1, 2, 3, 2, 1, S3(7, 0, 0), S3(3, 0, 0), S3(1, 0, 0), {0}, S3(2, 0, 0), S3(2, 0, 0),
+     S3(2, 0, 0), 0},
+    {1, 1, 4, 5, 1, S3(9, 0, 0), S3(2, 0, 0), S3(3, 0, 0), S3(2, 0, 0), S3(-1, 0, 0),
+     S3(2, 0, 0), S3(3, 0, 0), 0},
+    {1, 1, 6, 6, 3, S3(10, 0, 0), S3(3, 0, 0), {0}, {0}, S3(1, 0, 0), S3(0, 0, 0), {0}, 0},
+    {1, 3, 5, 5, 5, S3(8, 0, 0), S3(5, 0, 0), {0}, {0}, S3(2, 0, 0), S3(2, 0, 0), {0}, 0},
+    {1, 1, 3, 17, 1, S3(40, 0, 0), S3(1, 0, 0), {0}, {0}, {0}, {0}, {0}, 0},
+    {1, 1, 1, 1, 1, S3(1, 0, 0), S3(1, 0, 0), {0}, {0}, {0}, {0}, {0}, 0},
+    {1, 2, 16, 32, 1, S3(5, 0, 0), S3(3, 0, 0), {0}, {0}, S3(1, 0, 0), S3(1, 0, 0), {0}, E_RELU},
+    /* 1x1 over 128 positions: a product of matrices (tile.c), the bias in its tiles */
+    {1, 2, 8, 5, 1, S3(128, 0, 0), S3(1, 0, 0), {0}, {0}, {0}, {0}, {0}, E_BIAS},
+    /* a long filter: more taps than the kernels write out, so they loop over a table */
+    {1, 1, 2, 3, 1, S3(100, 0, 0), S3(70, 0, 0), {0}, {0}, S3(3, 0, 0), {0}, {0}, 0},
+};
+
+static void test_conv1d(void **state)
+{
+    (void)state;
+    specs s = {CONV1, countof_(CONV1), NEST_F32};
+    check("conv1d", build_convs, &s, V_JIT | V_NOFUSE | V_V2 | V_AOT, false, 0);
+    s.t = NEST_F64;
+    check("conv1d_f64", build_convs, &s, V_JIT | V_AVX2, false, 0);
+}
+
+static const spec CONV2[] = {
+    /* 3x3, padding 1, bias and ReLU fused */
+    {2, 2, 4, 6, 1, S3(7, 9, 0), S3(3, 3, 0), {0}, {0}, S3(1, 1, 0), S3(1, 1, 0), {0},
+     E_BIAS | E_RELU},
+    /* the 7x7 stride-2 stem on a prime size, batch norm */
+    {2, 1, 3, 8, 1, S3(23, 19, 0), S3(7, 7, 0), S3(2, 2, 0), {0}, S3(3, 3, 0), S3(3, 3, 0), {0},
+     E_BN},
+    /* dilation 2, asymmetric padding, residual */
+    {2, 1, 3, 5, 1, S3(11, 13, 0), S3(3, 2, 0), {0}, S3(2, 3, 0), S3(0, 2, 0), S3(3, 1, 0), {0},
+     E_RES},
+    /* groups, prime channels per group */
+    {2, 2, 6, 9, 3, S3(6, 5, 0), S3(3, 3, 0), {0}, {0}, S3(1, 1, 0), S3(1, 1, 0), {0}, E_RELU},
+    /* depthwise 3x3 */
+    {2, 1, 7, 7, 7, S3(9, 9, 0), S3(3, 3, 0), {0}, {0}, S3(1, 1, 0), S3(1, 1, 0), {0},
+     E_BN | E_RELU},
+    /* depthwise with a channel multiplier of 2, stride 2 */
+    {2, 1, 4, 8, 4, S3(10, 7, 0), S3(3, 3, 0), S3(2, 2, 0), {0}, S3(1, 1, 0), S3(1, 1, 0), {0}, 0},
+    /* 1x1, read in place: a product (positions not a multiple of any vector) */
+    {2, 3, 5, 7, 1, S3(7, 7, 0), S3(1, 1, 0), {0}, {0}, {0}, {0}, {0}, E_BIAS},
+    /* 1x1 over 8x8 positions: a product of matrices per image (tile.c), with the batch norm,
+     * the residual and the ReLU in its tiles; and with its value kept as a result too */
+    {2, 2, 16, 24, 1, S3(8, 8, 0), S3(1, 1, 0), {0}, {0}, {0}, {0}, {0}, E_BN | E_RES | E_RELU},
+    {2, 3, 5, 7, 1, S3(16, 4, 0), S3(1, 1, 0), {0}, {0}, {0}, {0}, {0}, E_KEEP | E_RELU},
+    /* 1x1 stride 2 (the downsampling of a residual block) */
+    {2, 2, 4, 6, 1, S3(8, 9, 0), S3(1, 1, 0), S3(2, 2, 0), {0}, {0}, {0}, {0}, 0},
+    /* valid 5x5 (LeNet), in place */
+    {2, 2, 3, 6, 1, S3(12, 12, 0), S3(5, 5, 0), {0}, {0}, {0}, {0}, {0}, E_RELU},
+    /* data dilation (a transposed convolution), negative padding that crops */
+    {2, 1, 3, 4, 1, S3(5, 6, 0), S3(3, 3, 0), S3(1, 2, 0), {0}, S3(2, -1, 0), S3(2, 1, 0),
+     S3(2, 3, 0), 0},
+    /* 17 output channels (a partial tile of channels), the value kept as a result too */
+    {2, 1, 2, 17, 1, S3(6, 6, 0), S3(3, 3, 0), {0}, {0}, S3(1, 1, 0), S3(1, 1, 0), {0},
+     E_KEEP | E_RELU},
+    /* the value read twice by its epilogue */
+    {2, 1, 3, 4, 1, S3(5, 5, 0), S3(2, 2, 0), {0}, {0}, S3(1, 0, 0), S3(0, 1, 0), {0}, E_TWICE},
+    /* stride larger than the window, dilation with stride */
+    {2, 1, 2, 3, 1, S3(13, 11, 0), S3(2, 3, 0), S3(3, 2, 0), S3(1, 2, 0), {0}, {0}, {0}, 0},
+    /* small images, channels in vector lanes (the filters packed): 3x3 at 7x7, batch 2, bias
+     * and ReLU; 1x1 at 5x5 read in place; grouped with stride 2; a partial tile of channels */
+    {2, 2, 8, 32, 1, S3(7, 7, 0), S3(3, 3, 0), {0}, {0}, S3(1, 1, 0), S3(1, 1, 0), {0},
+     E_BIAS | E_RELU},
+    {2, 1, 16, 16, 1, S3(5, 5, 0), S3(1, 1, 0), {0}, {0}, {0}, {0}, {0}, E_RES},
+    {2, 1, 32, 64, 2, S3(6, 6, 0), S3(3, 3, 0), S3(2, 2, 0), {0}, S3(1, 1, 0), S3(1, 1, 0), {0},
+     E_BN},
+    {2, 1, 24, 40, 1, S3(4, 3, 0), S3(3, 3, 0), {0}, {0}, S3(1, 1, 0), S3(1, 1, 0), {0}, E_KEEP},
+    {2, 2, 8, 32, 1, S3(7, 7, 0), S3(9, 9, 0), {0}, {0}, S3(4, 4, 0), S3(4, 4, 0), {0}, E_RELU},
+    /* empty: no input channels (zeros, then the bias), an empty axis inside the padding, no
+     * output channels, no images */
+    {2, 1, 0, 3, 1, S3(4, 5, 0), S3(3, 3, 0), {0}, {0}, S3(1, 1, 0), S3(1, 1, 0), {0}, E_BIAS},
+    {2, 1, 2, 3, 1, S3(0, 3, 0), S3(2, 2, 0), {0}, {0}, S3(1, 1, 0), S3(1, 1, 0), {0}, 0},
+    {2, 1, 2, 0, 1, S3(4, 4, 0), S3(3, 3, 0), {0}, {0}, {0}, {0}, {0}, E_RELU},
+    {2, 0, 2, 3, 1, S3(4, 4, 0), S3(3, 3, 0), {0}, {0}, {0}, {0}, {0}, 0},
+};
+
+static void test_conv2d(void **state)
+{
+    (void)state;
+    specs s = {CONV2, countof_(CONV2), NEST_F32};
+    check("conv2d", build_convs, &s, V_JIT | V_NOFUSE | V_AVX2 | V_AOT, false, 0);
+    s.t = NEST_F64;
+    check("conv2d_f64", build_convs, &s, V_JIT | V_V2, false, 0);
+}
+
+static const spec CONV3[] = {
+    {3, 1, 2, 3, 1, S3(5, 6, 7), S3(3, 3, 3), {0}, {0}, S3(1, 1, 1), S3(1, 1, 1), {0},
+     E_BIAS | E_RELU},
+    {3, 2, 4, 4, 2, S3(7, 5, 6), S3(3, 2, 3), S3(2, 1, 2), S3(1, 2, 1), S3(1, 0, 2), S3(0, 1, 1),
+     {0}, 0},
+    {3, 1, 3, 3, 3, S3(4, 5, 3), S3(2, 2, 2), {0}, {0}, {0}, {0}, S3(2, 1, 2), E_RES},
+    {3, 1, 2, 5, 1, S3(3, 4, 5), S3(1, 1, 1), {0}, {0}, {0}, {0}, {0}, 0},
+    {3, 2, 4, 6, 1, S3(4, 4, 4), S3(1, 1, 1), {0}, {0}, {0}, {0}, {0}, E_BIAS | E_RELU},
+    /* 270 taps: the kernels loop over the taps axis by axis (a table per axis), stride phases */
+    {3, 2, 3, 5, 1, S3(12, 11, 13), S3(9, 3, 10), S3(1, 1, 2), {0}, S3(1, 0, 0), S3(2, 0, 1), {0},
+     E_RELU},
+    {3, 1, 8, 32, 1, S3(3, 3, 3), S3(3, 3, 3), {0}, {0}, S3(1, 1, 1), S3(1, 1, 1), {0}, E_BIAS},
+};
+
+static void test_conv3d(void **state)
+{
+    (void)state;
+    specs s = {CONV3, countof_(CONV3), NEST_F32};
+    check("conv3d", build_convs, &s, V_JIT | V_NOFUSE | V_V2, false, 0);
+}
+
+/* Layers large enough for the parallel loops and the full register tiles. */
+static const spec CONV_BIG[] = {
+    {2, 2, 32, 32, 1, S3(20, 24, 0), S3(3, 3, 0), {0}, {0}, S3(1, 1, 0), S3(1, 1, 0), {0},
+     E_BN | E_RELU},
+    {2, 1, 64, 48, 1, S3(14, 14, 0), S3(1, 1, 0), {0}, {0}, {0}, {0}, {0}, E_RES | E_RELU},
+    {2, 2, 16, 16, 16, S3(30, 30, 0), S3(3, 3, 0), S3(2, 2, 0), {0}, S3(1, 1, 0), S3(1, 1, 0),
+     {0}, 0},
+};
+
+static void test_conv_big(void **state)
+{
+    (void)state;
+    specs s = {CONV_BIG, countof_(CONV_BIG), NEST_F32};
+    check("conv_big", build_convs, &s, V_JIT | V_NOOMP | V_V2 | V_AOT, false, 0);
+}
+
+/* Real-valued data: the compiled sums may round differently from the interpreter's (double,
+ * one order), within a few ulps of the sum of magnitudes for these sums of tens to hundreds of
+ * terms. */
+static void test_conv_rounding(void **state)
+{
+    (void)state;
+    specs s = {CONV2, countof_(CONV2), NEST_F32};
+    check("conv2d_real", build_convs, &s, V_JIT, true, 64);
+    s.v = CONV_BIG;
+    s.n = countof_(CONV_BIG);
+    check("conv_big_real", build_convs, &s, V_JIT, true, 64);
+}
+
+static const pspec POOLS[] = {
+    /* nsp, avg, incl, type, n, c, d, window, strides, pad below, above, relu before */
+    {2, false, false, NEST_F32, 2, 3, S3(8, 8, 0), S3(2, 2, 0), S3(2, 2, 0), {0}, {0}, true},
+    {2, false, false, NEST_F32, 1, 4, S3(11, 9, 0), S3(3, 3, 0), S3(2, 2, 0), S3(1, 1, 0),
+     S3(1, 1, 0), false},
+    {2, true, false, NEST_F32, 1, 2, S3(7, 9, 0), S3(3, 2, 0), S3(2, 3, 0), S3(1, 1, 0),
+     S3(2, 1, 0), false},
+    {2, true, true, NEST_F32, 2, 2, S3(6, 5, 0), S3(3, 3, 0), {0}, S3(1, 2, 0), S3(2, 1, 0), true},
+    {1, false, false, NEST_F64, 3, 2, S3(13, 0, 0), S3(4, 0, 0), S3(3, 0, 0), S3(2, 0, 0),
+     S3(3, 0, 0), false},
+    {1, true, false, NEST_F64, 1, 3, S3(10, 0, 0), S3(3, 0, 0), {0}, S3(2, 0, 0), {0}, false},
+    {3, false, false, NEST_F32, 1, 2, S3(5, 6, 4), S3(2, 3, 2), S3(2, 1, 2), S3(1, 0, 1),
+     S3(1, 2, 1), true},
+    {3, true, true, NEST_F32, 1, 1, S3(4, 4, 4), S3(2, 2, 2), S3(2, 2, 2), {0}, {0}, false},
+    {2, false, false, NEST_I32, 1, 3, S3(6, 7, 0), S3(2, 3, 0), S3(2, 2, 0), S3(1, 1, 0),
+     S3(0, 2, 0), true},
+    {2, false, false, NEST_I64, 2, 1, S3(5, 5, 0), S3(3, 3, 0), S3(1, 1, 0), S3(1, 1, 0),
+     S3(1, 1, 0), false},
+    /* a global average (a 7x7 image to one value per channel), large enough for threads */
+    {2, true, false, NEST_F32, 8, 256, S3(7, 7, 0), S3(7, 7, 0), {0}, {0}, {0}, false},
+    {2, false, false, NEST_F32, 2, 64, S3(56, 56, 0), S3(3, 3, 0), S3(2, 2, 0), S3(1, 1, 0),
+     S3(1, 1, 0), true},
+};
+
+static void test_pool(void **state)
+{
+    (void)state;
+    pspecs s = {POOLS, countof_(POOLS)};
+    /* averages divide once: in float here and in double there, so they may differ by an ulp */
+    check("pools", build_pools, &s, V_JIT | V_NOFUSE | V_NOOMP | V_V2 | V_AOT, true, 2);
+}
+
+/* A ResNet basic block: conv, batch norm, ReLU, conv, batch norm, the residual, ReLU; then a
+ * max pool of the ReLU of a third convolution's output, and LeNet's convolutions and pools. */
+static void build_block(bld *b, const void *arg)
+{
+    (void)arg;
+    nest_function *f = b->f;
+    int64_t xs[4] = {2, 8, 10, 10}, ws[4] = {8, 8, 3, 3}, k = 8, pad[2] = {1, 1};
+    int64_t all[4] = {0, 1, 2, 3}, ch[3] = {0, 2, 3};
+    nest_value x = A(b, param(b, NEST_F32, 4, xs));
+    nest_value w1 = A(b, param(b, NEST_F32, 4, ws)), w2 = A(b, param(b, NEST_F32, 4, ws));
+    nest_value s1 = A(b, param(b, NEST_F32, 1, &k)), h1 = A(b, param(b, NEST_F32, 1, &k));
+    nest_value s2 = A(b, param(b, NEST_F32, 1, &k)), h2 = A(b, param(b, NEST_F32, 1, &k));
+    nest_value zero = nest_broadcast(f, nest_constant(f, NEST_F32, 0, NULL, &(float){0}, 1), 4,
+                                     xs, 4, all);
+    nest_value y = nest_convolution(f, x, w1, NULL, NULL, pad, pad, NULL, 1);
+    y = nest_add(f, nest_multiply(f, y, nest_broadcast(f, s1, 4, xs, 3, ch)),
+                 nest_broadcast(f, h1, 4, xs, 3, ch));
+    y = nest_maximum(f, y, zero);
+    y = nest_convolution(f, y, w2, NULL, NULL, pad, pad, NULL, 1);
+    y = nest_add(f, nest_multiply(f, y, nest_broadcast(f, s2, 4, xs, 3, ch)),
+                 nest_broadcast(f, h2, 4, xs, 3, ch));
+    y = nest_maximum(f, nest_add(f, y, x), zero);
+    b->res[b->nres++] = y;
+    nest_value w3 = A(b, param(b, NEST_F32, 4, ws));
+    nest_value z = nest_maximum(f, nest_convolution(f, y, w3, NULL, NULL, pad, pad, NULL, 1), zero);
+    int64_t win[2] = {3, 3}, st[2] = {2, 2};
+    b->res[b->nres++] = nest_max_pool(f, z, win, st, pad, pad);
+    /* LeNet: 1 -> 6 channels 5x5 on 32x32, 2x2 max pool, 6 -> 16 5x5, 2x2 average pool */
+    int64_t ls[4] = {2, 1, 32, 32}, lw1[4] = {6, 1, 5, 5}, lw2[4] = {16, 6, 5, 5}, two[2] = {2, 2};
+    nest_value l = A(b, param(b, NEST_F32, 4, ls));
+    l = nest_convolution(f, l, A(b, param(b, NEST_F32, 4, lw1)), NULL, NULL, NULL, NULL, NULL, 1);
+    l = nest_max_pool(f, b->mag ? l : nest_tanh(f, l), two, two, NULL, NULL);
+    l = nest_convolution(f, l, A(b, param(b, NEST_F32, 4, lw2)), NULL, NULL, NULL, NULL, NULL, 1);
+    b->res[b->nres++] = nest_avg_pool(f, l, two, two, NULL, NULL, 0);
+}
+
+static void test_chains(void **state)
+{
+    (void)state;
+    check("chains", build_block, NULL, V_JIT | V_NOFUSE | V_AVX2 | V_AOT, true, 64);
+}
+
+/* Column-major parameters and results: the input is copied (not read in place) and the filters
+ * are made dense first. */
+static void build_colmajor(bld *b, const void *arg)
+{
+    (void)arg;
+    nest_function *f = b->f;
+    int64_t xs[4] = {2, 3, 6, 5}, ws[4] = {4, 3, 1, 1}, ws3[4] = {4, 3, 3, 3};
+    nest_value x = nest_parameter(f, "x", NEST_F32, 4, xs, NEST_COL_MAJOR);
+    nest_value w = nest_parameter(f, "w", NEST_F32, 4, ws, NEST_COL_MAJOR);
+    nest_value w3 = nest_parameter(f, "w3", NEST_F32, 4, ws3, NEST_COL_MAJOR);
+    int64_t pad[2] = {1, 1};
+    b->res[b->nres++] = nest_convolution(f, x, w, NULL, NULL, NULL, NULL, NULL, 1);
+    b->res[b->nres++] = nest_convolution(f, x, w3, NULL, NULL, pad, pad, NULL, 1);
+    int64_t win[2] = {2, 2};
+    b->res[b->nres++] = nest_max_pool(f, x, win, NULL, NULL, NULL);
+}
+
+static void test_colmajor(void **state)
+{
+    (void)state;
+    nest_function *f = nest_function_new("colmajor");
+    bld b = {.f = f};
+    build_colmajor(&b, NULL);
+    nest_layout lay[3] = {NEST_COL_MAJOR, NEST_ROW_MAJOR, NEST_COL_MAJOR};
+    assert_ok(f, nest_return(f, b.nres, b.res, lay));
+    arrays args, want, got;
+    arrays_alloc(&args, f, false);
+    arrays_alloc(&want, f, true);
+    arrays_alloc(&got, f, true);
+    fill(&args, 42, false);
+    assert_ok(f, nest_evaluate(f, args.p, args.n, want.p, want.n));
+    int64_t bad = 0;
+    for (size_t vi = 0; vi < countof_(VARIANTS); vi++) {
+        if (!(VARIANTS[vi].flag & (V_JIT | V_NOFUSE | V_AOT)))
+            continue;
+        bad += run_variant(f, (int)vi, &args, &got)
+                   ? compare(VARIANTS[vi].what, f, &got, &want, NULL, 0)
+                   : 1;
+    }
+    arrays_free(&args);
+    arrays_free(&want);
+    arrays_free(&got);
+    nest_function_free(f);
+    assert_int_equal(bad, 0);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The reference interpreter against closed forms
+ * ------------------------------------------------------------------------------------------- */
+
+/* Along one axis: how many taps of output position o land on an element of x. */
+static int64_t taps_on_x(int64_t o, int64_t d, int64_t f, int64_t s, int64_t dil, int64_t pb,
+                         int64_t dd)
+{
+    int64_t n = 0;
+    for (int64_t t = 0; t < f; t++) {
+        int64_t u = o * s + t * dil - pb;
+        n += u >= 0 && u % dd == 0 && u / dd < d;
+    }
+    return n;
+}
+
+/* All-ones x and w: each output is (C / groups) times the product over the axes of the taps that
+ * land on x; the result's shape is the formula's. */
+static void test_interp_ones(void **state)
+{
+    (void)state;
+    static const spec cases[] = {
+        {2, 2, 4, 6, 2, S3(7, 9, 0), S3(3, 4, 0), S3(2, 1, 0), S3(1, 2, 0), S3(2, -1, 0),
+         S3(1, 3, 0), S3(1, 2, 0), 0},
+        {3, 1, 3, 3, 3, S3(4, 3, 5), S3(2, 3, 1), S3(1, 2, 3), S3(2, 1, 1), S3(1, 1, 0),
+         S3(0, 2, 1), S3(3, 1, 2), 0},
+        {1, 1, 1, 1, 1, S3(6, 0, 0), S3(2, 0, 0), S3(4, 0, 0), S3(3, 0, 0), S3(5, 0, 0),
+         S3(4, 0, 0), S3(2, 0, 0), 0},
+    };
+    for (size_t ci = 0; ci < countof_(cases); ci++) {
+        const spec *sp = &cases[ci];
+        nest_function *f = nest_function_new("ones");
+        bld b = {.f = f};
+        nest_value y = conv_of(&b, NEST_F64, sp);
+        assert_value(f, y);
+        assert_ok(f, nest_return(f, 1, &y, NULL));
+        int64_t o[3] = {1, 1, 1}, S[3], D[3], F[3], P[3], L[3], DD[3];
+        for (int i = 0; i < 3; i++) {
+            bool on = i < sp->nsp;
+            S[i] = on && sp->s[i] ? sp->s[i] : 1;
+            D[i] = on ? sp->d[i] : 1;
+            F[i] = on ? sp->f[i] : 1;
+            P[i] = on ? sp->pb[i] : 0;
+            L[i] = on && sp->dil[i] ? sp->dil[i] : 1;
+            DD[i] = on && sp->dd[i] ? sp->dd[i] : 1;
+            if (on) {
+                int64_t in = (D[i] - 1) * DD[i] + 1 + sp->pb[i] + sp->pa[i];
+                o[i] = (in - ((F[i] - 1) * L[i] + 1)) / S[i] + 1;
+                assert_int_equal(nest_value_shape(f, y)[2 + i], o[i]);
+            }
+        }
+        arrays args, got;
+        arrays_alloc(&args, f, false);
+        arrays_alloc(&got, f, true);
+        for (int i = 0; i < args.n; i++)
+            for (int64_t j = 0; j < args.count[i]; j++)
+                ((double *)args.p[i])[j] = 1;
+        assert_ok(f, nest_evaluate(f, args.p, args.n, got.p, got.n));
+        const double *r = got.p[0];
+        int64_t e = 0;
+        for (int64_t n = 0; n < sp->n; n++)
+            for (int64_t k = 0; k < sp->k; k++)
+                for (int64_t a = 0; a < o[0]; a++)
+                    for (int64_t bb = 0; bb < o[1]; bb++)
+                        for (int64_t cc = 0; cc < o[2]; cc++, e++) {
+                            double want =
+                                (double)(sp->c / sp->g) *
+                                (double)taps_on_x(a, D[0], F[0], S[0], L[0], P[0], DD[0]) *
+                                (double)taps_on_x(bb, D[1], F[1], S[1], L[1], P[1], DD[1]) *
+                                (double)taps_on_x(cc, D[2], F[2], S[2], L[2], P[2], DD[2]);
+                            if (r[e] != want)
+                                fail_msg("case %zu element %lld: %g, want %g", ci, (long long)e,
+                                         r[e], want);
+                        }
+        arrays_free(&args);
+        arrays_free(&got);
+        nest_function_free(f);
+    }
+}
+
+/* Hand-computed: a 1-d convolution with 2 groups, stride 2, padding and dilation; pools with
+ * and without the padding in the average. */
+static void test_interp_values(void **state)
+{
+    nest_function *f = *state;
+    int64_t xs[3] = {1, 2, 5}, ws[3] = {2, 1, 2};
+    nest_value x = nest_parameter(f, "x", NEST_F32, 3, xs, NEST_ROW_MAJOR);
+    nest_value w = nest_parameter(f, "w", NEST_F32, 3, ws, NEST_ROW_MAJOR);
+    int64_t s[1] = {2}, dil[1] = {2}, pb[1] = {1}, win[1] = {2}, one[1] = {1};
+    nest_value y = nest_convolution(f, x, w, s, dil, pb, NULL, NULL, 2);
+    nest_value mp = nest_max_pool(f, x, win, NULL, one, NULL);
+    nest_value ap = nest_avg_pool(f, x, win, s, one, one, 0);
+    nest_value ai = nest_avg_pool(f, x, win, s, one, one, 1);
+    nest_value r[4] = {y, mp, ap, ai};
+    assert_ok(f, nest_return(f, 4, r, NULL));
+    /* x = [1 2 3 4 5; 6 7 8 9 10], w = [[10, 1], [100, 1000]]. Channel 0 padded below:
+     * [0 1 2 3 4 5]; output o takes u = 2o and 2o + 2 (twice: the window of 3 fits at 0 and 2):
+     * 10*0 + 1*2 = 2, 10*2 + 1*4 = 24. Channel 1, [0 6 7 8 9 10]: 100*0 + 1000*7 = 7000,
+     * 100*7 + 1000*9 = 9700. */
+    float xv[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, wv[4] = {10, 1, 100, 1000};
+    float got[4][12];
+    void *args[2] = {xv, wv}, *res[4] = {got[0], got[1], got[2], got[3]};
+    assert_ok(f, nest_evaluate(f, args, 2, res, 4));
+    assert_int_equal(nest_value_shape(f, y)[2], 2);
+    float want_y[4] = {2, 24, 7000, 9700};
+    assert_exact(NEST_F32, got[0], want_y, 4);
+    /* max pool, window 2, 1 below: [pad 1] [1 2] [2 3] [3 4] [4 5] */
+    float want_mp[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+    assert_exact(NEST_F32, got[1], want_mp, 10);
+    /* average, window 2 stride 2, 1 each side: [pad 1] [2 3] [4 5]: 1, 2.5, 4.5 over the
+     * elements of x, or 0.5, 2.5, 4.5 with the padding counted */
+    float want_ap[6] = {1, 2.5f, 4.5f, 6, 7.5f, 9.5f}, want_ai[6] = {0.5f, 2.5f, 4.5f, 3, 7.5f, 9.5f};
+    assert_exact(NEST_F32, got[2], want_ap, 6);
+    assert_exact(NEST_F32, got[3], want_ai, 6);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Type rules and errors
+ * ------------------------------------------------------------------------------------------- */
+
+static void test_errors(void **state)
+{
+    nest_function *f = *state;
+    int64_t xs[4] = {1, 4, 5, 5}, ws[4] = {6, 2, 3, 3}, w3s[3] = {6, 4, 3}, bigs[4] = {6, 4, 7, 7};
+    nest_value x = nest_parameter(f, "x", NEST_F32, 4, xs, NEST_ROW_MAJOR);
+    nest_value w = nest_parameter(f, "w", NEST_F32, 4, ws, NEST_ROW_MAJOR);
+    nest_value w3 = nest_parameter(f, "w3", NEST_F32, 3, w3s, NEST_ROW_MAJOR);
+    nest_value big = nest_parameter(f, "big", NEST_F32, 4, bigs, NEST_ROW_MAJOR);
+    nest_value wd = nest_parameter(f, "wd", NEST_F64, 4, ws, NEST_ROW_MAJOR);
+    nest_value xi = nest_parameter(f, "xi", NEST_I32, 4, xs, NEST_ROW_MAJOR);
+    int64_t vs[1] = {5};
+    nest_value v = nest_parameter(f, "v", NEST_F32, 1, vs, NEST_ROW_MAJOR);
+    int64_t zero[2] = {0, 1}, neg[2] = {-1, 1}, three[2] = {3, 1}, win[2] = {2, 2}, six[2] = {6, 1};
+
+    /* groups 2: each filter takes 2 channels; the result is [1, 6, 3, 3] */
+    nest_value y = nest_convolution(f, x, w, NULL, NULL, NULL, NULL, NULL, 2);
+    assert_value(f, y);
+    assert_int_equal(nest_value_shape(f, y)[1], 6);
+    assert_int_equal(nest_value_shape(f, y)[3], 3);
+
+    assert_int_equal(nest_convolution(f, x, w, NULL, NULL, NULL, NULL, NULL, 1), NEST_NONE);
+    assert_error(f, NEST_ERR_TYPE, "convolution(x: f32[1,4,5,5], w: f32[6,2,3,3]): the filters "
+                                   "take 2 input channels in each of 1 groups");
+    assert_int_equal(nest_convolution(f, x, w, NULL, NULL, NULL, NULL, NULL, 4), NEST_NONE);
+    assert_error(f, NEST_ERR_TYPE, "in each of 4 groups, but the input has 4 channels");
+    assert_int_equal(nest_convolution(f, x, w, NULL, NULL, NULL, NULL, NULL, 0), NEST_NONE);
+    assert_error(f, NEST_ERR_TYPE, "groups must be at least 1");
+    assert_int_equal(nest_convolution(f, x, w, zero, NULL, NULL, NULL, NULL, 2), NEST_NONE);
+    assert_error(f, NEST_ERR_TYPE, "strides must be at least 1 (spatial axis 0 is 0)");
+    assert_int_equal(nest_convolution(f, x, w, NULL, neg, NULL, NULL, NULL, 2), NEST_NONE);
+    assert_error(f, NEST_ERR_TYPE, "dilation must be at least 1");
+    assert_int_equal(nest_convolution(f, x, w, NULL, NULL, NULL, NULL, zero, 2), NEST_NONE);
+    assert_error(f, NEST_ERR_TYPE, "data_dilation must be at least 1");
+    assert_int_equal(nest_convolution(f, x, big, NULL, NULL, NULL, NULL, NULL, 1), NEST_NONE);
+    assert_error(f, NEST_ERR_TYPE,
+                 "spatial axis 0: the window (7 with dilation) is larger than the padded input (5)");
+    int64_t neg2[2] = {-2, 0};
+    assert_int_equal(nest_convolution(f, x, w, NULL, NULL, neg2, neg, NULL, 2), NEST_NONE);
+    assert_error(f, NEST_ERR_TYPE, "larger than the padded input (2)");
+    assert_int_equal(nest_convolution(f, x, w, NULL, three, NULL, NULL, NULL, 2), NEST_NONE);
+    assert_error(f, NEST_ERR_TYPE, "the window (7 with dilation)");
+    assert_int_equal(nest_convolution(f, x, w3, NULL, NULL, NULL, NULL, NULL, 1), NEST_NONE);
+    assert_error(f, NEST_ERR_TYPE, "the filters must be [K, C/groups, f1..fk] of the input's rank 4");
+    assert_int_equal(nest_convolution(f, x, wd, NULL, NULL, NULL, NULL, NULL, 2), NEST_NONE);
+    assert_error(f, NEST_ERR_TYPE, "operand element types differ");
+    assert_int_equal(nest_convolution(f, xi, w, NULL, NULL, NULL, NULL, NULL, 2), NEST_NONE);
+    assert_error(f, NEST_ERR_TYPE, "operand 1 must be f32 or f64, not i32");
+    assert_int_equal(nest_convolution(f, v, v, NULL, NULL, NULL, NULL, NULL, 1), NEST_NONE);
+    assert_error(f, NEST_ERR_TYPE, "the input must be [N, C, d1..dk] with 1 to 3 spatial axes");
+
+    /* pools */
+    assert_value(f, nest_max_pool(f, xi, win, win, NULL, NULL));
+    assert_int_equal(nest_max_pool(f, x, NULL, NULL, NULL, NULL), NEST_NONE);
+    assert_error(f, NEST_ERR_ARG, "max_pool(x: f32[1,4,5,5]): the window is not given");
+    assert_int_equal(nest_max_pool(f, x, zero, NULL, NULL, NULL), NEST_NONE);
+    assert_error(f, NEST_ERR_TYPE, "window must be at least 1");
+    assert_int_equal(nest_max_pool(f, x, win, NULL, win, NULL), NEST_NONE);
+    assert_error(f, NEST_ERR_TYPE, "padding (2 below, 0 above) must be smaller than the window (2)");
+    assert_int_equal(nest_avg_pool(f, x, win, NULL, NULL, neg, 0), NEST_NONE);
+    assert_error(f, NEST_ERR_TYPE, "pad_above must be at least 0");
+    assert_int_equal(nest_max_pool(f, x, six, NULL, NULL, NULL), NEST_NONE);
+    assert_error(f, NEST_ERR_TYPE, "the window (6 with dilation) is larger than the padded input (5)");
+    assert_int_equal(nest_avg_pool(f, xi, win, NULL, NULL, NULL, 0), NEST_NONE);
+    assert_error(f, NEST_ERR_TYPE, "avg_pool(xi: i32[1,4,5,5]): operand 1 must be f32 or f64");
+    /* an empty spatial axis: no window would hold an element */
+    int64_t es[3] = {1, 1, 0}, w1[1] = {1};
+    nest_value e = nest_parameter(f, "e", NEST_F32, 3, es, NEST_ROW_MAJOR);
+    assert_int_equal(nest_max_pool(f, e, w1, NULL, NULL, NULL), NEST_NONE);
+    assert_error(f, NEST_ERR_TYPE, "spatial axis 0 is empty");
+    /* a result too large */
+    int64_t hs[3] = {1, 1, (int64_t)1 << 40}, hw[3] = {1 << 22, 1, 1};
+    nest_value hx = nest_parameter(f, "hx", NEST_F32, 3, hs, NEST_ROW_MAJOR);
+    nest_value hk = nest_parameter(f, "hk", NEST_F32, 3, hw, NEST_ROW_MAJOR);
+    assert_int_equal(nest_convolution(f, hx, hk, NULL, NULL, NULL, NULL, NULL, 1), NEST_NONE);
+    assert_error(f, NEST_ERR_LIMIT, "the result is too large");
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The text form
+ * ------------------------------------------------------------------------------------------- */
+
+static const char TEXT[] =
+    "func net(x: f32[2,3,9,9], w: f32[6,1,3,3], b: f32[6]) -> (f32[2,6,4,4], f32[2,3,5,5], "
+    "f32[2,3,4,4]) {\n"
+    "  y = convolution(x, w, strides=[2,2], dilation=[1,1], pad_below=[1,-1], pad_above=[0,2], "
+    "data_dilation=[1,1], groups=3)\n"
+    "  bb = broadcast(b, shape=[2,6,4,4], axes=[0,2,3])\n"
+    "  m = max_pool(x, window=[3,3], strides=[2,2], pad_below=[1,1], pad_above=[1,1])\n"
+    "  a = avg_pool(x, window=[2,2], strides=[2,2], include_pad=true)\n"
+    "  return add(y, bb), m, a\n"
+    "}\n";
+
+static void test_text(void **state)
+{
+    (void)state;
+    nest_module *m = nest_parse(TEXT, strlen(TEXT), "net.nest");
+    assert_non_null(m);
+    if (nest_module_errcode(m))
+        fail_msg("%s", nest_module_errmsg(m));
+    nest_function *f = nest_module_function(m, 0);
+    char *s = nest_print(&f, 1);
+    assert_non_null(s);
+    /* defaults are not printed */
+    assert_non_null(strstr(s, "convolution(x, w, strides=[2,2], pad_below=[1,-1], "
+                              "pad_above=[0,2], groups=3)"));
+    assert_non_null(strstr(s, "max_pool(x, window=[3,3], strides=[2,2], pad_below=[1,1], "
+                              "pad_above=[1,1])"));
+    assert_non_null(strstr(s, "avg_pool(x, window=[2,2], strides=[2,2], include_pad=true)"));
+    nest_module *m2 = nest_parse(s, strlen(s), "again.nest");
+    assert_int_equal(nest_module_errcode(m2), NEST_OK);
+    nest_function *f2 = nest_module_function(m2, 0);
+    char *s2 = nest_print(&f2, 1);
+    assert_string_equal(s, s2);
+    nest_string_free(s);
+    nest_string_free(s2);
+    nest_module_free(m);
+    nest_module_free(m2);
+}
+
+static void parse_error(const char *body, const char *part, int col)
+{
+    char text[1024];
+    snprintf(text, sizeof text, "func g(x: f32[1,4,6,6], w: f32[8,4,3,3]) -> f32[] {\n%s\n}\n",
+             body);
+    nest_module *m = nest_parse(text, strlen(text), "bad.nest");
+    assert_non_null(m);
+    const char *msg = nest_module_errmsg(m);
+    if (nest_module_errcode(m) == NEST_OK || !strstr(msg, part) || nest_module_errline(m) != 2 ||
+        (col && nest_module_errcol(m) != col))
+        fail_msg("%s: got \"%s\" at %d:%d, want \"%s\" at 2:%d", body, msg,
+                 nest_module_errline(m), nest_module_errcol(m), part, col);
+    nest_module_free(m);
+}
+
+static void test_text_errors(void **state)
+{
+    (void)state;
+    parse_error("  y = convolution(x, w, strides=[1])", "strides has 1 entries but the input has 2 "
+                                                        "spatial axes", 25);
+    parse_error("  y = convolution(x, w, strides=[0,1])", "strides must be at least 1", 7);
+    parse_error("  y = convolution(x, w, strides=[-1,1])", "strides entries cannot be negative", 0);
+    parse_error("  y = convolution(x, w, groups=-2)", "groups cannot be negative", 0);
+    parse_error("  y = convolution(x, w, groups=3)", "groups", 7);
+    parse_error("  y = convolution(x, w, window=[3,3])", "convolution has no attribute 'window'", 0);
+    parse_error("  y = max_pool(x)", "max_pool needs window=[...]", 7);
+    parse_error("  y = max_pool(x, window=[2,2], include_pad=true)",
+                "max_pool has no attribute 'include_pad'", 0);
+    parse_error("  y = avg_pool(x, window=[2,2], include_pad=1)", "expected true or false", 0);
+    parse_error("  y = max_pool(x, window=[2,2], pad_below=[2,0])", "must be smaller than the window",
+                7);
+    parse_error("  y = convolution(x)", "convolution takes 2 operands, not 1", 7);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The generated C: warning-free under gcc and clang, for any x86-64
+ * ------------------------------------------------------------------------------------------- */
+
+static void test_emit_warnings(void **state)
+{
+    (void)state;
+    specs s = {CONV2, countof_(CONV2), NEST_F32};
+    nest_function *f = build("emitted", build_convs, &s, false, NULL);
+    pspecs ps = {POOLS, countof_(POOLS)};
+    nest_function *g = build("pooled", build_pools, &ps, false, NULL);
+    static const char *const marchs[] = {"native", "x86-64", "x86-64-v2", "x86-64-v3"};
+    static const char *const ccs[] = {"gcc", "clang-14"};
+    for (size_t mi = 0; mi < countof_(marchs); mi++) {
+        nest_options o;
+        nest_options_init(&o);
+        o.march = marchs[mi];
+        nest_function *fns[2] = {f, g};
+        char *c = nest_emit(fns, 2, NEST_EMIT_C, &o);
+        assert_non_null(c);
+        char path[256];
+        snprintf(path, sizeof path, "%s/emitted_%zu.c", g_tmp, mi);
+        FILE *fp = fopen(path, "w");
+        assert_non_null(fp);
+        fputs(c, fp);
+        fclose(fp);
+        nest_string_free(c);
+        for (size_t ci = 0; ci < countof_(ccs); ci++) {
+            char cmd[1024];
+            snprintf(cmd, sizeof cmd,
+                     "%s -std=c99 -Wall -Wextra -pedantic -Werror -O1 -march=%s -fopenmp -c %s "
+                     "-o %s.o",
+                     ccs[ci], marchs[mi], path, path);
+            if (system(cmd) != 0)
+                fail_msg("%s failed", cmd);
+        }
+    }
+    nest_function_free(f);
+    nest_function_free(g);
+}
+
+/* The kernels' plain C, for compilers without GNU C's vector types: the generated C with every
+ * `#ifdef __GNUC__` turned off, built with cc, against the interpreter. */
+static void test_plain_c(void **state)
+{
+    (void)state;
+    specs sp = {CONV2, countof_(CONV2), NEST_F32};
+    nest_function *f = build("plain", build_convs, &sp, false, NULL);
+    char *text = nest_emit(&f, 1, NEST_EMIT_C, NULL);
+    assert_non_null(text);
+    for (char *q = text; (q = strstr(q, "#ifdef __GNUC__")) != NULL; q++)
+        memcpy(q, "#if 0 /*GNUC_*/", strlen("#ifdef __GNUC__")); /* as long as it */
+    char path[256], so[300], cmd[1024];
+    snprintf(path, sizeof path, "%s/plain.c", g_tmp);
+    snprintf(so, sizeof so, "%s/plain.so", g_tmp);
+    FILE *fp = fopen(path, "w");
+    assert_non_null(fp);
+    fputs(text, fp);
+    fclose(fp);
+    nest_string_free(text);
+    snprintf(cmd, sizeof cmd, "cc -std=c99 -O1 -shared -fPIC -o %s %s -lm", so, path);
+    if (system(cmd) != 0)
+        fail_msg("%s failed", cmd);
+    void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+    void *fn = h ? dlsym(h, "plain_call") : NULL;
+    assert_non_null(fn);
+    call_fn call;
+    memcpy(&call, &fn, sizeof call);
+    arrays args, want, got;
+    arrays_alloc(&args, f, false);
+    arrays_alloc(&want, f, true);
+    arrays_alloc(&got, f, true);
+    fill(&args, 7, false);
+    assert_ok(f, nest_evaluate(f, args.p, args.n, want.p, want.n));
+    assert_int_equal(call(args.p, got.p), 0);
+    int64_t bad = compare("plain C", f, &got, &want, NULL, 0);
+    arrays_free(&args);
+    arrays_free(&want);
+    arrays_free(&got);
+    dlclose(h);
+    nest_function_free(f);
+    assert_int_equal(bad, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_errors, fn_setup, fn_teardown),
+        cmocka_unit_test(test_text),
+        cmocka_unit_test(test_text_errors),
+        cmocka_unit_test(test_interp_ones),
+        cmocka_unit_test_setup_teardown(test_interp_values, fn_setup, fn_teardown),
+        cmocka_unit_test(test_conv1d),
+        cmocka_unit_test(test_conv2d),
+        cmocka_unit_test(test_conv3d),
+        cmocka_unit_test(test_conv_big),
+        cmocka_unit_test(test_conv_rounding),
+        cmocka_unit_test(test_pool),
+        cmocka_unit_test(test_chains),
+        cmocka_unit_test(test_colmajor),
+        cmocka_unit_test(test_emit_warnings),
+        cmocka_unit_test(test_plain_c),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
