@@ -89,6 +89,7 @@ static const char *const files[] = {
     "samples/dense.nest", "samples/l2.nest", "tests/corpus/parse/design.nest",
     "tests/corpus/parse/ops.nest", "tests/corpus/parse/tuples.nest",
     "tests/corpus/parse/consts.nest", "tests/corpus/parse/rows.nest",
+    "tests/corpus/parse/dims_batch.nest",
 };
 
 static nest_module *parse_file(const char *path)

@@ -425,8 +425,12 @@ static int64_t parse_dim_sum(parser *ps, dim_mode names, int depth);
 /* The result of a dim operation, or the error it recorded as a parse error at t. */
 static int64_t dim_ok(parser *ps, const token *t, int64_t d)
 {
-    if (d == DIM_NONE)
-        error_tok(ps, t, "%s", ps->f->errmsg ? ps->f->errmsg : "invalid dim");
+    if (d == DIM_NONE) {
+        int st = ps->f->status == NEST_ERR_NOMEM || ps->f->status == NEST_ERR_LIMIT
+                     ? ps->f->status
+                     : NEST_ERR_SYNTAX;
+        error_at(ps, t->line, t->col, st, "%s", ps->f->errmsg ? ps->f->errmsg : "invalid dim");
+    }
     return d;
 }
 
