@@ -528,6 +528,172 @@ static void test_aot(void **state)
     nest_module_free(m);
 }
 
+/* ---- random graphs over a symbolic batch ---- */
+
+typedef struct rgen {
+    uint64_t s;
+    nest_function *f;
+    int64_t N;
+    nest_value v[64];
+    int64_t k[64]; /* each value is [N, k] (k > 0), a vector [k] (k < 0: [-k]), or [N] (k 0) */
+    int n;
+} rgen;
+
+static uint64_t rnd(rgen *g)
+{
+    uint64_t z = (g->s += 0x9e3779b97f4a7c15u);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+    return z ^ (z >> 31);
+}
+
+static int pick(rgen *g, int n) { return (int)(rnd(g) % (uint64_t)n); }
+
+static void push(rgen *g, nest_value v, int64_t k)
+{
+    assert_value(g->f, v);
+    if (g->n < 64) {
+        g->v[g->n] = v;
+        g->k[g->n++] = k;
+    }
+}
+
+/* A random batch-shaped value [N, k] (any k when want is 0) */
+static int batch_value(rgen *g, int64_t want)
+{
+    int c[64], n = 0;
+    for (int i = 0; i < g->n; i++)
+        if (g->k[i] > 0 && (!want || g->k[i] == want))
+            c[n++] = i;
+    return n ? c[pick(g, n)] : -1;
+}
+
+/* One step of the generator: element-wise ops, broadcasts of vectors and of rows, products
+ * with weights, reductions over either axis, reshapes through [N*k] and [N, a, b], slices and
+ * concats along the plain axis. Values stay in [-1, 1] through tanh. */
+static void step(rgen *g, int *nparams)
+{
+    nest_function *f = g->f;
+    int64_t N = g->N;
+    int a = batch_value(g, 0);
+    int64_t k = g->k[a];
+    nest_value x = g->v[a];
+    char name[16];
+    switch (pick(g, 9)) {
+    case 0: { /* a binary op with another value of the same shape, or a new parameter */
+        int b = batch_value(g, k);
+        nest_value y = g->v[b];
+        if (b == a) {
+            snprintf(name, sizeof name, "p%d", (*nparams)++);
+            y = nest_parameter(f, name, NEST_F32, 2, SHAPE(N, k), NEST_ROW_MAJOR);
+        }
+        nest_value r = pick(g, 2) ? nest_add(f, x, y) : nest_multiply(f, x, y);
+        push(g, nest_tanh(f, r), k);
+        break;
+    }
+    case 1: { /* a vector broadcast over the rows */
+        snprintf(name, sizeof name, "p%d", (*nparams)++);
+        nest_value v = nest_parameter(f, name, NEST_F32, 1, SHAPE(k), NEST_ROW_MAJOR);
+        push(g, nest_subtract(f, x, nest_broadcast(f, v, 2, SHAPE(N, k), 1, SHAPE(0))), k);
+        break;
+    }
+    case 2: { /* a product with weights */
+        static const int64_t js[] = {1, 5, 16, 24};
+        int64_t j = js[pick(g, 4)];
+        snprintf(name, sizeof name, "p%d", (*nparams)++);
+        nest_value w = nest_parameter(f, name, NEST_F32, 2, SHAPE(k, j), NEST_ROW_MAJOR);
+        push(g, nest_tanh(f, nest_dot(f, x, w)), j);
+        break;
+    }
+    case 3: { /* a row's sum, broadcast back */
+        nest_value r = nest_max(f, x, 1, SHAPE(1));
+        push(g, r, 0);
+        push(g, nest_subtract(f, x, nest_broadcast(f, r, 2, SHAPE(N, k), 1, SHAPE(1))), k);
+        break;
+    }
+    case 4: /* a column's sum over the batch */
+        push(g, nest_tanh(f, nest_sum(f, x, 1, SHAPE(0))), -k);
+        break;
+    case 5: { /* through [N*k] and back, or through [N, a, b] */
+        nest_value flat = nest_reshape(f, x, NULL, 1, SHAPE(nest_dim_mul(f, N, k)));
+        nest_value back = nest_reshape(f, nest_exp(f, flat), NULL, 2, SHAPE(N, k));
+        if (k % 2 == 0)
+            back = nest_reshape(f, nest_reshape(f, back, NULL, 3, SHAPE(N, 2, k / 2)), NULL, 2,
+                                SHAPE(N, k));
+        push(g, nest_tanh(f, back), k);
+        break;
+    }
+    case 6: /* a slice of the columns */
+        if (k > 1)
+            push(g, nest_slice(f, x, SHAPE(0, 1), SHAPE(N, k), NULL), k - 1);
+        break;
+    case 7: { /* a concat of columns */
+        int b = batch_value(g, 0);
+        push(g, nest_concat(f, 2, VALUES(x, g->v[b]), 1), k + g->k[b]);
+        break;
+    }
+    default: /* a unary op */
+        push(g, pick(g, 2) ? nest_abs(f, x) : nest_negative(f, x), k);
+        break;
+    }
+}
+
+static void test_random_graphs(void **state)
+{
+    (void)state;
+    int seeds = getenv("NEST_DIMS_SEEDS") ? atoi(getenv("NEST_DIMS_SEEDS")) : 40;
+    for (int seed = 1; seed <= seeds; seed++) {
+        rgen g = {.s = (uint64_t)seed * 7919};
+        g.f = nest_function_new("r");
+        g.N = nest_named_dim(g.f, "N");
+        int np = 0;
+        static const int64_t ks[] = {1, 3, 8, 16};
+        int64_t k0 = ks[pick(&g, 4)];
+        push(&g, nest_parameter(g.f, "x", NEST_F32, 2, SHAPE(g.N, k0), NEST_ROW_MAJOR), k0);
+        int steps = 2 + pick(&g, 10);
+        for (int i = 0; i < steps; i++)
+            step(&g, &np);
+        /* the last value and one other are the results */
+        nest_value res[2] = {g.v[g.n - 1], g.v[pick(&g, g.n)]};
+        assert_ok(g.f, nest_return(g.f, 2, res, NULL));
+        nest_kernel *k = nest_compile(g.f, NULL);
+        if (!k) {
+            char *t = nest_print(&g.f, 1);
+            fail_msg("seed %d: %s\n%s", seed, nest_errmsg(g.f), t ? t : "");
+        }
+        static const int64_t sizes[] = {0, 1, 5, 33};
+        for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
+            int64_t n = sizes[si];
+            int nparams = nest_param_count(g.f);
+            void *args[64], *out[2], *ref[2];
+            int64_t cnt[2];
+            for (int i = 0; i < nparams; i++) {
+                int64_t c = count_at(g.f, nest_param(g.f, i), &n, 1);
+                args[i] = malloc((size_t)c * sizeof(float) + 4);
+                fill(args[i], NEST_F32, c, i);
+            }
+            for (int i = 0; i < 2; i++) {
+                cnt[i] = count_at(g.f, nest_result(g.f, i), &n, 1);
+                out[i] = calloc((size_t)cnt[i] + 1, sizeof(float));
+                ref[i] = calloc((size_t)cnt[i] + 1, sizeof(float));
+            }
+            assert_ok(g.f, nest_evaluate_dims(g.f, &n, 1, args, nparams, ref, 2));
+            if (nest_call_dims(k, &n, 1, args, nparams, out, 2) != NEST_OK)
+                fail_msg("seed %d, N = %lld: %s", seed, (long long)n, nest_kernel_errmsg(k));
+            for (int i = 0; i < 2; i++) {
+                if (nest_value_type(g.f, nest_result(g.f, i)) == NEST_F32)
+                    assert_close(NEST_F32, out[i], ref[i], cnt[i], 1e-4, 1e-4);
+                free(out[i]);
+                free(ref[i]);
+            }
+            for (int i = 0; i < nparams; i++)
+                free(args[i]);
+        }
+        nest_kernel_free(k);
+        nest_function_free(g.f);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -542,6 +708,7 @@ int main(void)
         cmocka_unit_test(test_compile_refused),
         cmocka_unit_test(test_aot),
         cmocka_unit_test(test_windows),
+        cmocka_unit_test(test_random_graphs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
