@@ -922,6 +922,11 @@ static void emit_tiled(ctx *c, int32_t k)
     }
     if (local_panel)
         em_line(c, "%s %s[%lld];", T, panel, K * tj);
+    /* symbolic rows: fewer than a tile's take the small path, which reads B in place (packing
+     * all of B for a row or two costs more than the product) */
+    const char *small = Isym ? em_unique(&c->local, "small") : NULL;
+    if (small)
+        em_line(c, "const int %s = %s < %d;", small, Is ? Is : "0", ti);
     em_line(c, "for (int64_t %s = 0; %s < %lld; %s += %d) {", j0, j0, J, j0, tj);
     c->indent++;
     if (J % tj) /* a last block of fewer columns */
@@ -929,6 +934,8 @@ static void emit_tiled(ctx *c, int32_t k)
     else
         em_line(c, "const int %s = %d;", nj, tj);
     /* the panel: B's columns j0 .. j0 + nj, k-major, zero past the edge */
+    if (small)
+        em_line(c, "if (!%s)", small);
     em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", kv, kv, K, kv);
     c->indent++;
     em_line(c, "for (int jj = 0; jj < %s; jj++) {", nj);
@@ -975,9 +982,41 @@ static void emit_tiled(ctx *c, int32_t k)
         if (a->st[nb])
             buf_printf(&t, " + %s * %lld", i0, (long long)a->st[nb]);
         char *base = em_finish(c, &t);
+        if (small) { /* the product of ni rows by B read in place, k outermost */
+            em_line(c, "if (%s) {", small);
+            c->indent++;
+            em_line(c, "for (int u = 0; u < %s * %d; u++)", ni, tj);
+            em_line(c, "    %s[u] = 0;", acc);
+            em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", kv, kv, K, kv);
+            c->indent++;
+            em_line(c, "for (int ii = 0; ii < %s; ii++) {", ni);
+            c->indent++;
+            em_line(c, "const %s nest_a = (%s)[ii * %lld + %s * %lld];", T, base ? base : "0",
+                    (long long)a->st[nb], kv, (long long)a->st[nb + 1]);
+            em_line(c, "for (int jj = 0; jj < %s; jj++) {", nj);
+            c->indent++;
+            em_line(c, "%s nest_b;", T);
+            c->expr[nb] = "0";
+            c->expr[nb + 1] = kv;
+            c->expr[nb + 2] = jexpr;
+            emit_assign(c, "nest_b", ne->tile_b);
+            em_line(c, "%s[ii * %d + jj] += %s;", acc, tj,
+                    ne->a_first ? "nest_a * nest_b" : "nest_b * nest_a");
+            for (int close = 0; close < 3; close++) {
+                c->indent--;
+                em_line(c, "}");
+            }
+            c->indent--;
+            em_line(c, "} else {");
+            c->indent++;
+        }
         em_line(c, "nest_tile_%s_%dx%d(%s, %lld, %s, %lld, %lld, %s, %s);",
              nest_type_name((nest_type)et), ti, tj, ni, K, base ? base : "0",
              (long long)a->st[nb], (long long)a->st[nb + 1], panel, acc);
+        if (small) {
+            c->indent--;
+            em_line(c, "}");
+        }
         free(base);
     }
     c->expr[nb] = iexpr;
