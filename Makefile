@@ -538,9 +538,10 @@ $(B)/bench/ops: bench/ops.c bench/peer.h bench/blascore.h $(B)/bench/peer.o $(B)
 	    $(LDLIBS)
 
 # Symbolic dims: one kernel for every N against the kernel for that N (bench/dims.c).
-$(B)/bench/dims: bench/dims.c $(B)/lib/libnest.a include/nest.h
+$(B)/bench/dims: bench/dims.c bench/benchutil.h $(B)/bench/benchutil.o $(B)/lib/libnest.a \
+                 include/nest.h
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(NCFLAGS) -O2 -o $@ $< $(B)/lib/libnest.a $(LDLIBS)
+	$(Q)$(CC) $(NCFLAGS) -O2 -o $@ $< $(B)/bench/benchutil.o $(B)/lib/libnest.a $(LDLIBS)
 
 $(B)/bench/trivial_plain: bench/trivial.c
 	@mkdir -p $(dir $@)

@@ -11,12 +11,11 @@
  *   dims [-o FILE.md] [--rounds R]   appends the table to FILE.md (default: standard output)
  */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "benchutil.h"
 #include "nest.h"
 
 static const char TEXT[] =
@@ -40,25 +39,6 @@ static const char *const WHAT[] = {
 };
 static const int64_t SIZES[] = {1, 7, 64, 1000, 4096};
 #define NS ((int)(sizeof SIZES / sizeof *SIZES))
-
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "dims: ");
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    exit(1);
-}
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 typedef struct call {
     nest_kernel *k;
@@ -171,11 +151,10 @@ int main(int argc, char **argv)
                 int64_t c = 1;
                 for (int k = 0; k < nest_value_rank(g, v); k++)
                     c *= nest_value_shape(g, v)[k];
-                float *a = malloc((size_t)c * sizeof *a);
+                float *a = malloc((size_t)c * sizeof *a + 4);
                 if (!a)
                     die("out of memory");
-                for (int64_t j = 0; j < c; j++)
-                    a[j] = (float)((7 * j + 3 * i) % 11 - 5) / 64;
+                fill(a, c, i);
                 args[i] = a;
             }
             int64_t rc[2];

@@ -239,6 +239,8 @@ int ir_verror(char **errmsg, int *status, int code, const char *fmt, va_list ap)
 int64_t ir_count(const ir_node *n); /* product of the shape (1 for scalars); for a symbolic
                                      * shape a nominal count for heuristics, each symbolic dim
                                      * counted as DIM_NOMINAL: never a size */
+/* The axes of a mask (a.axes) as a list, ascending, into axes; their number. */
+int ir_mask_axes(uint32_t mask, int64_t *axes);
 /* The element count of a checked shape as a dim (N*64 for [N,64]); DIM_NONE with the error. */
 int64_t ir_dims_count(nest_function *f, int rank, const int64_t *shape);
 static inline const ir_node *ir_in(const nest_function *f, const ir_node *n, int i)

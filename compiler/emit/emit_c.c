@@ -757,14 +757,7 @@ void emit_header_decls(buf *b, const plan *p)
             em_line(&c, "%s", "");
         }
         em_dims_free(&c);
-        if (c.fn.oom)
-            b->failed = true;
-        free(names_);
-        free(c.st_index);
-        free(c.st_written);
-        em_names_free(&c.fn);
-        namer_free(&c.nm);
-        return;
+        goto out;
     }
     bool state = c.nst > 0;
     const char *sp = state ? f->module->name : "";
@@ -794,6 +787,7 @@ void emit_header_decls(buf *b, const plan *p)
                 f->name, pre);
     }
     em_line(&c, "%s", "");
+out:
     if (c.fn.oom)
         b->failed = true;
     free(names_);

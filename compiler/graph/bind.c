@@ -33,15 +33,6 @@ static bool eval_list(binder *b, int n, const int64_t *v, int64_t *out, const ch
     return true;
 }
 
-static uint32_t mask_axes(uint32_t mask, int64_t *axes)
-{
-    uint32_t n = 0;
-    for (int i = 0; i < NEST_MAX_RANK; i++)
-        if (mask & (1u << i))
-            axes[n++] = i;
-    return n;
-}
-
 /* Builds node i of f into g (as node i); false with the error on f. */
 static bool bind_node(binder *b, int32_t i)
 {
@@ -70,7 +61,7 @@ static bool bind_node(binder *b, int32_t i)
     case K_REDUCE:
     case K_REVERSE:
     case K_SOFTMAX:
-        at.naxes = (int)mask_axes(n->a.axes, axes);
+        at.naxes = ir_mask_axes(n->a.axes, axes);
         at.axes = axes;
         break;
     case K_RESHAPE:
@@ -80,23 +71,23 @@ static bool bind_node(binder *b, int32_t i)
         break;
     case K_SLICE:
     case K_REPLACE_SLICE:
-        if (!eval_list(b, a->rank, n->a.slice.lower, lo, "lower bound", i) ||
-            !eval_list(b, a->rank, n->a.slice.upper, up, "upper bound", i) ||
-            !eval_list(b, a->rank, n->a.slice.step, step, "stride", i))
+    case K_PAD: { /* three lists: the box's bounds and strides, or the padding */
+        bool pad = k == K_PAD;
+        const int64_t *l[3] = {n->a.slice.lower, n->a.slice.upper, n->a.slice.step};
+        if (pad) {
+            l[0] = n->a.pad.below;
+            l[1] = n->a.pad.above;
+            l[2] = n->a.pad.interior;
+        }
+        if (!eval_list(b, a->rank, l[0], lo, pad ? "below" : "lower bound", i) ||
+            !eval_list(b, a->rank, l[1], up, pad ? "above" : "upper bound", i) ||
+            !eval_list(b, a->rank, l[2], step, pad ? "interior" : "stride", i))
             return false;
-        at.lower = lo;
-        at.upper = up;
-        at.step = step;
+        at.lower = at.below = lo;
+        at.upper = at.above = up;
+        at.step = at.interior = step;
         break;
-    case K_PAD:
-        if (!eval_list(b, a->rank, n->a.pad.below, lo, "below", i) ||
-            !eval_list(b, a->rank, n->a.pad.above, up, "above", i) ||
-            !eval_list(b, a->rank, n->a.pad.interior, step, "interior", i))
-            return false;
-        at.below = lo;
-        at.above = up;
-        at.interior = step;
-        break;
+    }
     case K_CONCAT:
     case K_ARGREDUCE:
     case K_ONE_HOT:

@@ -72,6 +72,15 @@ int64_t ir_count(const ir_node *n)
     return c;
 }
 
+int ir_mask_axes(uint32_t mask, int64_t *axes)
+{
+    int k = 0;
+    for (int i = 0; i < NEST_MAX_RANK; i++)
+        if (mask & (1u << i))
+            axes[k++] = i;
+    return k;
+}
+
 int64_t ir_dims_count(nest_function *f, int rank, const int64_t *shape)
 {
     int64_t c = 1;
