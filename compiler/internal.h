@@ -346,6 +346,8 @@ int32_t dim_entry_count(const nest_function *f);
 /* The value of d when the names have the values vals (indexed by entry): NEST_OK, or
  * NEST_ERR_LIMIT when it overflows. */
 int dim_eval(const nest_function *f, int64_t d, const int64_t *vals, int64_t *out);
+/* The same for n terms whose factors index vals directly. */
+int dim_terms_eval(const dim_term *terms, int n, const int64_t *vals, int64_t *out);
 /* Whether f's shapes name a dim. */
 bool ir_is_symbolic(const nest_function *f);
 /* The entries of the names the parameters' shapes use, in order of first appearance (the

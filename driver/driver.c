@@ -125,16 +125,8 @@ static bool count_polys(nest_kernel *k, nest_function *f)
  * refuses such sizes; here it only has to be positive). */
 static int64_t count_at(const dim_expr *x, const int64_t *dims)
 {
-    int64_t s = 0;
-    for (int t = 0; t < x->nterms; t++) {
-        int64_t v = x->terms[t].coef;
-        for (int j = 0; j < x->terms[t].nf; j++)
-            if (mul_overflows(v, dims[x->terms[t].f[j]], &v))
-                return INT64_MAX;
-        if (add_overflows(s, v, &s))
-            return INT64_MAX;
-    }
-    return s;
+    int64_t s;
+    return dim_terms_eval(x->terms, x->nterms, dims, &s) == NEST_OK ? s : INT64_MAX;
 }
 
 nest_kernel *nest_compile(nest_function *f, const nest_options *opts)

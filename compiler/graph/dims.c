@@ -356,11 +356,16 @@ int dim_eval(const nest_function *f, int64_t d, const int64_t *vals, int64_t *ou
     const dim_expr *e = dim_entry(f, d);
     if (!e)
         return NEST_ERR_ARG;
+    return dim_terms_eval(e->terms, e->nterms, vals, out);
+}
+
+int dim_terms_eval(const dim_term *terms, int n, const int64_t *vals, int64_t *out)
+{
     int64_t s = 0;
-    for (int i = 0; i < e->nterms; i++) {
-        int64_t t = e->terms[i].coef;
-        for (int j = 0; j < e->terms[i].nf; j++)
-            if (mul_overflows(t, vals[e->terms[i].f[j]], &t))
+    for (int i = 0; i < n; i++) {
+        int64_t t = terms[i].coef;
+        for (int j = 0; j < terms[i].nf; j++)
+            if (mul_overflows(t, vals[terms[i].f[j]], &t))
                 return NEST_ERR_LIMIT;
         if (add_overflows(s, t, &s))
             return NEST_ERR_LIMIT;
