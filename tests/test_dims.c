@@ -365,7 +365,7 @@ static void test_compile_sizes(void **state)
 {
     (void)state;
     nest_module *m = parse_ok(ops_text);
-    static const int64_t sizes[] = {0, 1, 7, 64, 300};
+    static const int64_t sizes[] = {0, 1, 7, 64, 300, 1100}; /* 1100: in parallel */
     for (int fi = 0; fi < nest_module_count(m); fi++) {
         nest_function *f = nest_module_function(m, fi);
         nest_kernel *k = nest_compile(f, NULL);

@@ -227,9 +227,22 @@ static void emit_range(ctx *c, int lvl, int64_t lo, int64_t hi, fx **vals)
 
 static void omp_parallel_for(ctx *c)
 {
+    /* a nest with a symbolic extent decides at run time: in parallel from PAR_MIN elements */
+    buf w = {0};
+    bool sym = false;
+    for (int k = 0; c->ne && k < c->ne->rank; k++)
+        sym |= dim_is_sym(c->ne->dims[k]);
+    for (int k = 0; sym && k < c->ne->rank; k++) {
+        buf_puts(&w, k ? " * " : " if(");
+        em_dim(c, &w, c->ne->dims[k]);
+    }
+    if (sym)
+        buf_printf(&w, " >= %lld)", (long long)PAR_MIN);
+    char *ws = em_finish(c, &w);
     em_line(c, "#ifdef _OPENMP");
-    em_line(c, "#pragma omp parallel for schedule(static)");
+    em_line(c, "#pragma omp parallel for schedule(static)%s", ws ? ws : "");
     em_line(c, "#endif");
+    free(ws);
 }
 
 /* The loop of level lvl over [lo, hi), bounds as C text, n its trip count when the bounds are
@@ -822,7 +835,7 @@ static void emit_nest_loops(ctx *c, const nest *ne, int from, bool may_par)
     /* several cores for big nests: over the outermost loop when it is kept, else in chunks of
      * a whole-array fold */
     bool par = may_par && c->p->opts->openmp && nest_work(ne) >= PAR_MIN && ne->rank > 0;
-    c->par_outer = par && !(ne->reduced & 1u) && ne->dims[0] >= 2;
+    c->par_outer = par && !(ne->reduced & 1u) && (ne->dims[0] >= 2 || dim_is_sym(ne->dims[0]));
     c->par_chunks = par && nest_folds(ne) && (ne->reduced & 1u) && folds_in_registers(ne) &&
                     !nest_has_arg(ne) &&
                     ne->dims[0] >= 2 * PAR_CHUNK && !(c->concat_axes & 1u);
