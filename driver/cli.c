@@ -136,8 +136,8 @@ static int load_onnx(const char *path, const cli_import *imp, cli_input *in)
     return 0;
 }
 
-/* --dim for a .nest file: each function with symbolic dims becomes its copy at the sizes given
- * (all of its dims must be), and every --dim must name a dim of some function. */
+/* --dim for a .nest file: each function whose symbolic dims are all given becomes its copy at
+ * those sizes (the others stay symbolic), and every --dim must name a dim of some function. */
 static int specialize(const cli_import *imp, cli_input *in)
 {
     bool used[countof(imp->dims)] = {false};
@@ -155,18 +155,18 @@ static int specialize(const cli_import *imp, cli_input *in)
                     (int)countof(vals));
             return EXIT_INPUT;
         }
-        for (int k = 0; k < nd; k++) {
+        int k = 0;
+        for (; k < nd; k++) {
             const char *name = nest_dim_name(f, k);
             int j = 0;
             while (j < imp->ndims && strcmp(imp->dims[j].name, name) != 0)
                 j++;
             if (j == imp->ndims)
-                return cli_usage_error("function %s has the dim %s: give its size with --dim %s=N",
-                                       nest_function_name(f), name, name);
+                break; /* not all given: it stays symbolic, one kernel for every size */
             used[j] = true;
             vals[k] = imp->dims[j].value;
         }
-        if (nd == 0) {
+        if (nd == 0 || k < nd) {
             in->spec[i] = f;
             continue;
         }

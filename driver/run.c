@@ -730,8 +730,15 @@ int run_main(int argc, char **argv)
         rc = cli_load(r.file, &r.imp, &in);
     if (rc == 0) {
         nest_function *f = choose(&in, &r, &rc);
-        if (f)
+        if (f && nest_dim_count(f) > 0) {
+            fprintf(stderr, "nestc: function %s has symbolic dims (", nest_function_name(f));
+            for (int i = 0; i < nest_dim_count(f); i++)
+                fprintf(stderr, "%s%s", i ? ", " : "", nest_dim_name(f, i));
+            fprintf(stderr, "): give each its size with --dim NAME=SIZE\n");
+            rc = EXIT_USAGE;
+        } else if (f) {
             rc = run_function(f, &r);
+        }
     }
     cli_input_free(&in);
     for (int i = 0; i < r.nin; i++)

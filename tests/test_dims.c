@@ -528,6 +528,60 @@ static void test_aot(void **state)
     nest_module_free(m);
 }
 
+/* The C and header of symbolic functions (names that the emitter's own would take among them)
+ * compile without a warning under gcc and clang, with and without OpenMP, and the header under
+ * g++. */
+static void test_emit_warnings(void **state)
+{
+    (void)state;
+    static const char hostile[] =
+        "func f(N: f32[N], i0: f32[i0,3], ws: f32[ws,4]) -> (f32[N], f32[i0,3], f32[ws]) {\n"
+        "  return N, add(i0, i0), sum(ws, axes=[1])\n"
+        "}\n"
+        "func dims(t: f32[t,2], u0: f32[u0]) -> f32[t] {\n"
+        "  return max(t, axes=[1])\n"
+        "}\n";
+    char dir[] = "/tmp/nest-dims-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    const char *texts[] = {ops_text, hostile};
+    for (int t = 0; t < 2; t++) {
+        nest_module *m = parse_ok(texts[t]);
+        nest_function *fns[16];
+        int n = nest_module_count(m);
+        for (int i = 0; i < n; i++)
+            fns[i] = nest_module_function(m, i);
+        char *c = nest_emit(fns, n, NEST_EMIT_C, NULL), *h = nest_emit(fns, n, NEST_EMIT_H, NULL);
+        assert_true(c && h);
+        char cp[64], hp[64], cmd[512];
+        snprintf(cp, sizeof cp, "%s/f%d.c", dir, t);
+        snprintf(hp, sizeof hp, "%s/f%d.h", dir, t);
+        FILE *out = fopen(cp, "w");
+        assert_non_null(out);
+        fputs(c, out);
+        fclose(out);
+        out = fopen(hp, "w");
+        assert_non_null(out);
+        fputs(h, out);
+        fclose(out);
+        static const char *const ccs[] = {"gcc", "clang-14"};
+        for (int k = 0; k < 2; k++) {
+            snprintf(cmd, sizeof cmd, "%s -std=c99 -Wall -Wextra -pedantic -Werror -O2 -c %s -o "
+                     "%s.o && %s -std=c99 -Wall -Wextra -pedantic -Werror -fopenmp -c %s -o %s.o "
+                     "&& %s -std=c99 -Wall -Wextra -pedantic -Werror -fsyntax-only -x c %s",
+                     ccs[k], cp, cp, ccs[k], cp, cp, ccs[k], hp);
+            if (system(cmd) != 0)
+                fail_msg("warnings: %s", cmd);
+        }
+        snprintf(cmd, sizeof cmd, "g++ -Wall -Wextra -pedantic -Werror -fsyntax-only -x c++ %s", hp);
+        if (system(cmd) != 0)
+            fail_msg("warnings: %s", cmd);
+        nest_string_free(c);
+        nest_string_free(h);
+        nest_module_free(m);
+    }
+    tu_rm_rf(dir);
+}
+
 /* ---- random graphs over a symbolic batch ---- */
 
 typedef struct rgen {
@@ -709,6 +763,7 @@ int main(void)
         cmocka_unit_test(test_aot),
         cmocka_unit_test(test_windows),
         cmocka_unit_test(test_random_graphs),
+        cmocka_unit_test(test_emit_warnings),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -70,6 +70,8 @@ void em_dims_offsets(ctx *c)
 {
     const plan *p = c->p;
     bool any = false;
+    for (int i = 0; i < c->ndims; i++) /* a dim only the check reads */
+        em_line(c, "(void)%s;", c->dimname[c->dimabi[i]]);
     for (int32_t b = 0; b < p->nbufs; b++) {
         const pbuf *pb = &p->bufs[b];
         if (!run_time_temp(pb))
@@ -241,6 +243,8 @@ void em_dims_check(ctx *c)
         em_line(c, "    return -1;");
     }
     em_line(c, "(void)nest_t;");
+    em_line(c, "(void)nest_dim_mul; /* used or not, by the sizes' expressions */");
+    em_line(c, "(void)nest_dim_add;");
     em_line(c, "return nest_ws;");
     c->indent--;
     em_line(c, "}");

@@ -209,9 +209,9 @@ static void emit_helper(buf *b, int h)
 {
     if (h == H_DIMS) {
         buf_puts(b, "/* the checked arithmetic of symbolic dims: 0 when it overflows */\n"
-                    "static int nest_dim_mul(int64_t *a, int64_t b)\n{\n"
+                    "static inline int nest_dim_mul(int64_t *a, int64_t b)\n{\n"
                     "    return !__builtin_mul_overflow(*a, b, a);\n}\n\n"
-                    "static int nest_dim_add(int64_t *a, int64_t b)\n{\n"
+                    "static inline int nest_dim_add(int64_t *a, int64_t b)\n{\n"
                     "    return !__builtin_add_overflow(*a, b, a);\n}\n\n");
         return;
     }
