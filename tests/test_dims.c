@@ -582,6 +582,84 @@ static void test_emit_warnings(void **state)
     tu_rm_rf(dir);
 }
 
+/* The type rules of every op with a symbolic N, against the same text with N written as a
+ * number: the symbolic function evaluated at that N (nest_evaluate_dims, through ir_bind) and
+ * the plain one built from the text give the same values, exactly (one interpreter, two
+ * constructions of the graph). Sizes 1, 2 and 5; pad along N and slices relative to N too. */
+static const char every_op_text[] =
+    "func g(x: f32[N,4], i: i64[N], t: f32[6,3], y: f32[N,3,4], z: f32[4,5], m: f32[N,2]) -> "
+    "(f32[N+3,5], f32[N,3], i64[N,4], f32[N,2], i64[N,2], f32[N,3,5], f32[N,4], f32[N], i64[4], "
+    "f32[N-1,4], f32[N,6], f32[N,4]) {\n"
+    "  p = pad(x, constant(f32[], 0), below=[1,0], above=[2,1])\n"
+    "  gt = gather(t, i, axis=0)\n"
+    "  oh = one_hot(i, shape=[N,4], axis=1)\n"
+    "  tk = topk(x, k=2, axis=1, largest=true)\n"
+    "  bd = batch_dot(y, z)\n"
+    "  rs = replace_slice(x, m, lower=[0,1], upper=[N,3])\n"
+    "  pr = product(x, axes=[1])\n"
+    "  am = argmin(x, axis=0)\n"
+    "  s = slice(x, lower=[1,0], upper=[N,4])\n"
+    "  c = concat(m, power(abs(m), m), m, axis=1)\n"
+    "  r = reverse(x, axes=[0])\n"
+    "  return p, gt, oh, get(tk, 0), get(tk, 1), bd, rs, pr, am, s, c, r\n"
+    "}\n";
+
+static void test_every_op_interpreted(void **state)
+{
+    (void)state;
+    nest_module *m = parse_ok(every_op_text);
+    nest_function *f = nest_module_function(m, 0);
+    for (int64_t n = 1; n <= 5; n += n == 2 ? 3 : 1) {
+        /* the text with N as a number (N appears only as a dim here) */
+        char num[32], text[4096];
+        snprintf(num, sizeof num, "%lld", (long long)n);
+        size_t o = 0;
+        for (const char *q = every_op_text; *q && o + 32 < sizeof text; q++) {
+            if (*q == 'N' && !(q > every_op_text && (q[-1] == '_' || (q[-1] >= 'a' && q[-1] <= 'z'))))
+                o += (size_t)snprintf(text + o, sizeof text - o, "%s", num);
+            else
+                text[o++] = *q;
+        }
+        text[o] = 0;
+        nest_module *ms = parse_ok(text);
+        nest_function *g = nest_module_function(ms, 0);
+        int np = nest_param_count(g), nr = nest_result_count(g);
+        void *args[8], *a[16], *b[16];
+        int64_t cnt[16];
+        for (int k = 0; k < np; k++) {
+            nest_value v = nest_param(g, k);
+            int64_t c = 1;
+            for (int d = 0; d < nest_value_rank(g, v); d++)
+                c *= nest_value_shape(g, v)[d];
+            args[k] = calloc((size_t)c + 1, 8);
+            if (nest_value_type(g, v) == NEST_I64) /* indices within [0, 4) */
+                for (int64_t j = 0; j < c; j++)
+                    ((int64_t *)args[k])[j] = (7 * j + 1) % 4;
+            else
+                fill(args[k], NEST_F32, c, k);
+        }
+        for (int k = 0; k < nr; k++) {
+            nest_value v = nest_result(g, k);
+            cnt[k] = 1;
+            for (int d = 0; d < nest_value_rank(g, v); d++)
+                cnt[k] *= nest_value_shape(g, v)[d];
+            a[k] = calloc((size_t)cnt[k] + 1, 8);
+            b[k] = calloc((size_t)cnt[k] + 1, 8);
+        }
+        assert_ok(f, nest_evaluate_dims(f, &n, 1, args, np, a, nr));
+        assert_ok(g, nest_evaluate(g, args, np, b, nr));
+        for (int k = 0; k < nr; k++) {
+            assert_exact(nest_value_type(g, nest_result(g, k)), a[k], b[k], cnt[k]);
+            free(a[k]);
+            free(b[k]);
+        }
+        for (int k = 0; k < np; k++)
+            free(args[k]);
+        nest_module_free(ms);
+    }
+    nest_module_free(m);
+}
+
 /* ---- random graphs over a symbolic batch ---- */
 
 typedef struct rgen {
@@ -764,6 +842,7 @@ int main(void)
         cmocka_unit_test(test_windows),
         cmocka_unit_test(test_random_graphs),
         cmocka_unit_test(test_emit_warnings),
+        cmocka_unit_test(test_every_op_interpreted),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
