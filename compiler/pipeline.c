@@ -185,7 +185,7 @@ static int check_symbolic(nest_function *f)
                     why = "a reverse of a symbolic axis";
                 break;
             case K_GATHER:
-                if (n->a.axis == 0)
+                if (dim_is_sym(a->shape[n->a.axis]))
                     why = "a gather along a symbolic axis";
                 break;
             case K_PAD: why = "a pad"; break;

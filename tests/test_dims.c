@@ -40,6 +40,8 @@ static void fill(void *data, nest_type t, int64_t n, int p)
             ((float *)data)[i] = (float)v / 8;
         else if (t == NEST_I32)
             ((int32_t *)data)[i] = (int32_t)v;
+        else if (t == NEST_I64) /* indices: negative ones count from the end */
+            ((int64_t *)data)[i] = v;
     }
 }
 
@@ -343,6 +345,9 @@ static const char ops_text[] =
     "  z = convert(k, type=i32)\n"
     "  m = select(less(x, constant(f32[N,4], 0)), negative(x), x)\n"
     "  return c, add(z, z), reverse(m, axes=[1])\n"
+    "}\n"
+    "func take(t: f32[6,3], i: i64[N]) -> f32[N,3] {\n"
+    "  return gather(t, i, axis=0)\n"
     "}\n"
     "func two(x: f32[N*2,4], y: f32[M,4]) -> (f32[N*2,4], f32[M]) {\n"
     "  return add(x, x), sum(y, axes=[1])\n"
