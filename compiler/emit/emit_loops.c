@@ -1202,15 +1202,18 @@ void em_group(ctx *c, int32_t lead)
     names group = {.outer = &c->fn};
     memset(&c->local, 0, sizeof c->local);
     c->local.outer = &c->fn;
-    em_line(c, "/* %d nests proceed row by row over %lld rows: */", 0 + (int)(last - lead + 1),
-         (long long)head->dims[0]);
+    char *rows = em_dim_text(c, head->dims[0]);
+    em_line(c, "/* %d nests proceed row by row over %s rows: */", 0 + (int)(last - lead + 1),
+            rows ? rows : "?");
     em_line(c, "{");
     c->indent++;
     const char *row = em_unique(&c->local, "i0");
     declare_temps(c, lead, last, lead, false);
+    c->ne = head; /* a symbolic group goes parallel at run time, by its first nest's size */
     if (c->p->opts->openmp && work >= PAR_MIN)
         omp_parallel_for(c);
-    em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", row, row, (long long)head->dims[0], row);
+    em_line(c, "for (int64_t %s = 0; %s < %s; %s++) {", row, row, rows ? rows : "0", row);
+    free(rows);
     c->indent++;
     declare_temps(c, lead, last, lead, true);
     group = c->local; /* the group's names: the members' scopes chain to it */
