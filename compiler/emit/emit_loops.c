@@ -398,8 +398,8 @@ static void emit_fold_start(ctx *c, int lvl)
         bool wide = innermost >= lvl && (ne->reduced & (1u << innermost));
         /* a chunk of a parallel fold is at least PAR_CHUNK long */
         int64_t extent = c->par_chunks && innermost == 0 ? PAR_CHUNK : ne->dims[innermost];
-        bool sym = dim_is_sym(extent); /* a symbolic extent is taken as large */
-        if (sym)
+        bool sym = dim_is_sym(ne->dims[innermost]); /* a symbolic extent is taken as large */
+        if (dim_is_sym(extent))
             extent = INT64_MAX / 16;
         for (int i = 0; i < ne->nouts; i++) {
             int et = ne->outs[i].value->etype;
@@ -538,10 +538,13 @@ static void emit_fold_end(ctx *c)
 
 /* A whole-array fold in parallel chunks: each chunk folds into its partial result, then the
  * partial results combine in chunk order. */
+static void emit_level(ctx *c, int lvl, fx **vals);
+
 static void emit_chunks(ctx *c, fx **vals)
 {
     const nest *ne = c->ne;
-    int64_t n = ne->dims[0], nch = n / PAR_CHUNK;
+    bool sym = dim_is_sym(ne->dims[0]);
+    int64_t n = sym ? 2 * PAR_CHUNK : ne->dims[0], nch = n / PAR_CHUNK;
     if (nch > PAR_CHUNKS)
         nch = PAR_CHUNKS;
     if (nch < 2)
@@ -549,6 +552,42 @@ static void emit_chunks(ctx *c, fx **vals)
     int64_t len = (n + nch - 1) / nch;
     len = (len + ACC_BYTES - 1) / ACC_BYTES * ACC_BYTES; /* whole lanes in every chunk */
     nch = (n + len - 1) / len;
+    /* the counts as C: numbers, or for a symbolic extent the same arithmetic at run time, the
+     * chunks only from 2 * PAR_CHUNK elements (as a kernel for that size would have them) */
+    char ns[48], nchs[48], lens[48];
+    snprintf(ns, sizeof ns, "%lld", (long long)n);
+    snprintf(nchs, sizeof nchs, "%lld", (long long)nch);
+    snprintf(lens, sizeof lens, "%lld", (long long)len);
+    if (sym) {
+        char *e = em_dim_text(c, ne->dims[0]);
+        snprintf(ns, sizeof ns, "%s", em_unique(&c->local, "n"));
+        snprintf(nchs, sizeof nchs, "%s", em_unique(&c->local, "nch"));
+        snprintf(lens, sizeof lens, "%s", em_unique(&c->local, "len"));
+        em_line(c, "const int64_t %s = %s;", ns, e ? e : "0");
+        free(e);
+        buf w = {0}; /* the nest's elements, as nest_work counts them */
+        for (int k = 0; k < ne->rank; k++) {
+            buf_puts(&w, k ? " * " : "");
+            em_dim(c, &w, ne->dims[k]);
+        }
+        char *ws = em_finish(c, &w);
+        em_line(c, "if (%s < %lld || %s < %lld) {", ns, (long long)(2 * PAR_CHUNK), ws ? ws : "0",
+                (long long)PAR_MIN);
+        free(ws);
+        c->indent++;
+        c->par_chunks = false;
+        emit_level(c, 0, vals);
+        c->par_chunks = true;
+        c->indent--;
+        em_line(c, "} else {");
+        c->indent++;
+        em_line(c, "int64_t %s = %s / %lld < %d ? %s / %lld : %d;", nchs, ns, (long long)PAR_CHUNK,
+                PAR_CHUNKS, ns, (long long)PAR_CHUNK, PAR_CHUNKS);
+        em_line(c, "int64_t %s = (%s + %s - 1) / %s;", lens, ns, nchs, nchs);
+        em_line(c, "%s = (%s + %d - 1) / %d * %d;", lens, lens, ACC_BYTES, ACC_BYTES, ACC_BYTES);
+        em_line(c, "%s = (%s + %s - 1) / %s;", nchs, ns, lens, lens);
+        nch = PAR_CHUNKS; /* the partial results' room */
+    }
     const char *part[ne->nouts], *dst[ne->nouts];
     char *dsts[ne->nouts];
     const char *ch = em_unique(&c->local, "chunk"), *lo = em_unique(&c->local, "lo"),
@@ -562,17 +601,19 @@ static void emit_chunks(ctx *c, fx **vals)
         char nb[IR_MAX_NAME + 8];
         snprintf(nb, sizeof nb, "%s_part", o->node >= 0 ? namer_name(&c->nm, o->node) : "acc");
         part[i] = em_unique(&c->local, nb);
-        em_line(c, "%s %s[%lld];", em_ctype(o->value->etype), part[i], (long long)nch);
+        /* (symbolic: zeros only for compilers that cannot see that chunk 0 always runs) */
+        em_line(c, "%s %s[%lld]%s;", em_ctype(o->value->etype), part[i], (long long)nch,
+                sym ? " = {0}" : "");
         buf t = {0};
         buf_printf(&t, "%s[%s]", part[i], ch);
         dsts[i] = em_finish(c, &t);
         dst[i] = dsts[i] ? dsts[i] : "?";
     }
     omp_parallel_for(c);
-    em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", ch, ch, (long long)nch, ch);
+    em_line(c, "for (int64_t %s = 0; %s < %s; %s++) {", ch, ch, nchs, ch);
     c->indent++;
-    em_line(c, "const int64_t %s = %s * %lld, %s = %s + %lld < %lld ? %s + %lld : %lld;", lo, ch,
-         (long long)len, hi, lo, (long long)len, (long long)n, lo, (long long)len, (long long)n);
+    em_line(c, "const int64_t %s = %s * %s, %s = %s + %s < %s ? %s + %s : %s;", lo, ch, lens, hi, lo,
+            lens, ns, lo, lens, ns);
     c->fold_dst = dst;
     emit_fold_start(c, 0);
     emit_loop(c, 0, lo, hi, -1, vals);
@@ -588,7 +629,7 @@ static void emit_chunks(ctx *c, fx **vals)
         snprintf(l, sizeof l, "%s[0]", part[i]);
         snprintf(r, sizeof r, "%s[%s]", part[i], ch);
         char *comb = em_combine(c, o->reduce, o->value->etype, l, r);
-        em_line(c, "for (int64_t %s = 1; %s < %lld; %s++)", ch, ch, (long long)nch, ch);
+        em_line(c, "for (int64_t %s = 1; %s < %s; %s++)", ch, ch, nchs, ch);
         em_line(c, "    %s = %s;", l, comb ? comb : "");
         free(comb);
         buf t = {0};
@@ -601,6 +642,10 @@ static void emit_chunks(ctx *c, fx **vals)
         free(d);
         free(cs);
         free(dsts[i]);
+    }
+    if (sym) {
+        c->indent--;
+        em_line(c, "}");
     }
 }
 
@@ -838,7 +883,8 @@ static void emit_nest_loops(ctx *c, const nest *ne, int from, bool may_par)
     c->par_outer = par && !(ne->reduced & 1u) && (ne->dims[0] >= 2 || dim_is_sym(ne->dims[0]));
     c->par_chunks = par && nest_folds(ne) && (ne->reduced & 1u) && folds_in_registers(ne) &&
                     !nest_has_arg(ne) &&
-                    ne->dims[0] >= 2 * PAR_CHUNK && !(c->concat_axes & 1u);
+                    (ne->dims[0] >= 2 * PAR_CHUNK || dim_is_sym(ne->dims[0])) &&
+                    !(c->concat_axes & 1u);
     c->from = from;
     emit_level(c, from, vals);
     c->par_outer = c->par_chunks = false;
