@@ -282,6 +282,16 @@ int ir_check_name(nest_function *f, const char *what, const char *name);
 bool ir_verify(const nest_function *f);
 
 /* ---------------------------------------------------------------------------------------------
+ * graph/prune.c: dead nodes
+ * ------------------------------------------------------------------------------------------- */
+
+/* Removes the nodes that no result depends on and no assignment needs (parameters stay: they are
+ * the arguments) from a function that has returned, renumbering the others in order (operands,
+ * GET targets, parameters, results, assignments). Returns how many went; 0 also when out of
+ * memory (f unchanged). */
+int32_t ir_prune(nest_function *f);
+
+/* ---------------------------------------------------------------------------------------------
  * graph/window.c: the type rules of convolution and pooling
  * ------------------------------------------------------------------------------------------- */
 
@@ -434,13 +444,16 @@ char *ir_module_name_of_file(const char *filename);
 #define PARSE_MAX_DEPTH 1000
 
 /* ---------------------------------------------------------------------------------------------
- * front/onnx_read.c, front/onnx_ops.c: ONNX import (nest_import_onnx of nest.h)
+ * front/onnx_read.c, onnx_ops.c, onnx_math.c, onnx_shape.c, onnx_nn.c, onnx_conv.c: ONNX import
+ * (nest_import_onnx of nest.h)
  * ------------------------------------------------------------------------------------------- */
 
 /* onnx_read.c reads the protobuf (protobuf-c over onnx.proto, generated at build time into
  * build/gen), checks the graph and builds the function node by node, folding the nodes whose
- * inputs are known; onnx_ops.c holds one lowering per operator. What the two share is in
- * front/onnx.h, which only they include. */
+ * inputs are known; onnx_ops.c holds what the lowerings share and the table of operators
+ * (front/onnx_ops.def, one line per operator); onnx_math.c (element-wise), onnx_shape.c
+ * (constants, shapes, views), onnx_nn.c (reductions, products, normalization, global pools) and
+ * onnx_conv.c (convolutions and pools over windows) hold one lowering per operator. What they share is in front/onnx.h, which only they include. */
 
 /* ---------------------------------------------------------------------------------------------
  * graph/print.c: canonical text and Graphviz

@@ -121,7 +121,7 @@ int cli_import_option(int argc, char **argv, int *i, cli_import *imp)
 /* An ONNX model: imported as one function. */
 static int load_onnx(const char *path, const cli_import *imp, cli_input *in)
 {
-    nest_onnx_options o = {imp->name, imp->dims, imp->ndims, NULL};
+    nest_onnx_options o = {.name = imp->name, .dims = imp->dims, .ndims = imp->ndims};
     in->f = nest_import_onnx(path, &o);
     if (!in->f) {
         fprintf(stderr, "nestc: out of memory\n");

@@ -518,6 +518,18 @@ typedef struct nest_dim {
     int64_t value;
 } nest_dim;
 
+/* A graph input given its value at import: it is no parameter then but a constant, so that the
+ * shapes, axes or pads computed from it are known (as nest needs them) and what depends only on
+ * it is computed at import. Its type and shape must agree with what the model declares. */
+typedef struct nest_onnx_input {
+    const char *name;       /* the graph input (an initializer listed as an input: its value
+                             * replaces the initializer's) */
+    nest_type type;
+    int rank;
+    const int64_t *shape;
+    const void *data;       /* the product of the shape elements, row-major; copied */
+} nest_onnx_input;
+
 typedef struct nest_onnx_options {
     const char *name;       /* the function's name (NULL: the file's stem made an identifier;
                              * "model" when imported from memory) */
@@ -525,6 +537,8 @@ typedef struct nest_onnx_options {
     int ndims;
     const char *data_dir;   /* the folder of external data files (NULL: the model's folder;
                              * from memory, external data is then an error) */
+    const nest_onnx_input *inputs; /* ninputs graph inputs fixed to values (may be NULL) */
+    int ninputs;
 } nest_onnx_options;
 
 /* Imports an ONNX model (opsets 7 to 17 of the default domain) as a function: its parameters

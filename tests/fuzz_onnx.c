@@ -21,7 +21,7 @@ static _Noreturn void die(const char *what, const char *detail)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     nest_dim dims[2] = {{"N", 2}, {"batch", 2}};
-    nest_onnx_options o = {NULL, dims, 2, NULL};
+    nest_onnx_options o = {.dims = dims, .ndims = 2};
     nest_function *f = nest_import_onnx_mem(data, size, &o);
     if (!f)
         return 0; /* out of memory */

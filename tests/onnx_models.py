@@ -43,6 +43,25 @@ class LeNet5(torch.nn.Module):
         return self.f3(torch.relu(self.f2(torch.relu(self.f1(x)))))
 
 
+def linear_bn():
+    """Linear then BatchNorm1d (PyTorch exports Gemm, BatchNormalization: nest folds it)."""
+    return torch.nn.Sequential(torch.nn.Linear(32, 16), torch.nn.BatchNorm1d(16),
+                               torch.nn.ReLU(), torch.nn.Linear(16, 4))
+
+
+def conv_bn():
+    """Convolutions (a depthwise one), each followed by BatchNorm2d that stays a node of its own
+    (exported as in training, see PRESERVE), pools and a transposed convolution: nest folds the
+    normalizations into the convolutions' weights."""
+    n = torch.nn
+    return n.Sequential(
+        n.Conv2d(3, 8, 3, padding=1), n.BatchNorm2d(8), n.ReLU(),
+        n.Conv2d(8, 8, 3, padding=1, groups=8, bias=False), n.BatchNorm2d(8), n.ReLU6(),
+        n.MaxPool2d(3, stride=2, padding=1), n.Conv2d(8, 16, 1), n.BatchNorm2d(16),
+        n.AvgPool2d(2, ceil_mode=True), n.ConvTranspose2d(16, 4, 3, stride=2, padding=1,
+                                                           output_padding=1))
+
+
 def transformer():
     layer = torch.nn.TransformerEncoderLayer(d_model=64, nhead=4, dim_feedforward=128,
                                              dropout=0.0, batch_first=True)
@@ -53,6 +72,8 @@ def models():
     import torchvision
     return {
         "mlp": (MLP, (2, 784)),
+        "linear_bn": (linear_bn, (4, 32)),
+        "conv_bn": (conv_bn, (2, 3, 20, 20)),
         "lenet5": (LeNet5, (2, 1, 28, 28)),
         "resnet18": (lambda: torchvision.models.resnet18(), (1, 3, 224, 224)),
         "mobilenet_v2": (lambda: torchvision.models.mobilenet_v2(), (1, 3, 224, 224)),
@@ -60,16 +81,32 @@ def models():
     }
 
 
+def random_statistics(model):
+    """Batch norms with statistics and affine weights other than their initial 0, 1 (which
+    would fold into nothing): the folding at import is then tested on real values."""
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.2, 0.2)
+                m.running_mean.uniform_(-0.2, 0.2)
+                m.running_var.uniform_(0.5, 1.5)
+    return model
+
+
 def export(name, make, shape, out):
-    model = make().eval()
+    model = random_statistics(make()).eval()
     x = torch.randn(*shape)
     with torch.no_grad():
         y = model(x)
     case = os.path.join(out, name)
     os.makedirs(os.path.join(case, "test_data_set_0"), exist_ok=True)
     # outside torch.no_grad(): the exporter then keeps the graph PyTorch runs
+    # the exporter folds an eval model's batch norms into its convolutions itself; conv_bn keeps
+    # them (the model stays in eval mode: inference BatchNormalization nodes)
+    mode = torch.onnx.TrainingMode.PRESERVE if name == "conv_bn" else torch.onnx.TrainingMode.EVAL
     torch.onnx.export(model, (x,), os.path.join(case, "model.onnx"), opset_version=13,
-                      input_names=["input"], output_names=["output"])
+                      input_names=["input"], output_names=["output"], training=mode)
     for kind, t in (("input", x), ("output", y)):
         tp = numpy_helper.from_array(t.detach().numpy().astype(np.float32))
         with open(os.path.join(case, "test_data_set_0", kind + "_0.pb"), "wb") as f:

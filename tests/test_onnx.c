@@ -2,7 +2,8 @@
  * test_onnx.c - the ONNX importer on models built here with protobuf-c: values against closed
  * forms, weights as data in the AOT .so, external data, and the errors of bad files (garbage,
  * truncation, unknown opsets and operators, missing inputs, cycles, named dims, hostile paths).
- * The operators themselves are tested by the ONNX backend node tests (tests/onnx_cases.c).
+ * The operators themselves are tested by the ONNX backend node tests (tests/onnx_cases.c). The
+ * clean-up after import (ir_prune) is tested here too.
  */
 #include <dlfcn.h>
 #include <math.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include "testutil.h"
+#include "internal.h"
 #include "onnx.pb-c.h"
 
 /* ---- building models ---- */
@@ -26,9 +28,9 @@ typedef struct model {
     Onnx__TypeProto__Tensor tt[8];
     Onnx__TensorShapeProto shapes[8];
     Onnx__TensorShapeProto__Dimension dims[8][4], *pdims[8][4];
-    Onnx__TensorProto inits[4], *pinits[4];
-    int64_t idims[4][4];
-    char *ins[8][4], *outs[8][2];
+    Onnx__TensorProto inits[8], *pinits[8];
+    int64_t idims[8][4];
+    char *ins[8][6], *outs[8][2];
     int ntypes;
 } model;
 
@@ -128,7 +130,8 @@ static Onnx__TensorProto *init(model *md, char *name, int rank, const int64_t *s
     t->has_data_type = 1;
     t->data_type = 1;
     t->n_dims = (size_t)rank;
-    memcpy(md->idims[md->g.n_initializer], shape, (size_t)rank * sizeof *shape);
+    if (rank)
+        memcpy(md->idims[md->g.n_initializer], shape, (size_t)rank * sizeof *shape);
     t->dims = md->idims[md->g.n_initializer];
     int64_t n = 1;
     for (int i = 0; i < rank; i++)
@@ -219,7 +222,7 @@ static void test_named_dims(void **state)
     nest_function_free(f);
     /* N = 2 fits the weight; N = 3 does not broadcast */
     nest_dim d = {"N", 2};
-    nest_onnx_options o = {"relu_net", &d, 1, NULL};
+    nest_onnx_options o = {.name = "relu_net", .dims = &d, .ndims = 1};
     f = import_model(&md, &o);
     assert_int_equal(nest_errcode(f), NEST_OK);
     assert_string_equal(nest_function_name(f), "relu_net");
@@ -352,6 +355,309 @@ static void test_unsorted(void **state)
     nest_function_free(f);
 }
 
+/* A graph input given a value at import: y = Reshape(x, shape) with shape a graph input. */
+static void test_fixed_inputs(void **state)
+{
+    (void)state;
+    model md;
+    model_init(&md, 13);
+    input(&md, "x", 2, (const int64_t[]){2, 3});
+    input(&md, "shape", 1, (const int64_t[]){2});
+    md.tt[md.ntypes - 1].elem_type = 7; /* int64 */
+    node(&md, "Reshape", "x", "shape", "y");
+    output(&md, "y");
+    nest_function *f = import_model(&md, NULL);
+    assert_msg(f, NEST_ERR_ARG, "input 2 ('shape') must be known at import");
+    nest_function_free(f);
+
+    int64_t to[2] = {3, 2}, two = 2;
+    nest_onnx_input in = {"shape", NEST_I64, 1, &two, to};
+    nest_onnx_options o = {.inputs = &in, .ninputs = 1};
+    f = import_model(&md, &o);
+    assert_int_equal(nest_errcode(f), NEST_OK);
+    assert_int_equal(nest_param_count(f), 1); /* x alone */
+    nest_value r = nest_result(f, 0);
+    assert_int_equal(nest_value_rank(f, r), 2);
+    assert_int_equal(nest_value_shape(f, r)[0], 3);
+    assert_int_equal(nest_value_shape(f, r)[1], 2);
+    float x[6] = {1, 2, 3, 4, 5, 6}, got[6];
+    void *args[1] = {x}, *res[1] = {got};
+    assert_ok(f, nest_evaluate(f, args, 1, res, 1));
+    assert_exact(NEST_F32, got, x, 6);
+    nest_function_free(f);
+
+    /* the value must agree with the declaration, and name a graph input */
+    in.type = NEST_I32;
+    f = import_model(&md, &o);
+    assert_msg(f, NEST_ERR_TYPE, "graph input 'shape' is declared int64; the value given is i32");
+    nest_function_free(f);
+    in.type = NEST_I64;
+    in.rank = 0;
+    f = import_model(&md, &o);
+    assert_msg(f, NEST_ERR_TYPE, "the value given for graph input 'shape' has shape [], not the "
+                                 "declared one");
+    nest_function_free(f);
+    in.rank = 1;
+    in.name = "y";
+    f = import_model(&md, &o);
+    assert_msg(f, NEST_ERR_ARG, "a value is given for 'y', which is not a graph input");
+    nest_function_free(f);
+    in.name = "shape";
+    in.data = NULL;
+    f = import_model(&md, &o);
+    assert_msg(f, NEST_ERR_ARG, "the value given for graph input 'shape' has no data");
+    nest_function_free(f);
+    o.ninputs = -1;
+    f = import_model(&md, &o);
+    assert_msg(f, NEST_ERR_ARG, "ninputs is negative");
+    nest_function_free(f);
+
+    /* an initializer listed as an input is a default the given value replaces */
+    add_relu(&md, 13, 2);
+    input(&md, "w", 2, (const int64_t[]){2, 3});
+    float w2[6] = {10, 10, 10, 10, 10, 10}, want[6];
+    int64_t s23[2] = {2, 3};
+    nest_onnx_input iw = {"w", NEST_F32, 2, s23, w2};
+    nest_onnx_options ow = {.inputs = &iw, .ninputs = 1};
+    f = import_model(&md, &ow);
+    assert_int_equal(nest_errcode(f), NEST_OK);
+    assert_int_equal(nest_param_count(f), 1);
+    float x2[6] = {-20, 0, 1, -5, 2, -11};
+    for (int i = 0; i < 6; i++)
+        want[i] = fmaxf(x2[i] + 10, 0);
+    args[0] = x2;
+    assert_ok(f, nest_evaluate(f, args, 1, res, 1));
+    assert_exact(NEST_F32, got, want, 6);
+    nest_function_free(f);
+}
+
+/* A node with five inputs (BatchNormalization's). */
+static void node5(model *md, char *op, char *const in[5], char *out)
+{
+    Onnx__NodeProto *n = node(md, op, in[0], in[1], out);
+    int k = (int)md->g.n_node - 1;
+    for (int i = 2; i < 5; i++)
+        md->ins[k][i] = in[i];
+    n->n_input = 5;
+}
+
+/* y = BatchNormalization(Gemm(x, W, C)) with known statistics, and the same after a Relu:
+ * against the closed form; after the Gemm, the normalization is folded into W and C at import
+ * (no sqrt, divide or per-channel multiply left), elsewhere its coefficients are constants. */
+static void test_batch_norm_folded(void **state)
+{
+    (void)state;
+    static const float W[6] = {1, -2, 0.5f, 3, -1, 0.25f}, C[2] = {0.5f, -1};
+    static const float S[2] = {2, -0.5f}, B[2] = {0.1f, 0.2f}, M[2] = {1, -2}, V[2] = {4, 0.25f};
+    float x[6] = {1, 2, 3, -1, 0.5f, -2}, got[4];
+    for (int relu = 0; relu < 3; relu++) {
+        model md;
+        model_init(&md, 13);
+        input(&md, "x", 2, (const int64_t[]){2, 3});
+        init(&md, "W", 2, (const int64_t[]){3, 2}, W);
+        init(&md, "C", 1, (const int64_t[]){2}, C);
+        init(&md, "s", 1, (const int64_t[]){2}, S);
+        init(&md, "b", 1, (const int64_t[]){2}, B);
+        init(&md, "m", 1, (const int64_t[]){2}, M);
+        init(&md, "v", 1, (const int64_t[]){2}, V);
+        node(&md, "Gemm", "x", "W", "g");
+        md.ins[0][2] = "C";
+        md.nodes[0].n_input = 3;
+        if (relu == 1)
+            node(&md, "Relu", "g", NULL, "r");
+        node5(&md, "BatchNormalization", (char *[]){relu == 1 ? "r" : "g", "s", "b", "m", "v"},
+              "y");
+        output(&md, "y");
+        if (relu == 2) /* the Gemm's output is also a result: nothing to fold into */
+            output(&md, "g");
+        nest_function *f = import_model(&md, NULL);
+        assert_int_equal(nest_errcode(f), NEST_OK);
+        char *text = nest_print(&f, 1);
+        assert_non_null(text);
+        if (strstr(text, "sqrt") || strstr(text, "divide") ||
+            (relu == 0 && strstr(text, "multiply")))
+            fail_msg("not folded (case %d):\n%s", relu, text);
+        nest_string_free(text);
+        float g2[4];
+        void *args[1] = {x}, *res[2] = {got, g2};
+        nest_kernel *k = nest_compile(f, NULL);
+        assert_non_null(k);
+        assert_int_equal(nest_call(k, args, 1, res, relu == 2 ? 2 : 1), NEST_OK);
+        for (int i = 0; i < 2; i++) {
+            for (int j = 0; j < 2; j++) {
+                double g = C[j];
+                for (int l = 0; l < 3; l++)
+                    g += (double)x[i * 3 + l] * W[l * 2 + j];
+                if (relu == 1)
+                    g = g > 0 ? g : 0;
+                double want = (g - M[j]) / sqrt(V[j] + 1e-5) * S[j] + B[j];
+                if (fabs(got[i * 2 + j] - want) > 1e-5 * (1 + fabs(want)))
+                    fail_msg("case %d: y[%d][%d] = %.9g, want %.9g", relu, i, j,
+                             got[i * 2 + j], want);
+            }
+        }
+        nest_kernel_free(k);
+        nest_function_free(f);
+    }
+}
+
+/* A Conv, ConvTranspose or pool over x f32[1,2,5,5] (W f32[4,2,3,3] or f32[2,4,3,3]) with one
+ * ints attribute (or a string one for auto_pad): bad windows are errors naming the node and what
+ * is wrong, and nothing is compiled. */
+static void test_conv_errors(void **state)
+{
+    (void)state;
+    static const float W[72] = {0};
+    static const struct {
+        const char *op, *attr;
+        int n;
+        int64_t v[4];
+        int code;
+        const char *msg;
+    } cases[] = {
+        {"Conv", "pads", 3, {1, 1, 1}, NEST_ERR_ARG, "(Conv, opset 13): pads has 3 entries, not 4"},
+        {"Conv", "pads", 4, {-1, 0, 0, 0}, NEST_ERR_ARG, "pads must not be negative"},
+        {"Conv", "strides", 2, {0, 1}, NEST_ERR_ARG, "strides must be positive"},
+        {"Conv", "dilations", 1, {2}, NEST_ERR_ARG, "dilations has 1 entries, not one per spatial"},
+        {"Conv", "dilations", 2, {3, 1}, NEST_ERR_TYPE,
+         "the window (7) is larger than the padded input (5) on spatial axis 0"},
+        {"Conv", "kernel_shape", 2, {2, 2}, NEST_ERR_TYPE, "kernel_shape differs from W's"},
+        {"Conv", "group", 0, {2}, NEST_ERR_TYPE, "(Conv, opset 13): "},
+        {"Conv", "auto_pad", 0, {0}, NEST_ERR_ARG, "auto_pad 'WRONG' is not NOTSET"},
+        {"ConvTranspose", "group", 0, {3}, NEST_ERR_TYPE,
+         "W's first extent (2) must be X's channels (2) and a multiple of group (3)"},
+        {"ConvTranspose", "output_shape", 2, {0, 5}, NEST_ERR_ARG, "output_shape must be positive"},
+        {"ConvTranspose", "pads", 4, {4, 4, 4, 4}, NEST_ERR_ARG,
+         "the padding of spatial axis 0 (4 and 4) leaves no output"},
+        {"MaxPool", "strides", 2, {1, 1}, NEST_ERR_ARG, "kernel_shape is required"},
+        {"MaxPool", "kernel_shape", 2, {6, 6}, NEST_ERR_TYPE, "the window (6) is larger"},
+        {"AveragePool", "kernel_shape", 3, {2, 2, 2}, NEST_ERR_ARG,
+         "kernel_shape has 3 entries, not one per spatial axis (2)"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        model md;
+        model_init(&md, 13);
+        input(&md, "x", 4, (const int64_t[]){1, 2, 5, 5});
+        bool pool = strstr(cases[i].op, "Pool") != NULL;
+        bool tr = strcmp(cases[i].op, "ConvTranspose") == 0;
+        if (!pool)
+            init(&md, "W", 4, tr ? (const int64_t[]){2, 4, 3, 3} : (const int64_t[]){4, 2, 3, 3},
+                 W);
+        node(&md, (char *)cases[i].op, "x", pool ? NULL : "W", "y");
+        output(&md, "y");
+        Onnx__AttributeProto a = ONNX__ATTRIBUTE_PROTO__INIT, *pa = &a;
+        a.name = (char *)cases[i].attr;
+        int64_t ints[4];
+        memcpy(ints, cases[i].v, sizeof ints);
+        if (strcmp(a.name, "auto_pad") == 0) {
+            a.has_s = 1;
+            a.s.data = (uint8_t *)"WRONG";
+            a.s.len = 5;
+        } else if (cases[i].n == 0) {
+            a.has_i = 1;
+            a.i = ints[0];
+        } else {
+            a.n_ints = (size_t)cases[i].n;
+            a.ints = ints;
+        }
+        md.nodes[0].n_attribute = 1;
+        md.nodes[0].attribute = &pa;
+        nest_function *f = import_model(&md, NULL);
+        assert_msg(f, cases[i].code, cases[i].msg);
+        nest_function_free(f);
+    }
+}
+
+/* Pow with a known exponent of 2 is a product (what pow computes, without the call). */
+static void test_pow_square(void **state)
+{
+    (void)state;
+    model md;
+    model_init(&md, 13);
+    input(&md, "x", 2, (const int64_t[]){2, 3});
+    static const float two = 2;
+    init(&md, "e", 0, NULL, &two);
+    node(&md, "Pow", "x", "e", "y");
+    output(&md, "y");
+    nest_function *f = import_model(&md, NULL);
+    assert_int_equal(nest_errcode(f), NEST_OK);
+    char *text = nest_print(&f, 1);
+    if (strstr(text, "power") || !strstr(text, "multiply(x, x)"))
+        fail_msg("x^2 is not x * x:\n%s", text);
+    nest_string_free(text);
+    float x[6] = {1.5f, -2, 3e-20f, 1e20f, -0.0f, 7}, got[6], want[6];
+    for (int i = 0; i < 6; i++)
+        want[i] = powf(x[i], 2);
+    void *args[1] = {x}, *res[1] = {got};
+    assert_ok(f, nest_evaluate(f, args, 1, res, 1));
+    assert_exact(NEST_F32, got, want, 6);
+    nest_function_free(f);
+}
+
+/* A Shape folded at import leaves no node behind: y = Reshape(Relu(x), Shape(x)) is the relu
+ * alone. */
+static void test_no_dead_nodes(void **state)
+{
+    (void)state;
+    model md;
+    model_init(&md, 13);
+    input(&md, "x", 2, (const int64_t[]){2, 3});
+    node(&md, "Shape", "x", NULL, "s");
+    node(&md, "Relu", "x", NULL, "r");
+    node(&md, "Reshape", "r", "s", "y");
+    output(&md, "y");
+    nest_function *f = import_model(&md, NULL);
+    assert_int_equal(nest_errcode(f), NEST_OK);
+    char *text = nest_print(&f, 1);
+    assert_non_null(text);
+    if (strstr(text, "i64") || strstr(text, "reshape"))
+        fail_msg("dead nodes are left:\n%s", text);
+    nest_string_free(text);
+    float x[6] = {-1, 2, -3, 4, -5, 6}, got[6], want[6] = {0, 2, 0, 4, 0, 6};
+    void *args[1] = {x}, *res[1] = {got};
+    assert_ok(f, nest_evaluate(f, args, 1, res, 1));
+    assert_exact(NEST_F32, got, want, 6);
+    nest_function_free(f);
+}
+
+/* ir_prune on a graph with dead values, tuples and GETs: the live ones keep their values and
+ * names, the parameters stay (even unused), the results are those of before. */
+static void test_prune(void **state)
+{
+    (void)state;
+    int64_t s3[1] = {3};
+    nest_function *f = nest_function_new("p");
+    nest_value a = nest_parameter(f, "a", NEST_F32, 1, s3, NEST_ROW_MAJOR);
+    nest_parameter(f, "unused", NEST_F32, 1, s3, NEST_ROW_MAJOR);
+    nest_value e = nest_exp(f, a);                                /* dead */
+    nest_value sq = nest_multiply(f, a, a);
+    nest_value t = nest_tuple(f, 2, (nest_value[]){sq, a});
+    nest_value t2 = nest_tuple(f, 2, (nest_value[]){e, sq});      /* dead */
+    nest_get(f, t2, 1);                                           /* dead */
+    nest_value g = nest_get(f, t, 0);
+    nest_value r = nest_negative(f, g);
+    assert_ok(f, nest_set_name(f, r, "neg"));
+    assert_ok(f, nest_return(f, 2, (nest_value[]){r, t}, NULL));
+    assert_int_equal(f->nnodes, 9);
+    assert_int_equal(ir_prune(f), 3);
+    assert_int_equal(f->nnodes, 6);
+    assert_int_equal(ir_prune(f), 0);
+    assert_int_equal(nest_param_count(f), 2);
+    assert_int_equal(nest_result_count(f), 3);
+    char *text = nest_print(&f, 1);
+    assert_non_null(text);
+    if (!strstr(text, "neg = negative(") || strstr(text, "exp("))
+        fail_msg("after pruning:\n%s", text);
+    nest_string_free(text);
+    float x[3] = {1, -2, 3}, u[3] = {0}, r0[3], r1[3], r2[3];
+    void *args[2] = {x, u}, *res[3] = {r0, r1, r2};
+    assert_ok(f, nest_evaluate(f, args, 2, res, 3));
+    assert_exact(NEST_F32, r0, ((float[]){-1, -4, -9}), 3);
+    assert_exact(NEST_F32, r1, ((float[]){1, 4, 9}), 3);
+    assert_exact(NEST_F32, r2, x, 3);
+    nest_function_free(f);
+}
+
 /* 64K floats of weights: no literals in the C; the .so carries them and computes right. */
 static void test_weights_are_data(void **state)
 {
@@ -366,7 +672,7 @@ static void test_weights_are_data(void **state)
     init(&md, "fc.weight", 2, (const int64_t[]){K, M}, w);
     node(&md, "MatMul", "x", "fc.weight", "y");
     output(&md, "y");
-    nest_onnx_options o = {"fc", NULL, 0, NULL};
+    nest_onnx_options o = {.name = "fc"};
     nest_function *f = import_model(&md, &o);
     assert_int_equal(nest_errcode(f), NEST_OK);
     char *c = nest_emit(&f, 1, NEST_EMIT_C, NULL);
@@ -458,7 +764,7 @@ static void test_external_data(void **state)
     nest_function_free(f);
     /* a location outside the folder is refused */
     kv[0].value = "../w.bin";
-    nest_onnx_options o = {NULL, NULL, 0, dir};
+    nest_onnx_options o = {.data_dir = dir};
     f = import_model(&md, &o);
     assert_msg(f, NEST_ERR_ARG, "is not a plain path inside the model's folder");
     nest_function_free(f);
@@ -548,6 +854,12 @@ int main(void)
         cmocka_unit_test(test_unsupported_operator),
         cmocka_unit_test(test_graph_errors),
         cmocka_unit_test(test_unsorted),
+        cmocka_unit_test(test_fixed_inputs),
+        cmocka_unit_test(test_no_dead_nodes),
+        cmocka_unit_test(test_batch_norm_folded),
+        cmocka_unit_test(test_conv_errors),
+        cmocka_unit_test(test_pow_square),
+        cmocka_unit_test(test_prune),
         cmocka_unit_test(test_weights_are_data),
         cmocka_unit_test(test_external_data),
         cmocka_unit_test(test_builder_error_names_node),

@@ -34,10 +34,14 @@ static void vec_name(char *s, size_t n, int etype, int vb)
 void em_vec_helper(buf *b, int h)
 {
     if (h == H_CONTRACT) {
-        buf_puts(b, "/* gcc fuses multiply-adds in ISO C mode only when asked */\n"
+        buf_puts(b, "/* gcc fuses multiply-adds in ISO C mode only when asked; and it would load a\n"
+                    " * vector again for every multiply-add that uses it (on x86 a memory operand,\n"
+                    " * an unaligned load each): NEST_KEEP holds it in a register */\n"
                     "#if defined(__GNUC__) && !defined(__clang__)\n"
                     "#define NEST_CONTRACT __attribute__((optimize(\"fp-contract=fast\")))\n"
-                    "#else\n#define NEST_CONTRACT\n#endif\n");
+                    "#if defined(__x86_64__)\n#define NEST_KEEP(v) __asm__(\"\" : \"+v\"(v))\n#endif\n"
+                    "#else\n#define NEST_CONTRACT\n#endif\n"
+                    "#ifndef NEST_KEEP\n#define NEST_KEEP(v) (void)0\n#endif\n");
         return;
     }
     int et = (h - H_VEC) / 3 ? NEST_F64 : NEST_F32, vb = 16 << ((h - H_VEC) % 3);
@@ -149,11 +153,14 @@ static void emit_kernel(ctx *c, int32_t k)
         char tt[32], ot[32];
         snprintf(tt, sizeof tt, unroll ? "%lld" : "t", (long long)t);
         snprintf(ot, sizeof ot, unroll ? "%lld" : "ot", (long long)w->tapoff[t]);
-        buf_printf(b, "            %s const %s *restrict p = xc + %s;\n                const %s",
+        buf_printf(b, "            %s const %s *restrict p = xc + %s;\n                %s",
                    unroll ? "{" : "   ", T, ot, V);
         for (int j = 0; j < nv; j++)
             buf_printf(b, "%s b%d = *(const %s *)(p + %d)", j ? "," : "", j, V, j * L);
-        buf_printf(b, ";\n                %s a;\n", T);
+        buf_puts(b, ";\n               ");
+        for (int j = 0; j < nv; j++)
+            buf_printf(b, " NEST_KEEP(b%d);", j);
+        buf_printf(b, "\n                %s a;\n", T);
         for (int i = 0; i < ti; i++) {
             buf_printf(b, "                a = wc[%lld + %s];", (long long)i * crs, tt);
             for (int j = 0; j < nv; j++)
@@ -227,11 +234,14 @@ static void emit_kernel_by_channels(ctx *c, int32_t k)
         snprintf(tt, sizeof tt, unroll ? "%lld" : "t", (long long)t);
         snprintf(ot, sizeof ot, unroll ? "%lld" : "ot", (long long)w->tapoff[t]);
         buf_printf(b, "        %s const int64_t o = c * %lld + %s;\n", unroll ? "{" : "   ", cs, ot);
-        buf_printf(b, "            const %s *restrict p = wc + %s * %d;\n            const %s", T,
-                   tt, tj, V);
+        buf_printf(b, "            const %s *restrict p = wc + %s * %d;\n            %s", T, tt,
+                   tj, V);
         for (int j = 0; j < nv; j++)
             buf_printf(b, "%s b%d = *(const %s *)(p + %d)", j ? "," : "", j, V, j * L);
-        buf_printf(b, ";\n            %s a;\n", T);
+        buf_puts(b, ";\n           ");
+        for (int j = 0; j < nv; j++)
+            buf_printf(b, " NEST_KEEP(b%d);", j);
+        buf_printf(b, "\n            %s a;\n", T);
         for (int i = 0; i < ti; i++) {
             buf_printf(b, "            a = x%d[o];", i);
             for (int j = 0; j < nv; j++)

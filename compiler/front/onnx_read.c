@@ -48,6 +48,8 @@ struct ox_model {
     ox_entry *tab;              /* open addressing by name */
     size_t cap, n;
     int32_t node_index;         /* the node being lowered, for messages */
+    const Onnx__GraphProto *g;
+    bool *absorbed;             /* per node: computed by an earlier one (ox_absorb) */
 };
 
 /* ---- errors ---- */
@@ -146,6 +148,7 @@ static ox_entry *entry(ox_model *m, const char *name, bool add)
     m->n++;
     m->tab[j].name = name;
     m->tab[j].v = NEST_NONE;
+    m->tab[j].user = -1;
     return &m->tab[j];
 }
 
@@ -405,6 +408,67 @@ const ox_tensor *ox_known(ox *c, int i)
     return known(c, e);
 }
 
+const ox_tensor *ox_peek(ox *c, int i)
+{
+    if (!ox_has(c, i) || (!c->in[i]->k && !c->in[i]->init))
+        return NULL;
+    return known(c, c->in[i]);
+}
+
+const ox_tensor *ox_peek_name(ox *c, const char *name)
+{
+    ox_entry *e = name && name[0] ? entry(c->m, name, false) : NULL;
+    if (!e || !e->defined || (!e->k && !e->init))
+        return NULL;
+    return known(c, e);
+}
+
+const Onnx__NodeProto *ox_sole_user(ox *c, int out, int32_t *index)
+{
+    if (out >= c->nout || !c->node->output[out] || !c->node->output[out][0])
+        return NULL;
+    ox_entry *e = entry(c->m, c->node->output[out], false);
+    if (!e || e->uses != 1 || e->user < 0)
+        return NULL;
+    *index = e->user;
+    return c->m->g->node[e->user];
+}
+
+void ox_absorb(ox *c, int32_t index)
+{
+    if (c->f == c->m->f)
+        c->absorb = index;
+}
+
+ox_tensor *ox_tensor_new(ox *c, int etype, int rank, const int64_t *shape)
+{
+    ox_tensor *k = arena_alloc(&c->m->a, sizeof *k);
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++)
+        n *= shape[i];
+    size_t bytes = (size_t)n * nest_type_size((nest_type)etype);
+    if (!k || !(k->data = arena_alloc(&c->m->a, bytes + 1))) {
+        ox_err(c, NEST_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    k->etype = etype;
+    k->rank = rank;
+    memcpy(k->shape, shape, (size_t)rank * sizeof *shape);
+    k->count = n;
+    return k;
+}
+
+nest_value ox_constant(ox *c, const ox_tensor *t, const char *onnx_name)
+{
+    nest_value v = make_constant(c->f, t);
+    if (c->f == c->m->f && v != NEST_NONE) {
+        const char *nm = c_name(c->m, onnx_name, "w");
+        if (nm && nest_set_name(c->f, v, nm) != NEST_OK)
+            return NEST_NONE;
+    }
+    return v;
+}
+
 int ox_known_ints(ox *c, int i, int64_t *out, int max)
 {
     const ox_tensor *k = ox_known(c, i);
@@ -648,9 +712,11 @@ static int lower_node(ox_model *m, const Onnx__NodeProto *n)
         if (m->opset < 7 && n->attribute[i]->name && strcmp(n->attribute[i]->name, "broadcast") == 0)
             return node_err(m, m->node_index, n, NEST_ERR_ARG, "the legacy broadcast attribute "
                             "(before opset 7) is not supported");
+    if (m->absorbed[m->node_index])
+        return NEST_OK; /* an earlier node computed it */
     ox_entry *in[64];
     nest_value inv[64], out[64];
-    ox c = {m, m->f, n, m->opset, (int)n->n_input, (int)n->n_output, in, inv, out};
+    ox c = {m, m->f, n, m->opset, (int)n->n_input, (int)n->n_output, in, inv, out, -1};
     bool all_known = true;
     for (size_t i = 0; i < n->n_input; i++) {
         in[i] = NULL;
@@ -667,7 +733,7 @@ static int lower_node(ox_model *m, const Onnx__NodeProto *n)
     for (size_t i = 0; i < n->n_output; i++)
         out[i] = NEST_NONE;
     nest_function *scratch = NULL;
-    if (all_known && ox_foldable(op)) {
+    if (all_known) {
         if (!(scratch = nest_function_new("fold")))
             return model_err(m, NEST_ERR_NOMEM, "out of memory");
         c.f = scratch;
@@ -723,11 +789,6 @@ static int lower_node(ox_model *m, const Onnx__NodeProto *n)
         k->count = count;
         if (r->op == OP_CONSTANT) {
             memcpy(k->data, r->a.constant.data, bytes);
-            if (!scratch && out[i] == m->f->nnodes - 1) {
-                /* the node just made (Shape's): taken back, made again where it is used */
-                m->f->nnodes--;
-                e->v = NEST_NONE;
-            }
         } else { /* in the scratch function */
             nest_value rv = out[i];
             void *res[1] = {k->data};
@@ -741,7 +802,112 @@ static int lower_node(ox_model *m, const Onnx__NodeProto *n)
         e->k = k;
     }
     nest_function_free(scratch);
+    if (st == NEST_OK && c.absorb >= 0) {
+        /* the absorbed node's output is this node's */
+        const Onnx__NodeProto *u = m->g->node[c.absorb];
+        ox_entry *from = entry(m, n->output[0], false), *to = entry(m, u->output[0], false);
+        to->v = from->v;
+        to->k = from->k;
+        m->absorbed[c.absorb] = true;
+    }
     return st;
+}
+
+/* Counts the uses of every name (node inputs, graph outputs) and remembers a user. */
+static void count_uses(ox_model *m, const Onnx__GraphProto *g)
+{
+    for (size_t i = 0; i < g->n_node; i++) {
+        const Onnx__NodeProto *n = g->node[i];
+        for (size_t j = 0; j < n->n_input; j++) {
+            ox_entry *e = n->input[j] && n->input[j][0] ? entry(m, n->input[j], false) : NULL;
+            if (e) {
+                e->uses++;
+                e->user = (int32_t)i;
+            }
+        }
+    }
+    for (size_t i = 0; i < g->n_output; i++) {
+        ox_entry *e = g->output[i]->name ? entry(m, g->output[i]->name, false) : NULL;
+        if (e) {
+            e->uses++;
+            e->user = -1;
+        }
+    }
+}
+
+/* The value the options give a graph input, or NULL. */
+static const nest_onnx_input *fixed_input(const ox_model *m, const char *name)
+{
+    for (int i = 0; m->opts && i < m->opts->ninputs; i++)
+        if (m->opts->inputs[i].name && strcmp(m->opts->inputs[i].name, name) == 0)
+            return &m->opts->inputs[i];
+    return NULL;
+}
+
+/* A graph input's given value as a known tensor, checked against its declared type and shape
+ * (a named dim takes any size); NULL with the error. */
+static ox_tensor *fixed_value(ox_model *m, const Onnx__ValueInfoProto *vi,
+                              const nest_onnx_input *fix)
+{
+    const char *name = vi->name;
+    int64_t count = 1;
+    if ((unsigned)fix->type > NEST_BOOL || fix->rank < 0 || fix->rank > NEST_MAX_RANK ||
+        (fix->rank > 0 && !fix->shape)) {
+        model_err(m, NEST_ERR_ARG, "the value given for graph input '%.200s' has an invalid "
+                  "type or rank", name);
+        return NULL;
+    }
+    for (int i = 0; i < fix->rank; i++) {
+        if (fix->shape[i] < 0 || mul_overflows(count, fix->shape[i], &count) ||
+            count > IR_MAX_BYTES / 8) {
+            model_err(m, NEST_ERR_ARG, "the value given for graph input '%.200s': dimension %d "
+                      "is %lld", name, i, (long long)fix->shape[i]);
+            return NULL;
+        }
+    }
+    if (count > 0 && !fix->data) {
+        model_err(m, NEST_ERR_ARG, "the value given for graph input '%.200s' has no data", name);
+        return NULL;
+    }
+    const Onnx__TypeProto *t = vi->type;
+    if (t && t->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE && t->tensor_type) {
+        const Onnx__TypeProto__Tensor *tt = t->tensor_type;
+        if (tt->has_elem_type && dt_type(tt->elem_type) != (int)fix->type) {
+            model_err(m, NEST_ERR_TYPE, "graph input '%.200s' is declared %s; the value given "
+                      "is %s", name, dt_name(tt->elem_type), nest_type_name(fix->type));
+            return NULL;
+        }
+        const Onnx__TensorShapeProto *sh = tt->shape;
+        bool fits = !sh || sh->n_dim == (size_t)fix->rank;
+        for (size_t i = 0; fits && sh && i < sh->n_dim; i++)
+            fits = sh->dim[i]->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE ||
+                   sh->dim[i]->dim_value == fix->shape[i];
+        if (!fits) {
+            buf b = {0};
+            ir_format_shape(&b, fix->rank, fix->shape);
+            char *given = buf_finish(&b);
+            model_err(m, NEST_ERR_TYPE, "the value given for graph input '%.200s' has shape %s, "
+                      "not the declared one", name, given ? given : "?");
+            free(given);
+            return NULL;
+        }
+    }
+    size_t bytes = (size_t)count * nest_type_size(fix->type);
+    ox_tensor *k = arena_alloc(&m->a, sizeof *k);
+    if (!k || !(k->data = arena_alloc(&m->a, bytes + 1))) {
+        model_err(m, NEST_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    k->etype = (int)fix->type;
+    k->rank = fix->rank;
+    memcpy(k->shape, fix->shape, (size_t)fix->rank * sizeof *k->shape);
+    k->count = count;
+    if (bytes)
+        memcpy(k->data, fix->data, bytes);
+    if (fix->type == NEST_BOOL)
+        for (int64_t i = 0; i < count; i++)
+            ((uint8_t *)k->data)[i] = ((uint8_t *)k->data)[i] != 0;
+    return k;
 }
 
 static int import_graph(ox_model *m)
@@ -750,6 +916,15 @@ static int import_graph(ox_model *m)
     const Onnx__GraphProto *g = mp->graph;
     if (!g)
         return model_err(m, NEST_ERR_ARG, "the model has no graph");
+    for (int i = 0; m->opts && i < m->opts->ninputs; i++) {
+        const char *name = m->opts->inputs[i].name;
+        bool found = false;
+        for (size_t j = 0; name && !found && j < g->n_input; j++)
+            found = g->input[j]->name && strcmp(g->input[j]->name, name) == 0;
+        if (!found)
+            return model_err(m, NEST_ERR_ARG, "a value is given for '%.200s', which is not a "
+                             "graph input", name ? name : "(NULL)");
+    }
     m->opset = -1;
     for (size_t i = 0; i < mp->n_opset_import; i++) {
         const Onnx__OperatorSetIdProto *o = mp->opset_import[i];
@@ -783,10 +958,18 @@ static int import_graph(ox_model *m)
         ox_entry *e = entry(m, vi->name, true);
         if (!e)
             return model_err(m, NEST_ERR_NOMEM, "out of memory");
-        if (e->defined && e->init)
-            continue; /* an initializer listed as an input (IR version 3): a weight */
-        if (e->defined)
+        if (e->defined && !e->init)
             return model_err(m, NEST_ERR_ARG, "graph input '%.200s' is given twice", vi->name);
+        const nest_onnx_input *fix = fixed_input(m, vi->name);
+        if (fix) {
+            if (!(e->k = fixed_value(m, vi, fix)))
+                return m->f->status;
+            e->init = NULL;
+            e->defined = true;
+            continue;
+        }
+        if (e->defined)
+            continue; /* an initializer listed as an input (IR version 3): a weight */
         int etype = 0, rank = 0;
         int64_t shape[NEST_MAX_RANK];
         int st = value_type(m, vi, "graph input", &etype, &rank, shape);
@@ -824,6 +1007,11 @@ static int import_graph(ox_model *m)
             if (g->node[i]->output[j] && g->node[i]->output[j][0])
                 entry(m, g->node[i]->output[j], false)->defined = false;
     int st = node_order(m, g, order);
+    m->g = g;
+    if (st == NEST_OK && !(m->absorbed = arena_array(&m->a, g->n_node + 1, sizeof *m->absorbed)))
+        st = model_err(m, NEST_ERR_NOMEM, "out of memory");
+    if (st == NEST_OK)
+        count_uses(m, g);
     for (size_t i = 0; st == NEST_OK && i < g->n_node; i++) {
         m->node_index = order[i];
         st = lower_node(m, g->node[order[i]]);
@@ -847,7 +1035,7 @@ static int import_graph(ox_model *m)
             break;
         }
         res[i] = NEST_NONE;
-        ox c = {m, m->f, NULL, m->opset, 1, 0, &e, &res[i], NULL};
+        ox c = {m, m->f, NULL, m->opset, 1, 0, &e, &res[i], NULL, -1};
         Onnx__NodeProto none = ONNX__NODE_PROTO__INIT;
         none.op_type = "output";
         c.node = &none;
@@ -865,6 +1053,9 @@ static int import_graph(ox_model *m)
     }
     if (st == NEST_OK && nest_return(m->f, (int)g->n_output, res, NULL) != NEST_OK)
         st = model_err(m, m->f->status, "the results: %s", nest_errmsg(m->f));
+    /* what only folded nodes used (a Shape's constant, weights rewritten at import) goes */
+    if (st == NEST_OK)
+        ir_prune(m->f);
     free(res);
     return st;
 }
@@ -922,8 +1113,9 @@ static nest_function *import(const void *data, size_t len, const char *file, con
     if (!f || f->status != NEST_OK)
         return f;
     ox_model m = {.f = f, .file = file, .dir = dir, .opts = opts};
-    if (opts && opts->ndims < 0) {
-        model_err(&m, NEST_ERR_ARG, "ndims is negative");
+    if (opts && (opts->ndims < 0 || opts->ninputs < 0 || (opts->ndims > 0 && !opts->dims) ||
+                 (opts->ninputs > 0 && !opts->inputs))) {
+        model_err(&m, NEST_ERR_ARG, "ndims or ninputs is negative, or its array is NULL");
         return f;
     }
     if (!data && len) {
