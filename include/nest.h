@@ -125,7 +125,8 @@ const char *nest_function_name(const nest_function *f);
  * everywhere in f; the type rules compare dims by their expression (N*64 is 64*N; N and M
  * differ). On an error these return NEST_DIM_NONE, which every builder refuses, with the error
  * kept on f. A function's dims are the names its parameters' shapes use, in order of first
- * appearance; every name must appear there. */
+ * appearance; every name must appear there. nest_value_shape gives symbolic dims as these
+ * negative values. */
 #define NEST_DIM_NONE INT64_MIN
 int64_t nest_named_dim(nest_function *f, const char *name);
 int64_t nest_dim_add(nest_function *f, int64_t a, int64_t b);
