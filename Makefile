@@ -60,7 +60,8 @@ GEN        := $(B)/gen
 # The source, by stage: common/ below everything; the compiler turns graphs into C text (graph/,
 # front/, passes/, emit/); the runtime turns C text into code; the driver joins the two.
 COMMON_SRC   := common/util.c
-COMPILER_SRC := compiler/graph/types.c compiler/graph/ir.c compiler/graph/window.c \
+COMPILER_SRC := compiler/graph/types.c compiler/graph/ir.c compiler/graph/dims.c \
+                compiler/graph/bind.c compiler/graph/window.c \
                 compiler/graph/print.c compiler/graph/interp.c compiler/graph/interp_window.c \
                 compiler/graph/prune.c compiler/graph/state.c compiler/graph/grad.c \
                 compiler/front/api.c compiler/front/parse.c \
@@ -71,7 +72,7 @@ COMPILER_SRC := compiler/graph/types.c compiler/graph/ir.c compiler/graph/window
                 compiler/passes/rows.c compiler/passes/flatten.c compiler/passes/tile.c \
                 compiler/passes/memplan.c \
                 compiler/emit/emit_text.c compiler/emit/emit_loops.c compiler/emit/emit_conv.c \
-                compiler/emit/emit_c.c \
+                compiler/emit/emit_c.c compiler/emit/emit_dims.c \
                 compiler/emit/emit_state.c compiler/passes/inplace.c \
                 compiler/pipeline.c
 RUNTIME_SRC  := runtime/loader.c runtime/cache.c runtime/jit.c runtime/aot.c
@@ -79,7 +80,8 @@ DRIVER_SRC   := driver/driver.c driver/state.c
 NESTC_SRC    := driver/cli.c driver/npy.c driver/run.c driver/nestc.c
 TEST_NAMES   := test_ir test_parse test_parse_ops test_interp test_interp_ops test_runtime \
                 test_fuse test_diff test_diff_ops test_random test_onnx test_oom test_faults \
-                test_threads test_sizes test_npy test_nestc test_state test_grad test_scale test_conv
+                test_threads test_sizes test_npy test_nestc test_state test_grad test_scale test_conv \
+                test_dims
 
 LIB_OBJ   := $(patsubst %.c,$(B)/obj/%.o,$(COMMON_SRC) $(COMPILER_SRC) $(RUNTIME_SRC) $(DRIVER_SRC)) \
              $(B)/obj/gen/onnx.pb-c.o
@@ -485,7 +487,7 @@ BENCH_JITFLAGS := -O3 -march=native -mtune=generic -fPIC -fopenmp-simd -fopenmp 
                   -fveclib=libmvec
 BENCH_BIN     := $(B)/bench/bench $(B)/bench/trivial_plain $(B)/bench/trivial_nest \
                  $(B)/bench/crosscheck $(B)/bench/ops $(B)/bench/train $(B)/bench/scale \
-                 $(B)/bench/conv $(B)/bench/models_run
+                 $(B)/bench/conv $(B)/bench/models_run $(B)/bench/dims
 
 # the training table: nest's step kernels against PyTorch eager (bench/train_peers.py)
 $(B)/bench/train: bench/train.c bench/peer.h bench/benchutil.h $(B)/bench/peer.o \
@@ -550,6 +552,12 @@ $(B)/bench/models_run: bench/models.c $(B)/lib/libnest.a include/nest.h
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(NCFLAGS) -O2 -o $@ $< $(B)/lib/libnest.a $(LDLIBS)
 
+# Symbolic dims: one kernel for every N against the kernel for that N (bench/dims.c).
+$(B)/bench/dims: bench/dims.c bench/benchutil.h $(B)/bench/benchutil.o $(B)/lib/libnest.a \
+                 include/nest.h
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(NCFLAGS) -O2 -o $@ $< $(B)/bench/benchutil.o $(B)/lib/libnest.a $(LDLIBS)
+
 $(B)/bench/trivial_plain: bench/trivial.c
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) -std=c11 -O2 $(WARN) -o $@ $<
@@ -570,6 +578,7 @@ bench:
 	$(Q){ echo; NEST_LIBRARY=$(abspath $(B)/lib/libnest.so) $(PYTHON) bench/python_call.py; } | tee -a $(B)/bench.md
 	$(Q)$(B)/bench/conv | tee -a $(B)/bench.md
 	$(Q)$(B)/bench/scale -o $(B)/bench.md
+	$(Q)$(B)/bench/dims -o $(B)/bench.md
 	$(Q)$(MAKE) --no-print-directory bench-models
 	$(Q){ echo; cat $(B)/bench-models.md; } >> $(B)/bench.md
 	$(Q)/usr/bin/python3 bench/plot.py $(B)/bench.md docs/img

@@ -177,6 +177,8 @@ struct nest_function {
     struct ir_assign *assigns; /* assign(state, value) statements, in order (arena, grows) */
     int32_t nassigns;
     size_t capassigns;
+    struct ir_dims *dims; /* the symbolic dims its shapes use (graph/dims.c), or NULL */
+    bool detached;  /* a copy (ir_bind) of a module's function that the module does not hold */
 };
 
 /* One assignment of a function: state tensor `state` takes the value of node `node` when the
@@ -227,6 +229,8 @@ int32_t ir_topk(nest_function *f, int32_t x, int64_t k, int64_t axis, int larges
 /* Whether node i is the tuple of a topk (the text form prints it as the topk call). */
 static inline bool ir_is_topk_tuple(const nest_function *f, int32_t i);
 
+/* Frees a function whatever owns it (nest_function_free leaves a module's functions alone). */
+void ir_function_destroy(nest_function *f);
 /* Records an error on f (replacing the last one) and returns `status`. */
 int ir_error(nest_function *f, int status, const char *fmt, ...) FORMAT(3, 4);
 /* The same for any handle: *errmsg (malloc'd, replaced) and *status take the error; returns the
@@ -234,7 +238,13 @@ int ir_error(nest_function *f, int status, const char *fmt, ...) FORMAT(3, 4);
 int ir_verror(char **errmsg, int *status, int code, const char *fmt, va_list ap);
 
 /* Element counts and helpers on nodes. */
-int64_t ir_count(const ir_node *n); /* product of the shape (1 for scalars) */
+int64_t ir_count(const ir_node *n); /* product of the shape (1 for scalars); for a symbolic
+                                     * shape a nominal count for heuristics, each symbolic dim
+                                     * counted as DIM_NOMINAL: never a size */
+/* The axes of a mask (a.axes) as a list, ascending, into axes; their number. */
+int ir_mask_axes(uint32_t mask, int64_t *axes);
+/* The element count of a checked shape as a dim (N*64 for [N,64]); DIM_NONE with the error. */
+int64_t ir_dims_count(nest_function *f, int rank, const int64_t *shape);
 static inline const ir_node *ir_in(const nest_function *f, const ir_node *n, int i)
 {
     return &f->nodes[n->in[i]];
@@ -296,6 +306,90 @@ int ir_infer_window(nest_function *f, ir_node *n, ir_op op, int nin, const int32
 int64_t ir_window_out(const ir_window *w, int i, int64_t d);
 
 /* ---------------------------------------------------------------------------------------------
+ * graph/dims.c: symbolic dimensions (names, and sums of products of names and integers)
+ * ------------------------------------------------------------------------------------------- */
+
+/* A dim is an int64_t: values above DIM_SYM0 are plain (sizes >= 0; pad and slice lists also
+ * hold negative offsets), DIM_SYM0 - k is entry k of the function's table of dim expressions.
+ * Entries are canonical and hash-consed: two dims are equal exactly when their int64_t are, so
+ * every shape comparison stays one comparison. DIM_NONE is a failed operation (error on f). */
+#define DIM_SYM0 (-((int64_t)1 << 62))
+#define DIM_NONE INT64_MIN
+#define DIM_MAX_TERMS 8    /* terms of one expression */
+#define DIM_MAX_FACTORS 6  /* names multiplied in one term */
+#define DIM_MAX_EXPRS 65536
+#define DIM_NOMINAL 1024   /* what a symbolic dim counts as where only a guess is needed */
+static inline bool dim_is_sym(int64_t d) { return d <= DIM_SYM0 && d != DIM_NONE; }
+
+typedef struct dim_term {
+    int64_t coef;
+    int32_t nf;                   /* how many names it multiplies */
+    int32_t f[DIM_MAX_FACTORS];   /* their entries, ascending */
+} dim_term;
+typedef struct dim_expr {
+    const char *name;   /* a name's text, or NULL for an expression */
+    int32_t nterms;
+    dim_term *terms;    /* canonical: sorted, like terms merged, no zero coefficient */
+    uint64_t hash;
+} dim_expr;
+typedef struct ir_dims ir_dims;
+void ir_dims_free(ir_dims *d);
+
+/* The dim named name (len bytes), declared on first use (the name is checked as a value's
+ * is); DIM_NONE with the error on f. */
+int64_t dim_name(nest_function *f, const char *name, size_t len);
+/* The entry of the dim named name and its handle in *d, or -1 when f has no such dim. */
+int32_t dim_find(const nest_function *f, const char *name, size_t len, int64_t *d);
+/* Arithmetic on dims, symbolic or plain: the canonical result, or DIM_NONE with the error on f
+ * (an invalid operand, a coefficient that overflows, an expression past the limits). */
+int64_t dim_add(nest_function *f, int64_t a, int64_t b);
+int64_t dim_sub(nest_function *f, int64_t a, int64_t b);
+int64_t dim_mul(nest_function *f, int64_t a, int64_t b);
+/* The sign of a - b for every size of the names: -1, 0 or 1 when it is known, DIM_LE (a <= b)
+ * or DIM_GE (a >= b) when only that is, DIM_UNKNOWN otherwise. A check of a rule fails at
+ * construction only when it fails for every size; the rest is checked when the dims are known
+ * (ir_bind, and the generated code at its entry). */
+enum { DIM_LE = -2, DIM_GE = 2, DIM_UNKNOWN = 3 };
+int dim_compare(const nest_function *f, int64_t a, int64_t b);
+/* Whether d is plain or an entry of f's table. */
+bool dim_valid(const nest_function *f, int64_t d);
+const dim_expr *dim_entry(const nest_function *f, int64_t d);
+int32_t dim_entry_count(const nest_function *f);
+/* The value of d when the names have the values vals (indexed by entry): NEST_OK, or
+ * NEST_ERR_LIMIT when it overflows. */
+int dim_eval(const nest_function *f, int64_t d, const int64_t *vals, int64_t *out);
+/* The same for n terms whose factors index vals directly. */
+int dim_terms_eval(const dim_term *terms, int n, const int64_t *vals, int64_t *out);
+/* Whether f's shapes name a dim. */
+bool ir_is_symbolic(const nest_function *f);
+/* The entries of the names the parameters' shapes use, in order of first appearance (the
+ * order of the ABI), into ids (room for dim_entry_count); their number, -1 out of memory. */
+int32_t dim_params(const nest_function *f, int32_t *ids);
+/* The entries of all of f's names, in order of declaration; their number. */
+int32_t dim_names(const nest_function *f, int32_t *ids);
+/* The text of a dim (N, N*64+2, 7; "?" for a handle of no table) into b; dim_text malloc's it. */
+void dim_format(buf *b, const nest_function *f, int64_t d);
+/* The same as a C expression of int64_t: each name as names[its entry], an expression in
+ * parentheses ((N*64+2)). */
+void dim_format_with(buf *b, const nest_function *f, int64_t d, const char *const *names);
+char *dim_text(const nest_function *f, int64_t d);
+/* "[N,256]": ir_format_shape with f's names. */
+void ir_format_dims(buf *b, const nest_function *f, int rank, const int64_t *shape);
+
+/* ---------------------------------------------------------------------------------------------
+ * graph/bind.c: a function at given dims
+ * ------------------------------------------------------------------------------------------- */
+
+/* A copy of f with its names given the values vals (in the order of dim_params), every shape
+ * and attribute plain, every rule checked again with the sizes: a function the passes and the
+ * interpreter take as they take any other (it shares f's module without belonging to it; free
+ * it with ir_function_destroy). NULL with the error on f. */
+nest_function *ir_bind(nest_function *f, const int64_t *vals, int nvals);
+/* The entries of f's dims in the order of the ABI (*ids malloc'd, the caller frees), after
+ * checking that each name appears in a parameter's shape. NEST_OK or the error on f. */
+int ir_dims_of(nest_function *f, int32_t **ids, int32_t *n);
+
+/* ---------------------------------------------------------------------------------------------
  * graph/state.c: modules and their state: variables and persistent tensors, reads, assignments
  * ------------------------------------------------------------------------------------------- */
 
@@ -350,8 +444,6 @@ char *ir_module_name_of_file(const char *filename);
  * front/parse.c: the text form
  * ------------------------------------------------------------------------------------------- */
 
-/* Frees a function whatever owns it (nest_function_free leaves a module's functions alone). */
-void ir_function_destroy(nest_function *f);
 
 /* Deepest nesting of calls the parser accepts. */
 #define PARSE_MAX_DEPTH 1000
@@ -456,7 +548,7 @@ typedef struct pbuf {
                          * BUF_STATE, BUF_STATE_NEW: the state tensor */
     int32_t node;       /* the graph node whose value it holds */
     uint8_t etype;
-    int64_t count;      /* elements */
+    int64_t count;      /* elements (a dim handle when the shape is symbolic) */
     int64_t offset;     /* BUF_TEMP: byte offset in the workspace (memplan.c) */
     bool dead;          /* BUF_TEMP: no longer written or read (merged away) */
     int64_t row;        /* BUF_TEMP: shrunk to one row of this many elements, a local array of
@@ -577,7 +669,8 @@ typedef struct plan {
     nest *nests;
     int32_t nnests;
     size_t capnests;
-    int64_t ws_size;     /* bytes of workspace (memplan.c) */
+    int64_t ws_size;     /* bytes of workspace (memplan.c); with symbolic temporaries, the
+                          * part before them */
     int32_t nconsts;     /* BUF_CONST buffers */
     /* hash-consing of fx */
     fx **table;
@@ -855,12 +948,14 @@ int pass_inplace(plan *p);
  * passes/memplan.c: the workspace
  * ------------------------------------------------------------------------------------------- */
 
-/* Places the live temporaries in one workspace by liveness; sets p->ws_size. */
+/* Places the live temporaries in one workspace by liveness; sets p->ws_size. A temporary of a
+ * symbolic size (count a dim handle) gets offset -1: the generated code places those after
+ * the rest at run time, one after another (emit_c.c). */
 int pass_memplan(plan *p);
 
 /* ---------------------------------------------------------------------------------------------
  * emit/: C text (emit_c.c the functions, emit_loops.c the loop nests, emit_text.c the
- * expressions and names; emit/emit.h is what they share)
+ * expressions and names, emit_dims.c the C of symbolic dims; emit/emit.h is what they share)
  * ------------------------------------------------------------------------------------------- */
 
 typedef enum emit_mode {

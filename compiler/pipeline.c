@@ -125,6 +125,104 @@ void plan_dump(buf *b, const plan *p)
 
 /* ---- planning ---- */
 
+/* Whether node n's shape names a dim; in *outer_only, whether only its first axis does. */
+static bool symbolic_shape(const ir_node *n, bool *outer_only)
+{
+    bool any = false;
+    *outer_only = true;
+    for (int k = 0; k < n->rank; k++)
+        if (dim_is_sym(n->shape[k])) {
+            any = true;
+            *outer_only &= k == 0;
+        }
+    return any;
+}
+
+/* What the passes take of symbolic dims so far: every value's symbolic dim is its first axis
+ * (so that every stored tensor, row-major, has plain strides; a symbolic extent is a loop
+ * bound), and no view moves an offset by a symbolic amount. NEST_OK, or an error on f that
+ * names the value and says how to compile it at plain sizes. */
+static int check_symbolic(nest_function *f)
+{
+    int32_t *ids, nd;
+    if (ir_dims_of(f, &ids, &nd) != NEST_OK)
+        return f->status;
+    free(ids);
+    if (ir_uses_state(f))
+        return ir_error(f, NEST_ERR_ARG,
+                        "compiling %s: a function with state and symbolic dims is not compiled "
+                        "yet; nest_specialize or nestc --dim NAME=N give plain sizes",
+                        f->name);
+    for (int32_t i = 0; i < f->nnodes; i++) {
+        const ir_node *n = &f->nodes[i];
+        const ir_node *a = n->nin > 0 ? &f->nodes[ir_resolve(f, n->in[0])] : NULL;
+        bool outer, aouter, sym = n->etype != IR_TUPLE && symbolic_shape(n, &outer);
+        bool asym = a && a->etype != IR_TUPLE && symbolic_shape(a, &aouter);
+        const char *why = NULL;
+        if (sym && !outer)
+            why = "a symbolic dim other than the first axis";
+        else if (!sym && !asym)
+            continue;
+        else if (n->op == OP_PARAMETER && n->a.param.layout == NEST_COL_MAJOR)
+            why = "a column-major parameter";
+        else
+            switch (ir_kind_of(n)) {
+            case K_RESHAPE:
+                for (int k = 0; k < a->rank && !why; k++)
+                    if (n->a.order[k] != k)
+                        why = "a reshape with an axis order";
+                break;
+            case K_SLICE:
+                if (n->rank > 0 && dim_is_sym(n->a.slice.lower[0]))
+                    why = "a slice with a symbolic lower bound";
+                break;
+            case K_CONCAT:
+                if (n->a.axis == 0)
+                    why = "a concat along a symbolic axis";
+                break;
+            case K_REVERSE:
+                if (n->a.axes & 1u)
+                    why = "a reverse of a symbolic axis";
+                break;
+            case K_GATHER:
+                if (dim_is_sym(a->shape[n->a.axis]))
+                    why = "a gather along a symbolic axis";
+                break;
+            case K_PAD: why = "a pad"; break;
+            case K_REPLACE_SLICE: why = "a replace_slice"; break;
+            case K_ONE_HOT: why = "a one_hot"; break;
+            case K_TOPK: why = "a topk"; break;
+            case K_BATCH_DOT: why = "a batch_dot"; break;
+            case K_CONV: why = "a convolution"; break;
+            case K_POOL: why = "a pooling"; break;
+            default: break;
+            }
+        if (why) {
+            namer nm;
+            bool named = namer_init(&nm, f);
+            buf b = {0};
+            ir_format_type(&b, f, i);
+            char *t = buf_finish(&b);
+            ir_error(f, NEST_ERR_ARG,
+                     "compiling %s: %s (value %s: %s) with symbolic dims is not compiled yet; "
+                     "nest_specialize or nestc --dim NAME=N give plain sizes",
+                     f->name, why, named ? namer_name(&nm, i) : "?", t ? t : "?");
+            free(t);
+            namer_free(&nm);
+            return f->status;
+        }
+    }
+    for (int32_t i = 0; i < f->nresults; i++) {
+        bool outer;
+        if (f->result_layout[i] == NEST_COL_MAJOR && symbolic_shape(&f->nodes[f->results[i]], &outer))
+            return ir_error(f, NEST_ERR_ARG,
+                            "compiling %s: a column-major result with symbolic dims is not "
+                            "compiled yet; nest_specialize or nestc --dim NAME=N give plain sizes",
+                            f->name);
+    }
+    return NEST_OK;
+}
+
 int pipeline_plan(plan *p, nest_function *f, arena *a, const nest_options *opts,
                   const char *dump_after, buf *dump)
 {
@@ -135,6 +233,8 @@ int pipeline_plan(plan *p, nest_function *f, arena *a, const nest_options *opts,
     if (!f->has_return)
         return ir_error(f, NEST_ERR_ARG, "function %s has no results (nest_return was not called)",
                         f->name);
+    if (ir_is_symbolic(f) && check_symbolic(f) != NEST_OK)
+        return f->status;
     for (size_t i = 0; i < countof(passes); i++) {
         if (passes[i].run(p) != NEST_OK) {
             int st = p->status ? p->status : NEST_ERR_NOMEM;
@@ -480,8 +580,8 @@ char *pipeline_dot(nest_function *const *fns, int n, const nest_options *opts)
         int *parent = NULL;
         dot_marks m = {0, NULL, NULL, cluster, store};
         int st = cluster && store ? NEST_OK : ir_error(f, NEST_ERR_NOMEM, "out of memory");
-        /* a function without results has no plan: draw its graph alone */
-        bool planned = st == NEST_OK && f->has_return;
+        /* a function without results, or with symbolic dims, has no plan: its graph alone */
+        bool planned = st == NEST_OK && f->has_return && !ir_is_symbolic(f);
         if (planned)
             st = pipeline_plan(&p, f, &a, opts, NULL, NULL);
         if (st == NEST_OK && planned) {

@@ -136,14 +136,59 @@ static int load_onnx(const char *path, const cli_import *imp, cli_input *in)
     return 0;
 }
 
+/* --dim for a .nest file: each function whose symbolic dims are all given becomes its copy at
+ * those sizes (the others stay symbolic), and every --dim must name a dim of some function. */
+static int specialize(const cli_import *imp, cli_input *in)
+{
+    bool used[countof(imp->dims)] = {false};
+    in->spec = calloc((size_t)in->n + 1, sizeof *in->spec);
+    if (!in->spec) {
+        fprintf(stderr, "nestc: out of memory\n");
+        return EXIT_INPUT;
+    }
+    for (int i = 0; i < in->n; i++) {
+        nest_function *f = in->m->fns[i];
+        int nd = nest_dim_count(f);
+        int64_t vals[64];
+        if (nd > (int)countof(vals)) {
+            fprintf(stderr, "nestc: function %s has more than %d dims\n", nest_function_name(f),
+                    (int)countof(vals));
+            return EXIT_INPUT;
+        }
+        int k = 0;
+        for (; k < nd; k++) {
+            const char *name = nest_dim_name(f, k);
+            int j = 0;
+            while (j < imp->ndims && strcmp(imp->dims[j].name, name) != 0)
+                j++;
+            if (j == imp->ndims)
+                break; /* not all given: it stays symbolic, one kernel for every size */
+            used[j] = true;
+            vals[k] = imp->dims[j].value;
+        }
+        if (nd == 0 || k < nd) {
+            in->spec[i] = f;
+            continue;
+        }
+        in->spec[i] = nest_specialize(f, vals, nd);
+        if (!in->spec[i]) {
+            fprintf(stderr, "nestc: %s\n", nest_errmsg(f));
+            return EXIT_INPUT;
+        }
+    }
+    for (int j = 0; j < imp->ndims; j++)
+        if (!used[j])
+            return cli_usage_error("--dim %s: no function has that dim", imp->dims[j].name);
+    in->fns = in->spec;
+    return 0;
+}
+
 int cli_load(const char *path, const cli_import *imp, cli_input *in)
 {
     memset(in, 0, sizeof *in);
     size_t plen = strlen(path);
     if (plen > 5 && strcmp(path + plen - 5, ".onnx") == 0)
         return load_onnx(path, imp, in);
-    if (imp->ndims)
-        return cli_usage_error("--dim applies to ONNX models (FILE.onnx)");
     size_t len;
     char *src = read_all(path, &len);
     if (!src) {
@@ -165,6 +210,8 @@ int cli_load(const char *path, const cli_import *imp, cli_input *in)
     } else {
         in->fns = in->m->fns;
         in->n = in->m->nfns;
+        if (imp->ndims)
+            rc = specialize(imp, in);
     }
     free(src);
     return rc;
@@ -172,6 +219,10 @@ int cli_load(const char *path, const cli_import *imp, cli_input *in)
 
 void cli_input_free(cli_input *in)
 {
+    for (int i = 0; in->spec && i < in->n; i++)
+        if (in->spec[i] != in->m->fns[i])
+            nest_function_free(in->spec[i]);
+    free(in->spec);
     nest_module_free(in->m);
     nest_function_free(in->f);
     memset(in, 0, sizeof *in);

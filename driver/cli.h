@@ -32,7 +32,8 @@ int cli_usage_error(const char *fmt, ...)
  * error. */
 int cli_common_option(const char *arg, nest_options *o);
 
-/* The options of an ONNX import (--name NAME, --dim NAME=N ...). */
+/* The options of an input file (--name NAME, --dim NAME=N ...): for an ONNX model, its import;
+ * for a .nest file, the module's name and the sizes of its functions' symbolic dims. */
 typedef struct cli_import {
     const char *name;
     int ndims;
@@ -50,10 +51,12 @@ typedef struct cli_input {
     nest_function *f;     /* an ONNX model's */
     nest_function **fns;  /* in file order */
     int n;
+    nest_function **spec; /* with --dim, a .nest file's functions at those sizes (fns) */
 } cli_input;
 
 /* Reads an input file ("-" is standard input; a name ending in .onnx is an ONNX model, imported
- * with imp) into *in. On an error prints it (for a .nest file: file:line:col, the line and a
+ * with imp; a .nest file's functions with symbolic dims are specialized to imp's --dim sizes)
+ * into *in. On an error prints it (for a .nest file: file:line:col, the line and a
  * caret) and returns EXIT_INPUT (EXIT_USAGE for import options given to a .nest file); 0 on
  * success. The caller frees *in with cli_input_free, also after an error. */
 int cli_load(const char *path, const cli_import *imp, cli_input *in);

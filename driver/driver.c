@@ -28,6 +28,12 @@ struct nest_kernel {
     int32_t nconsts;
     int nparams, nresults;
     int64_t *counts;    /* elements of each parameter, then of each result */
+    /* a function with symbolic dims: the entry points by dims, and each parameter's and
+     * result's count as a polynomial of the dims (factors: their positions in dims) */
+    int ndims;
+    int (*call_ws_dims)(const int64_t *dims, void *const *args, void *const *results, void *ws);
+    size_t (*ws_size_dims)(const int64_t *dims);
+    dim_expr *count_exprs;
     int64_t *bytes;     /* ... and their sizes in bytes */
     char *name;
     bool cache_hit;
@@ -59,11 +65,68 @@ void nest_kernel_free(nest_kernel *k)
     free(k->ws);
     free(k->counts);
     free(k->bytes);
+    for (int i = 0; k->count_exprs && i < k->nparams + k->nresults; i++)
+        free(k->count_exprs[i].terms);
+    free(k->count_exprs);
     free(k->name);
     free(k->cache_note);
     if (call_err.k == k)
         call_err.k = NULL;
     free(k);
+}
+
+/* k->count_exprs: each parameter's and result's element count as a polynomial whose factors
+ * are positions in the dims array; false when out of memory. */
+static bool count_polys(nest_kernel *k, nest_function *f)
+{
+    int32_t *ids = NULL, nd = 0;
+    int32_t ne = dim_entry_count(f);
+    int *pos = calloc((size_t)ne + 1, sizeof *pos);
+    k->count_exprs = calloc((size_t)(f->nparams + f->nresults) + 1, sizeof *k->count_exprs);
+    if (!pos || !k->count_exprs || ir_dims_of(f, &ids, &nd) != NEST_OK) {
+        free(pos);
+        return false;
+    }
+    for (int32_t i = 0; i < nd; i++)
+        pos[ids[i]] = i;
+    k->ndims = nd;
+    bool ok = true;
+    for (int32_t i = 0; ok && i < f->nparams + f->nresults; i++) {
+        const ir_node *n = &f->nodes[i < f->nparams ? f->params[i] : f->results[i - f->nparams]];
+        int64_t c = ir_dims_count(f, n->rank, n->shape);
+        const dim_expr *e = dim_entry(f, c);
+        dim_expr *x = &k->count_exprs[i];
+        if (c == DIM_NONE) {
+            ok = false;
+        } else if (!e) { /* plain */
+            x->terms = calloc(1, sizeof *x->terms);
+            ok = x->terms != NULL;
+            if (ok && c != 0) {
+                x->nterms = 1;
+                x->terms[0].coef = c;
+            }
+        } else {
+            x->terms = calloc((size_t)e->nterms + 1, sizeof *x->terms);
+            ok = x->terms != NULL;
+            for (int t = 0; ok && t < e->nterms; t++) {
+                x->terms[t] = e->terms[t];
+                for (int j = 0; j < e->terms[t].nf; j++)
+                    x->terms[t].f[j] = pos[e->terms[t].f[j]];
+            }
+            x->nterms = ok ? e->nterms : 0;
+        }
+    }
+    free(ids);
+    free(pos);
+    return ok;
+}
+
+/* The value of a count polynomial at dims, saturating at INT64_MAX (the kernel's own check
+ * refuses such sizes; here it only has to be positive). */
+static int64_t count_at(const dim_expr *x, const int64_t *dims)
+{
+    int64_t s;
+    return dim_terms_eval(x->terms, x->nterms, dims, &s) == NEST_OK ? s : INT64_MAX;
 }
 
 nest_kernel *nest_compile(nest_function *f, const nest_options *opts)
@@ -103,6 +166,8 @@ nest_kernel *nest_compile(nest_function *f, const nest_options *opts)
         k->counts[i] = ir_count(n);
         k->bytes[i] = k->counts[i] * (int64_t)nest_type_size((nest_type)n->etype);
     }
+    if (ir_is_symbolic(f) && !count_polys(k, f))
+        goto nomem;
     k->nconsts = info.nconsts;
     for (int32_t i = 0; i < info.nconsts; i++) {
         const ir_node *n = &f->nodes[info.const_nodes[i]];
@@ -130,6 +195,20 @@ nest_kernel *nest_compile(nest_function *f, const nest_options *opts)
     if (note[0] && !(k->cache_note = strdup(note)))
         goto nomem;
     char sym[IR_MAX_NAME + 32];
+    if (k->count_exprs) {
+        snprintf(sym, sizeof sym, "%s_call_ws_dims", f->name);
+        void *e1 = rt_code_symbol(k->code, sym);
+        snprintf(sym, sizeof sym, "%s_workspace_size_dims", f->name);
+        void *e2 = rt_code_symbol(k->code, sym);
+        if (!e1 || !e2) {
+            ir_error(f, NEST_ERR_COMPILE, "compiling %s: the entry point %s is missing", f->name,
+                     sym);
+            goto fail;
+        }
+        memcpy(&k->call_ws_dims, &e1, sizeof e1);
+        memcpy(&k->ws_size_dims, &e2, sizeof e2);
+        goto entered;
+    }
     snprintf(sym, sizeof sym, k->ws ? "%s_call_ws" : "%s_call", f->name);
     void *entry = rt_code_symbol(k->code, sym);
     if (!entry) {
@@ -145,6 +224,7 @@ nest_kernel *nest_compile(nest_function *f, const nest_options *opts)
         memcpy(&k->call_ws, &entry, sizeof entry);
     else
         memcpy(&k->call, &entry, sizeof entry);
+entered:
     if (info.nconsts > 0) {
         snprintf(sym, sizeof sym, "nest_consts_%s", f->name);
         const void **table = rt_code_symbol(k->code, sym);
@@ -207,8 +287,16 @@ static int run_with_workspace(nest_kernel *k, void *st, void *const *args, void 
 }
 
 /* The checks of nest_call and nest_call_state: counts, NULL and aliased arrays. */
+static int check_counts(nest_kernel *k, const int64_t *counts, void *const *args, int nargs,
+                        void *const *results, int nresults);
 static int check_call(nest_kernel *k, void *const *args, int nargs, void *const *results,
                       int nresults)
+{
+    return check_counts(k, k->counts, args, nargs, results, nresults);
+}
+
+static int check_counts(nest_kernel *k, const int64_t *counts, void *const *args, int nargs,
+                        void *const *results, int nresults)
 {
     if (nargs != k->nparams || nresults != k->nresults)
         return call_error(k, NEST_ERR_CALL,
@@ -218,19 +306,19 @@ static int check_call(nest_kernel *k, void *const *args, int nargs, void *const 
     if ((nargs && !args) || (nresults && !results))
         return call_error(k, NEST_ERR_CALL, "%s: the argument or result list is NULL", k->name);
     for (int i = 0; i < nargs; i++)
-        if (!args[i] && k->counts[i] > 0)
+        if (!args[i] && counts[i] > 0)
             return call_error(k, NEST_ERR_CALL, "%s: argument %d is NULL", k->name, i + 1);
     for (int i = 0; i < nresults; i++) {
-        if (!results[i] && k->counts[nargs + i] > 0)
+        if (!results[i] && counts[nargs + i] > 0)
             return call_error(k, NEST_ERR_CALL, "%s: result %d is NULL", k->name, i + 1);
         for (int j = 0; j < nargs; j++)
-            if (results[i] && results[i] == args[j] && k->counts[nargs + i] > 0)
+            if (results[i] && results[i] == args[j] && counts[nargs + i] > 0)
                 return call_error(k, NEST_ERR_CALL,
                                   "%s: result %d is the array of argument %d (results must be "
                                   "distinct arrays)",
                                   k->name, i + 1, j + 1);
         for (int j = 0; j < i; j++)
-            if (results[i] && results[i] == results[j] && k->counts[nargs + i] > 0)
+            if (results[i] && results[i] == results[j] && counts[nargs + i] > 0)
                 return call_error(k, NEST_ERR_CALL, "%s: results %d and %d are the same array",
                                   k->name, j + 1, i + 1);
     }
@@ -257,11 +345,74 @@ int nest_call(nest_kernel *k, void *const *args, int nargs, void *const *results
 {
     if (!k)
         return NEST_ERR_ARG;
+    if (k->count_exprs)
+        return call_error(k, NEST_ERR_CALL, "%s has symbolic dims: call it with nest_call_dims",
+                          k->name);
     if (k->state)
         return call_error(k, NEST_ERR_CALL,
                           "%s reads or assigns state: call it with nest_call_state", k->name);
     int st = check_call(k, args, nargs, results, nresults);
     return st != NEST_OK ? st : run(k, NULL, args, results);
+}
+
+int nest_call_dims(nest_kernel *k, const int64_t *dims, int ndims, void *const *args, int nargs,
+                   void *const *results, int nresults)
+{
+    if (!k)
+        return NEST_ERR_ARG;
+    if (!k->count_exprs && ndims == 0)
+        return nest_call(k, args, nargs, results, nresults);
+    if (ndims != k->ndims || (ndims > 0 && !dims))
+        return call_error(k, NEST_ERR_CALL, "%s takes %d dim%s; given %d", k->name, k->ndims,
+                          k->ndims == 1 ? "" : "s", ndims);
+    for (int i = 0; i < ndims; i++)
+        if (dims[i] < 0)
+            return call_error(k, NEST_ERR_CALL, "%s: dim %d is negative (%lld)", k->name, i + 1,
+                              (long long)dims[i]);
+    /* the arrays' counts at these sizes, for the checks of NULL and aliased arrays (on the
+     * stack for up to 32 of them: small calls pay no allocation) */
+    int64_t small[32] = {0};
+    size_t nc = (size_t)k->nparams + (size_t)k->nresults;
+    int64_t *counts = nc <= 32 ? small : malloc(nc * sizeof *counts);
+    if (!counts)
+        return call_error(k, NEST_ERR_NOMEM, "%s: out of memory", k->name);
+    for (size_t i = 0; i < nc; i++)
+        counts[i] = count_at(&k->count_exprs[i], dims);
+    int st = check_counts(k, counts, args, nargs, results, nresults);
+    if (counts != small)
+        free(counts);
+    if (st != NEST_OK)
+        return st;
+    size_t size = k->ws_size_dims(dims);
+    int rc;
+    bool idle = false;
+    if (atomic_compare_exchange_strong(&k->ws_busy, &idle, true)) {
+        /* the kernel's workspace, grown to the largest size called so far */
+        if (size > k->ws_size) {
+            void *ws = aligned_alloc(64, (size + 63) & ~(size_t)63);
+            if (ws) {
+                free(k->ws);
+                k->ws = ws;
+                k->ws_size = size;
+            }
+        }
+        rc = size > k->ws_size ? -1 : k->call_ws_dims(dims, args, results, k->ws);
+        atomic_store(&k->ws_busy, false);
+    } else {
+        void *ws = aligned_alloc(64, (size + 63) & ~(size_t)63 ? (size + 63) & ~(size_t)63 : 64);
+        rc = ws ? k->call_ws_dims(dims, args, results, ws) : -1;
+        free(ws);
+    }
+    if (rc < 0)
+        return call_error(k, NEST_ERR_NOMEM, "%s: out of memory for a workspace of %zu bytes",
+                          k->name, size);
+    if (rc != 0)
+        return call_error(k, NEST_ERR_CALL,
+                          "%s: the sizes do not fit its shapes (a dim expression overflows, a "
+                          "shape passes the limit of 2^62 bytes, or a slice bound passes its "
+                          "axis)",
+                          k->name);
+    return NEST_OK;
 }
 
 int nest_call_state(nest_kernel *k, nest_state *st, void *const *args, int nargs,

@@ -34,7 +34,8 @@ static const char run_usage[] =
     "                     for f64), integers and bool not at all; a difference fails the run\n"
     "  --interp           run the reference interpreter instead of compiled code\n"
     "  --name=NAME, --dim NAME=N\n"
-    "                     for an ONNX model, as for compiling (nestc --help)\n"
+    "                     as for compiling (nestc --help): --dim gives the sizes of symbolic\n"
+    "                     dims\n"
     "  -O0 .. -O3, --march=CPU, --no-openmp, --no-fuse, --no-cache, -v\n"
     "                     as for compiling (nestc --help); -v also shows where inputs come from\n"
     "\n"
@@ -729,8 +730,15 @@ int run_main(int argc, char **argv)
         rc = cli_load(r.file, &r.imp, &in);
     if (rc == 0) {
         nest_function *f = choose(&in, &r, &rc);
-        if (f)
+        if (f && nest_dim_count(f) > 0) {
+            fprintf(stderr, "nestc: function %s has symbolic dims (", nest_function_name(f));
+            for (int i = 0; i < nest_dim_count(f); i++)
+                fprintf(stderr, "%s%s", i ? ", " : "", nest_dim_name(f, i));
+            fprintf(stderr, "): give each its size with --dim NAME=SIZE\n");
+            rc = EXIT_USAGE;
+        } else if (f) {
             rc = run_function(f, &r);
+        }
     }
     cli_input_free(&in);
     for (int i = 0; i < r.nin; i++)

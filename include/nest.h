@@ -117,6 +117,29 @@ void nest_clear_error(nest_function *f);
 /* The function's name; it belongs to the handle. */
 const char *nest_function_name(const nest_function *f);
 
+/* Symbolic dimensions. nest_named_dim returns the dim named `name` of f (declared on first use; the
+ * name follows the rules of value names): a negative int64_t that any shape or attribute of f
+ * may hold where a size goes, so that one function serves every size (nest_parameter(f, "x",
+ * NEST_F32, 2, (int64_t[]){nest_named_dim(f, "N"), 256}, NEST_ROW_MAJOR)). nest_dim_add and
+ * nest_dim_mul derive dims (N*64, N+1) from dims and integers. A name stands for one size
+ * everywhere in f; the type rules compare dims by their expression (N*64 is 64*N; N and M
+ * differ). On an error these return NEST_DIM_NONE, which every builder refuses, with the error
+ * kept on f. A function's dims are the names its parameters' shapes use, in order of first
+ * appearance; every name must appear there. nest_value_shape gives symbolic dims as these
+ * negative values. */
+#define NEST_DIM_NONE INT64_MIN
+int64_t nest_named_dim(nest_function *f, const char *name);
+int64_t nest_dim_add(nest_function *f, int64_t a, int64_t b);
+int64_t nest_dim_mul(nest_function *f, int64_t a, int64_t b);
+/* How many dims f takes, and the name of dim i (it belongs to f; NULL when out of range). */
+int nest_dim_count(const nest_function *f);
+const char *nest_dim_name(const nest_function *f, int i);
+/* A copy of f with its dims given (dims[i] the size of nest_dim_name(f, i)): every shape plain,
+ * every type rule checked again with the sizes (a negative size, an overflow or a slice out of
+ * bounds is NEST_ERR_ARG or NEST_ERR_TYPE kept on f). The caller frees it with
+ * nest_function_free; a module function's copy reads and assigns the same state. */
+nest_function *nest_specialize(nest_function *f, const int64_t *dims, int ndims);
+
 /* Adds a parameter; parameters are numbered in the order they are added. `name` follows the
  * rules of nest_function_new and must be unique among the parameters; `shape` has `rank`
  * entries (rank 0 is a scalar; dims may be 0). Column-major parameters are read in place. */
@@ -560,6 +583,10 @@ nest_function *nest_import_onnx_mem(const void *data, size_t len, const nest_onn
 int nest_evaluate(nest_function *f, void *const *args, int nargs, void *const *results,
                   int nresults);
 
+/* nest_evaluate for a function with symbolic dims, at the sizes dims (as nest_specialize). */
+int nest_evaluate_dims(nest_function *f, const int64_t *dims, int ndims, void *const *args,
+                       int nargs, void *const *results, int nresults);
+
 /* nest_evaluate for a function that reads or assigns state (nest_evaluate refuses those): reads
  * see st's values, and st takes the assigned values when the call returns. st must fit f's
  * module (NEST_ERR_CALL otherwise), and no argument or result array may be one of st's
@@ -611,6 +638,13 @@ int nest_call(nest_kernel *k, void *const *args, int nargs, void *const *results
 /* nest_call for a kernel whose function reads or assigns state (nest_call refuses those): as
  * nest_evaluate_state. Kernels of one module may share a state object; calls with one state
  * object must not overlap. */
+/* nest_call for a kernel of a function with symbolic dims (nest_call refuses those): dims[i]
+ * is the size of nest_dim_name(f, i). One kernel serves every size. A negative size, or sizes
+ * whose shapes overflow or put a slice out of bounds, are NEST_ERR_CALL, and nothing is
+ * written. A kernel without symbolic dims takes ndims 0. */
+int nest_call_dims(nest_kernel *k, const int64_t *dims, int ndims, void *const *args, int nargs,
+                   void *const *results, int nresults);
+
 int nest_call_state(nest_kernel *k, nest_state *st, void *const *args, int nargs,
                     void *const *results, int nresults);
 

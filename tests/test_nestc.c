@@ -486,6 +486,57 @@ static void test_run_errors(void **state)
     free(err);
 }
 
+/* --dim gives the sizes of a .nest file's symbolic dims: the function is compiled (and run) at
+ * those sizes; a missing, unknown or negative size is a usage error. */
+static void test_cli_dims(void **state)
+{
+    (void)state;
+    static const char text[] = "func sq(x: f32[N,2]) -> f32[N,2] {\n"
+                               "  return multiply(x, x)\n"
+                               "}\n";
+    write_file("sym.nest", text, strlen(text));
+    char *out, *err;
+    assert_int_equal(run_nestc("--emit=ir D/sym.nest", NULL, &out, &err), 0);
+    assert_non_null(strstr(out, "func sq(x: f32[N,2]) -> f32[N,2]"));
+    free(out);
+    free(err);
+    /* one function for every N: the dims come first */
+    assert_int_equal(run_nestc("--emit=c D/sym.nest", NULL, &out, &err), 0);
+    assert_non_null(strstr(out, "int sq(int64_t N, const float *restrict x, float *restrict"));
+    assert_non_null(strstr(out, "int sq_call_dims(const int64_t *dims"));
+    free(out);
+    free(err);
+    assert_int_equal(run_nestc("--dim N=3 --emit=h D/sym.nest", NULL, &out, &err), 0);
+    assert_non_null(strstr(out, "sq(x: f32[3,2]) -> f32[3,2]"));
+    free(out);
+    free(err);
+    assert_int_equal(run_nestc("--dim N=3 --dim M=2 --emit=c D/sym.nest", NULL, &out, &err), 2);
+    assert_non_null(strstr(err, "--dim M: no function has that dim"));
+    free(out);
+    free(err);
+    assert_int_equal(run_nestc("--dim N=-1 --emit=c D/sym.nest", NULL, &out, &err), 2);
+    free(out);
+    free(err);
+    static const char two[] = "func f(x: f32[N], y: f32[M]) -> f32[N] {\n  return x\n}\n";
+    write_file("two.nest", two, strlen(two));
+    /* a function whose dims are not all given stays symbolic; running it needs them all */
+    assert_int_equal(run_nestc("--dim N=3 --emit=h D/two.nest", NULL, &out, &err), 0);
+    assert_non_null(strstr(out, "int f(int64_t N, int64_t M, const float *x"));
+    free(out);
+    free(err);
+    assert_int_equal(run_nestc("run D/two.nest --dim N=3 --random", NULL, &out, &err), 2);
+    assert_non_null(strstr(err, "function f has symbolic dims (N, M): give each its size with "
+                                "--dim NAME=SIZE"));
+    free(out);
+    free(err);
+    /* run at N = 4, the values checked against the reference interpreter */
+    assert_int_equal(run_nestc("run D/sym.nest --dim N=4 --random --check", NULL, &out, &err), 0);
+    assert_non_null(strstr(out, "sq.0: f32[4,2]"));
+    assert_non_null(strstr(out, "matches the reference interpreter"));
+    free(out);
+    free(err);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -497,6 +548,7 @@ int main(void)
         cmocka_unit_test(test_run_values),
         cmocka_unit_test(test_run_check_tolerance),
         cmocka_unit_test(test_run_errors),
+        cmocka_unit_test(test_cli_dims),
     };
     return cmocka_run_group_tests(tests, cli_setup, cli_teardown);
 }

@@ -90,6 +90,7 @@ static const char *const files[] = {
     "tests/corpus/parse/ops.nest", "tests/corpus/parse/tuples.nest",
     "tests/corpus/parse/consts.nest", "tests/corpus/parse/rows.nest",
     "tests/corpus/parse/state.nest",
+    "tests/corpus/parse/dims_batch.nest",
 };
 
 static nest_module *parse_file(const char *path)

@@ -1007,13 +1007,16 @@ static void test_errors_types_and_dims(void **state)
         E("func f(x: float[4]) -> f32[4] {}", SYNTAX, 1, 11, "found 'float'"),
         E("func f(x: f32) -> f32[4] {}", SYNTAX, 1, 14, "expected '[', found ')'"),
         E("func f(x: f32[4,]) -> f32[4] {}", SYNTAX, 1, 17,
-          "expected a dimension (a non-negative integer), found ']'"),
+          "expected a dimension (a non-negative integer or a dim name), found ']'"),
         E("func f(x: f32[,4]) -> f32[4] {}", SYNTAX, 1, 15, "expected a dimension"),
         E("func f(x: f32[-1]) -> f32[4] {}", SYNTAX, 1, 15, "a dimension cannot be negative"),
         E("func f(x: f32[1e3]) -> f32[4] {}", SYNTAX, 1, 15,
-          "expected a dimension (a non-negative integer), found '1e3'"),
+          "expected a dimension (a non-negative integer or a dim name), found '1e3'"),
         E("func f(x: f32[4.0]) -> f32[4] {}", SYNTAX, 1, 15, "found '4.0'"),
-        E("func f(x: f32[n]) -> f32[4] {}", SYNTAX, 1, 15, "found 'n'"),
+        /* a name is a dim when a parameter's shape declares it */
+        E("func f() -> f32[n] {}", SYNTAX, 1, 17, "n is not a dim of the parameters' shapes"),
+        E("func f(x: f32[n+]) -> f32[4] {}", SYNTAX, 1, 17, "found ']'"),
+        E("func f(x: f32[f32]) -> f32[4] {}", SYNTAX, 1, 15, "'f32' is an element type"),
         E("func f(x: f32[[4]]) -> f32[4] {}", SYNTAX, 1, 15, "found '['"),
         E("func f(x: f32[12abc]) -> f32[4] {}", SYNTAX, 1, 17, "malformed number"),
         /* 2^63 does not fit an int64 */
@@ -1178,7 +1181,7 @@ static void test_errors_attributes(void **state)
         E(H "  z = sum(x, axes=0)" T, SYNTAX, 2, 19, "expected '[', found '0'"),
         E(H "  z = sum(x, axes=[0.5])" T, SYNTAX, 2, 20, "expected an integer, found '0.5'"),
         E(H "  z = sum(x, axes=[-1])" T, SYNTAX, 2, 21, "axes entries cannot be negative"),
-        E(H "  z = broadcast(x, shape=[-4], axes=[])" T, SYNTAX, 2, 28, "shape entries cannot be negative"),
+        E(H "  z = broadcast(x, shape=[-4], axes=[])" T, SYNTAX, 2, 27, "shape entries cannot be negative"),
         E(H "  z = sum(x, axes=[99999999999999999999])" T, SYNTAX, 2, 20,
           "integer 99999999999999999999 is too large"),
         E(H "  z = concat(x, x, axis=-1)" T, SYNTAX, 2, 25, "axis cannot be negative"),
@@ -1353,7 +1356,7 @@ static void test_errors_numbers(void **state)
         E(F "  z = constant(f32[], 1..2)\n", SYNTAX, 2, 25, "malformed number"),
         E(F "  z = constant(f32[], 1e5e5)\n", SYNTAX, 2, 26, "malformed number"),
         E(F "  z = constant(f32[], .)\n", SYNTAX, 2, 23, "unexpected character '.'"),
-        E(F "  z = constant(f32[], +1)\n", SYNTAX, 2, 23, "unexpected character '+'"),
+        E(F "  z = constant(f32[], +1)\n", SYNTAX, 2, 23, "found '+'"),
     };
     check_cases(cases);
 

@@ -6,6 +6,7 @@
  *   emit_loops.c  loop nests: levels, folds, parallel chunks, tiled products, row groups
  *   emit_c.c      functions: entry points, constants, the header's declarations
  *   emit_conv.c   convolutions and pools: their kernels, copies of the input, tiles and stores
+ *   emit_dims.c   symbolic dims: the check of given sizes, temporaries placed at run time
  */
 #ifndef NEST_EMIT_H
 #define NEST_EMIT_H
@@ -48,7 +49,8 @@ enum {
     H_TOPK = H_TAKE + 1,   /* + element type (f32, f64, i32, i64): topk of a row */
     H_VEC = H_TOPK + 4,    /* + 3 * (f64) + (16, 32, 64 vector bytes): vector types (conv.c) */
     H_CONTRACT = H_VEC + 6, /* NEST_CONTRACT: multiply-adds fused by gcc in ISO C mode too */
-    H_COUNT = H_CONTRACT + 1,
+    H_DIMS = H_CONTRACT + 1, /* the checked arithmetic of symbolic dims (emit_dims.c) */
+    H_COUNT = H_DIMS + 1,
 };
 
 /* An int per expression node, by id (walk.c's dense ids), growing with the plan's nodes; new
@@ -123,6 +125,10 @@ typedef struct ctx {
     int32_t *st_index;                /* the state tensor */
     bool *st_written;                 /* assigned by the function */
     const char *stn;                  /* the wrappers' name of the state pointer ("st") */
+    /* symbolic dims (emit_c.c) */
+    const char **dimname;             /* per entry of the function's dim table: a name's C name */
+    int32_t *dimabi;                  /* the entries of the dims, in the order of the ABI */
+    int ndims;
 } ctx;
 
 typedef struct valref {
@@ -162,6 +168,25 @@ void em_names_free(names *ns);
 char *em_finish(ctx *c, buf *t);
 /* One line of C at the context's indentation. */
 void em_line(ctx *c, const char *fmt, ...) FORMAT(2, 3);
+/* A dim as C: the integer, or the expression of the function's dims (their C names); em_dim_text
+ * the same in a string of the emission (freed by the caller; NULL fails the emission). */
+void em_dim(ctx *c, buf *b, int64_t d);
+char *em_dim_text(ctx *c, int64_t d);
+
+/* emit_dims.c */
+/* The C names of the function's dims (c->dimname, c->dimabi, c->ndims) after its own names;
+ * false when out of memory. em_dims_free releases them. */
+bool em_dims_init(ctx *c);
+void em_dims_free(ctx *c);
+/* "int64_t N, int64_t M" (from NULL), or "dims[0], dims[1]" (from "dims"), into b. */
+void em_dims_params(ctx *c, buf *b, const char *from);
+/* Whether a plan with symbolic dims needs a workspace (static or placed at run time). */
+bool em_dims_have_ws(const plan *p);
+/* The statements at the start of NAME_impl that place the temporaries of symbolic sizes. */
+void em_dims_offsets(ctx *c);
+/* The static function nest_NAME_dims(const int64_t *dims): -1 when the sizes do not fit, else
+ * the bytes of workspace they need. */
+void em_dims_check(ctx *c);
 void em_literal(buf *b, int etype, const fx *e);
 /* The index of element (vars) of a strided view: off + sum(var_k * st_k). */
 void em_index(ctx *c, buf *b, int32_t bufi, int64_t off, const int64_t *st, int rank);

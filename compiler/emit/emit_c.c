@@ -109,6 +109,10 @@ static void param_list(ctx *c, buf *b, bool with_restrict, bool with_ws, bool wi
     const nest_function *f = c->f;
     const char *r = with_restrict ? "restrict " : "";
     bool any = false;
+    if (c->dimname && c->ndims > 0) { /* symbolic dims first */
+        em_dims_params(c, b, NULL);
+        any = true;
+    }
     if (st_first) {
         buf_printf(b, "%s_state *%s", f->module->name, c->stn);
         any = true;
@@ -147,6 +151,10 @@ static void call_args(ctx *c, buf *b, const char *ws, const char *args, const ch
     bool any = st_first;
     if (st_first)
         buf_puts(b, c->stn);
+    if (c->dimname && c->ndims > 0) {
+        em_dims_params(c, b, "dims");
+        any = true;
+    }
     for (int32_t i = 0; i < f->nparams; i++) {
         buf_printf(b, "%s(const %s *)%s[%d]", any ? ", " : "",
                    em_ctype(f->nodes[f->params[i]].etype), args, i);
@@ -373,7 +381,7 @@ static void emit_nests(ctx *c, buf *defs, buf *direct)
         } else {
             em_nest(c, k);
         }
-        if (nests.len >= EMIT_PART_BYTES)
+        if (nests.len >= EMIT_PART_BYTES && !c->dimname) /* parts would need the dims */
             flush_part(c, defs, &calls, &nests);
     }
     if (c->part > 1 && nests.len > 0)
@@ -384,6 +392,103 @@ static void emit_nests(ctx *c, buf *defs, buf *direct)
     buf_reset(&nests);
     buf_reset(&calls);
     c->b = out;
+}
+
+/* The entry points of a function with symbolic dims (its sizes first, checked before anything
+ * is written): NAME(int64_t N, ..., arrays), NAME_call_dims, NAME_workspace_size_dims and
+ * NAME_call_ws_dims. */
+static void dims_entries(ctx *c, const char **abi, bool ws)
+{
+    const nest_function *f = c->f;
+    const char *name = f->name;
+    buf ca = {0};
+    em_line(c, "size_t %s_workspace_size_dims(const int64_t *dims)", name);
+    em_line(c, "{");
+    em_line(c, "    int64_t n = nest_%s_dims(dims);", name);
+    em_line(c, "    return n < 0 ? 0 : (size_t)n;");
+    em_line(c, "}");
+    em_line(c, "%s", "");
+    call_args(c, &ca, ws ? "(unsigned char *)workspace" : NULL, "args", "results", false, false);
+    char *a = em_finish(c, &ca);
+    em_line(c, "int %s_call_ws_dims(const int64_t *dims, void *const *args, void *const *results, "
+               "void *workspace)",
+            name);
+    em_line(c, "{");
+    if (f->nparams == 0)
+        em_line(c, "    (void)args;");
+    if (f->nresults == 0)
+        em_line(c, "    (void)results;");
+    if (!ws)
+        em_line(c, "    (void)workspace;");
+    em_line(c, "    if (nest_%s_dims(dims) < 0)", name);
+    em_line(c, "        return 1;");
+    em_line(c, "    return %s_impl(%s);", name, a ? a : "");
+    em_line(c, "}");
+    em_line(c, "%s", "");
+    free(a);
+    /* NAME(sizes, arrays) and NAME_call_dims(dims, args, results): they allocate the workspace */
+    for (int by_arrays = 0; by_arrays < 2; by_arrays++) {
+        buf pl = {0};
+        const char **save = c->bufname;
+        c->bufname = abi;
+        if (by_arrays)
+            call_args(c, &pl, ws ? "ws" : NULL, "args", "results", false, false);
+        else
+            param_list(c, &pl, true, false, false, false);
+        char *ps = em_finish(c, &pl);
+        if (by_arrays) {
+            em_line(c, "int %s_call_dims(const int64_t *dims, void *const *args, "
+                       "void *const *results)",
+                    name);
+        } else {
+            em_line(c, "int %s(%s)", name, ps ? ps : "");
+            buf d = {0};
+            em_dims_params(c, &d, NULL);
+            char *ds = em_finish(c, &d);
+            /* "int64_t N, int64_t M" -> "N, M" */
+            buf dv = {0};
+            for (int i = 0; i < c->ndims; i++)
+                buf_printf(&dv, "%s%s", i ? ", " : "", c->dimname[c->dimabi[i]]);
+            char *dvs = em_finish(c, &dv);
+            free(ds);
+            buf cl = {0};
+            buf_printf(&cl, "%s", dvs ? dvs : "");
+            for (int32_t i = 0; i < f->nparams + f->nresults; i++)
+                buf_printf(&cl, ", %s", abi[i]);
+            if (ws)
+                buf_puts(&cl, ", ws");
+            free(ps);
+            ps = em_finish(c, &cl);
+            em_line(c, "{");
+            em_line(c, "    const int64_t dims[%d] = {%s};", c->ndims, dvs ? dvs : "0");
+            free(dvs);
+        }
+        c->bufname = save;
+        if (by_arrays) {
+            em_line(c, "{");
+            if (f->nparams == 0)
+                em_line(c, "    (void)args;");
+            if (f->nresults == 0)
+                em_line(c, "    (void)results;");
+        }
+        em_line(c, "    int64_t n = nest_%s_dims(dims);", name);
+        em_line(c, "    if (n < 0)");
+        em_line(c, "        return 1;");
+        if (ws) {
+            em_line(c, "    unsigned char *ws = malloc(n > 0 ? (size_t)n : 1);");
+            em_line(c, "    int rc;");
+            em_line(c, "    if (!ws)");
+            em_line(c, "        return 1;");
+            em_line(c, "    rc = %s_impl(%s);", name, ps ? ps : "");
+            em_line(c, "    free(ws);");
+            em_line(c, "    return rc;");
+        } else {
+            em_line(c, "    return %s_impl(%s);", name, ps ? ps : "");
+        }
+        em_line(c, "}");
+        em_line(c, "%s", "");
+        free(ps);
+    }
 }
 
 void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
@@ -416,6 +521,10 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
     }
     /* buffers of parameters, results and state: their C names, in ABI order (bufname is indexed
      * by plan buffer; param i and result i are looked up below) */
+    if (ir_is_symbolic(f) && !em_dims_init(&c)) {
+        b->failed = true;
+        goto out;
+    }
     abi = abi_names(&c);
     if (!abi) {
         b->failed = true;
@@ -433,7 +542,7 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
                     c.bufname[bi] = abi[f->nparams + f->nresults + i];
     }
     emit_constants(&c);
-    bool ws = p->ws_size > 0, state = c.nst > 0;
+    bool ws = c.dimname ? em_dims_have_ws(p) : p->ws_size > 0, state = c.nst > 0;
     const char *sp = state ? f->module->name : NULL;
     int folds = 0;
     for (int32_t k = 0; k < p->nnests; k++)
@@ -453,6 +562,8 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
             c.bufname[bi] = name;
         }
     }
+    if (c.dimname)
+        em_dims_offsets(&c);
     c.b = &direct;
     emit_nests(&c, &defs, &direct);
     c.b = b;
@@ -460,6 +571,8 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
     b->failed |= consts.failed | defs.failed | direct.failed;
     em_window_kernels(&c); /* before the parts that call them */
     buf_write(b, defs.data ? defs.data : "", defs.len);
+    if (c.dimname)
+        em_dims_check(&c);
 
     /* the body is the static NAME_impl, which every entry point calls: a call to the exported
      * NAME from inside a shared object could reach another library's function of that name
@@ -502,6 +615,10 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
     c.indent--;
     em_line(&c, "}");
     em_line(&c, "%s", "");
+    if (c.dimname) {
+        dims_entries(&c, abi, ws);
+        goto out;
+    }
 
     buf ca = {0};
     if (ws) {
@@ -590,6 +707,7 @@ out:
     em_id_ints_free(&c.hoisted);
     em_id_ints_free(&c.refbody);
     em_id_ints_free(&c.refidx);
+    em_dims_free(&c);
     em_names_free(&c.fn);
     namer_free(&c.nm);
 }
@@ -613,6 +731,33 @@ void emit_header_decls(buf *b, const plan *p)
         free(c.st_written);
         b->failed = true;
         return;
+    }
+    if (ir_is_symbolic(f)) {
+        if (!em_dims_init(&c)) {
+            b->failed = true;
+        } else {
+            buf dn = {0};
+            for (int i = 0; i < c.ndims; i++)
+                buf_printf(&dn, "%s%s", i ? ", " : "", c.dimname[c.dimabi[i]]);
+            char *dns = em_finish(&c, &dn);
+            c.bufname = names_;
+            signature_comment(&c);
+            em_line(&c, "/* symbolic dims, in this order: %s */", dns ? dns : "");
+            free(dns);
+            buf pl = {0};
+            param_list(&c, &pl, false, false, false, false);
+            char *ps = em_finish(&c, &pl);
+            em_line(&c, "int %s(%s);", f->name, ps ? ps : "");
+            free(ps);
+            em_line(&c, "int %s_call_dims(const int64_t *dims, void *const *args, "
+                        "void *const *results);", f->name);
+            em_line(&c, "size_t %s_workspace_size_dims(const int64_t *dims);", f->name);
+            em_line(&c, "int %s_call_ws_dims(const int64_t *dims, void *const *args, "
+                        "void *const *results, void *workspace);", f->name);
+            em_line(&c, "%s", "");
+        }
+        em_dims_free(&c);
+        goto out;
     }
     bool state = c.nst > 0;
     const char *sp = state ? f->module->name : "";
@@ -642,6 +787,7 @@ void emit_header_decls(buf *b, const plan *p)
                 f->name, pre);
     }
     em_line(&c, "%s", "");
+out:
     if (c.fn.oom)
         b->failed = true;
     free(names_);

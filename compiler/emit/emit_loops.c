@@ -166,6 +166,13 @@ static void emit_range(ctx *c, int lvl, int64_t lo, int64_t hi, fx **vals)
 {
     const nest *ne = c->ne;
     bounds bs = {.axis = lvl, .lo = lo, .hi = hi};
+    if (!(c->concat_axes & (1u << lvl)) && dim_is_sym(hi)) { /* a symbolic extent: from 0 */
+        char *h = em_dim_text(c, hi);
+        if (h)
+            emit_loop(c, lvl, "0", h, -1, vals);
+        free(h);
+        return;
+    }
     if (!(c->concat_axes & (1u << lvl))) { /* no concat splits this loop */
         if (lo < hi) {
             char l[32], h[32];
@@ -220,9 +227,22 @@ static void emit_range(ctx *c, int lvl, int64_t lo, int64_t hi, fx **vals)
 
 static void omp_parallel_for(ctx *c)
 {
+    /* a nest with a symbolic extent decides at run time: in parallel from PAR_MIN elements */
+    buf w = {0};
+    bool sym = false;
+    for (int k = 0; c->ne && k < c->ne->rank; k++)
+        sym |= dim_is_sym(c->ne->dims[k]);
+    for (int k = 0; sym && k < c->ne->rank; k++) {
+        buf_puts(&w, k ? " * " : " if(");
+        em_dim(c, &w, c->ne->dims[k]);
+    }
+    if (sym)
+        buf_printf(&w, " >= %lld)", (long long)PAR_MIN);
+    char *ws = em_finish(c, &w);
     em_line(c, "#ifdef _OPENMP");
-    em_line(c, "#pragma omp parallel for schedule(static)");
+    em_line(c, "#pragma omp parallel for schedule(static)%s", ws ? ws : "");
     em_line(c, "#endif");
+    free(ws);
 }
 
 /* The loop of level lvl over [lo, hi), bounds as C text, n its trip count when the bounds are
@@ -284,10 +304,10 @@ static void hoist_one(fx *e, void *ctx_)
 static size_t hoist_loads(ctx *c, int lvl, int64_t n, fx *const *vals)
 {
     size_t saved = c->nhoist;
-    if (n == 0)
+    if (n <= 0) /* none, or a symbolic count that may be none */
         return saved;
     for (int k = lvl + 1; k < c->ne->rank; k++)
-        if (c->ne->dims[k] == 0)
+        if (c->ne->dims[k] == 0 || dim_is_sym(c->ne->dims[k]))
             return saved;
     hoist_scan hs = {c, lvl};
     fx_walk(c->mp, vals, c->ne->nouts, hoist_one, &hs);
@@ -378,6 +398,9 @@ static void emit_fold_start(ctx *c, int lvl)
         bool wide = innermost >= lvl && (ne->reduced & (1u << innermost));
         /* a chunk of a parallel fold is at least PAR_CHUNK long */
         int64_t extent = c->par_chunks && innermost == 0 ? PAR_CHUNK : ne->dims[innermost];
+        bool sym = dim_is_sym(ne->dims[innermost]); /* a symbolic extent is taken as large */
+        if (dim_is_sym(extent))
+            extent = INT64_MAX / 16;
         for (int i = 0; i < ne->nouts; i++) {
             int et = ne->outs[i].value->etype;
             if (ne->outs[i].reduce < 0)
@@ -388,7 +411,7 @@ static void emit_fold_start(ctx *c, int lvl)
             if (bytes / size < lanes)
                 lanes = bytes / size;
         }
-        wide &= ne->dims[innermost] >= 2 * lanes && !nest_has_arg(ne);
+        wide &= (sym || ne->dims[innermost] >= 2 * lanes) && !nest_has_arg(ne);
         c->accs = wide ? lanes : 1;
         for (int i = 0; i < ne->nouts; i++) {
             const nout *o = &ne->outs[i];
@@ -440,8 +463,10 @@ static void emit_fold_start(ctx *c, int lvl)
         for (int k = lvl; k < ne->rank; k++) {
             if (ne->reduced & (1u << k))
                 continue;
-            em_line(c, "for (int64_t %s = 0; %s < %lld; %s++)", c->var[k], c->var[k],
-                 (long long)ne->dims[k], c->var[k]);
+            char *h = em_dim_text(c, ne->dims[k]);
+            em_line(c, "for (int64_t %s = 0; %s < %s; %s++)", c->var[k], c->var[k], h ? h : "0",
+                    c->var[k]);
+            free(h);
             c->indent++;
             opened++;
         }
@@ -513,10 +538,13 @@ static void emit_fold_end(ctx *c)
 
 /* A whole-array fold in parallel chunks: each chunk folds into its partial result, then the
  * partial results combine in chunk order. */
+static void emit_level(ctx *c, int lvl, fx **vals);
+
 static void emit_chunks(ctx *c, fx **vals)
 {
     const nest *ne = c->ne;
-    int64_t n = ne->dims[0], nch = n / PAR_CHUNK;
+    bool sym = dim_is_sym(ne->dims[0]);
+    int64_t n = sym ? 2 * PAR_CHUNK : ne->dims[0], nch = n / PAR_CHUNK;
     if (nch > PAR_CHUNKS)
         nch = PAR_CHUNKS;
     if (nch < 2)
@@ -524,6 +552,42 @@ static void emit_chunks(ctx *c, fx **vals)
     int64_t len = (n + nch - 1) / nch;
     len = (len + ACC_BYTES - 1) / ACC_BYTES * ACC_BYTES; /* whole lanes in every chunk */
     nch = (n + len - 1) / len;
+    /* the counts as C: numbers, or for a symbolic extent the same arithmetic at run time, the
+     * chunks only from 2 * PAR_CHUNK elements (as a kernel for that size would have them) */
+    char ns[48], nchs[48], lens[48];
+    snprintf(ns, sizeof ns, "%lld", (long long)n);
+    snprintf(nchs, sizeof nchs, "%lld", (long long)nch);
+    snprintf(lens, sizeof lens, "%lld", (long long)len);
+    if (sym) {
+        char *e = em_dim_text(c, ne->dims[0]);
+        snprintf(ns, sizeof ns, "%s", em_unique(&c->local, "n"));
+        snprintf(nchs, sizeof nchs, "%s", em_unique(&c->local, "nch"));
+        snprintf(lens, sizeof lens, "%s", em_unique(&c->local, "len"));
+        em_line(c, "const int64_t %s = %s;", ns, e ? e : "0");
+        free(e);
+        buf w = {0}; /* the nest's elements, as nest_work counts them */
+        for (int k = 0; k < ne->rank; k++) {
+            buf_puts(&w, k ? " * " : "");
+            em_dim(c, &w, ne->dims[k]);
+        }
+        char *ws = em_finish(c, &w);
+        em_line(c, "if (%s < %lld || %s < %lld) {", ns, (long long)(2 * PAR_CHUNK), ws ? ws : "0",
+                (long long)PAR_MIN);
+        free(ws);
+        c->indent++;
+        c->par_chunks = false;
+        emit_level(c, 0, vals);
+        c->par_chunks = true;
+        c->indent--;
+        em_line(c, "} else {");
+        c->indent++;
+        em_line(c, "int64_t %s = %s / %lld < %d ? %s / %lld : %d;", nchs, ns, (long long)PAR_CHUNK,
+                PAR_CHUNKS, ns, (long long)PAR_CHUNK, PAR_CHUNKS);
+        em_line(c, "int64_t %s = (%s + %s - 1) / %s;", lens, ns, nchs, nchs);
+        em_line(c, "%s = (%s + %d - 1) / %d * %d;", lens, lens, ACC_BYTES, ACC_BYTES, ACC_BYTES);
+        em_line(c, "%s = (%s + %s - 1) / %s;", nchs, ns, lens, lens);
+        nch = PAR_CHUNKS; /* the partial results' room */
+    }
     const char *part[ne->nouts], *dst[ne->nouts];
     char *dsts[ne->nouts];
     const char *ch = em_unique(&c->local, "chunk"), *lo = em_unique(&c->local, "lo"),
@@ -537,17 +601,19 @@ static void emit_chunks(ctx *c, fx **vals)
         char nb[IR_MAX_NAME + 8];
         snprintf(nb, sizeof nb, "%s_part", o->node >= 0 ? namer_name(&c->nm, o->node) : "acc");
         part[i] = em_unique(&c->local, nb);
-        em_line(c, "%s %s[%lld];", em_ctype(o->value->etype), part[i], (long long)nch);
+        /* (symbolic: zeros only for compilers that cannot see that chunk 0 always runs) */
+        em_line(c, "%s %s[%lld]%s;", em_ctype(o->value->etype), part[i], (long long)nch,
+                sym ? " = {0}" : "");
         buf t = {0};
         buf_printf(&t, "%s[%s]", part[i], ch);
         dsts[i] = em_finish(c, &t);
         dst[i] = dsts[i] ? dsts[i] : "?";
     }
     omp_parallel_for(c);
-    em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", ch, ch, (long long)nch, ch);
+    em_line(c, "for (int64_t %s = 0; %s < %s; %s++) {", ch, ch, nchs, ch);
     c->indent++;
-    em_line(c, "const int64_t %s = %s * %lld, %s = %s + %lld < %lld ? %s + %lld : %lld;", lo, ch,
-         (long long)len, hi, lo, (long long)len, (long long)n, lo, (long long)len, (long long)n);
+    em_line(c, "const int64_t %s = %s * %s, %s = %s + %s < %s ? %s + %s : %s;", lo, ch, lens, hi, lo,
+            lens, ns, lo, lens, ns);
     c->fold_dst = dst;
     emit_fold_start(c, 0);
     emit_loop(c, 0, lo, hi, -1, vals);
@@ -563,7 +629,7 @@ static void emit_chunks(ctx *c, fx **vals)
         snprintf(l, sizeof l, "%s[0]", part[i]);
         snprintf(r, sizeof r, "%s[%s]", part[i], ch);
         char *comb = em_combine(c, o->reduce, o->value->etype, l, r);
-        em_line(c, "for (int64_t %s = 1; %s < %lld; %s++)", ch, ch, (long long)nch, ch);
+        em_line(c, "for (int64_t %s = 1; %s < %s; %s++)", ch, ch, nchs, ch);
         em_line(c, "    %s = %s;", l, comb ? comb : "");
         free(comb);
         buf t = {0};
@@ -576,6 +642,10 @@ static void emit_chunks(ctx *c, fx **vals)
         free(d);
         free(cs);
         free(dsts[i]);
+    }
+    if (sym) {
+        c->indent--;
+        em_line(c, "}");
     }
 }
 
@@ -674,9 +744,11 @@ void em_nest_comment(ctx *c)
     }
     buf t = {0};
     buf_printf(&t, " * loops over [");
-    for (int k = 0; k < ne->rank; k++)
-        buf_printf(&t, "%s%lld%s", k ? "," : "", (long long)ne->dims[k],
-                   (ne->reduced & (1u << k)) ? "r" : "");
+    for (int k = 0; k < ne->rank; k++) {
+        buf_puts(&t, k ? "," : "");
+        dim_format(&t, c->f, ne->dims[k]);
+        buf_puts(&t, (ne->reduced & (1u << k)) ? "r" : "");
+    }
     buf_puts(&t, "]");
     if (ne->reduced)
         buf_puts(&t, " (r: folded)");
@@ -746,6 +818,9 @@ static void declare_temps(ctx *c, int32_t first, int32_t last, int32_t group, bo
         c->refd[b] = false;
         if (rows)
             em_line(c, "%s %s[%lld];", em_ctype(pb->etype), name, (long long)pb->row);
+        else if (pb->offset < 0) /* symbolic: placed at run time (emit_c.c) */
+            em_line(c, "%s *restrict %s = (%s *)(ws + nest_off%d);", em_ctype(pb->etype), name,
+                    em_ctype(pb->etype), b);
         else
             em_line(c, "%s *restrict %s = (%s *)(ws + %lld);", em_ctype(pb->etype), name,
                  em_ctype(pb->etype), (long long)pb->offset);
@@ -805,10 +880,11 @@ static void emit_nest_loops(ctx *c, const nest *ne, int from, bool may_par)
     /* several cores for big nests: over the outermost loop when it is kept, else in chunks of
      * a whole-array fold */
     bool par = may_par && c->p->opts->openmp && nest_work(ne) >= PAR_MIN && ne->rank > 0;
-    c->par_outer = par && !(ne->reduced & 1u) && ne->dims[0] >= 2;
+    c->par_outer = par && !(ne->reduced & 1u) && (ne->dims[0] >= 2 || dim_is_sym(ne->dims[0]));
     c->par_chunks = par && nest_folds(ne) && (ne->reduced & 1u) && folds_in_registers(ne) &&
                     !nest_has_arg(ne) &&
-                    ne->dims[0] >= 2 * PAR_CHUNK && !(c->concat_axes & 1u);
+                    (ne->dims[0] >= 2 * PAR_CHUNK || dim_is_sym(ne->dims[0])) &&
+                    !(c->concat_axes & 1u);
     c->from = from;
     emit_level(c, from, vals);
     c->par_outer = c->par_chunks = false;
@@ -847,7 +923,11 @@ static void emit_tiled(ctx *c, int32_t k)
     const nest *ne = &c->p->nests[k];
     const nout *prod = &ne->outs[0];
     int et = prod->value->etype, ti = ne->tile_i, tj = ne->tile_j, nb = ne->rank - 3;
-    long long I = ne->dims[nb], K = ne->dims[nb + 1], J = ne->dims[nb + 2];
+    long long K = ne->dims[nb + 1], J = ne->dims[nb + 2];
+    /* the rows I may be symbolic: their blocks are counted at run time */
+    int64_t I = ne->dims[nb];
+    bool Isym = dim_is_sym(I);
+    char *Is = em_dim_text(c, I);
     int64_t nbatch = 1;
     for (int d = 0; d < nb; d++)
         nbatch *= ne->dims[d];
@@ -905,6 +985,11 @@ static void emit_tiled(ctx *c, int32_t k)
     }
     if (local_panel)
         em_line(c, "%s %s[%lld];", T, panel, K * tj);
+    /* symbolic rows: fewer than a tile's take the small path, which reads B in place (packing
+     * all of B for a row or two costs more than the product) */
+    const char *small = Isym ? em_unique(&c->local, "small") : NULL;
+    if (small)
+        em_line(c, "const int %s = %s < %d;", small, Is ? Is : "0", ti);
     em_line(c, "for (int64_t %s = 0; %s < %lld; %s += %d) {", j0, j0, J, j0, tj);
     c->indent++;
     if (J % tj) /* a last block of fewer columns */
@@ -912,6 +997,8 @@ static void emit_tiled(ctx *c, int32_t k)
     else
         em_line(c, "const int %s = %d;", nj, tj);
     /* the panel: B's columns j0 .. j0 + nj, k-major, zero past the edge */
+    if (small)
+        em_line(c, "if (!%s)", small);
     char jexpr[64], dst[128];
     snprintf(jexpr, sizeof jexpr, "%s + jj", j0);
     c->expr[nb] = "0";
@@ -955,14 +1042,16 @@ static void emit_tiled(ctx *c, int32_t k)
         c->indent--;
         em_line(c, "}");
     }
-    if (!par_batch && c->p->opts->openmp && nest_work(ne) / nbatch >= PAR_MIN && I > ti)
+    if (!par_batch && c->p->opts->openmp && nest_work(ne) / nbatch >= PAR_MIN && !Isym && I > ti)
         omp_parallel_for(c);
-    em_line(c, "for (int64_t %s = 0; %s < %lld; %s += %d) {", i0, i0, I, i0, ti);
+    em_line(c, "for (int64_t %s = 0; %s < %s; %s += %d) {", i0, i0, Is ? Is : "0", i0, ti);
     c->indent++;
-    if (I % ti)
-        em_line(c, "const int %s = %lld - %s < %d ? (int)(%lld - %s) : %d;", ni, I, i0, ti, I, i0, ti);
+    if (Isym || I % ti)
+        em_line(c, "const int %s = %s - %s < %d ? (int)(%s - %s) : %d;", ni, Is ? Is : "0", i0, ti,
+                Is ? Is : "0", i0, ti);
     else
         em_line(c, "const int %s = %d;", ni, ti);
+    free(Is);
     em_line(c, "%s %s[%d];", T, acc, ti * tj);
     char iexpr[64];
     snprintf(iexpr, sizeof iexpr, "%s + ii", i0);
@@ -980,9 +1069,41 @@ static void emit_tiled(ctx *c, int32_t k)
         if (a->st[nb])
             buf_printf(&t, " + %s * %lld", i0, (long long)a->st[nb]);
         char *base = em_finish(c, &t);
+        if (small) { /* the product of ni rows by B read in place, k outermost */
+            em_line(c, "if (%s) {", small);
+            c->indent++;
+            em_line(c, "for (int u = 0; u < %s * %d; u++)", ni, tj);
+            em_line(c, "    %s[u] = 0;", acc);
+            em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", kv, kv, K, kv);
+            c->indent++;
+            em_line(c, "for (int ii = 0; ii < %s; ii++) {", ni);
+            c->indent++;
+            em_line(c, "const %s nest_a = (%s)[ii * %lld + %s * %lld];", T, base ? base : "0",
+                    (long long)a->st[nb], kv, (long long)a->st[nb + 1]);
+            em_line(c, "for (int jj = 0; jj < %s; jj++) {", nj);
+            c->indent++;
+            em_line(c, "%s nest_b;", T);
+            c->expr[nb] = "0";
+            c->expr[nb + 1] = kv;
+            c->expr[nb + 2] = jexpr;
+            emit_assign(c, "nest_b", ne->tile_b);
+            em_line(c, "%s[ii * %d + jj] += %s;", acc, tj,
+                    ne->a_first ? "nest_a * nest_b" : "nest_b * nest_a");
+            for (int close = 0; close < 3; close++) {
+                c->indent--;
+                em_line(c, "}");
+            }
+            c->indent--;
+            em_line(c, "} else {");
+            c->indent++;
+        }
         em_line(c, "nest_tile_%s_%dx%d(%s, %lld, %s, %lld, %lld, %s, %s);",
              nest_type_name((nest_type)et), ti, tj, ni, K, base ? base : "0",
              (long long)a->st[nb], (long long)a->st[nb + 1], panel, acc);
+        if (small) {
+            c->indent--;
+            em_line(c, "}");
+        }
         free(base);
     }
     c->expr[nb] = iexpr;
@@ -1216,15 +1337,18 @@ void em_group(ctx *c, int32_t lead)
     names group = {.outer = &c->fn};
     memset(&c->local, 0, sizeof c->local);
     c->local.outer = &c->fn;
-    em_line(c, "/* %d nests proceed row by row over %lld rows: */", 0 + (int)(last - lead + 1),
-         (long long)head->dims[0]);
+    char *rows = em_dim_text(c, head->dims[0]);
+    em_line(c, "/* %d nests proceed row by row over %s rows: */", 0 + (int)(last - lead + 1),
+            rows ? rows : "?");
     em_line(c, "{");
     c->indent++;
     const char *row = em_unique(&c->local, "i0");
     declare_temps(c, lead, last, lead, false);
+    c->ne = head; /* a symbolic group goes parallel at run time, by its first nest's size */
     if (c->p->opts->openmp && work >= PAR_MIN)
         omp_parallel_for(c);
-    em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", row, row, (long long)head->dims[0], row);
+    em_line(c, "for (int64_t %s = 0; %s < %s; %s++) {", row, row, rows ? rows : "0", row);
+    free(rows);
     c->indent++;
     declare_temps(c, lead, last, lead, true);
     group = c->local; /* the group's names: the members' scopes chain to it */

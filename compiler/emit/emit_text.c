@@ -207,6 +207,14 @@ static void emit_model_helper(buf *b, int h)
 
 static void emit_helper(buf *b, int h)
 {
+    if (h == H_DIMS) {
+        buf_puts(b, "/* the checked arithmetic of symbolic dims: 0 when it overflows */\n"
+                    "static inline int nest_dim_mul(int64_t *a, int64_t b)\n{\n"
+                    "    return !__builtin_mul_overflow(*a, b, a);\n}\n\n"
+                    "static inline int nest_dim_add(int64_t *a, int64_t b)\n{\n"
+                    "    return !__builtin_add_overflow(*a, b, a);\n}\n\n");
+        return;
+    }
     if (h >= H_VEC) {
         em_vec_helper(b, h);
         return;
@@ -426,6 +434,21 @@ void em_names_free(names *ns)
         free(ns->v[i]);
     free(ns->v);
     memset(ns, 0, sizeof *ns);
+}
+
+void em_dim(ctx *c, buf *b, int64_t d)
+{
+    if (dim_is_sym(d))
+        dim_format_with(b, c->f, d, c->dimname);
+    else
+        buf_printf(b, "%lld", (long long)d);
+}
+
+char *em_dim_text(ctx *c, int64_t d)
+{
+    buf t = {0};
+    em_dim(c, &t, d);
+    return em_finish(c, &t);
 }
 
 void em_line(ctx *c, const char *fmt, ...)

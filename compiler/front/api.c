@@ -25,19 +25,8 @@ nest_function *nest_function_new(const char *name)
 
 void nest_function_free(nest_function *f)
 {
-    if (f && !f->module) /* a module's functions go with it */
+    if (f && (!f->module || f->detached)) /* a module's functions go with it */
         ir_function_destroy(f);
-}
-
-void ir_function_destroy(nest_function *f)
-{
-    if (!f)
-        return;
-    arena_free(&f->arena);
-    free(f->nodes);
-    free(f->names);
-    free(f->errmsg);
-    free(f);
 }
 
 int nest_errcode(const nest_function *f) { return f ? f->status : NEST_ERR_ARG; }
@@ -545,9 +534,75 @@ int nest_evaluate(nest_function *f, void *const *args, int nargs, void *const *r
     return interp_call(f, NULL, args, nargs, results, nresults);
 }
 
+int nest_evaluate_dims(nest_function *f, const int64_t *dims, int ndims, void *const *args,
+                       int nargs, void *const *results, int nresults)
+{
+    if (!f)
+        return NEST_ERR_ARG;
+    if (ir_uses_state(f))
+        return ir_error(f, NEST_ERR_CALL,
+                        "function %s reads or assigns state of module %s: use nest_evaluate_state",
+                        f->name, f->module->name);
+    nest_function *g = ir_bind(f, dims, ndims);
+    if (!g)
+        return f->status;
+    int st = interp_call(g, NULL, args, nargs, results, nresults);
+    if (st)
+        ir_error(f, st, "%s", g->errmsg ? g->errmsg : nest_status_str(st));
+    ir_function_destroy(g);
+    return st;
+}
+
+/* ---- symbolic dims ---- */
+
+int64_t nest_named_dim(nest_function *f, const char *name)
+{
+    if (!f)
+        return NEST_DIM_NONE;
+    if (!name)
+        return ir_error(f, NEST_ERR_ARG, "dim: the name is NULL"), NEST_DIM_NONE;
+    return dim_name(f, name, strlen(name));
+}
+
+int64_t nest_dim_add(nest_function *f, int64_t a, int64_t b)
+{
+    return f ? dim_add(f, a, b) : NEST_DIM_NONE;
+}
+
+int64_t nest_dim_mul(nest_function *f, int64_t a, int64_t b)
+{
+    return f ? dim_mul(f, a, b) : NEST_DIM_NONE;
+}
+
+int nest_dim_count(const nest_function *f)
+{
+    int32_t *ids = f ? calloc((size_t)dim_entry_count(f) + 1, sizeof *ids) : NULL;
+    int n = ids ? dim_params(f, ids) : 0;
+    free(ids);
+    return n < 0 ? 0 : n;
+}
+
+const char *nest_dim_name(const nest_function *f, int i)
+{
+    int32_t *ids = f ? calloc((size_t)dim_entry_count(f) + 1, sizeof *ids) : NULL;
+    int n = ids ? dim_params(f, ids) : 0;
+    const char *s = i >= 0 && i < n ? dim_entry(f, DIM_SYM0 - ids[i])->name : NULL;
+    free(ids);
+    return s;
+}
+
+nest_function *nest_specialize(nest_function *f, const int64_t *dims, int ndims)
+{
+    return f ? ir_bind(f, dims, ndims) : NULL;
+}
+
 int interp_call(nest_function *f, void *const *state, void *const *args, int nargs,
                 void *const *results, int nresults)
 {
+    if (ir_is_symbolic(f))
+        return ir_error(f, NEST_ERR_CALL,
+                        "function %s has symbolic dims: give their sizes with nest_evaluate_dims",
+                        f->name);
     if (nargs != f->nparams || nresults != f->nresults)
         return ir_error(f, NEST_ERR_CALL,
                         "function %s takes %d argument%s and %d result%s; given %d and %d",

@@ -30,12 +30,12 @@
 
 typedef enum tok_kind {
     T_EOF, T_NAME, T_INT, T_FLOAT, T_LPAREN, T_RPAREN, T_LBRACK, T_RBRACK, T_LBRACE, T_RBRACE,
-    T_COMMA, T_COLON, T_EQ, T_ARROW, T_MINUS,
+    T_COMMA, T_COLON, T_EQ, T_ARROW, T_MINUS, T_PLUS, T_STAR,
 } tok_kind;
 
 static const char *const tok_text[] = {
     "end of file", "a name", "an integer", "a number", "'('", "')'", "'['", "']'", "'{'", "'}'",
-    "','", "':'", "'='", "'->'", "'-'",
+    "','", "':'", "'='", "'->'", "'-'", "'+'", "'*'",
 };
 
 typedef struct token {
@@ -240,6 +240,8 @@ static void next(parser *ps)
         case ',': t->kind = T_COMMA; break;
         case ':': t->kind = T_COLON; break;
         case '=': t->kind = T_EQ; break;
+        case '+': t->kind = T_PLUS; break;
+        case '*': t->kind = T_STAR; break;
         case '-':
             if (p < ps->end && *p == '>') {
                 p++;
@@ -414,7 +416,86 @@ typedef struct ttype {
     token at;
 } ttype;
 
-static void parse_type(parser *ps, ttype *ty, bool with_layout)
+/* What names a dim may hold: none (a state's type), the function's dims, or new ones too (a
+ * parameter's type declares them). */
+typedef enum dim_mode { DIMS_NONE, DIMS_KNOWN, DIMS_DECLARE } dim_mode;
+
+static int64_t parse_dim_sum(parser *ps, dim_mode names, int depth);
+
+/* The result of a dim operation, or the error it recorded as a parse error at t. */
+static int64_t dim_ok(parser *ps, const token *t, int64_t d)
+{
+    if (d == DIM_NONE) {
+        int st = ps->f->status == NEST_ERR_NOMEM || ps->f->status == NEST_ERR_LIMIT
+                     ? ps->f->status
+                     : NEST_ERR_SYNTAX;
+        error_at(ps, t->line, t->col, st, "%s", ps->f->errmsg ? ps->f->errmsg : "invalid dim");
+    }
+    return d;
+}
+
+/* factor := INT | NAME | "(" sum ")" */
+static int64_t parse_dim_factor(parser *ps, dim_mode names, int depth)
+{
+    token t = ps->tok;
+    if (t.kind == T_INT) {
+        int64_t v = parse_int(ps, &t);
+        next(ps);
+        return v;
+    }
+    if (t.kind == T_NAME && names != DIMS_NONE) {
+        int64_t d;
+        next(ps);
+        if (dim_find(ps->f, t.s, t.len, &d) >= 0)
+            return d;
+        if (names == DIMS_KNOWN)
+            error_tok(ps, &t, "%.*s is not a dim of the parameters' shapes",
+                      (int)(t.len > 40 ? 40 : t.len), t.s);
+        return dim_ok(ps, &t, dim_name(ps->f, t.s, t.len));
+    }
+    if (t.kind == T_LPAREN && names != DIMS_NONE) {
+        if (depth >= 32)
+            error_tok(ps, &t, "a dim expression nests deeper than 32 levels");
+        next(ps);
+        int64_t d = parse_dim_sum(ps, names, depth + 1);
+        expect(ps, T_RPAREN);
+        return d;
+    }
+    expected(ps, names == DIMS_NONE ? "a dimension (a non-negative integer)"
+                                    : "a dimension (a non-negative integer or a dim name)");
+}
+
+/* term := factor {"*" factor} */
+static int64_t parse_dim_term(parser *ps, dim_mode names, int depth)
+{
+    int64_t d = parse_dim_factor(ps, names, depth);
+    while (names != DIMS_NONE && is_tok(ps, T_STAR)) {
+        token t = ps->tok;
+        next(ps);
+        d = dim_ok(ps, &t, dim_mul(ps->f, d, parse_dim_factor(ps, names, depth)));
+    }
+    return d;
+}
+
+/* sum := ["-"] term {("+" | "-") term}: a dim (N, N*64, N-1, 2*(N+1)) */
+static int64_t parse_dim_sum(parser *ps, dim_mode names, int depth)
+{
+    token t = ps->tok;
+    bool neg = names != DIMS_NONE && accept(ps, T_MINUS);
+    int64_t d = parse_dim_term(ps, names, depth);
+    if (neg)
+        d = dim_ok(ps, &t, dim_mul(ps->f, d, -1));
+    while (names != DIMS_NONE && (is_tok(ps, T_PLUS) || is_tok(ps, T_MINUS))) {
+        t = ps->tok;
+        bool minus = t.kind == T_MINUS;
+        next(ps);
+        int64_t e = parse_dim_term(ps, names, depth);
+        d = dim_ok(ps, &t, minus ? dim_sub(ps->f, d, e) : dim_add(ps->f, d, e));
+    }
+    return d;
+}
+
+static void parse_type(parser *ps, ttype *ty, bool with_layout, dim_mode names)
 {
     ty->at = ps->tok;
     ty->etype = type_of_word(&ps->tok);
@@ -436,14 +517,12 @@ static void parse_type(parser *ps, ttype *ty, bool with_layout)
                 error_at(ps, ps->tok.line, ps->tok.col, NEST_ERR_LIMIT,
                          "more than %d dimensions", NEST_MAX_RANK);
             token d = ps->tok;
-            if (d.kind != T_INT)
-                expected(ps, "a dimension (a non-negative integer)");
-            ty->shape[ty->rank++] = parse_int(ps, &d);
-            /* as in ir.c, the limit applies to the product of the non-zero dims */
-            if (ty->shape[ty->rank - 1] != 0 &&
-                mul_overflows(count, ty->shape[ty->rank - 1], &count))
+            int64_t v = ty->shape[ty->rank++] = parse_dim_sum(ps, names, 0);
+            if (v < 0 && !dim_is_sym(v))
+                error_tok(ps, &d, "a dimension cannot be negative");
+            /* as in ir.c, the limit applies to the product of the non-zero plain dims */
+            if (v > 0 && mul_overflows(count, v, &count))
                 huge = true;
-            next(ps);
         } while (accept(ps, T_COMMA));
     }
     expect(ps, T_RBRACK);
@@ -660,19 +739,32 @@ static void parse_attr_value(parser *ps, int which, attr *a)
     a->n = 0;
     if (!is_tok(ps, T_RBRACK)) {
         do {
-            bool neg = accept(ps, T_MINUS);
             if (a->n == NEST_MAX_RANK)
                 error_at(ps, ps->tok.line, ps->tok.col, NEST_ERR_LIMIT,
                          "more than %d entries", NEST_MAX_RANK);
             token t = ps->tok;
-            if (t.kind != T_INT)
-                expected(ps, "an integer");
-            int64_t v = parse_int(ps, &t);
-            if (neg && which != A_LOWER && which != A_UPPER && which != A_PAD_BELOW &&
-                which != A_PAD_ABOVE && which != A_BELOW && which != A_ABOVE)
+            /* shapes and slice bounds may use the function's dims (shape=[N,64], upper=[N-1]) */
+            bool dims = which == A_SHAPE || which == A_LOWER || which == A_UPPER;
+            int64_t v;
+            if (dims) {
+                if (!is_tok(ps, T_INT) && !is_tok(ps, T_NAME) && !is_tok(ps, T_MINUS) &&
+                    !is_tok(ps, T_LPAREN))
+                    expected(ps, "an integer");
+                v = parse_dim_sum(ps, DIMS_KNOWN, 0);
+            } else {
+                bool neg = accept(ps, T_MINUS);
+                t = ps->tok;
+                if (t.kind != T_INT)
+                    expected(ps, "an integer");
+                v = parse_int(ps, &t);
+                v = neg ? -v : v;
+                next(ps);
+            }
+            if (v < 0 && !dim_is_sym(v) && which != A_LOWER && which != A_UPPER &&
+                which != A_PAD_BELOW && which != A_PAD_ABOVE && which != A_BELOW &&
+                which != A_ABOVE)
                 error_tok(ps, &t, "%s entries cannot be negative", attr_names[which]);
-            a->v[a->n++] = neg ? -v : v;
-            next(ps);
+            a->v[a->n++] = v;
         } while (accept(ps, T_COMMA));
     }
     expect(ps, T_RBRACK);
@@ -850,8 +942,15 @@ static void check_call(parser *ps, const ir_opinfo *info, const token *optok, co
 static void *constant_data(parser *ps, const ttype *ty, const lits *vals, const token *close)
 {
     int64_t count = 1;
-    for (int i = 0; i < ty->rank; i++)
-        count *= ty->shape[i]; /* bounded by parse_type */
+    bool symbolic = false;
+    for (int i = 0; i < ty->rank; i++) {
+        symbolic = symbolic || dim_is_sym(ty->shape[i]);
+        count *= dim_is_sym(ty->shape[i]) ? 1 : ty->shape[i]; /* bounded by parse_type */
+    }
+    if (symbolic && vals->n != 1)
+        error_tok(ps, vals->n ? &vals->v[0].at : close,
+                  "constant %s of a symbolic shape: %zu values given, expected 1",
+                  nest_type_name((nest_type)ty->etype), vals->n);
     if ((int64_t)vals->n != 1 && (int64_t)vals->n != count)
         error_tok(ps, vals->n ? &vals->v[0].at : close,
                   "constant %s: %zu values given, expected 1 or %lld",
@@ -911,7 +1010,7 @@ static int32_t parse_call(parser *ps, token optok)
                 if (have_vals)
                     error_tok(ps, &t, "constant takes a type and its values");
                 if (!have_ctype) {
-                    parse_type(ps, ctype, false);
+                    parse_type(ps, ctype, false, DIMS_KNOWN);
                     have_ctype = true;
                 } else {
                     parse_values(ps, &vals);
@@ -1010,7 +1109,7 @@ static void check_results(parser *ps, const ttype *rets, int nrets, const token 
             buf a = {0}, b = {0};
             ir_format_type(&a, f, f->results[i]);
             buf_puts(&b, nest_type_name((nest_type)rets[i].etype));
-            ir_format_shape(&b, rets[i].rank, rets[i].shape);
+            ir_format_dims(&b, f, rets[i].rank, rets[i].shape);
             char *sa = buf_finish(&a), *sb = buf_finish(&b);
             char msg[600];
             snprintf(msg, sizeof msg, "result %d is %.250s but the function declares %.250s",
@@ -1031,7 +1130,7 @@ static ttype *parse_results(parser *ps, int *nrets)
     if (!paren || !is_tok(ps, T_RPAREN)) {
         do {
             rets = grow(ps, rets, n, &cap, sizeof *rets);
-            parse_type(ps, &rets[n++], true);
+            parse_type(ps, &rets[n++], true, DIMS_KNOWN);
         } while (paren && accept(ps, T_COMMA));
     }
     if (paren)
@@ -1160,7 +1259,7 @@ static void parse_function(parser *ps)
             const char *name = take_name(ps, "parameter");
             expect(ps, T_COLON);
             ttype ty;
-            parse_type(ps, &ty, true);
+            parse_type(ps, &ty, true, DIMS_DECLARE);
             ir_attrs at = {.type = ty.etype, .rank = ty.rank, .shape = ty.shape, .name = name,
                            .layout = ty.layout};
             int32_t v = ir_build(f, OP_PARAMETER, 0, NULL, &at);
@@ -1252,7 +1351,7 @@ static void parse_state(parser *ps)
     next(ps);
     expect(ps, T_COLON);
     ttype ty;
-    parse_type(ps, &ty, false);
+    parse_type(ps, &ty, false, DIMS_NONE);
     expect(ps, T_EQ);
     nest_init in = {NEST_INIT_ZEROS, 0, 0, 0};
     token it = ps->tok;

@@ -77,22 +77,13 @@ static int32_t like(gctx *g, double v, int32_t x)
     return fill(g, n->etype, v, n->rank, n->shape);
 }
 
-static int axes_of(uint32_t mask, int64_t *axes)
-{
-    int k = 0;
-    for (int i = 0; i < NEST_MAX_RANK; i++)
-        if (mask & (1u << i))
-            axes[k++] = i;
-    return k;
-}
-
 /* x broadcast to `shape` along the axes of mask (x itself for no axes). */
 static int32_t bcast(gctx *g, int32_t x, int rank, const int64_t *shape, uint32_t mask)
 {
     if (!mask)
         return x;
     int64_t axes[NEST_MAX_RANK];
-    ir_attrs at = {.rank = rank, .shape = shape, .naxes = axes_of(mask, axes), .axes = axes};
+    ir_attrs at = {.rank = rank, .shape = shape, .naxes = ir_mask_axes(mask, axes), .axes = axes};
     return build(g, OP_BROADCAST, 1, &x, &at);
 }
 
@@ -102,7 +93,7 @@ static int32_t sum(gctx *g, int32_t x, uint32_t mask)
     if (!mask)
         return x;
     int64_t axes[NEST_MAX_RANK];
-    ir_attrs at = {.naxes = axes_of(mask, axes), .axes = axes};
+    ir_attrs at = {.naxes = ir_mask_axes(mask, axes), .axes = axes};
     return build(g, OP_SUM, 1, &x, &at);
 }
 
@@ -325,7 +316,7 @@ static void rule_product(gctx *g, int32_t gi, int32_t node, int32_t a)
     int32_t isz = bin(g, OP_EQUAL, a, zero);
     ir_attrs at = {.naxes = 0};
     int64_t axes[NEST_MAX_RANK];
-    at.naxes = axes_of(mask, axes);
+    at.naxes = ir_mask_axes(mask, axes);
     at.axes = axes;
     int32_t nz = sel(g, isz, one, a);
     int32_t pnz = build(g, OP_PRODUCT, 1, &nz, &at);
@@ -839,7 +830,7 @@ static void rule(gctx *g, int32_t i)
         break;
     case OP_REVERSE: {
         int64_t axes[NEST_MAX_RANK];
-        ir_attrs at = {.naxes = axes_of(n.a.axes, axes), .axes = axes};
+        ir_attrs at = {.naxes = ir_mask_axes(n.a.axes, axes), .axes = axes};
         acc(g, a, build(g, OP_REVERSE, 1, &gi, &at));
         break;
     }
@@ -1017,6 +1008,10 @@ nest_value nest_grad(nest_function *f, nest_value loss, int n, const nest_value 
                NEST_NONE;
     if (loss >= f->nnodes)
         return ir_error(f, NEST_ERR_ARG, "grad: %d is not a value of function %s", loss, f->name),
+               NEST_NONE;
+    if (ir_is_symbolic(f))
+        return ir_error(f, NEST_ERR_ARG, "grad: function %s has symbolic dims (not supported yet)",
+                        f->name),
                NEST_NONE;
     int32_t L = ir_resolve(f, loss);
     const ir_node *ln = &f->nodes[L];

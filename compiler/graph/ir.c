@@ -45,11 +45,47 @@ int ir_error(nest_function *f, int status, const char *fmt, ...)
     return f->status;
 }
 
+void ir_function_destroy(nest_function *f)
+{
+    if (!f)
+        return;
+    arena_free(&f->arena);
+    free(f->nodes);
+    free(f->names);
+    free(f->errmsg);
+    ir_dims_free(f->dims);
+    free(f);
+}
+
 int64_t ir_count(const ir_node *n)
 {
     int64_t c = 1;
+    bool sym = false;
     for (int i = 0; i < n->rank; i++)
-        c *= n->shape[i]; /* checked against IR_MAX_BYTES when the node was built */
+        if (dim_is_sym(n->shape[i]))
+            sym = true;
+        else
+            c *= n->shape[i]; /* checked against IR_MAX_BYTES when the node was built */
+    for (int i = 0; sym && c > 0 && i < n->rank; i++)
+        if (dim_is_sym(n->shape[i]))
+            c = c > IR_MAX_BYTES / DIM_NOMINAL ? IR_MAX_BYTES : c * DIM_NOMINAL;
+    return c;
+}
+
+int ir_mask_axes(uint32_t mask, int64_t *axes)
+{
+    int k = 0;
+    for (int i = 0; i < NEST_MAX_RANK; i++)
+        if (mask & (1u << i))
+            axes[k++] = i;
+    return k;
+}
+
+int64_t ir_dims_count(nest_function *f, int rank, const int64_t *shape)
+{
+    int64_t c = 1;
+    for (int i = 0; i < rank && c != DIM_NONE; i++)
+        c = dim_mul(f, c, shape[i]);
     return c;
 }
 
@@ -80,14 +116,14 @@ void ir_format_type(buf *b, const nest_function *f, int32_t node)
                 buf_puts(b, "(...)");
             } else {
                 buf_puts(b, nest_type_name((nest_type)e->etype));
-                ir_format_shape(b, e->rank, e->shape);
+                ir_format_dims(b, f, e->rank, e->shape);
             }
         }
         buf_putc(b, ')');
         return;
     }
     buf_puts(b, nest_type_name((nest_type)n->etype));
-    ir_format_shape(b, n->rank, n->shape);
+    ir_format_dims(b, f, n->rank, n->shape);
 }
 
 static uint64_t name_hash(const char *s)
@@ -252,8 +288,9 @@ static bool same_shape(const ir_node *a, const ir_node *b)
     return a->rank == b->rank && memcmp(a->shape, b->shape, (size_t)a->rank * sizeof(int64_t)) == 0;
 }
 
-/* Checks a shape given by the caller: rank, non-negative dims, total size. Writes the element
- * count to *count. */
+/* Checks a shape given by the caller: rank, non-negative dims (or f's symbolic dims), total size.
+ * Writes the element count to *count: -1 when a dim is symbolic (the limit then applies to the
+ * plain dims; the rest is checked when the dims are known). */
 static int check_shape(nest_function *f, const char *what, int rank, const int64_t *shape,
                        int etype, int64_t *count)
 {
@@ -265,8 +302,15 @@ static int check_shape(nest_function *f, const char *what, int rank, const int64
     /* The limit applies to the product of the non-zero dims, so that the strides of an empty
      * tensor fit as well. */
     int64_t c = 1;
-    bool huge = false, empty = false;
+    bool huge = false, empty = false, sym = false;
     for (int i = 0; i < rank; i++) {
+        if (dim_is_sym(shape[i]) && dim_valid(f, shape[i])) {
+            sym = true;
+            continue;
+        }
+        if (dim_is_sym(shape[i]) || shape[i] == DIM_NONE)
+            return ir_error(f, NEST_ERR_ARG, "%s: dimension %d is not a dim of function %s", what,
+                            i, f->name);
         if (shape[i] < 0)
             return ir_error(f, NEST_ERR_ARG, "%s: dimension %d is negative (%lld)", what, i,
                             (long long)shape[i]);
@@ -280,14 +324,14 @@ static int check_shape(nest_function *f, const char *what, int rank, const int64
         huge = true;
     if (huge || bytes >= IR_MAX_BYTES) {
         buf b = {0};
-        ir_format_shape(&b, rank, shape);
+        ir_format_dims(&b, f, rank, shape);
         char *s = buf_finish(&b);
         ir_error(f, NEST_ERR_LIMIT, "%s: shape %s is too large (the limit is 2^62 bytes)", what,
                  s ? s : "");
         free(s);
         return f->status;
     }
-    *count = empty ? 0 : c;
+    *count = empty ? 0 : sym ? -1 : c;
     return NEST_OK;
 }
 
@@ -318,10 +362,15 @@ static int check_kept_dims(nest_function *f, ir_op op, int nin, const int32_t *i
     for (int i = 0, j = 0; i < rank; i++) {
         if (mask & (1u << i))
             continue;
-        if (shape[i] != a->shape[j])
-            return op_error(f, NEST_ERR_TYPE, op, nin, in,
-                            "output dimension %d is %lld but the operand's dimension %d is %lld",
-                            i, (long long)shape[i], j, (long long)a->shape[j]);
+        if (shape[i] != a->shape[j]) {
+            char *x = dim_text(f, shape[i]), *y = dim_text(f, a->shape[j]);
+            op_error(f, NEST_ERR_TYPE, op, nin, in,
+                     "output dimension %d is %s but the operand's dimension %d is %s", i,
+                     x ? x : "", j, y ? y : "");
+            free(x);
+            free(y);
+            return f->status;
+        }
         j++;
     }
     return NEST_OK;
@@ -367,10 +416,10 @@ static int64_t *dup_list(nest_function *f, int rank, const int64_t *v, int64_t f
 }
 
 /* "[1,2]" of a list, for messages (malloc'd, or NULL). */
-static char *list_text(int n, const int64_t *v)
+static char *list_text(const nest_function *f, int n, const int64_t *v)
 {
     buf b = {0};
-    ir_format_shape(&b, n, v);
+    ir_format_dims(&b, f, n, v);
     return buf_finish(&b);
 }
 
@@ -380,7 +429,7 @@ static int infer_pad(nest_function *f, ir_node *n, ir_op op, int nin, const int3
     const ir_node *a = &f->nodes[in[0]], *v = &f->nodes[in[1]];
     int r = a->rank;
     if (v->rank != 0) {
-        char *t = list_text(v->rank, v->shape);
+        char *t = list_text(f, v->rank, v->shape);
         op_error(f, NEST_ERR_TYPE, op, nin, in, "the padding value must be a scalar, not %s%s",
                  nest_type_name((nest_type)v->etype), t ? t : "");
         free(t);
@@ -400,6 +449,23 @@ static int infer_pad(nest_function *f, ir_node *n, ir_op op, int nin, const int3
         if (mid[i] < 0)
             return op_error(f, NEST_ERR_TYPE, op, nin, in,
                             "axis %d: interior padding %lld is negative", i, (long long)mid[i]);
+        if (dim_is_sym(lo[i]) || dim_is_sym(hi[i]) || dim_is_sym(mid[i]))
+            return op_error(f, NEST_ERR_TYPE, op, nin, in,
+                            "axis %d: below, above and interior are integers, not dims", i);
+        if (dim_is_sym(a->shape[i])) { /* a symbolic extent: padded without interior */
+            if (mid[i] != 0)
+                return op_error(f, NEST_ERR_TYPE, op, nin, in,
+                                "axis %d: interior padding of a symbolic dimension", i);
+            int64_t len = dim_add(f, a->shape[i], lo[i]);
+            if (len == DIM_NONE || (len = dim_add(f, len, hi[i])) == DIM_NONE)
+                return f->status;
+            if (dim_compare(f, len, 0) == -1)
+                return op_error(f, NEST_ERR_TYPE, op, nin, in,
+                                "axis %d: below %lld and above %lld leave no elements", i,
+                                (long long)lo[i], (long long)hi[i]);
+            shape[i] = len;
+            continue;
+        }
         /* the operand with `interior` elements between neighbours, then below and above */
         int64_t d = 0, step, len;
         bool huge = a->shape[i] > 0 &&
@@ -427,6 +493,48 @@ static int infer_pad(nest_function *f, ir_node *n, ir_op op, int nin, const int3
     return n->shape ? NEST_OK : ir_error(f, NEST_ERR_NOMEM, "out of memory");
 }
 
+/* Checks the bounds of axis i of a slice of extent n (any of them may be symbolic: a check
+ * fails here only when it fails for every size) and gives the slice's extent. */
+static int slice_axis(nest_function *f, ir_op op, int nin, const int32_t *in, int i, int64_t n,
+                      int64_t lo, int64_t up, int64_t step, int64_t *extent)
+{
+    if ((dim_is_sym(lo) && !dim_valid(f, lo)) || (dim_is_sym(up) && !dim_valid(f, up)) ||
+        (dim_is_sym(step) && !dim_valid(f, step)) || lo == DIM_NONE || up == DIM_NONE ||
+        step == DIM_NONE)
+        return op_error(f, NEST_ERR_TYPE, op, nin, in, "axis %d: a bound is not a dim of function %s",
+                        i, f->name);
+    if (!dim_is_sym(lo) && !dim_is_sym(up) && !dim_is_sym(n)) {
+        if (lo < 0 || up < lo || up > n)
+            return op_error(f, NEST_ERR_TYPE, op, nin, in,
+                            "axis %d: bounds [%lld, %lld) are not within [0, %lld]", i,
+                            (long long)lo, (long long)up, (long long)n);
+    } else if (dim_compare(f, lo, 0) == -1 || dim_compare(f, up, lo) == -1 ||
+               dim_compare(f, up, n) == 1) {
+        char *x = dim_text(f, lo), *y = dim_text(f, up), *z = dim_text(f, n);
+        op_error(f, NEST_ERR_TYPE, op, nin, in, "axis %d: bounds [%s, %s) are not within [0, %s]",
+                 i, x ? x : "", y ? y : "", z ? z : "");
+        free(x);
+        free(y);
+        free(z);
+        return f->status;
+    }
+    if (dim_is_sym(step))
+        return op_error(f, NEST_ERR_TYPE, op, nin, in, "axis %d: a stride is an integer, not a dim",
+                        i);
+    if (step < 1)
+        return op_error(f, NEST_ERR_TYPE, op, nin, in, "axis %d: stride %lld must be at least 1", i,
+                        (long long)step);
+    if (!dim_is_sym(lo) && !dim_is_sym(up)) {
+        *extent = (up - lo) / step + ((up - lo) % step != 0);
+        return NEST_OK;
+    }
+    if (step != 1)
+        return op_error(f, NEST_ERR_TYPE, op, nin, in,
+                        "axis %d: a stride other than 1 between symbolic bounds", i);
+    *extent = dim_sub(f, up, lo);
+    return *extent == DIM_NONE ? f->status : NEST_OK;
+}
+
 static int infer_replace_slice(nest_function *f, ir_node *n, ir_op op, int nin, const int32_t *in,
                                const ir_attrs *at)
 {
@@ -443,17 +551,12 @@ static int infer_replace_slice(nest_function *f, ir_node *n, ir_op op, int nin, 
     if (!lo || !up || !step)
         return ir_error(f, NEST_ERR_NOMEM, "out of memory");
     for (int i = 0; i < r; i++) {
-        if (lo[i] < 0 || up[i] < lo[i] || up[i] > a->shape[i])
-            return op_error(f, NEST_ERR_TYPE, op, nin, in,
-                            "axis %d: bounds [%lld, %lld) are not within [0, %lld]", i,
-                            (long long)lo[i], (long long)up[i], (long long)a->shape[i]);
-        if (step[i] < 1)
-            return op_error(f, NEST_ERR_TYPE, op, nin, in, "axis %d: stride %lld must be at least 1",
-                            i, (long long)step[i]);
-        box[i] = (up[i] - lo[i]) / step[i] + ((up[i] - lo[i]) % step[i] != 0);
+        int st = slice_axis(f, op, nin, in, i, a->shape[i], lo[i], up[i], step[i], &box[i]);
+        if (st)
+            return st;
     }
     if (memcmp(box, y->shape, (size_t)r * sizeof *box) != 0) {
-        char *t = list_text(r, box);
+        char *t = list_text(f, r, box);
         op_error(f, NEST_ERR_TYPE, op, nin, in,
                  "the box selects a slice of shape %s; the replacement must have that shape",
                  t ? t : "");
@@ -633,7 +736,7 @@ static int infer_model_op(nest_function *f, ir_node *n, ir_op op, int nin, const
         if ((st = check_axis(f, op, nin, in, at->index, a->rank)))
             return st;
         int axis = (int)at->index;
-        if (at->k < 0 || at->k > a->shape[axis])
+        if (at->k < 0 || dim_is_sym(at->k) || dim_compare(f, at->k, a->shape[axis]) == 1)
             return op_error(f, NEST_ERR_TYPE, op, nin, in,
                             "k = %lld is not within [0, %lld], the extent of axis %d",
                             (long long)at->k, (long long)a->shape[axis], axis);
@@ -699,7 +802,7 @@ static int infer(nest_function *f, ir_node *n, ir_op op, int nin, const int32_t 
             n->a.param.layout = (uint8_t)at->layout;
             return NEST_OK;
         }
-        if (at->count != 1 && at->count != count)
+        if (at->count != 1 && (at->count != count || count < 0))
             return ir_error(f, NEST_ERR_TYPE,
                             "constant of type %s: %lld values given, expected 1 or %lld",
                             nest_type_name((nest_type)at->type), (long long)at->count,
@@ -769,11 +872,16 @@ static int infer(nest_function *f, ir_node *n, ir_op op, int nin, const int32_t 
             n->shape = t->shape;
             return NEST_OK;
         }
-        if (a->shape[a->rank - 1] != b->shape[0])
-            return op_error(f, NEST_ERR_TYPE, op, nin, in,
-                            "the last axis of the first operand (%lld) differs from the first "
-                            "axis of the second (%lld)",
-                            (long long)a->shape[a->rank - 1], (long long)b->shape[0]);
+        if (a->shape[a->rank - 1] != b->shape[0]) {
+            char *x = dim_text(f, a->shape[a->rank - 1]), *y = dim_text(f, b->shape[0]);
+            op_error(f, NEST_ERR_TYPE, op, nin, in,
+                     "the last axis of the first operand (%s) differs from the first axis of the "
+                     "second (%s)",
+                     x ? x : "", y ? y : "");
+            free(x);
+            free(y);
+            return f->status;
+        }
         int rank = a->rank - 1 + b->rank - 1;
         if (rank > NEST_MAX_RANK)
             return op_error(f, NEST_ERR_LIMIT, op, nin, in, "result rank %d exceeds %d", rank,
@@ -811,13 +919,18 @@ static int infer(nest_function *f, ir_node *n, ir_op op, int nin, const int32_t 
     case K_RESHAPE: {
         if ((st = check_shape(f, info->name, at->rank, at->shape, a->etype, &count)))
             return st;
-        if (count != ir_count(a)) {
+        int64_t want = ir_dims_count(f, at->rank, at->shape), have = ir_dims_count(f, a->rank, a->shape);
+        if (want == DIM_NONE || have == DIM_NONE)
+            return f->status;
+        if (want != have) {
             buf b = {0};
-            ir_format_shape(&b, at->rank, at->shape);
+            ir_format_dims(&b, f, at->rank, at->shape);
+            buf_puts(&b, " has ");
+            dim_format(&b, f, want);
+            buf_puts(&b, " elements but the operand has ");
+            dim_format(&b, f, have);
             char *s = buf_finish(&b);
-            op_error(f, NEST_ERR_TYPE, op, nin, in,
-                     "shape %s has %lld elements but the operand has %lld", s ? s : "",
-                     (long long)count, (long long)ir_count(a));
+            op_error(f, NEST_ERR_TYPE, op, nin, in, "shape %s", s ? s : "");
             free(s);
             return f->status;
         }
@@ -854,14 +967,8 @@ static int infer(nest_function *f, ir_node *n, ir_op op, int nin, const int32_t 
             lo[i] = at->lower[i];
             up[i] = at->upper[i];
             step[i] = at->step ? at->step[i] : 1;
-            if (lo[i] < 0 || up[i] < lo[i] || up[i] > a->shape[i])
-                return op_error(f, NEST_ERR_TYPE, op, nin, in,
-                                "axis %d: bounds [%lld, %lld) are not within [0, %lld]", i,
-                                (long long)lo[i], (long long)up[i], (long long)a->shape[i]);
-            if (step[i] < 1)
-                return op_error(f, NEST_ERR_TYPE, op, nin, in,
-                                "axis %d: stride %lld must be at least 1", i, (long long)step[i]);
-            shape[i] = (up[i] - lo[i]) / step[i] + ((up[i] - lo[i]) % step[i] != 0);
+            if ((st = slice_axis(f, op, nin, in, i, a->shape[i], lo[i], up[i], step[i], &shape[i])))
+                return st;
         }
         n->etype = a->etype;
         n->rank = (uint8_t)r;
@@ -894,8 +1001,12 @@ static int infer(nest_function *f, ir_node *n, ir_op op, int nin, const int32_t 
                                     "operand %d differs in dimension %d, which is not the "
                                     "concatenation axis",
                                     i + 1, d);
-            if (add_overflows(total, x->shape[axis], &total))
+            if (dim_is_sym(total) || dim_is_sym(x->shape[axis])) {
+                if ((total = dim_add(f, total, x->shape[axis])) == DIM_NONE)
+                    return f->status;
+            } else if (add_overflows(total, x->shape[axis], &total)) {
                 return op_error(f, NEST_ERR_LIMIT, op, nin, in, "the result is too large");
+            }
         }
         int64_t shape[NEST_MAX_RANK];
         memcpy(shape, a->shape, (size_t)a->rank * sizeof(int64_t));

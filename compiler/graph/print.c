@@ -97,14 +97,6 @@ void print_scalar(buf *b, int etype, const void *data, int64_t i)
     }
 }
 
-static void print_list(buf *b, int n, const int64_t *v)
-{
-    buf_putc(b, '[');
-    for (int i = 0; i < n; i++)
-        buf_printf(b, "%s%lld", i ? "," : "", (long long)v[i]);
-    buf_putc(b, ']');
-}
-
 static void print_axes(buf *b, uint32_t mask)
 {
     buf_putc(b, '[');
@@ -117,10 +109,11 @@ static void print_axes(buf *b, uint32_t mask)
     buf_putc(b, ']');
 }
 
-static void print_tensor_type(buf *b, int etype, int rank, const int64_t *shape, int layout)
+static void print_tensor_type(buf *b, const nest_function *f, int etype, int rank,
+                              const int64_t *shape, int layout)
 {
     buf_puts(b, nest_type_name((nest_type)etype));
-    ir_format_shape(b, rank, shape);
+    ir_format_dims(b, f, rank, shape);
     if (layout == NEST_COL_MAJOR)
         buf_puts(b, " col");
 }
@@ -134,7 +127,7 @@ static void print_window_list(buf *b, const char *name, int n, const int64_t *v,
     if (all)
         return;
     buf_printf(b, ", %s=", name);
-    print_list(b, n, v);
+    ir_format_shape(b, n, v); /* plain integers */
 }
 
 /* A convolution's or pooling's attributes that differ from the defaults (a pool's window
@@ -144,7 +137,7 @@ static void print_window(buf *b, const ir_node *n)
     const ir_window *w = n->a.win;
     if (n->op != OP_CONVOLUTION) {
         buf_puts(b, ", window=");
-        print_list(b, w->nsp, w->window);
+        ir_format_shape(b, w->nsp, w->window);
     }
     print_window_list(b, "strides", w->nsp, w->stride, 1);
     print_window_list(b, "dilation", w->nsp, w->dilation, 1);
@@ -165,7 +158,7 @@ static void print_op(buf *b, const namer *nm, const ir_node *n, int64_t maxvals)
     buf_printf(b, "%s(", ir_ops[n->op].name);
     const char *sep = "";
     if (n->op == OP_CONSTANT) {
-        print_tensor_type(b, n->etype, n->rank, n->shape, NEST_ROW_MAJOR);
+        print_tensor_type(b, f, n->etype, n->rank, n->shape, NEST_ROW_MAJOR);
         buf_puts(b, ", ");
         bool list = n->a.constant.count != 1;
         if (list)
@@ -195,7 +188,7 @@ static void print_op(buf *b, const namer *nm, const ir_node *n, int64_t maxvals)
         break;
     case K_BROADCAST:
         buf_puts(b, ", shape=");
-        print_list(b, n->rank, n->shape);
+        ir_format_dims(b, f, n->rank, n->shape);
         buf_puts(b, ", axes=");
         print_axes(b, n->a.axes);
         break;
@@ -210,21 +203,21 @@ static void print_op(buf *b, const namer *nm, const ir_node *n, int64_t maxvals)
             buf_putc(b, ']');
         }
         buf_puts(b, ", shape=");
-        print_list(b, n->rank, n->shape);
+        ir_format_dims(b, f, n->rank, n->shape);
         break;
     }
     case K_SLICE:
     case K_REPLACE_SLICE: {
         buf_puts(b, ", lower=");
-        print_list(b, n->rank, n->a.slice.lower);
+        ir_format_dims(b, f, n->rank, n->a.slice.lower);
         buf_puts(b, ", upper=");
-        print_list(b, n->rank, n->a.slice.upper);
+        ir_format_dims(b, f, n->rank, n->a.slice.upper);
         bool unit = true;
         for (int i = 0; i < n->rank; i++)
             unit &= n->a.slice.step[i] == 1;
         if (!unit) {
             buf_puts(b, ", strides=");
-            print_list(b, n->rank, n->a.slice.step);
+            ir_format_dims(b, f, n->rank, n->a.slice.step);
         }
         break;
     }
@@ -249,15 +242,15 @@ static void print_op(buf *b, const namer *nm, const ir_node *n, int64_t maxvals)
         break;
     case K_PAD: {
         buf_puts(b, ", below=");
-        print_list(b, n->rank, n->a.pad.below);
+        ir_format_dims(b, f, n->rank, n->a.pad.below);
         buf_puts(b, ", above=");
-        print_list(b, n->rank, n->a.pad.above);
+        ir_format_dims(b, f, n->rank, n->a.pad.above);
         bool none = true;
         for (int i = 0; i < n->rank; i++)
             none &= n->a.pad.interior[i] == 0;
         if (!none) {
             buf_puts(b, ", interior=");
-            print_list(b, n->rank, n->a.pad.interior);
+            ir_format_dims(b, f, n->rank, n->a.pad.interior);
         }
         break;
     }
@@ -268,7 +261,7 @@ static void print_op(buf *b, const namer *nm, const ir_node *n, int64_t maxvals)
         break;
     case K_ONE_HOT:
         buf_puts(b, ", shape=");
-        print_list(b, n->rank, n->shape);
+        ir_format_dims(b, f, n->rank, n->shape);
         buf_printf(b, ", axis=%d", n->a.axis);
         break;
     case K_TOPK:
@@ -299,7 +292,7 @@ void print_function(buf *b, const nest_function *f)
     for (int32_t i = 0; i < f->nparams; i++) {
         const ir_node *p = &f->nodes[f->params[i]];
         buf_printf(b, "%s%s: ", i ? ", " : "", p->name);
-        print_tensor_type(b, p->etype, p->rank, p->shape, p->a.param.layout);
+        print_tensor_type(b, f, p->etype, p->rank, p->shape, p->a.param.layout);
     }
     buf_puts(b, ") -> ");
     bool paren = f->nresults != 1;
@@ -309,7 +302,7 @@ void print_function(buf *b, const nest_function *f)
         const ir_node *r = &f->nodes[f->results[i]];
         if (i)
             buf_puts(b, ", ");
-        print_tensor_type(b, r->etype, r->rank, r->shape, f->result_layout[i]);
+        print_tensor_type(b, f, r->etype, r->rank, r->shape, f->result_layout[i]);
     }
     if (paren)
         buf_putc(b, ')');
@@ -352,7 +345,7 @@ static void print_states(buf *b, const nest_module *m)
     for (int32_t i = 0; i < m->nstates; i++) {
         const ir_state *s = &m->states[i];
         buf_printf(b, "%s %s: ", s->trainable ? "var" : "persistent", s->name);
-        print_tensor_type(b, s->etype, s->rank, s->shape, NEST_ROW_MAJOR);
+        print_tensor_type(b, NULL, s->etype, s->rank, s->shape, NEST_ROW_MAJOR);
         buf_puts(b, " = ");
         switch (s->init.kind) {
         case NEST_INIT_ZEROS: buf_puts(b, "zeros"); break;

@@ -62,6 +62,12 @@ int ir_infer_window(nest_function *f, ir_node *n, ir_op op, int nin, const int32
                            "the input must be [N, C, d1..dk] with 1 to %d spatial axes (rank 3 "
                            "to %d), not rank %d",
                            IR_MAX_SPATIAL, 2 + IR_MAX_SPATIAL, x->rank);
+    /* a symbolic batch passes through; the geometry takes plain sizes */
+    for (int i = 1; i < x->rank; i++)
+        if (dim_is_sym(x->shape[i]) || (conv && dim_is_sym(f->nodes[in[1]].shape[i - 1])) ||
+            (conv && i == x->rank - 1 && dim_is_sym(f->nodes[in[1]].shape[i])))
+            return ir_op_error(f, NEST_ERR_TYPE, op, nin, in,
+                               "only the batch (axis 0 of the input) may be a symbolic dim");
     ir_window *w = arena_alloc(&f->arena, sizeof *w);
     if (!w)
         return ir_error(f, NEST_ERR_NOMEM, "out of memory");
@@ -153,7 +159,7 @@ int ir_infer_window(nest_function *f, ir_node *n, ir_op op, int nin, const int32
     int64_t bytes = (int64_t)nest_type_size((nest_type)x->etype);
     bool huge = false;
     for (int i = 0; i < x->rank; i++)
-        huge |= shape[i] != 0 && mul_overflows(bytes, shape[i], &bytes);
+        huge |= shape[i] != 0 && !dim_is_sym(shape[i]) && mul_overflows(bytes, shape[i], &bytes);
     if (huge || bytes >= IR_MAX_BYTES)
         return ir_op_error(f, NEST_ERR_LIMIT, op, nin, in,
                            "the result is too large (the limit is 2^62 bytes)");

@@ -138,11 +138,18 @@ static bool flatten_nest(plan *p, nest *n)
             continue;
         bool merge = prev >= 0 && !(n->rowed && prev == 0) && !((s.concat_axes >> prev) & 1) && !((s.concat_axes >> k) & 1) &&
                      ((n->reduced >> prev) & 1) == ((n->reduced >> k) & 1) && n->dims[k] > 0 &&
-                     n->dims[prev] > 0;
+                     (n->dims[prev] > 0 || dim_is_sym(n->dims[prev]));
         for (size_t a = 0; merge && a < s.n; a++)
             merge = s.st[a][prev] == s.st[a][k] * n->dims[k];
         if (merge) {
-            dims[ng - 1] *= n->dims[k];
+            /* a symbolic outer extent merges into a product (N*256) */
+            dims[ng - 1] = dim_is_sym(dims[ng - 1]) ? dim_mul(p->f, dims[ng - 1], n->dims[k])
+                                                    : dims[ng - 1] * n->dims[k];
+            if (dims[ng - 1] == DIM_NONE) {
+                free(s.st);
+                p->status = p->f->status;
+                return false;
+            }
         } else {
             from[ng] = k;
             dims[ng] = n->dims[k];

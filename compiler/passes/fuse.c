@@ -250,9 +250,9 @@ static bool lower_dot(lower *lw, int32_t node)
     int ra = a->rank, rb = b->rank, rank = ra - 1 + rb - 1 + 1;
     int64_t free_a = 1, free_b = 1;
     for (int k = 0; k < ra - 1; k++)
-        free_a *= a->shape[k];
+        free_a *= dim_is_sym(a->shape[k]) ? DIM_NOMINAL : a->shape[k];
     for (int k = 1; k < rb; k++)
-        free_b *= b->shape[k];
+        free_b *= dim_is_sym(b->shape[k]) ? DIM_NOMINAL : b->shape[k];
     /* an operand read once per element of the other's free axes is stored unless cheap */
     if (free_b > 1 && !is_load(lw->val[ia]) && cost(lw, lw->val[ia], REUSE_COST) >= REUSE_COST &&
         !store(lw, ia))
@@ -647,9 +647,11 @@ static fx *fold_temp(lower *lw, int32_t node, int rank, const int64_t *dims, uin
         if (!(mask & (1u << k)))
             kept[rk++] = dims[k];
     layout_strides(rk, kept, NEST_ROW_MAJOR, kst);
-    int64_t count = 1;
-    for (int k = 0; k < rk; k++)
-        count *= kept[k];
+    int64_t count = ir_dims_count(p->f, rk, kept); /* N*64 when N is symbolic */
+    if (count == DIM_NONE) {
+        p->status = p->f->status;
+        return NULL;
+    }
     for (int k = 0, j = 0; k < rank; k++)
         st[k] = (mask & (1u << k)) ? 0 : kst[j++];
     int32_t b = plan_buffer(p, BUF_TEMP, -1, node, value->etype, count);

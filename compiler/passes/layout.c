@@ -18,16 +18,19 @@
 
 void layout_strides(int rank, const int64_t *shape, int layout, int64_t *st)
 {
+    /* no stride takes the outermost dim, which may be symbolic (pipeline.c checks the rest) */
     int64_t s = 1;
     if (layout == NEST_COL_MAJOR) {
         for (int k = 0; k < rank; k++) {
             st[k] = s;
-            s *= shape[k];
+            if (k + 1 < rank)
+                s *= shape[k];
         }
     } else {
         for (int k = rank - 1; k >= 0; k--) {
             st[k] = s;
-            s *= shape[k];
+            if (k > 0)
+                s *= shape[k];
         }
     }
 }
@@ -47,6 +50,17 @@ int32_t plan_buffer(plan *p, pbuf_kind kind, int32_t index, int32_t node, int et
     b->node = node;
     b->etype = (uint8_t)etype;
     b->count = count;
+    /* a symbolic shape's count is its expression (N*64), not ir_count's nominal figure */
+    const ir_node *n = node >= 0 ? &p->f->nodes[node] : NULL;
+    if (n && n->etype != IR_TUPLE && count == ir_count(n)) {
+        bool sym = false;
+        for (int k = 0; k < n->rank; k++)
+            sym |= dim_is_sym(n->shape[k]);
+        if (sym && (b->count = ir_dims_count(p->f, n->rank, n->shape)) == DIM_NONE) {
+            p->status = p->f->status;
+            return -1;
+        }
+    }
     return p->nbufs++;
 }
 
@@ -382,8 +396,8 @@ fx *fx_permute(plan *p, fx *e, int rank, const uint8_t *order)
 }
 
 /* reshape: numpy's no-copy reshape of each leaf's strides */
-static bool nocopy_reshape(int ord, const int64_t *odims, const int64_t *ost, int nrd,
-                           const int64_t *ndims, int64_t *nst)
+static bool nocopy_reshape(nest_function *f, int ord, const int64_t *odims, const int64_t *ost,
+                           int nrd, const int64_t *ndims, int64_t *nst)
 {
     int64_t od[NEST_MAX_RANK], os[NEST_MAX_RANK];
     int oldnd = 0;
@@ -402,10 +416,17 @@ static bool nocopy_reshape(int ord, const int64_t *odims, const int64_t *ost, in
     while (ni < nrd && oi < oldnd) {
         int64_t np = ndims[ni], op = od[oi];
         while (np != op) {
-            if (np < op)
-                np *= ndims[nj++];
+            /* a symbolic extent (the outermost, N) groups as a product: [N,256] is [N*256] */
+            int c = dim_is_sym(np) || dim_is_sym(op) ? dim_compare(f, np, op) : np < op ? -1 : 1;
+            bool grow_new = c == -1 || c == DIM_LE;
+            if (c == DIM_UNKNOWN || (grow_new ? nj >= nrd : oj >= oldnd))
+                return false;
+            if (grow_new)
+                np = dim_mul(f, np, ndims[nj++]);
             else
-                op *= od[oj++];
+                op = dim_mul(f, op, od[oj++]);
+            if (np == DIM_NONE || op == DIM_NONE)
+                return false;
         }
         for (int ok = oi; ok < oj - 1; ok++)
             if (os[ok] != od[ok + 1] * os[ok + 1])
@@ -424,7 +445,7 @@ static bool nocopy_reshape(int ord, const int64_t *odims, const int64_t *ost, in
 static fx *rs_load(xform *x, const fx *e)
 {
     int64_t st[NEST_MAX_RANK];
-    if (!nocopy_reshape(x->in_rank, x->in_shape, e->st, x->out_rank, x->out_shape, st))
+    if (!nocopy_reshape(x->p->f, x->in_rank, x->in_shape, e->st, x->out_rank, x->out_shape, st))
         return NULL;
     return fx_load(x->p, e->buf, e->off, x->out_rank, st, e->node);
 }

@@ -166,6 +166,10 @@ int pass_memplan(plan *p)
         pbuf *pb = &p->bufs[b];
         if (pb->kind != BUF_TEMP || pb->dead || pb->row || first[b] < 0)
             continue; /* never written: never read either (the plan reads only what it wrote) */
+        if (dim_is_sym(pb->count)) { /* placed by the code at run time, after the rest */
+            pb->offset = -1;
+            continue;
+        }
         life l = {b, first[b], last[b], 0, 0};
         l.size = (pb->count * (int64_t)nest_type_size((nest_type)pb->etype) + 63) & ~(int64_t)63;
         if (l.size == 0) /* an empty temporary is still named by the code around it */

@@ -21,7 +21,9 @@
 static bool eligible(plan *p, const nest *n)
 {
     /* rank 1 too: a per-row scalar step (a mean, 1/sqrt of a variance) joins its row */
-    if (n->dead || n->rank < 1 || (n->reduced & 1u) || n->dims[0] < 2 || n->dot || n->win ||
+    /* symbolic rows (N) share their loop too: its bound is the dim */
+    if (n->dead || n->rank < 1 || (n->reduced & 1u) || (n->dims[0] < 2 && !dim_is_sym(n->dims[0])) ||
+        n->dot || n->win ||
         n->special >= 0)
         return false; /* products of matrices, convolutions and pools have loops of their own */
     for (int k = 1; k < n->rank; k++)
@@ -56,7 +58,7 @@ static int64_t dense_row(const nest *n, const nout *o)
     }
     int64_t count = 1;
     for (int j = 0; j < m; j++) {
-        if (st[j] != count)
+        if (st[j] != count || dim_is_sym(d[j]))
             return -1;
         count *= d[j];
     }

@@ -56,6 +56,16 @@ static void ignores_axis(fx *e, void *ctx)
         d->ok = false;
 }
 
+/* Whether a product's nest has a symbolic extent other than its rows I (the emitter counts
+ * I's blocks at run time; a symbolic batch, K or J is not tiled yet). */
+static bool symbolic(const nest *n)
+{
+    for (int d = 0; d < n->rank; d++)
+        if (dim_is_sym(n->dims[d]) && d != n->rank - 3)
+            return true;
+    return false;
+}
+
 static bool ignores(plan *p, fx *e, int axis)
 {
     indep d = {axis, true};
@@ -100,10 +110,14 @@ static bool absorb(plan *p, int32_t k, const int32_t *readers)
         bij[d] = n->dims[d];
     bij[nb] = n->dims[nb];
     bij[nb + 1] = n->dims[nb + 2];
-    for (int d = 0; d < nb + 2; d++)
-        count *= bij[d];
+    for (int d = 0; d < nb + 2; d++) /* N*J when the rows are symbolic */
+        count = dim_mul(p->f, count, bij[d]);
     for (int d = 0; d < ep->rank; d++)
-        ecount *= ep->dims[d];
+        ecount = dim_mul(p->f, ecount, ep->dims[d]);
+    if (count == DIM_NONE || ecount == DIM_NONE) {
+        p->status = p->f->status;
+        return false;
+    }
     if (ep->reduced || ep->rowed || ep->tile_i || ep->rank < 1 || ecount != count ||
         nest_has_arg(ep) || ep->special >= 0 || ep->win)
         return true;
@@ -209,8 +223,9 @@ static bool tile_nest(plan *p, int32_t k, int vbytes, const int32_t *readers)
     int et = o->value->etype;
     fx *a, *b;
     if (n->reduced != (1u << (r - 2)) || (et != NEST_F32 && et != NEST_F64) ||
-        o->reduce != OP_SUM || o->st[r - 2] != 0 || o->st[r - 1] != 1 || n->dims[r - 3] < 2 ||
-        n->dims[r - 1] < 16 || !factors(p, o->value, r, &a, &b)) {
+        o->reduce != OP_SUM || o->st[r - 2] != 0 || o->st[r - 1] != 1 ||
+        (n->dims[r - 3] < 2 && !dim_is_sym(n->dims[r - 3])) ||
+        n->dims[r - 1] < 16 || symbolic(n) || !factors(p, o->value, r, &a, &b)) {
         if (swapped) /* either order is correct: this one only when tiled */
             swap_last_axes(p, n);
         return p->status == NEST_OK;

@@ -1,0 +1,487 @@
+/*
+ * dims.c - symbolic dimensions: the table of a function's dim names and the sums of products
+ * of them (N, N*64, N-1) that its shapes and attributes use.
+ *
+ * A dim is an int64_t. Values above DIM_SYM0 are plain sizes (or, in pad and slice lists, plain
+ * offsets); DIM_SYM0 - k stands for entry k of the function's table. An entry is a polynomial
+ * in the names with integer coefficients, in a canonical form (terms sorted, like terms merged,
+ * no zero coefficient), hash-consed: equal expressions are the same handle, so comparing two
+ * dims, symbolic or not, is comparing two integers. An expression without names is a plain
+ * value, never an entry.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+struct ir_dims {
+    dim_expr *e;       /* the entries (malloc'd) */
+    size_t n, cap;
+    int32_t *slots;    /* open addressing over the entries by hash, -1 empty (malloc'd) */
+    size_t nslots;
+};
+
+void ir_dims_free(ir_dims *d)
+{
+    if (!d)
+        return;
+    free(d->e);
+    free(d->slots);
+    free(d);
+}
+
+int32_t dim_entry_count(const nest_function *f) { return f->dims ? (int32_t)f->dims->n : 0; }
+
+const dim_expr *dim_entry(const nest_function *f, int64_t d)
+{
+    if (!dim_is_sym(d) || !f->dims)
+        return NULL;
+    int64_t k = DIM_SYM0 - d;
+    return k < (int64_t)f->dims->n ? &f->dims->e[k] : NULL;
+}
+
+bool dim_valid(const nest_function *f, int64_t d)
+{
+    return d >= 0 || dim_entry(f, d) != NULL;
+}
+
+/* ---- polynomials ---- */
+
+typedef struct poly {
+    int n;
+    dim_term t[DIM_MAX_TERMS];
+} poly;
+
+static int term_cmp(const dim_term *a, const dim_term *b)
+{
+    if (a->nf != b->nf)
+        return a->nf < b->nf ? -1 : 1;
+    for (int i = 0; i < a->nf; i++)
+        if (a->f[i] != b->f[i])
+            return a->f[i] < b->f[i] ? -1 : 1;
+    return 0;
+}
+
+static uint64_t poly_hash(const dim_term *t, int n)
+{
+    uint64_t h = 1469598103934665603u;
+    for (int i = 0; i < n; i++) {
+        h = (h ^ (uint64_t)t[i].coef) * 1099511628211u;
+        for (int j = 0; j < t[i].nf; j++)
+            h = (h ^ (uint64_t)t[i].f[j]) * 1099511628211u;
+        h = (h ^ 0xffu) * 1099511628211u;
+    }
+    return h;
+}
+
+/* d as a polynomial; false for an invalid handle. */
+static bool to_poly(const nest_function *f, int64_t d, poly *p)
+{
+    memset(p, 0, sizeof *p);
+    if (!dim_is_sym(d)) {
+        if (d != 0) {
+            p->n = 1;
+            p->t[0].coef = d;
+        }
+        return true;
+    }
+    const dim_expr *e = dim_entry(f, d);
+    if (!e)
+        return false;
+    p->n = e->nterms;
+    memcpy(p->t, e->terms, (size_t)e->nterms * sizeof *e->terms);
+    return true;
+}
+
+/* Adds c * term to p, keeping it canonical; false when a coefficient overflows or p would have
+ * too many terms. */
+static bool poly_add_term(poly *p, const dim_term *term, int64_t c)
+{
+    int i = 0;
+    while (i < p->n && term_cmp(&p->t[i], term) < 0)
+        i++;
+    if (i < p->n && term_cmp(&p->t[i], term) == 0) {
+        if (add_overflows(p->t[i].coef, c, &p->t[i].coef))
+            return false;
+        if (p->t[i].coef == 0) {
+            memmove(&p->t[i], &p->t[i + 1], (size_t)(p->n - i - 1) * sizeof *p->t);
+            p->n--;
+        }
+        return true;
+    }
+    if (c == 0)
+        return true;
+    if (p->n == DIM_MAX_TERMS)
+        return false;
+    memmove(&p->t[i + 1], &p->t[i], (size_t)(p->n - i) * sizeof *p->t);
+    p->t[i] = *term;
+    p->t[i].coef = c;
+    p->n++;
+    return true;
+}
+
+static int64_t intern(nest_function *f, const poly *p, const char *name);
+
+/* The handle or value of p; DIM_NONE with the error on f. */
+static int64_t from_poly(nest_function *f, const poly *p)
+{
+    if (p->n == 0)
+        return 0;
+    if (p->n == 1 && p->t[0].nf == 0) {
+        if (p->t[0].coef <= DIM_SYM0)
+            return ir_error(f, NEST_ERR_LIMIT, "a dim expression is too large"), DIM_NONE;
+        return p->t[0].coef;
+    }
+    if (p->n == 1 && p->t[0].nf == 1 && p->t[0].coef == 1)
+        return DIM_SYM0 - p->t[0].f[0]; /* a name: its own entry */
+    return intern(f, p, NULL);
+}
+
+static bool grow_slots(ir_dims *d)
+{
+    size_t ns = d->nslots ? d->nslots * 2 : 64;
+    int32_t *s = malloc(ns * sizeof *s);
+    if (!s)
+        return false;
+    for (size_t i = 0; i < ns; i++)
+        s[i] = -1;
+    for (size_t k = 0; k < d->n; k++) {
+        size_t i = d->e[k].hash & (ns - 1);
+        while (s[i] >= 0)
+            i = (i + 1) & (ns - 1);
+        s[i] = (int32_t)k;
+    }
+    free(d->slots);
+    d->slots = s;
+    d->nslots = ns;
+    return true;
+}
+
+/* The entry of p (a name's own entry when name is not NULL), made on first use. */
+static int64_t intern(nest_function *f, const poly *p, const char *name)
+{
+    if (!f->dims && !(f->dims = calloc(1, sizeof *f->dims)))
+        return ir_error(f, NEST_ERR_NOMEM, "out of memory"), DIM_NONE;
+    ir_dims *d = f->dims;
+    uint64_t h = name ? 0 : poly_hash(p->t, p->n);
+    if (!name && d->nslots) {
+        for (size_t i = h & (d->nslots - 1); d->slots[i] >= 0; i = (i + 1) & (d->nslots - 1)) {
+            const dim_expr *e = &d->e[d->slots[i]];
+            if (e->hash == h && !e->name && e->nterms == p->n &&
+                memcmp(e->terms, p->t, (size_t)p->n * sizeof *p->t) == 0)
+                return DIM_SYM0 - d->slots[i];
+        }
+    }
+    if (d->n >= DIM_MAX_EXPRS)
+        return ir_error(f, NEST_ERR_LIMIT, "more than %d distinct dim expressions", DIM_MAX_EXPRS),
+               DIM_NONE;
+    dim_expr *e = grow_array(d->e, &d->cap, d->n, sizeof *e);
+    if (!e)
+        return ir_error(f, NEST_ERR_NOMEM, "out of memory"), DIM_NONE;
+    d->e = e;
+    e = &d->e[d->n];
+    memset(e, 0, sizeof *e);
+    int32_t k = (int32_t)d->n;
+    if (name) {
+        e->name = arena_strdup(&f->arena, name);
+        e->nterms = 1;
+        e->terms = arena_alloc(&f->arena, sizeof *e->terms);
+        if (e->name && e->terms)
+            *e->terms = (dim_term){.coef = 1, .nf = 1, .f = {k}};
+        e->hash = 0; /* names are found by dim_name, never by their polynomial */
+    } else {
+        e->nterms = p->n;
+        e->terms = arena_memdup(&f->arena, p->t, (size_t)p->n * sizeof *p->t);
+        e->hash = h;
+    }
+    if ((name && (!e->name || !e->terms)) || !e->terms)
+        return ir_error(f, NEST_ERR_NOMEM, "out of memory"), DIM_NONE;
+    d->n++;
+    if (2 * d->n >= d->nslots) {
+        if (!grow_slots(d)) { /* inserts every entry, k too */
+            d->n--;
+            return ir_error(f, NEST_ERR_NOMEM, "out of memory"), DIM_NONE;
+        }
+    } else if (!name) {
+        size_t i = h & (d->nslots - 1);
+        while (d->slots[i] >= 0)
+            i = (i + 1) & (d->nslots - 1);
+        d->slots[i] = k;
+    }
+    return DIM_SYM0 - k;
+}
+
+/* ---- the operations ---- */
+
+int64_t dim_name(nest_function *f, const char *name, size_t len)
+{
+    for (size_t k = 0; f->dims && k < f->dims->n; k++) {
+        const char *s = f->dims->e[k].name;
+        if (s && strlen(s) == len && memcmp(s, name, len) == 0)
+            return DIM_SYM0 - (int64_t)k;
+    }
+    char *s = malloc(len + 1);
+    if (!s)
+        return ir_error(f, NEST_ERR_NOMEM, "out of memory"), DIM_NONE;
+    memcpy(s, name, len);
+    s[len] = 0;
+    int64_t r = DIM_NONE;
+    if (ir_check_name(f, "dim", s) == NEST_OK) {
+        static const char *const types[] = {"f32", "f64", "i32", "i64", "bool"};
+        bool type = false;
+        for (size_t i = 0; i < countof(types); i++)
+            type = type || strcmp(s, types[i]) == 0;
+        if (type)
+            ir_error(f, NEST_ERR_ARG, "dim: '%s' is an element type, not a name", s);
+        else
+            r = intern(f, NULL, s);
+    }
+    free(s);
+    return r;
+}
+
+int32_t dim_find(const nest_function *f, const char *name, size_t len, int64_t *d)
+{
+    for (size_t k = 0; f->dims && k < f->dims->n; k++) {
+        const char *s = f->dims->e[k].name;
+        if (s && strlen(s) == len && memcmp(s, name, len) == 0) {
+            *d = DIM_SYM0 - (int64_t)k;
+            return (int32_t)k;
+        }
+    }
+    return -1;
+}
+
+static int64_t bad_operand(nest_function *f, const char *what)
+{
+    return ir_error(f, NEST_ERR_ARG, "%s: an operand is not a dim of function %s", what, f->name),
+           DIM_NONE;
+}
+
+int64_t dim_add(nest_function *f, int64_t a, int64_t b)
+{
+    if (!dim_is_sym(a) && !dim_is_sym(b) && a != DIM_NONE && b != DIM_NONE) {
+        int64_t s;
+        if (!add_overflows(a, b, &s) && s > DIM_SYM0)
+            return s;
+        return ir_error(f, NEST_ERR_LIMIT, "a dim expression is too large"), DIM_NONE;
+    }
+    poly p, q;
+    if (!to_poly(f, a, &p) || !to_poly(f, b, &q) || a == DIM_NONE || b == DIM_NONE)
+        return bad_operand(f, "dim_add");
+    for (int i = 0; i < q.n; i++)
+        if (!poly_add_term(&p, &q.t[i], q.t[i].coef))
+            return ir_error(f, NEST_ERR_LIMIT, "a dim expression is too large"), DIM_NONE;
+    return from_poly(f, &p);
+}
+
+int64_t dim_sub(nest_function *f, int64_t a, int64_t b)
+{
+    int64_t nb = dim_mul(f, b, -1);
+    return nb == DIM_NONE ? DIM_NONE : dim_add(f, a, nb);
+}
+
+int64_t dim_mul(nest_function *f, int64_t a, int64_t b)
+{
+    if (!dim_is_sym(a) && !dim_is_sym(b) && a != DIM_NONE && b != DIM_NONE) {
+        int64_t s;
+        if (!mul_overflows(a, b, &s) && s > DIM_SYM0)
+            return s;
+        return ir_error(f, NEST_ERR_LIMIT, "a dim expression is too large"), DIM_NONE;
+    }
+    poly p, q, r = {0};
+    if (!to_poly(f, a, &p) || !to_poly(f, b, &q) || a == DIM_NONE || b == DIM_NONE)
+        return bad_operand(f, "dim_mul");
+    for (int i = 0; i < p.n; i++)
+        for (int j = 0; j < q.n; j++) {
+            dim_term t = {0};
+            int64_t c;
+            if (p.t[i].nf + q.t[j].nf > DIM_MAX_FACTORS || mul_overflows(p.t[i].coef, q.t[j].coef, &c))
+                return ir_error(f, NEST_ERR_LIMIT, "a dim expression is too large"), DIM_NONE;
+            /* merge the sorted factor lists */
+            int x = 0, y = 0;
+            while (x < p.t[i].nf || y < q.t[j].nf) {
+                if (y == q.t[j].nf || (x < p.t[i].nf && p.t[i].f[x] <= q.t[j].f[y]))
+                    t.f[t.nf++] = p.t[i].f[x++];
+                else
+                    t.f[t.nf++] = q.t[j].f[y++];
+            }
+            if (!poly_add_term(&r, &t, c))
+                return ir_error(f, NEST_ERR_LIMIT, "a dim expression is too large"), DIM_NONE;
+        }
+    return from_poly(f, &r);
+}
+
+int dim_compare(const nest_function *f, int64_t a, int64_t b)
+{
+    if (!dim_is_sym(a) && !dim_is_sym(b))
+        return a < b ? -1 : a > b ? 1 : 0;
+    if (a == b)
+        return 0;
+    poly p, q;
+    if (!to_poly(f, a, &p) || !to_poly(f, b, &q))
+        return DIM_UNKNOWN;
+    /* a - b: names are sizes (>= 0), so a polynomial whose coefficients all have one sign has
+     * that sign (or is 0, when the names are) */
+    for (int i = 0; i < q.n; i++)
+        if (!poly_add_term(&p, &q.t[i], q.t[i].coef == INT64_MIN ? 0 : -q.t[i].coef))
+            return DIM_UNKNOWN;
+    bool pos = true, neg = true;
+    int64_t c = 0;
+    for (int i = 0; i < p.n; i++) {
+        if (p.t[i].nf == 0)
+            c = p.t[i].coef;
+        pos = pos && p.t[i].coef >= 0;
+        neg = neg && p.t[i].coef <= 0;
+    }
+    if (pos && c > 0)
+        return 1;
+    if (neg && c < 0)
+        return -1;
+    if (pos)
+        return DIM_GE;
+    if (neg)
+        return DIM_LE;
+    return DIM_UNKNOWN;
+}
+
+/* ---- values ---- */
+
+int dim_eval(const nest_function *f, int64_t d, const int64_t *vals, int64_t *out)
+{
+    if (!dim_is_sym(d)) {
+        *out = d;
+        return d == DIM_NONE ? NEST_ERR_ARG : NEST_OK;
+    }
+    const dim_expr *e = dim_entry(f, d);
+    if (!e)
+        return NEST_ERR_ARG;
+    return dim_terms_eval(e->terms, e->nterms, vals, out);
+}
+
+int dim_terms_eval(const dim_term *terms, int n, const int64_t *vals, int64_t *out)
+{
+    int64_t s = 0;
+    for (int i = 0; i < n; i++) {
+        int64_t t = terms[i].coef;
+        for (int j = 0; j < terms[i].nf; j++)
+            if (mul_overflows(t, vals[terms[i].f[j]], &t))
+                return NEST_ERR_LIMIT;
+        if (add_overflows(s, t, &s))
+            return NEST_ERR_LIMIT;
+    }
+    *out = s;
+    return NEST_OK;
+}
+
+int32_t dim_params(const nest_function *f, int32_t *ids)
+{
+    int32_t n = 0, ne = dim_entry_count(f);
+    if (ne == 0)
+        return 0;
+    bool *seen = calloc((size_t)ne, 1);
+    if (!seen)
+        return -1;
+    for (int32_t p = 0; p < f->nparams; p++) {
+        const ir_node *x = &f->nodes[f->params[p]];
+        for (int i = 0; i < x->rank; i++) {
+            const dim_expr *e = dim_entry(f, x->shape[i]);
+            for (int t = 0; e && t < e->nterms; t++)
+                for (int j = 0; j < e->terms[t].nf; j++) {
+                    int32_t k = e->terms[t].f[j];
+                    if (!seen[k]) {
+                        seen[k] = true;
+                        ids[n++] = k;
+                    }
+                }
+        }
+    }
+    free(seen);
+    return n;
+}
+
+int32_t dim_names(const nest_function *f, int32_t *ids)
+{
+    int32_t n = 0;
+    for (int32_t k = 0; k < dim_entry_count(f); k++)
+        if (f->dims->e[k].name)
+            ids[n++] = k;
+    return n;
+}
+
+bool ir_is_symbolic(const nest_function *f)
+{
+    for (int32_t k = 0; k < dim_entry_count(f); k++)
+        if (f->dims->e[k].name)
+            return true;
+    return false;
+}
+
+/* ---- text ---- */
+
+static void format_term(buf *b, const nest_function *f, const dim_term *t, bool first,
+                        const char *const *names)
+{
+    int64_t c = t->coef;
+    if (c < 0)
+        buf_putc(b, '-');
+    else if (!first)
+        buf_putc(b, '+');
+    uint64_t m = c < 0 ? 0 - (uint64_t)c : (uint64_t)c;
+    for (int j = 0; j < t->nf; j++)
+        buf_printf(b, "%s%s", j ? "*" : "", names ? names[t->f[j]] : f->dims->e[t->f[j]].name);
+    if (t->nf == 0)
+        buf_printf(b, "%llu", (unsigned long long)m);
+    else if (m != 1)
+        buf_printf(b, "*%llu", (unsigned long long)m);
+}
+
+void dim_format(buf *b, const nest_function *f, int64_t d) { dim_format_with(b, f, d, NULL); }
+
+void dim_format_with(buf *b, const nest_function *f, int64_t d, const char *const *names)
+{
+    const dim_expr *e = f ? dim_entry(f, d) : NULL;
+    if (!dim_is_sym(d) || !e) {
+        if (dim_is_sym(d))
+            buf_puts(b, "?");
+        else
+            buf_printf(b, "%lld", (long long)d);
+        return;
+    }
+    if (e->name) {
+        buf_puts(b, names ? names[DIM_SYM0 - d] : e->name);
+        return;
+    }
+    if (names)
+        buf_putc(b, '(');
+    /* the terms with names first, the constant last: N*M*2-M*2, N*64+2, N-1 */
+    bool first = true;
+    for (int i = e->nterms - 1; i >= 0; i--) /* the highest degree first */
+        if (e->terms[i].nf > 0) {
+            format_term(b, f, &e->terms[i], first, names);
+            first = false;
+        }
+    for (int i = 0; i < e->nterms; i++)
+        if (e->terms[i].nf == 0)
+            format_term(b, f, &e->terms[i], first, names);
+    if (names)
+        buf_putc(b, ')');
+}
+
+void ir_format_dims(buf *b, const nest_function *f, int rank, const int64_t *shape)
+{
+    buf_putc(b, '[');
+    for (int i = 0; i < rank; i++) {
+        if (i)
+            buf_putc(b, ',');
+        dim_format(b, f, shape[i]);
+    }
+    buf_putc(b, ']');
+}
+
+char *dim_text(const nest_function *f, int64_t d)
+{
+    buf b = {0};
+    dim_format(&b, f, d);
+    return buf_finish(&b);
+}
