@@ -710,7 +710,7 @@ static int infer_model_op(nest_function *f, ir_node *n, ir_op op, int nin, const
                                 nest_type_name((nest_type)u->etype),
                                 nest_type_name((nest_type)a->etype));
             if (u->rank != r || memcmp(u->shape, shape, (size_t)r * sizeof *shape) != 0) {
-                char *t = list_text(r, shape);
+                char *t = list_text(f, r, shape);
                 op_error(f, NEST_ERR_TYPE, op, nin, in,
                          "the updates must have shape %s (the operand's with axis %d replaced by "
                          "the indices' shape)",
