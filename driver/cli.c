@@ -217,6 +217,14 @@ int cli_load(const char *path, const cli_import *imp, cli_input *in)
     return rc;
 }
 
+bool cli_specialized(const cli_input *in)
+{
+    for (int i = 0; in->spec && i < in->n; i++)
+        if (in->spec[i] != in->m->fns[i])
+            return true;
+    return false;
+}
+
 void cli_input_free(cli_input *in)
 {
     for (int i = 0; in->spec && i < in->n; i++)

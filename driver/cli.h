@@ -60,6 +60,10 @@ typedef struct cli_input {
  * caret) and returns EXIT_INPUT (EXIT_USAGE for import options given to a .nest file); 0 on
  * success. The caller frees *in with cli_input_free, also after an error. */
 int cli_load(const char *path, const cli_import *imp, cli_input *in);
+
+/* Whether --dim made copies of some of a .nest file's functions at given sizes: then the
+ * copies, not the module's own functions, are what is emitted and built. */
+bool cli_specialized(const cli_input *in);
 void cli_input_free(cli_input *in);
 
 /* ---------------------------------------------------------------------------------------------

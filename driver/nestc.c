@@ -285,7 +285,10 @@ int main(int argc, char **argv)
     cli_input in;
     int rc = cli_load(file, &imp, &in);
     if (rc == 0)
-        rc = act(in.fns, in.n, &(action){emit, out, dump, do_run, run, jit, file, in.m}, &opts);
+        rc = act(in.fns, in.n,
+                 &(action){emit, out, dump, do_run, run, jit, file,
+                           cli_specialized(&in) ? NULL : in.m},
+                 &opts);
     cli_input_free(&in);
     if (fflush(stdout) != 0) {
         fprintf(stderr, "nestc: writing the output failed: %s\n", strerror(errno));
