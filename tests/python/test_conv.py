@@ -90,8 +90,13 @@ def test_errors_name_the_roles():
         ng.max_pool(x, window=[2, 2], spatial=[H, W], strides=[1, 1, 1])
 
 
-def test_no_gradient_through_convolution_is_an_error_not_a_zero():
-    x, w = ng.placeholder([N, C, H, W]), ng.variable([K, C, R, S], name="w")
-    y = ng.convolution(x, w, spatial=[H, W], out_channel=K)
-    with pytest.raises(ng.NestError, match="no gradient rule for convolution"):
-        ng.computation(ng.deriv(ng.sum(y), w), x)
+def test_gradient_through_convolution_against_torch():
+    x, w = ng.placeholder([N, C, H, W]), ng.placeholder([K, C, R, S])
+    a, f = data(2, 3, 9, 8), data(4, 3, 3, 2)
+    y = ng.convolution(x, w, spatial=[H, W], out_channel=K, strides={H: 2}, padding=[(1, 0), 1])
+    loss = ng.sum(y * y)
+    ta = torch.from_numpy(a).requires_grad_()
+    tw = torch.from_numpy(f).requires_grad_()
+    (tf.conv2d(tf.pad(ta, (1, 1, 1, 0)), tw, stride=(2, 1)) ** 2).sum().backward()
+    close(run(ng.deriv(loss, w), (x, a), (w, f)), tw.grad)
+    close(run(ng.deriv(loss, x), (x, a), (w, f)), ta.grad)
