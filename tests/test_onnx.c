@@ -637,10 +637,16 @@ static void test_prune(void **state)
     nest_value g = nest_get(f, t, 0);
     nest_value r = nest_negative(f, g);
     assert_ok(f, nest_set_name(f, r, "neg"));
+    assert_ok(f, nest_set_name(f, e, "dead"));
     assert_ok(f, nest_return(f, 2, (nest_value[]){r, t}, NULL));
     assert_int_equal(f->nnodes, 9);
     assert_int_equal(ir_prune(f), 3);
     assert_int_equal(f->nnodes, 6);
+    /* the index of names follows the nodes: found where they are now, the pruned ones gone */
+    int32_t neg = ir_find_name(f, "neg");
+    assert_true(neg >= 0 && neg < f->nnodes && f->nodes[neg].op == OP_NEGATIVE);
+    assert_int_equal(ir_find_name(f, "dead"), -1);
+    assert_int_equal(ir_find_name(f, "a"), f->params[0]);
     assert_int_equal(ir_prune(f), 0);
     assert_int_equal(nest_param_count(f), 2);
     assert_int_equal(nest_result_count(f), 3);

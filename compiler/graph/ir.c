@@ -151,6 +151,34 @@ int32_t ir_find_name(const nest_function *f, const char *name)
     return f->capnames ? *name_slot(f, name) : -1;
 }
 
+void ir_renumber(nest_function *f, const int32_t *map, int32_t oldn)
+{
+    /* the names' index: its nodes, renumbered, entered again (a slot emptied in place would cut
+     * the probe sequences through it) */
+    int32_t *kept = f->capnames ? malloc(f->nnames * sizeof *kept + 1) : NULL;
+    size_t nk = 0;
+    for (size_t i = 0; kept && i < f->capnames; i++)
+        if (f->names[i] >= 0 && f->names[i] < oldn && map[f->names[i]] >= 0)
+            kept[nk++] = map[f->names[i]];
+    for (size_t i = 0; i < f->capnames; i++)
+        f->names[i] = -1;
+    f->nnames = 0;
+    for (size_t i = 0; i < nk; i++) {
+        *name_slot(f, f->nodes[kept[i]].name) = kept[i];
+        f->nnames++;
+    }
+    if (f->capnames && !kept) { /* out of memory: the index starts again empty */
+        free(f->names);
+        f->names = NULL;
+        f->capnames = 0;
+    }
+    free(kept);
+    /* the state tensors' read nodes: a direct table */
+    for (int32_t s = 0; s < f->capstatereads; s++)
+        if (f->state_reads[s] >= 0)
+            f->state_reads[s] = f->state_reads[s] < oldn ? map[f->state_reads[s]] : -1;
+}
+
 int ir_set_name(nest_function *f, int32_t node, const char *name)
 {
     if ((f->nnames + 1) * 2 > f->capnames) {

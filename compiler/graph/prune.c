@@ -59,6 +59,7 @@ int32_t ir_prune(nest_function *f)
     for (int32_t i = 0; i < f->nassigns; i++)
         f->assigns[i].node = map[f->assigns[i].node];
     f->nnodes = k;
+    ir_renumber(f, map, nn);
     free(map);
     assert(ir_verify(f));
     return nn - k;
