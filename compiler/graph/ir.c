@@ -135,13 +135,13 @@ static uint64_t name_hash(const char *s)
 }
 
 /* The index's slot for name: the node that has it, or an empty slot (-1). A slot whose node was
- * renamed since is passed over. */
+ * renamed since, or dropped (a builder that failed rolls the nodes back), is passed over. */
 static int32_t *name_slot(const nest_function *f, const char *name)
 {
     size_t mask = f->capnames - 1;
     for (size_t i = name_hash(name) & mask;; i = (i + 1) & mask) {
         int32_t v = f->names[i];
-        if (v < 0 || strcmp(f->nodes[v].name, name) == 0)
+        if (v < 0 || (v < f->nnodes && f->nodes[v].name && strcmp(f->nodes[v].name, name) == 0))
             return &f->names[i];
     }
 }
@@ -151,6 +151,12 @@ int32_t ir_find_name(const nest_function *f, const char *name)
     return f->capnames ? *name_slot(f, name) : -1;
 }
 
+static int cmp_node(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
 void ir_renumber(nest_function *f, const int32_t *map, int32_t oldn)
 {
     /* the names' index: its nodes, renumbered, entered again (a slot emptied in place would cut
@@ -158,14 +164,20 @@ void ir_renumber(nest_function *f, const int32_t *map, int32_t oldn)
     int32_t *kept = f->capnames ? malloc(f->nnames * sizeof *kept + 1) : NULL;
     size_t nk = 0;
     for (size_t i = 0; kept && i < f->capnames; i++)
-        if (f->names[i] >= 0 && f->names[i] < oldn && map[f->names[i]] >= 0)
+        if (f->names[i] >= 0 && f->names[i] < oldn && map[f->names[i]] >= 0 &&
+            f->nodes[map[f->names[i]]].name)
             kept[nk++] = map[f->names[i]];
     for (size_t i = 0; i < f->capnames; i++)
         f->names[i] = -1;
     f->nnames = 0;
+    if (nk > 1) /* the first node of a name is the one found */
+        qsort(kept, nk, sizeof *kept, cmp_node);
     for (size_t i = 0; i < nk; i++) {
-        *name_slot(f, f->nodes[kept[i]].name) = kept[i];
-        f->nnames++;
+        int32_t *slot = name_slot(f, f->nodes[kept[i]].name);
+        if (*slot < 0) {
+            *slot = kept[i];
+            f->nnames++;
+        }
     }
     if (f->capnames && !kept) { /* out of memory: the index starts again empty */
         free(f->names);
@@ -194,7 +206,8 @@ int ir_set_name(nest_function *f, int32_t node, const char *name)
         f->capnames = cap;
         f->nnames = 0;
         for (size_t i = 0; i < oldcap; i++) /* the nodes that still have the name they had */
-            if (old[i] >= 0 && *name_slot(f, f->nodes[old[i]].name) < 0) {
+            if (old[i] >= 0 && old[i] < f->nnodes && f->nodes[old[i]].name &&
+                *name_slot(f, f->nodes[old[i]].name) < 0) {
                 *name_slot(f, f->nodes[old[i]].name) = old[i];
                 f->nnames++;
             }
