@@ -138,8 +138,11 @@ static bool plan_planes(plan *p, wplan *w, const ir_node *xn)
         if (!w->ph[i])
             return false;
         w->nph[i] = 0;
-        for (int64_t t = 0; t < f; t++) {
-            int64_t ph = t * dil % s;
+        /* tap t's phase repeats with t + s: the first n taps give them all (a window of 2^40
+         * taps at stride 1 has one phase, found at once) */
+        int64_t step = dil % s, ph = -step;
+        for (int64_t t = 0; t < n; t++) {
+            ph = ph + step >= s ? ph + step - s : ph + step;
             int j = 0;
             while (j < w->nph[i] && w->ph[i][j] < ph)
                 j++;
