@@ -277,7 +277,7 @@ int32_t ir_find_name(const nest_function *f, const char *name);
  * ir_find_name. NEST_OK, or NEST_ERR_NOMEM recorded on f. */
 int ir_set_name(nest_function *f, int32_t node, const char *name);
 /* After the nodes were renumbered (node i of the oldn before is now map[i], or gone when -1):
- * the indexes of f that name nodes (names, state reads) follow. */
+ * the index of f's node names follows. */
 void ir_renumber(nest_function *f, const int32_t *map, int32_t oldn);
 /* Checks a name for a function, parameter or value; returns NEST_OK or records an error. */
 int ir_check_name(nest_function *f, const char *what, const char *name);

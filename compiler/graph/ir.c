@@ -185,10 +185,6 @@ void ir_renumber(nest_function *f, const int32_t *map, int32_t oldn)
         f->capnames = 0;
     }
     free(kept);
-    /* the state tensors' read nodes: a direct table */
-    for (int32_t s = 0; s < f->capstatereads; s++)
-        if (f->state_reads[s] >= 0)
-            f->state_reads[s] = f->state_reads[s] < oldn ? map[f->state_reads[s]] : -1;
 }
 
 int ir_set_name(nest_function *f, int32_t node, const char *name)
