@@ -151,7 +151,7 @@ $(B)/obj/gen/onnx.pb-c.o: $(GEN)/onnx.pb-c.c $(GEN)/onnx.pb-c.h
 	$(Q)$(CC) $(NCFLAGS) $(CFLAGS) -I$(GEN) -c $< -o $@
 
 $(B)/obj/compiler/front/onnx_%.o: NCFLAGS += -I$(GEN)
-ONNX_OBJ := $(patsubst %,$(B)/obj/compiler/front/onnx_%.o,read ops math shape nn)
+ONNX_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(filter compiler/front/onnx_%,$(COMPILER_SRC)))
 $(ONNX_OBJ): compiler/front/onnx.h compiler/front/onnx_ops.def $(GEN)/onnx.pb-c.h
 
 # The loader falls back to the shim where this build put it.
