@@ -17,6 +17,23 @@ static _Noreturn void die(const char *what, const char *detail, const char *text
     abort();
 }
 
+/* Two shapes agree by their text: a symbolic dim is a handle into its own function's table,
+ * numbered in the order its expressions were made, which the printed text need not repeat. */
+static bool same_shape(const nest_function *a, const ir_node *x, const nest_function *b,
+                       const ir_node *y)
+{
+    buf p = {0}, q = {0};
+    ir_format_dims(&p, a, x->rank, x->shape);
+    ir_format_dims(&q, b, y->rank, y->shape);
+    char *s = buf_finish(&p), *t = buf_finish(&q);
+    if (!s || !t)
+        die("out of memory", NULL, NULL);
+    bool same = strcmp(s, t) == 0;
+    free(s);
+    free(t);
+    return same;
+}
+
 /* Parameter and result counts, types and shapes agree. */
 static void same_signature(const nest_function *a, const nest_function *b, const char *text)
 {
@@ -29,8 +46,7 @@ static void same_signature(const nest_function *a, const nest_function *b, const
         const ir_node *y = &b->nodes[param ? b->params[k] : b->results[k]];
         int lx = param ? x->a.param.layout : a->result_layout[k];
         int ly = param ? y->a.param.layout : b->result_layout[k];
-        if (x->etype != y->etype || x->rank != y->rank || lx != ly ||
-            memcmp(x->shape, y->shape, (size_t)x->rank * sizeof(int64_t)) != 0)
+        if (x->etype != y->etype || x->rank != y->rank || lx != ly || !same_shape(a, x, b, y))
             die("a parameter or result changed type, shape or layout", a->name, text);
     }
 }
