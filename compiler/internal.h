@@ -760,6 +760,8 @@ bool fx_walk_pruned(plan *p, fx *const *roots, int nroots, bool (*enter)(const f
 /* The same in no particular order (no sort): for questions whose answer does not depend on it. */
 bool fx_visit(plan *p, fx *const *roots, int nroots, bool (*enter)(const fx *e, void *ctx),
               void (*fn)(fx *e, void *ctx), void *ctx);
+/* fx_visit over the values of a nest's outputs. */
+bool nest_visit(plan *p, const nest *ne, void (*fn)(fx *e, void *ctx), void *ctx);
 /* Whether the expressions hold a concat along `axis` (any axis for -1; also when the walk runs
  * out of memory: the cautious answer). */
 bool fx_has_concat(plan *p, fx *const *roots, int nroots, int axis);

@@ -715,10 +715,7 @@ void em_nest_comment(ctx *c)
 {
     const nest *ne = c->ne;
     nodeset s = {.in = c->node_in};
-    fx *vals[ne->nouts > 0 ? ne->nouts : 1];
-    for (int i = 0; i < ne->nouts; i++)
-        vals[i] = ne->outs[i].value;
-    fx_visit(c->mp, vals, ne->nouts, NULL, collect_node, &s);
+    nest_visit(c->mp, ne, collect_node, &s);
     for (int i = 0; i < ne->nnodes; i++)
         add_node(&s, ne->nodes[i]);
     for (size_t i = 0; i < s.n; i++)
