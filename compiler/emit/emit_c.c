@@ -252,12 +252,23 @@ static void emit_constants(ctx *c)
     }
 }
 
-/* The body of a wrapper that calls NAME_impl with the argument text `args` (ending with ws
- * when the function has a workspace of ws_size bytes, which it allocates). */
-static void impl_call(ctx *c, int64_t ws_size, const char *args)
+/* The opening of a wrapper over the arrays `args` and `res`: it casts away those a function
+ * without parameters or without results leaves unread. */
+static void open_wrapper(ctx *c, const char *args, const char *res)
 {
-    if (ws_size > 0) {
-        em_line(c, "    unsigned char *ws = malloc(%lld);", (long long)ws_size);
+    em_line(c, "{");
+    if (c->f->nparams == 0)
+        em_line(c, "    (void)%s;", args);
+    if (c->f->nresults == 0)
+        em_line(c, "    (void)%s;", res);
+}
+
+/* The body of a wrapper that calls NAME_impl with the argument text `args` (ending with ws
+ * when the function has a workspace: ws_bytes, the C of its size, which it allocates). */
+static void impl_call(ctx *c, const char *ws_bytes, const char *args)
+{
+    if (ws_bytes) {
+        em_line(c, "    unsigned char *ws = malloc(%s);", ws_bytes);
         em_line(c, "    int rc;");
         em_line(c, "    if (!ws)");
         em_line(c, "        return 1;");
@@ -413,11 +424,7 @@ static void dims_entries(ctx *c, const char **abi, bool ws)
     em_line(c, "int %s_call_ws_dims(const int64_t *dims, void *const *args, void *const *results, "
                "void *workspace)",
             name);
-    em_line(c, "{");
-    if (f->nparams == 0)
-        em_line(c, "    (void)args;");
-    if (f->nresults == 0)
-        em_line(c, "    (void)results;");
+    open_wrapper(c, "args", "results");
     if (!ws)
         em_line(c, "    (void)workspace;");
     em_line(c, "    if (nest_%s_dims(dims) < 0)", name);
@@ -442,15 +449,10 @@ static void dims_entries(ctx *c, const char **abi, bool ws)
                     name);
         } else {
             em_line(c, "int %s(%s)", name, ps ? ps : "");
-            buf d = {0};
-            em_dims_params(c, &d, NULL);
-            char *ds = em_finish(c, &d);
-            /* "int64_t N, int64_t M" -> "N, M" */
-            buf dv = {0};
+            buf dv = {0}; /* "N, M" */
             for (int i = 0; i < c->ndims; i++)
                 buf_printf(&dv, "%s%s", i ? ", " : "", c->dimname[c->dimabi[i]]);
             char *dvs = em_finish(c, &dv);
-            free(ds);
             buf cl = {0};
             buf_printf(&cl, "%s", dvs ? dvs : "");
             for (int32_t i = 0; i < f->nparams + f->nresults; i++)
@@ -464,27 +466,12 @@ static void dims_entries(ctx *c, const char **abi, bool ws)
             free(dvs);
         }
         c->bufname = save;
-        if (by_arrays) {
-            em_line(c, "{");
-            if (f->nparams == 0)
-                em_line(c, "    (void)args;");
-            if (f->nresults == 0)
-                em_line(c, "    (void)results;");
-        }
+        if (by_arrays)
+            open_wrapper(c, "args", "results");
         em_line(c, "    int64_t n = nest_%s_dims(dims);", name);
         em_line(c, "    if (n < 0)");
         em_line(c, "        return 1;");
-        if (ws) {
-            em_line(c, "    unsigned char *ws = malloc(n > 0 ? (size_t)n : 1);");
-            em_line(c, "    int rc;");
-            em_line(c, "    if (!ws)");
-            em_line(c, "        return 1;");
-            em_line(c, "    rc = %s_impl(%s);", name, ps ? ps : "");
-            em_line(c, "    free(ws);");
-            em_line(c, "    return rc;");
-        } else {
-            em_line(c, "    return %s_impl(%s);", name, ps ? ps : "");
-        }
+        impl_call(c, ws ? "n > 0 ? (size_t)n : 1" : NULL, ps);
         em_line(c, "}");
         em_line(c, "%s", "");
         free(ps);
@@ -636,11 +623,7 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
         else
             em_line(&c, "int %s_call_ws(void *const *args, void *const *results, void *workspace)",
                     f->name);
-        em_line(&c, "{");
-        if (f->nparams == 0)
-            em_line(&c, "    (void)args;");
-        if (f->nresults == 0)
-            em_line(&c, "    (void)results;");
+        open_wrapper(&c, "args", "results");
         em_line(&c, "    return %s_impl(%s);", f->name, a ? a : "");
         em_line(&c, "}");
         em_line(&c, "%s", "");
@@ -665,7 +648,9 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
     if (ws)
         buf_printf(&cl, "%sws", f->nparams + f->nresults + c.nst ? ", " : "");
     char *cls = em_finish(&c, &cl);
-    impl_call(&c, ws ? p->ws_size : 0, cls);
+    char wsb[32];
+    snprintf(wsb, sizeof wsb, "%lld", (long long)p->ws_size);
+    impl_call(&c, ws ? wsb : NULL, cls);
     free(cls);
     em_line(&c, "}");
     em_line(&c, "%s", "");
@@ -680,12 +665,8 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
                 c.stn, an, rn);
     else
         em_line(&c, "int %s_call(void *const *%s, void *const *%s)", f->name, an, rn);
-    em_line(&c, "{");
-    if (f->nparams == 0)
-        em_line(&c, "    (void)%s;", an);
-    if (f->nresults == 0)
-        em_line(&c, "    (void)%s;", rn);
-    impl_call(&c, ws ? p->ws_size : 0, a);
+    open_wrapper(&c, an, rn);
+    impl_call(&c, ws ? wsb : NULL, a);
     em_line(&c, "}");
     em_line(&c, "%s", "");
     free(a);
