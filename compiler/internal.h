@@ -802,6 +802,11 @@ void fx_marks_clear(plan *p);
 bool fx_mark(plan *p, const fx *e);
 void buf_marks_clear(plan *p);
 bool buf_mark(plan *p, int32_t b);
+/* A malloc'd array indexed by node id, with room for e: v, or v grown (doubling, from 1024
+ * elements of `size` bytes) with the new elements' bytes all `fill` (0, or -1: every element
+ * -1); NULL when out of memory (v stands). Used as  T *n = fx_id_array(v, &cap, e, sizeof *n,
+ * -1); if (!n) fail; v = n; ... v[e->id]  (the passes' memos per node, the emitter's maps). */
+void *fx_id_array(void *v, size_t *cap, const fx *e, size_t size, int fill);
 
 /* A map from expression nodes to expression nodes (memo of a rewrite, a substitution; the
  * type is declared with the plan). The slot of e (NULL in a new slot), or NULL when out of

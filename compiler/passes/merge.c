@@ -46,22 +46,13 @@ static bool stores_vary(const nest *n, uint32_t mask)
 /* The slot of e in m->inbody, or NULL when out of memory. */
 static int32_t *body_slot(merger *m, const fx *e)
 {
-    size_t id = (size_t)e->id;
-    if (id >= m->capbody) {
-        size_t cap = m->capbody ? m->capbody : 1024;
-        while (cap <= id)
-            cap *= 2;
-        int32_t *v = realloc(m->inbody, cap * sizeof *v);
-        if (!v) {
-            m->p->status = NEST_ERR_NOMEM;
-            return NULL;
-        }
-        for (size_t i = m->capbody; i < cap; i++)
-            v[i] = -1;
-        m->inbody = v;
-        m->capbody = cap;
+    int32_t *v = fx_id_array(m->inbody, &m->capbody, e, sizeof *v, -1);
+    if (!v) {
+        m->p->status = NEST_ERR_NOMEM;
+        return NULL;
     }
-    return &m->inbody[id];
+    m->inbody = v;
+    return &v[e->id];
 }
 
 typedef struct body_walk {

@@ -74,6 +74,22 @@ bool buf_mark(plan *p, int32_t b)
     return true;
 }
 
+void *fx_id_array(void *v, size_t *cap, const fx *e, size_t size, int fill)
+{
+    size_t id = (size_t)e->id;
+    if (id < *cap)
+        return v;
+    size_t c = *cap ? *cap : 1024;
+    while (c <= id)
+        c *= 2;
+    unsigned char *n = realloc(v, c * size);
+    if (!n)
+        return NULL;
+    memset(n + *cap * size, fill, (c - *cap) * size);
+    *cap = c;
+    return n;
+}
+
 /* ---- walks ---- */
 
 static int by_id(const void *a, const void *b)
