@@ -55,13 +55,13 @@ static bool nest_reads(plan *p, const nest *n, int32_t b, int except)
     return (n->tile_a && fx_reads(p, n->tile_a, b)) || (n->tile_b && fx_reads(p, n->tile_b, b));
 }
 
-/* The BUF_STATE buffer of state s, made if the function never reads it. */
-static int32_t state_buffer(plan *p, int32_t s, const pbuf *like)
+/* The BUF_STATE buffer of state s (entry: per state, its buffer or -1), made if the function
+ * never reads it. */
+static int32_t state_buffer(plan *p, int32_t *entry, int32_t s, const pbuf *like)
 {
-    for (int32_t b = 0; b < p->nbufs; b++)
-        if (p->bufs[b].kind == BUF_STATE && p->bufs[b].index == s)
-            return b;
-    return plan_buffer(p, BUF_STATE, s, like->node, like->etype, like->count);
+    if (entry[s] < 0)
+        entry[s] = plan_buffer(p, BUF_STATE, s, like->node, like->etype, like->count);
+    return entry[s];
 }
 
 /* Per buffer, the last live nest that reads it (its values or a tile's factors), or -1: a
@@ -220,8 +220,16 @@ static bool order_outputs(plan *p, int32_t k, bool *inplace, const int32_t *bs, 
 int pass_inplace(plan *p)
 {
     int32_t nnests = p->nnests, nbufs = p->nbufs; /* copy nests added below need no look */
-    int32_t *last = last_readers(p);
-    for (int32_t k = 0; last && k < nnests && !p->status; k++) {
+    int32_t ns = p->f->module ? p->f->module->nstates : 0;
+    int32_t *last = last_readers(p), *entry = malloc(((size_t)ns + 1) * sizeof *entry);
+    if (!entry)
+        p->status = NEST_ERR_NOMEM;
+    for (int32_t s = 0; s < ns && entry; s++)
+        entry[s] = -1;
+    for (int32_t b = 0; b < nbufs && entry; b++)
+        if (p->bufs[b].kind == BUF_STATE && entry[p->bufs[b].index] < 0)
+            entry[p->bufs[b].index] = b;
+    for (int32_t k = 0; last && entry && k < nnests && !p->status; k++) {
         nest *n = &p->nests[k];
         if (n->dead)
             continue;
@@ -241,7 +249,7 @@ int pass_inplace(plan *p)
             if (p->bufs[b].kind != BUF_STATE_NEW)
                 continue;
             pbuf like = p->bufs[b];
-            int32_t s = state_buffer(p, like.index, &like);
+            int32_t s = state_buffer(p, entry, like.index, &like);
             if (s < 0)
                 break;
             bnew[j] = b;
@@ -260,9 +268,7 @@ int pass_inplace(plan *p)
                 if (p->bufs[b].kind != BUF_STATE_NEW)
                     continue;
                 /* in place: the output writes the state buffer; its own buffer goes */
-                for (int32_t s = 0; s < p->nbufs; s++)
-                    if (p->bufs[s].kind == BUF_STATE && p->bufs[s].index == p->bufs[b].index)
-                        n->outs[j].buf = s;
+                n->outs[j].buf = entry[p->bufs[b].index];
                 p->bufs[b].kind = BUF_TEMP;
                 p->bufs[b].index = -1;
                 p->bufs[b].dead = true;
@@ -273,5 +279,6 @@ int pass_inplace(plan *p)
         free(bnew);
     }
     free(last);
+    free(entry);
     return p->status;
 }
