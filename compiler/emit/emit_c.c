@@ -52,26 +52,31 @@ static bool used_states(ctx *c)
     int32_t ns = f->module->nstates;
     c->st_index = calloc((size_t)ns + 1, sizeof *c->st_index);
     c->st_written = calloc((size_t)ns + 1, sizeof *c->st_written);
-    bool *used = calloc((size_t)ns + 1, sizeof *used);
-    if (!c->st_index || !c->st_written || !used) {
-        free(used);
+    unsigned char *use = calloc((size_t)ns + 1, 1); /* 1: read, 2: assigned */
+    if (!c->st_index || !c->st_written || !use) {
+        free(use);
         return false;
     }
     for (int32_t b = 0; c->p && b < c->p->nbufs; b++)
         if (c->p->bufs[b].kind == BUF_STATE && !c->p->bufs[b].dead)
-            used[c->p->bufs[b].index] = true;
+            use[c->p->bufs[b].index] |= 1;
     for (int32_t i = 0; i < f->nassigns; i++)
-        used[f->assigns[i].state] = true;
+        use[f->assigns[i].state] |= 2;
     for (int32_t s = 0; s < ns; s++) {
-        if (!used[s])
+        if (!use[s])
             continue;
         c->st_index[c->nst] = s;
-        for (int32_t i = 0; i < f->nassigns; i++)
-            c->st_written[c->nst] |= f->assigns[i].state == s;
-        c->nst++;
+        c->st_written[c->nst++] = use[s] & 2;
     }
-    free(used);
+    free(use);
     return true;
+}
+
+/* The position of state tensor s among those used (c->st_index, ascending), or -1. */
+static int st_pos(const ctx *c, int32_t s)
+{
+    const int32_t *at = c->nst ? bsearch(&s, c->st_index, (size_t)c->nst, sizeof s, cmp_i32) : NULL;
+    return at ? (int)(at - c->st_index) : -1;
 }
 
 /* The C names of the parameters, the results and the state tensors used, in ABI order,
@@ -326,12 +331,8 @@ static int by_abi(const void *a, const void *b)
 /* Whether the function writes buffer b: a result, or a state tensor it assigns. */
 static bool part_writes(const ctx *c, const pbuf *pb)
 {
-    if (pb->kind == BUF_RESULT)
-        return true;
-    for (int i = 0; pb->kind == BUF_STATE && i < c->nst; i++)
-        if (c->st_index[i] == pb->index)
-            return c->st_written[i];
-    return false;
+    int i = pb->kind == BUF_STATE ? st_pos(c, pb->index) : -1;
+    return pb->kind == BUF_RESULT || (i >= 0 && c->st_written[i]);
 }
 
 /* The loop nests emitted into `nests` since the last part become a function of their own,
@@ -483,6 +484,7 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
     const nest_function *f = p->f;
     ctx c = {.b = b, .p = p, .mp = (plan *)p, .f = f, .mode = mode, .helpers = helpers};
     const char **abi = NULL;
+    bool *named = NULL; /* per state tensor used: whether a buffer holds it */
     c.bufname = calloc((size_t)p->nbufs + 1, sizeof *c.bufname);
     c.refd = calloc((size_t)p->nbufs + 1, sizeof *c.refd);
     c.touched = calloc((size_t)p->nbufs + 1, sizeof *c.touched);
@@ -517,16 +519,22 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
         b->failed = true;
         goto out;
     }
+    named = calloc((size_t)c.nst + 1, sizeof *named);
+    if (!named) {
+        b->failed = true;
+        goto out;
+    }
     for (int32_t bi = 0; bi < p->nbufs; bi++) {
         const pbuf *pb = &p->bufs[bi];
+        int i = pb->kind == BUF_STATE ? st_pos(&c, pb->index) : -1;
         if (pb->kind == BUF_PARAM)
             c.bufname[bi] = abi[pb->index];
         else if (pb->kind == BUF_RESULT)
             c.bufname[bi] = abi[f->nparams + pb->index];
-        else if (pb->kind == BUF_STATE)
-            for (int i = 0; i < c.nst; i++)
-                if (c.st_index[i] == pb->index)
-                    c.bufname[bi] = abi[f->nparams + f->nresults + i];
+        else if (i >= 0)
+            c.bufname[bi] = abi[f->nparams + f->nresults + i];
+        if (i >= 0)
+            named[i] = true;
     }
     emit_constants(&c);
     bool ws = c.dimname ? em_dims_have_ws(p) : p->ws_size > 0, state = c.nst > 0;
@@ -589,13 +597,9 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
             !c.refd[bi] && c.bufname[bi])
             em_line(&c, "(void)%s;", c.bufname[bi]);
     }
-    for (int i = 0; i < c.nst; i++) { /* a state tensor with no buffer (assigned nothing) */
-        bool has = false;
-        for (int32_t bi = 0; bi < p->nbufs; bi++)
-            has |= p->bufs[bi].kind == BUF_STATE && p->bufs[bi].index == c.st_index[i];
-        if (!has)
+    for (int i = 0; i < c.nst; i++) /* a state tensor with no buffer (assigned nothing) */
+        if (!named[i])
             em_line(&c, "(void)%s;", abi[f->nparams + f->nresults + i]);
-    }
     if (ws && !c.ws_refd)
         em_line(&c, "(void)ws;");
     em_line(&c, "return 0;");
@@ -675,6 +679,7 @@ out:
     if (c.fn.oom || c.mp->status != NEST_OK)
         b->failed = true;
     free(abi);
+    free(named);
     free(c.st_index);
     free(c.st_written);
     free(c.hoist);

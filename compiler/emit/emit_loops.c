@@ -711,12 +711,6 @@ static void collect_node(fx *e, void *ctx_)
         add_node(ctx_, e->node);
 }
 
-static int cmp_i32(const void *a, const void *b)
-{
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    return (x > y) - (x < y);
-}
-
 void em_nest_comment(ctx *c)
 {
     const nest *ne = c->ne;

@@ -230,12 +230,6 @@ void merge_adjacent(plan *p)
     fx_map_free(&m.fwd);
 }
 
-static int cmp_i32(const void *a, const void *b)
-{
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    return (x > y) - (x < y);
-}
-
 /* Whether the ascending list v of n buffers holds b. */
 static bool holds(const int32_t *v, int32_t n, int32_t b)
 {

@@ -289,7 +289,7 @@ static void add_load(fx *e, void *ctx)
     l->v[l->n++] = e->buf;
 }
 
-static int cmp_i32(const void *a, const void *b)
+int cmp_i32(const void *a, const void *b)
 {
     int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
     return (x > y) - (x < y);
