@@ -760,6 +760,8 @@ bool fx_walk_pruned(plan *p, fx *const *roots, int nroots, bool (*enter)(const f
 /* The same in no particular order (no sort): for questions whose answer does not depend on it. */
 bool fx_visit(plan *p, fx *const *roots, int nroots, bool (*enter)(const fx *e, void *ctx),
               void (*fn)(fx *e, void *ctx), void *ctx);
+/* fx_visit over the values of a nest's outputs. */
+bool nest_visit(plan *p, const nest *ne, void (*fn)(fx *e, void *ctx), void *ctx);
 /* Whether the expressions hold a concat along `axis` (any axis for -1; also when the walk runs
  * out of memory: the cautious answer). */
 bool fx_has_concat(plan *p, fx *const *roots, int nroots, int axis);
@@ -771,6 +773,8 @@ bool fx_reads(plan *p, fx *e, int32_t buf);
 int32_t fx_loads(plan *p, fx *const *roots, int nroots, int32_t **out);
 /* The same for the values of a nest's outputs. */
 int32_t nest_loads(plan *p, const nest *ne, int32_t **out);
+/* The ascending order of int32_t, for qsort and bsearch (over such lists of buffers). */
+int cmp_i32(const void *a, const void *b);
 /* How many live nests read each buffer: a malloc'd array of p->nbufs + 1 counts, or NULL when
  * out of memory (p->status says so). */
 int32_t *nest_readers(plan *p);
@@ -800,6 +804,11 @@ void fx_marks_clear(plan *p);
 bool fx_mark(plan *p, const fx *e);
 void buf_marks_clear(plan *p);
 bool buf_mark(plan *p, int32_t b);
+/* A malloc'd array indexed by node id, with room for e: v, or v grown (doubling, from 1024
+ * elements of `size` bytes) with the new elements' bytes all `fill` (0, or -1: every element
+ * -1); NULL when out of memory (v stands). Used as  T *n = fx_id_array(v, &cap, e, sizeof *n,
+ * -1); if (!n) fail; v = n; ... v[e->id]  (the passes' memos per node, the emitter's maps). */
+void *fx_id_array(void *v, size_t *cap, const fx *e, size_t size, int fill);
 
 /* A map from expression nodes to expression nodes (memo of a rewrite, a substitution; the
  * type is declared with the plan). The slot of e (NULL in a new slot), or NULL when out of

@@ -52,26 +52,31 @@ static bool used_states(ctx *c)
     int32_t ns = f->module->nstates;
     c->st_index = calloc((size_t)ns + 1, sizeof *c->st_index);
     c->st_written = calloc((size_t)ns + 1, sizeof *c->st_written);
-    bool *used = calloc((size_t)ns + 1, sizeof *used);
-    if (!c->st_index || !c->st_written || !used) {
-        free(used);
+    unsigned char *use = calloc((size_t)ns + 1, 1); /* 1: read, 2: assigned */
+    if (!c->st_index || !c->st_written || !use) {
+        free(use);
         return false;
     }
     for (int32_t b = 0; c->p && b < c->p->nbufs; b++)
         if (c->p->bufs[b].kind == BUF_STATE && !c->p->bufs[b].dead)
-            used[c->p->bufs[b].index] = true;
+            use[c->p->bufs[b].index] |= 1;
     for (int32_t i = 0; i < f->nassigns; i++)
-        used[f->assigns[i].state] = true;
+        use[f->assigns[i].state] |= 2;
     for (int32_t s = 0; s < ns; s++) {
-        if (!used[s])
+        if (!use[s])
             continue;
         c->st_index[c->nst] = s;
-        for (int32_t i = 0; i < f->nassigns; i++)
-            c->st_written[c->nst] |= f->assigns[i].state == s;
-        c->nst++;
+        c->st_written[c->nst++] = use[s] & 2;
     }
-    free(used);
+    free(use);
     return true;
+}
+
+/* The position of state tensor s among those used (c->st_index, ascending), or -1. */
+static int st_pos(const ctx *c, int32_t s)
+{
+    const int32_t *at = c->nst ? bsearch(&s, c->st_index, (size_t)c->nst, sizeof s, cmp_i32) : NULL;
+    return at ? (int)(at - c->st_index) : -1;
 }
 
 /* The C names of the parameters, the results and the state tensors used, in ABI order,
@@ -252,12 +257,23 @@ static void emit_constants(ctx *c)
     }
 }
 
-/* The body of a wrapper that calls NAME_impl with the argument text `args` (ending with ws
- * when the function has a workspace of ws_size bytes, which it allocates). */
-static void impl_call(ctx *c, int64_t ws_size, const char *args)
+/* The opening of a wrapper over the arrays `args` and `res`: it casts away those a function
+ * without parameters or without results leaves unread. */
+static void open_wrapper(ctx *c, const char *args, const char *res)
 {
-    if (ws_size > 0) {
-        em_line(c, "    unsigned char *ws = malloc(%lld);", (long long)ws_size);
+    em_line(c, "{");
+    if (c->f->nparams == 0)
+        em_line(c, "    (void)%s;", args);
+    if (c->f->nresults == 0)
+        em_line(c, "    (void)%s;", res);
+}
+
+/* The body of a wrapper that calls NAME_impl with the argument text `args` (ending with ws
+ * when the function has a workspace: ws_bytes, the C of its size, which it allocates). */
+static void impl_call(ctx *c, const char *ws_bytes, const char *args)
+{
+    if (ws_bytes) {
+        em_line(c, "    unsigned char *ws = malloc(%s);", ws_bytes);
         em_line(c, "    int rc;");
         em_line(c, "    if (!ws)");
         em_line(c, "        return 1;");
@@ -315,12 +331,8 @@ static int by_abi(const void *a, const void *b)
 /* Whether the function writes buffer b: a result, or a state tensor it assigns. */
 static bool part_writes(const ctx *c, const pbuf *pb)
 {
-    if (pb->kind == BUF_RESULT)
-        return true;
-    for (int i = 0; pb->kind == BUF_STATE && i < c->nst; i++)
-        if (c->st_index[i] == pb->index)
-            return c->st_written[i];
-    return false;
+    int i = pb->kind == BUF_STATE ? st_pos(c, pb->index) : -1;
+    return pb->kind == BUF_RESULT || (i >= 0 && c->st_written[i]);
 }
 
 /* The loop nests emitted into `nests` since the last part become a function of their own,
@@ -413,11 +425,7 @@ static void dims_entries(ctx *c, const char **abi, bool ws)
     em_line(c, "int %s_call_ws_dims(const int64_t *dims, void *const *args, void *const *results, "
                "void *workspace)",
             name);
-    em_line(c, "{");
-    if (f->nparams == 0)
-        em_line(c, "    (void)args;");
-    if (f->nresults == 0)
-        em_line(c, "    (void)results;");
+    open_wrapper(c, "args", "results");
     if (!ws)
         em_line(c, "    (void)workspace;");
     em_line(c, "    if (nest_%s_dims(dims) < 0)", name);
@@ -442,15 +450,10 @@ static void dims_entries(ctx *c, const char **abi, bool ws)
                     name);
         } else {
             em_line(c, "int %s(%s)", name, ps ? ps : "");
-            buf d = {0};
-            em_dims_params(c, &d, NULL);
-            char *ds = em_finish(c, &d);
-            /* "int64_t N, int64_t M" -> "N, M" */
-            buf dv = {0};
+            buf dv = {0}; /* "N, M" */
             for (int i = 0; i < c->ndims; i++)
                 buf_printf(&dv, "%s%s", i ? ", " : "", c->dimname[c->dimabi[i]]);
             char *dvs = em_finish(c, &dv);
-            free(ds);
             buf cl = {0};
             buf_printf(&cl, "%s", dvs ? dvs : "");
             for (int32_t i = 0; i < f->nparams + f->nresults; i++)
@@ -464,27 +467,12 @@ static void dims_entries(ctx *c, const char **abi, bool ws)
             free(dvs);
         }
         c->bufname = save;
-        if (by_arrays) {
-            em_line(c, "{");
-            if (f->nparams == 0)
-                em_line(c, "    (void)args;");
-            if (f->nresults == 0)
-                em_line(c, "    (void)results;");
-        }
+        if (by_arrays)
+            open_wrapper(c, "args", "results");
         em_line(c, "    int64_t n = nest_%s_dims(dims);", name);
         em_line(c, "    if (n < 0)");
         em_line(c, "        return 1;");
-        if (ws) {
-            em_line(c, "    unsigned char *ws = malloc(n > 0 ? (size_t)n : 1);");
-            em_line(c, "    int rc;");
-            em_line(c, "    if (!ws)");
-            em_line(c, "        return 1;");
-            em_line(c, "    rc = %s_impl(%s);", name, ps ? ps : "");
-            em_line(c, "    free(ws);");
-            em_line(c, "    return rc;");
-        } else {
-            em_line(c, "    return %s_impl(%s);", name, ps ? ps : "");
-        }
+        impl_call(c, ws ? "n > 0 ? (size_t)n : 1" : NULL, ps);
         em_line(c, "}");
         em_line(c, "%s", "");
         free(ps);
@@ -496,6 +484,7 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
     const nest_function *f = p->f;
     ctx c = {.b = b, .p = p, .mp = (plan *)p, .f = f, .mode = mode, .helpers = helpers};
     const char **abi = NULL;
+    bool *named = NULL; /* per state tensor used: whether a buffer holds it */
     c.bufname = calloc((size_t)p->nbufs + 1, sizeof *c.bufname);
     c.refd = calloc((size_t)p->nbufs + 1, sizeof *c.refd);
     c.touched = calloc((size_t)p->nbufs + 1, sizeof *c.touched);
@@ -530,16 +519,22 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
         b->failed = true;
         goto out;
     }
+    named = calloc((size_t)c.nst + 1, sizeof *named);
+    if (!named) {
+        b->failed = true;
+        goto out;
+    }
     for (int32_t bi = 0; bi < p->nbufs; bi++) {
         const pbuf *pb = &p->bufs[bi];
+        int i = pb->kind == BUF_STATE ? st_pos(&c, pb->index) : -1;
         if (pb->kind == BUF_PARAM)
             c.bufname[bi] = abi[pb->index];
         else if (pb->kind == BUF_RESULT)
             c.bufname[bi] = abi[f->nparams + pb->index];
-        else if (pb->kind == BUF_STATE)
-            for (int i = 0; i < c.nst; i++)
-                if (c.st_index[i] == pb->index)
-                    c.bufname[bi] = abi[f->nparams + f->nresults + i];
+        else if (i >= 0)
+            c.bufname[bi] = abi[f->nparams + f->nresults + i];
+        if (i >= 0)
+            named[i] = true;
     }
     emit_constants(&c);
     bool ws = c.dimname ? em_dims_have_ws(p) : p->ws_size > 0, state = c.nst > 0;
@@ -602,13 +597,9 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
             !c.refd[bi] && c.bufname[bi])
             em_line(&c, "(void)%s;", c.bufname[bi]);
     }
-    for (int i = 0; i < c.nst; i++) { /* a state tensor with no buffer (assigned nothing) */
-        bool has = false;
-        for (int32_t bi = 0; bi < p->nbufs; bi++)
-            has |= p->bufs[bi].kind == BUF_STATE && p->bufs[bi].index == c.st_index[i];
-        if (!has)
+    for (int i = 0; i < c.nst; i++) /* a state tensor with no buffer (assigned nothing) */
+        if (!named[i])
             em_line(&c, "(void)%s;", abi[f->nparams + f->nresults + i]);
-    }
     if (ws && !c.ws_refd)
         em_line(&c, "(void)ws;");
     em_line(&c, "return 0;");
@@ -636,11 +627,7 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
         else
             em_line(&c, "int %s_call_ws(void *const *args, void *const *results, void *workspace)",
                     f->name);
-        em_line(&c, "{");
-        if (f->nparams == 0)
-            em_line(&c, "    (void)args;");
-        if (f->nresults == 0)
-            em_line(&c, "    (void)results;");
+        open_wrapper(&c, "args", "results");
         em_line(&c, "    return %s_impl(%s);", f->name, a ? a : "");
         em_line(&c, "}");
         em_line(&c, "%s", "");
@@ -665,7 +652,9 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
     if (ws)
         buf_printf(&cl, "%sws", f->nparams + f->nresults + c.nst ? ", " : "");
     char *cls = em_finish(&c, &cl);
-    impl_call(&c, ws ? p->ws_size : 0, cls);
+    char wsb[32];
+    snprintf(wsb, sizeof wsb, "%lld", (long long)p->ws_size);
+    impl_call(&c, ws ? wsb : NULL, cls);
     free(cls);
     em_line(&c, "}");
     em_line(&c, "%s", "");
@@ -680,12 +669,8 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
                 c.stn, an, rn);
     else
         em_line(&c, "int %s_call(void *const *%s, void *const *%s)", f->name, an, rn);
-    em_line(&c, "{");
-    if (f->nparams == 0)
-        em_line(&c, "    (void)%s;", an);
-    if (f->nresults == 0)
-        em_line(&c, "    (void)%s;", rn);
-    impl_call(&c, ws ? p->ws_size : 0, a);
+    open_wrapper(&c, an, rn);
+    impl_call(&c, ws ? wsb : NULL, a);
     em_line(&c, "}");
     em_line(&c, "%s", "");
     free(a);
@@ -694,6 +679,7 @@ out:
     if (c.fn.oom || c.mp->status != NEST_OK)
         b->failed = true;
     free(abi);
+    free(named);
     free(c.st_index);
     free(c.st_written);
     free(c.hoist);

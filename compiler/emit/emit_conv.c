@@ -93,15 +93,15 @@ static void emit_offsets(ctx *c, const wplan *w)
 
 /* Opens the loops over the taps, row-major over the window's axes, at `indent`: inside, t is
  * the tap and ot its offset (emit_offsets' tables); one brace to close. */
-static void tap_loops(ctx *c, const wplan *w, const char *indent)
+static void tap_loops(ctx *c, const wplan *w, int indent)
 {
     const ir_window *win = w->win;
     int nsp = win->nsp;
-    buf_puts(c->b, indent);
+    buf_printf(c->b, "%*s", indent, "");
     for (int i = 0; i < nsp; i++)
         buf_printf(c->b, "for (int64_t a%d = 0; a%d < %lld; a%d++) ", i, i,
                    (long long)win->window[i], i);
-    buf_printf(c->b, "{\n%s    const int64_t t = ", indent);
+    buf_printf(c->b, "{\n%*s    const int64_t t = ", indent, "");
     for (int i = 0; i < nsp; i++) {
         long long after = 1;
         for (int j = i + 1; j < nsp; j++)
@@ -112,6 +112,65 @@ static void tap_loops(ctx *c, const wplan *w, const char *indent)
     for (int i = 0; i < nsp; i++)
         buf_printf(c->b, "%soff%d[a%d]", i ? " + " : "", i, i);
     buf_puts(c->b, ";\n");
+}
+
+/* The fast path of a kernel, at `in` spaces: the ti x nv vector accumulators, the sum over the
+ * group's input channels c and the taps (straight code up to UNROLL_TAPS taps, else tap_loops),
+ * and the stores of the tile into out. Each tap loads nv vectors at p and multiplies them by one
+ * scalar a per row i: with positions in lanes, p is the input at the tap and a the filter
+ * wc[i][t]; with channels in lanes, p is the tap's packed filters and a the input x<i>[o]. */
+static void vec_tile(ctx *c, const wplan *w, const char *T, const char *V, int in)
+{
+    buf *b = c->b;
+    bool by_ch = w->by_channels;
+    int ti = w->ti, nv = w->nv, L = w->lanes, tj = nv * L;
+    long long cg = w->C / w->G, taps = w->taps, crs = cg * taps, cs = w->cstride;
+    buf_printf(b, "%*s%s", in, "", V);
+    for (int i = 0; i < ti; i++)
+        for (int j = 0; j < nv; j++)
+            buf_printf(b, "%s s%d_%d = {0}", i || j ? "," : "", i, j);
+    buf_printf(b, ";\n%*sfor (int64_t c = 0; c < %lld; c++) {\n%*s", in, "", cg, in + 4, "");
+    if (by_ch)
+        buf_printf(b, "const %s *restrict wc = w + c * %lld;\n", T, taps * tj);
+    else
+        buf_printf(b, "const %s *restrict xc = x + c * %lld, *restrict wc = w + c * %lld;\n", T,
+                   cs, taps);
+    bool unroll = w->taps <= UNROLL_TAPS;
+    if (!unroll)
+        tap_loops(c, w, in + 4);
+    for (int64_t t = 0; t < (unroll ? w->taps : 1); t++) {
+        char tt[32], ot[32];
+        snprintf(tt, sizeof tt, unroll ? "%lld" : "t", (long long)t);
+        snprintf(ot, sizeof ot, unroll ? "%lld" : "ot", (long long)w->tapoff[t]);
+        buf_printf(b, "%*s%s ", in + 4, "", unroll ? "{" : "   ");
+        if (by_ch)
+            buf_printf(b, "const int64_t o = c * %lld + %s;\n"
+                          "%*sconst %s *restrict p = wc + %s * %d;\n",
+                       cs, ot, in + 8, "", T, tt, tj);
+        else
+            buf_printf(b, "const %s *restrict p = xc + %s;\n", T, ot);
+        buf_printf(b, "%*s%s", in + 8, "", V);
+        for (int j = 0; j < nv; j++)
+            buf_printf(b, "%s b%d = *(const %s *)(p + %d)", j ? "," : "", j, V, j * L);
+        buf_printf(b, ";\n%*s", in + 7, "");
+        for (int j = 0; j < nv; j++)
+            buf_printf(b, " NEST_KEEP(b%d);", j);
+        buf_printf(b, "\n%*s%s a;\n", in + 8, "", T);
+        for (int i = 0; i < ti; i++) {
+            if (by_ch)
+                buf_printf(b, "%*sa = x%d[o];", in + 8, "", i);
+            else
+                buf_printf(b, "%*sa = wc[%lld + %s];", in + 8, "", (long long)i * crs, tt);
+            for (int j = 0; j < nv; j++)
+                buf_printf(b, " s%d_%d += a * b%d;", i, j, j);
+            buf_putc(b, '\n');
+        }
+        buf_printf(b, "%*s}\n", in + 4, "");
+    }
+    buf_printf(b, "%*s}\n", in, "");
+    for (int i = 0; i < ti; i++)
+        for (int j = 0; j < nv; j++)
+            buf_printf(b, "%*s*(%s *)(out + %d) = s%d_%d;\n", in, "", V, i * tj + j * L, i, j);
 }
 
 /* The kernel of convolution nest k: out[ii * tj + jj] = sum over the group's input channels c
@@ -125,7 +184,7 @@ static void emit_kernel(ctx *c, int32_t k)
     vec_name(V, sizeof V, et, w->vb);
     kernel_name(c, k, name, sizeof name);
     *c->helpers |= 1ull << vec_helper(et, w->vb) | 1ull << H_CONTRACT;
-    int ti = w->ti, nv = w->nv, L = w->lanes, tj = nv * L;
+    int ti = w->ti, tj = w->nv * w->lanes;
     long long cg = w->C / w->G, taps = w->taps, crs = cg * taps, cs = w->cstride;
     buf *b = c->b;
     buf_printf(b,
@@ -138,45 +197,12 @@ static void emit_kernel(ctx *c, int32_t k)
                name, T, T, T);
     emit_offsets(c, w);
     buf_puts(b, "#ifdef __GNUC__\n");
-    buf_printf(b, "    if (rows == %d && lanes == %d) {\n        %s", ti, tj, V);
-    for (int i = 0; i < ti; i++)
-        for (int j = 0; j < nv; j++)
-            buf_printf(b, "%s s%d_%d = {0}", i || j ? "," : "", i, j);
-    buf_printf(b,
-               ";\n        for (int64_t c = 0; c < %lld; c++) {\n"
-               "            const %s *restrict xc = x + c * %lld, *restrict wc = w + c * %lld;\n",
-               cg, T, cs, taps);
-    bool unroll = w->taps <= UNROLL_TAPS;
-    if (!unroll)
-        tap_loops(c, w, "            ");
-    for (int64_t t = 0; t < (unroll ? w->taps : 1); t++) {
-        char tt[32], ot[32];
-        snprintf(tt, sizeof tt, unroll ? "%lld" : "t", (long long)t);
-        snprintf(ot, sizeof ot, unroll ? "%lld" : "ot", (long long)w->tapoff[t]);
-        buf_printf(b, "            %s const %s *restrict p = xc + %s;\n                %s",
-                   unroll ? "{" : "   ", T, ot, V);
-        for (int j = 0; j < nv; j++)
-            buf_printf(b, "%s b%d = *(const %s *)(p + %d)", j ? "," : "", j, V, j * L);
-        buf_puts(b, ";\n               ");
-        for (int j = 0; j < nv; j++)
-            buf_printf(b, " NEST_KEEP(b%d);", j);
-        buf_printf(b, "\n                %s a;\n", T);
-        for (int i = 0; i < ti; i++) {
-            buf_printf(b, "                a = wc[%lld + %s];", (long long)i * crs, tt);
-            for (int j = 0; j < nv; j++)
-                buf_printf(b, " s%d_%d += a * b%d;", i, j, j);
-            buf_putc(b, '\n');
-        }
-        buf_puts(b, "            }\n");
-    }
-    buf_puts(b, "        }\n");
-    for (int i = 0; i < ti; i++)
-        for (int j = 0; j < nv; j++)
-            buf_printf(b, "        *(%s *)(out + %d) = s%d_%d;\n", V, i * tj + j * L, i, j);
+    buf_printf(b, "    if (rows == %d && lanes == %d) {\n", ti, tj);
+    vec_tile(c, w, T, V, 8);
     buf_puts(b, "        return;\n    }\n#endif\n");
     buf_printf(b, "    for (int i = 0; i < %d; i++)\n        out[i] = 0;\n"
                   "    for (int64_t c = 0; c < %lld; c++)\n", ti * tj, cg);
-    tap_loops(c, w, "        ");
+    tap_loops(c, w, 8);
     buf_printf(b,
                "            for (int ii = 0; ii < rows; ii++) {\n"
                "                const %s a = w[ii * %lld + c * %lld + t];\n"
@@ -200,7 +226,7 @@ static void emit_kernel_by_channels(ctx *c, int32_t k)
     vec_name(V, sizeof V, et, w->vb);
     kernel_name(c, k, name, sizeof name);
     *c->helpers |= 1ull << vec_helper(et, w->vb) | 1ull << H_CONTRACT;
-    int ti = w->ti, nv = w->nv, L = w->lanes, tj = nv * L;
+    int ti = w->ti, tj = w->nv * w->lanes;
     long long cg = w->C / w->G, taps = w->taps, cs = w->cstride;
     buf *b = c->b;
     buf_printf(b,
@@ -218,47 +244,13 @@ static void emit_kernel_by_channels(ctx *c, int32_t k)
     buf_printf(b, "    const %s", T);
     for (int i = 0; i < ti; i++)
         buf_printf(b, "%s *restrict x%d = x + q[%d]", i ? "," : "", i, i);
-    buf_printf(b, ";\n    %s", V);
-    for (int i = 0; i < ti; i++)
-        for (int j = 0; j < nv; j++)
-            buf_printf(b, "%s s%d_%d = {0}", i || j ? "," : "", i, j);
-    buf_printf(b,
-               ";\n    for (int64_t c = 0; c < %lld; c++) {\n"
-               "        const %s *restrict wc = w + c * %lld;\n",
-               cg, T, taps * tj);
-    bool unroll = w->taps <= UNROLL_TAPS;
-    if (!unroll)
-        tap_loops(c, w, "        ");
-    for (int64_t t = 0; t < (unroll ? w->taps : 1); t++) {
-        char tt[32], ot[32];
-        snprintf(tt, sizeof tt, unroll ? "%lld" : "t", (long long)t);
-        snprintf(ot, sizeof ot, unroll ? "%lld" : "ot", (long long)w->tapoff[t]);
-        buf_printf(b, "        %s const int64_t o = c * %lld + %s;\n", unroll ? "{" : "   ", cs, ot);
-        buf_printf(b, "            const %s *restrict p = wc + %s * %d;\n            %s", T, tt,
-                   tj, V);
-        for (int j = 0; j < nv; j++)
-            buf_printf(b, "%s b%d = *(const %s *)(p + %d)", j ? "," : "", j, V, j * L);
-        buf_puts(b, ";\n           ");
-        for (int j = 0; j < nv; j++)
-            buf_printf(b, " NEST_KEEP(b%d);", j);
-        buf_printf(b, "\n            %s a;\n", T);
-        for (int i = 0; i < ti; i++) {
-            buf_printf(b, "            a = x%d[o];", i);
-            for (int j = 0; j < nv; j++)
-                buf_printf(b, " s%d_%d += a * b%d;", i, j, j);
-            buf_putc(b, '\n');
-        }
-        buf_puts(b, "        }\n");
-    }
-    buf_puts(b, "    }\n");
-    for (int i = 0; i < ti; i++)
-        for (int j = 0; j < nv; j++)
-            buf_printf(b, "    *(%s *)(out + %d) = s%d_%d;\n", V, i * tj + j * L, i, j);
+    buf_puts(b, ";\n");
+    vec_tile(c, w, T, V, 4);
     buf_puts(b, "#else\n");
     emit_offsets(c, w);
     buf_printf(b, "    for (int i = 0; i < %d; i++)\n        out[i] = 0;\n"
                   "    for (int64_t c = 0; c < %lld; c++)\n", ti * tj, cg);
-    tap_loops(c, w, "        ");
+    tap_loops(c, w, 8);
     buf_printf(b,
                "            for (int ii = 0; ii < %d; ii++) {\n"
                "                const %s a = x[q[ii] + c * %lld + ot];\n"

@@ -52,6 +52,29 @@ static void emit_arg_step(ctx *c, const nout *o, int i, const char *v)
     em_line(c, "}");
 }
 
+/* The line d = d op v (v the text of val) with node's comment. An op inlined into the fold is
+ * one operand of its template: acc + (a - b), not acc + a - b, and never acc + a > b ? a : b.
+ * (Out of memory fails c->b: em_finish.) */
+static void emit_fold(ctx *c, int op, int et, const fx *val, const char *d, const char *v,
+                      int32_t node)
+{
+    char *pv = NULL;
+    if (val->kind == FX_OP && !is_identifier(v, strlen(v))) {
+        buf t = {0};
+        buf_printf(&t, "(%s)", v);
+        v = pv = em_finish(c, &t);
+    }
+    char *s = v ? em_combine(c, op, et, d, v) : NULL;
+    buf cm = {0};
+    em_node_comment(c, &cm, node);
+    char *cs = em_finish(c, &cm);
+    if (s)
+        em_line(c, "%s = %s;%s", d, s, cs ? cs : "");
+    free(pv);
+    free(s);
+    free(cs);
+}
+
 /* Evaluates vals and stores or folds each into its output. */
 void em_outputs(ctx *c, const nout *outs, fx *const *vals, int nouts)
 {
@@ -78,24 +101,7 @@ void em_outputs(ctx *c, const nout *outs, fx *const *vals, int nouts)
         } else if (em_is_arg(o->reduce)) {
             emit_arg_step(c, o, i, v);
         } else if (o->reduce >= 0) {
-            /* an op inlined into the fold is one operand of its template: acc + (a - b), not
-             * acc + a - b, and never acc + a > b ? a : b */
-            if (vals[i]->kind == FX_OP && !is_identifier(v, strlen(v))) {
-                buf t = {0};
-                buf_printf(&t, "(%s)", v);
-                free(v);
-                v = em_finish(c, &t);
-            }
-            char *s = v ? em_combine(c, o->reduce, o->value->etype, d, v) : NULL;
-            if (!v)
-                bd.oom = true;
-            buf cm = {0};
-            em_node_comment(c, &cm, o->node);
-            char *cs = em_finish(c, &cm);
-            if (s)
-                em_line(c, "%s = %s;%s", d, s, cs ? cs : "");
-            free(s);
-            free(cs);
+            emit_fold(c, o->reduce, o->value->etype, vals[i], d, v, o->node);
         } else {
             buf cm = {0};
             em_node_comment(c, &cm, vals[i]->kind == FX_OP ? -1 : o->node);
@@ -705,20 +711,11 @@ static void collect_node(fx *e, void *ctx_)
         add_node(ctx_, e->node);
 }
 
-static int cmp_i32(const void *a, const void *b)
-{
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    return (x > y) - (x < y);
-}
-
 void em_nest_comment(ctx *c)
 {
     const nest *ne = c->ne;
     nodeset s = {.in = c->node_in};
-    fx *vals[ne->nouts > 0 ? ne->nouts : 1];
-    for (int i = 0; i < ne->nouts; i++)
-        vals[i] = ne->outs[i].value;
-    fx_visit(c->mp, vals, ne->nouts, NULL, collect_node, &s);
+    nest_visit(c->mp, ne, collect_node, &s);
     for (int i = 0; i < ne->nnodes; i++)
         add_node(&s, ne->nodes[i]);
     for (size_t i = 0; i < s.n; i++)
@@ -1260,24 +1257,12 @@ static void emit_scatter(ctx *c, int32_t k)
     em_values(c, &bd, vals, 2);
     char *v = bd.oom ? NULL : em_value_text(&bd, vals[0]);
     char *d = bd.oom ? NULL : em_value_text(&bd, vals[1]);
-    if (v && vals[0]->kind == FX_OP && !is_identifier(v, strlen(v))) { /* acc + (a - b) */
-        buf t = {0};
-        buf_printf(&t, "(%s)", v);
-        free(v);
-        v = em_finish(c, &t);
-    }
-    char *sum = v && d ? em_combine(c, OP_SUM, et, d, v) : NULL;
-    buf cm = {0};
-    em_node_comment(c, &cm, ne->outs[0].node);
-    char *cs = em_finish(c, &cm);
-    if (sum)
-        em_line(c, "%s = %s;%s", d, sum, cs ? cs : "");
+    if (v && d)
+        emit_fold(c, OP_SUM, et, vals[0], d, v, ne->outs[0].node);
     else
         c->b->failed = true;
     free(v);
     free(d);
-    free(sum);
-    free(cs);
     free(bd.v);
     if (bd.oom || scope.oom)
         c->b->failed = true;

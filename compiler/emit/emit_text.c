@@ -534,21 +534,13 @@ void em_index(ctx *c, buf *b, int32_t bufi, int64_t off, const int64_t *st, int 
 
 int32_t *em_id_int(ctx *c, id_ints *ix, const fx *e)
 {
-    size_t id = (size_t)e->id;
-    if (id >= ix->cap) {
-        size_t cap = ix->cap ? ix->cap : 1024;
-        while (cap <= id)
-            cap *= 2;
-        int32_t *v = realloc(ix->v, cap * sizeof *v);
-        if (!v) {
-            c->b->failed = true;
-            return NULL;
-        }
-        memset(v + ix->cap, 0, (cap - ix->cap) * sizeof *v);
-        ix->v = v;
-        ix->cap = cap;
+    int32_t *v = fx_id_array(ix->v, &ix->cap, e, sizeof *v, 0);
+    if (!v) {
+        c->b->failed = true;
+        return NULL;
     }
-    return &ix->v[id];
+    ix->v = v;
+    return &v[e->id];
 }
 
 void em_id_ints_free(id_ints *ix)

@@ -46,22 +46,13 @@ static bool is_load(const fx *e)
 /* The memo of exact costs: the slot of e, or NULL when out of memory. */
 static int64_t *cost_slot(lower *lw, const fx *e)
 {
-    size_t id = (size_t)e->id;
-    if (id >= lw->capcosts) {
-        size_t cap = lw->capcosts ? lw->capcosts : 1024;
-        while (cap <= id)
-            cap *= 2;
-        int64_t *c = realloc(lw->costs, cap * sizeof *c);
-        if (!c) {
-            lw->p->status = NEST_ERR_NOMEM;
-            return NULL;
-        }
-        for (size_t i = lw->capcosts; i < cap; i++)
-            c[i] = -1;
-        lw->costs = c;
-        lw->capcosts = cap;
+    int64_t *c = fx_id_array(lw->costs, &lw->capcosts, e, sizeof *c, -1);
+    if (!c) {
+        lw->p->status = NEST_ERR_NOMEM;
+        return NULL;
     }
-    return &lw->costs[id];
+    lw->costs = c;
+    return &c[e->id];
 }
 
 /* The cost of computing one element of e, shared subexpressions counted once; a cost above

@@ -55,27 +55,57 @@ static bool nest_reads(plan *p, const nest *n, int32_t b, int except)
     return (n->tile_a && fx_reads(p, n->tile_a, b)) || (n->tile_b && fx_reads(p, n->tile_b, b));
 }
 
-/* The BUF_STATE buffer of state s, made if the function never reads it. */
-static int32_t state_buffer(plan *p, int32_t s, const pbuf *like)
+/* The BUF_STATE buffer of state s (entry: per state, its buffer or -1), made if the function
+ * never reads it. */
+static int32_t state_buffer(plan *p, int32_t *entry, int32_t s, const pbuf *like)
 {
-    for (int32_t b = 0; b < p->nbufs; b++)
-        if (p->bufs[b].kind == BUF_STATE && p->bufs[b].index == s)
-            return b;
-    return plan_buffer(p, BUF_STATE, s, like->node, like->etype, like->count);
+    if (entry[s] < 0)
+        entry[s] = plan_buffer(p, BUF_STATE, s, like->node, like->etype, like->count);
+    return entry[s];
 }
 
-/* Whether the store of output j of nest k into state buffer bs may write bs in place, apart from
- * the order of the nest's outputs. */
-static bool safe_in_place(plan *p, int32_t k, int j, int32_t bs)
+/* Per buffer, the last live nest that reads it (its values or a tile's factors), or -1: a
+ * malloc'd array of p->nbufs, NULL when out of memory (p->status). The pass changes no nest's
+ * reads of state (the copies it adds read temporaries, the state buffers it adds nothing), so
+ * one look serves it. */
+static int32_t *last_readers(plan *p)
+{
+    int32_t *last = malloc(((size_t)p->nbufs + 1) * sizeof *last);
+    if (!last) {
+        p->status = NEST_ERR_NOMEM;
+        return NULL;
+    }
+    for (int32_t b = 0; b < p->nbufs; b++)
+        last[b] = -1;
+    for (int32_t m = 0; m < p->nnests; m++) {
+        const nest *x = &p->nests[m];
+        fx *tile[2] = {x->tile_a, x->tile_b};
+        for (int part = 0; part < 2 && !x->dead; part++) {
+            int32_t *bufs;
+            int32_t nb = part ? fx_loads(p, tile, 2, &bufs) : nest_loads(p, x, &bufs);
+            if (nb < 0) {
+                free(last);
+                return NULL;
+            }
+            for (int32_t i = 0; i < nb; i++)
+                last[bufs[i]] = m;
+            free(bufs);
+        }
+    }
+    return last;
+}
+
+/* Whether the store of output j of nest k into state buffer bs, which nest `last` reads last,
+ * may write bs in place, apart from the order of the nest's outputs. */
+static bool safe_in_place(plan *p, int32_t k, int j, int32_t bs, int32_t last)
 {
     const nest *n = &p->nests[k];
     const nout *o = &n->outs[j];
-    for (int32_t m = 0; m < p->nnests; m++) {
+    if (last > k)
+        return false; /* a nest after k reads bs */
+    for (int32_t m = 0; n->rowed && m < p->nnests; m++) {
         const nest *x = &p->nests[m];
-        if (m == k || x->dead)
-            continue;
-        bool after = m > k, same_group = n->rowed && x->rowed && x->group == n->group;
-        if ((after || same_group) && nest_reads(p, x, bs, -1))
+        if (m != k && !x->dead && x->rowed && x->group == n->group && nest_reads(p, x, bs, -1))
             return false;
     }
     if (o->reduce >= 0 && fx_reads(p, o->value, bs))
@@ -189,8 +219,17 @@ static bool order_outputs(plan *p, int32_t k, bool *inplace, const int32_t *bs, 
 
 int pass_inplace(plan *p)
 {
-    int32_t nnests = p->nnests; /* copy nests added below need no look */
-    for (int32_t k = 0; k < nnests && !p->status; k++) {
+    int32_t nnests = p->nnests, nbufs = p->nbufs; /* copy nests added below need no look */
+    int32_t ns = p->f->module ? p->f->module->nstates : 0;
+    int32_t *last = last_readers(p), *entry = malloc(((size_t)ns + 1) * sizeof *entry);
+    if (!entry)
+        p->status = NEST_ERR_NOMEM;
+    for (int32_t s = 0; s < ns && entry; s++)
+        entry[s] = -1;
+    for (int32_t b = 0; b < nbufs && entry; b++)
+        if (p->bufs[b].kind == BUF_STATE && entry[p->bufs[b].index] < 0)
+            entry[p->bufs[b].index] = b;
+    for (int32_t k = 0; last && entry && k < nnests && !p->status; k++) {
         nest *n = &p->nests[k];
         if (n->dead)
             continue;
@@ -210,12 +249,12 @@ int pass_inplace(plan *p)
             if (p->bufs[b].kind != BUF_STATE_NEW)
                 continue;
             pbuf like = p->bufs[b];
-            int32_t s = state_buffer(p, like.index, &like);
+            int32_t s = state_buffer(p, entry, like.index, &like);
             if (s < 0)
                 break;
             bnew[j] = b;
             bs[j] = s;
-            if (safe_in_place(p, k, j, s)) {
+            if (safe_in_place(p, k, j, s, s < nbufs ? last[s] : -1)) {
                 inplace[j] = true;
                 any++;
             } else if (!through_temporary(p, b, s)) {
@@ -229,9 +268,7 @@ int pass_inplace(plan *p)
                 if (p->bufs[b].kind != BUF_STATE_NEW)
                     continue;
                 /* in place: the output writes the state buffer; its own buffer goes */
-                for (int32_t s = 0; s < p->nbufs; s++)
-                    if (p->bufs[s].kind == BUF_STATE && p->bufs[s].index == p->bufs[b].index)
-                        n->outs[j].buf = s;
+                n->outs[j].buf = entry[p->bufs[b].index];
                 p->bufs[b].kind = BUF_TEMP;
                 p->bufs[b].index = -1;
                 p->bufs[b].dead = true;
@@ -241,5 +278,7 @@ int pass_inplace(plan *p)
         free(bs);
         free(bnew);
     }
+    free(last);
+    free(entry);
     return p->status;
 }

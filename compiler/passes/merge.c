@@ -46,22 +46,13 @@ static bool stores_vary(const nest *n, uint32_t mask)
 /* The slot of e in m->inbody, or NULL when out of memory. */
 static int32_t *body_slot(merger *m, const fx *e)
 {
-    size_t id = (size_t)e->id;
-    if (id >= m->capbody) {
-        size_t cap = m->capbody ? m->capbody : 1024;
-        while (cap <= id)
-            cap *= 2;
-        int32_t *v = realloc(m->inbody, cap * sizeof *v);
-        if (!v) {
-            m->p->status = NEST_ERR_NOMEM;
-            return NULL;
-        }
-        for (size_t i = m->capbody; i < cap; i++)
-            v[i] = -1;
-        m->inbody = v;
-        m->capbody = cap;
+    int32_t *v = fx_id_array(m->inbody, &m->capbody, e, sizeof *v, -1);
+    if (!v) {
+        m->p->status = NEST_ERR_NOMEM;
+        return NULL;
     }
-    return &m->inbody[id];
+    m->inbody = v;
+    return &v[e->id];
 }
 
 typedef struct body_walk {
@@ -239,49 +230,54 @@ void merge_adjacent(plan *p)
     fx_map_free(&m.fwd);
 }
 
-/* Whether nest n (live) reads any buffer written by nest w. */
-static bool reads_from(plan *p, const nest *n, const nest *w)
+/* Whether the ascending list v of n buffers holds b. */
+static bool holds(const int32_t *v, int32_t n, int32_t b)
 {
-    for (int i = 0; i < n->nouts; i++)
-        for (int j = 0; j < w->nouts; j++)
-            if (fx_reads(p, n->outs[i].value, w->outs[j].buf))
-                return true;
-    return false;
+    return n > 0 && bsearch(&b, v, (size_t)n, sizeof *v, cmp_i32);
 }
 
-/* Whether nest n reads the entry value of a state tensor that nest a assigns. */
-static bool reads_assigned(plan *p, const nest *n, const nest *a)
+/* Whether nest m reads the entry value of a state tensor that nest a assigns (a's buffers of
+ * new values carry the state's index). False with p->status set when out of memory. */
+static bool reads_assigned(plan *p, const nest *m, const nest *a)
 {
-    for (int j = 0; j < a->nouts; j++)
-        for (int32_t b = 0; b < p->nbufs; b++)
-            if (p->bufs[b].kind == BUF_STATE && p->bufs[b].index == p->bufs[a->outs[j].buf].index)
-                for (int i = 0; i < n->nouts; i++)
-                    if (fx_reads(p, n->outs[i].value, b))
-                        return true;
-    return false;
+    int32_t *bufs;
+    int32_t nb = nest_loads(p, m, &bufs);
+    bool found = false;
+    for (int32_t i = 0; i < nb && !found; i++)
+        for (int j = 0; j < a->nouts && !found; j++)
+            found = p->bufs[bufs[i]].kind == BUF_STATE &&
+                    p->bufs[bufs[i]].index == p->bufs[a->outs[j].buf].index;
+    free(bufs);
+    return found;
 }
 
 /* Moves each nest of assignments up to right after the last nest that writes what it reads,
  * when no nest in between reads the entry value of a tensor it assigns: an update then follows
  * the product of its gradient (tile.c runs it on the product's tiles, so the gradient is never
- * stored) and can still write in place. */
+ * stored) and can still write in place. Each nest's loads are gathered once per question, not
+ * walked again for every buffer asked about. */
 void merge_schedule_assigns(plan *p)
 {
-    for (int32_t k = p->nnests - 1; k > 0; k--) {
+    for (int32_t k = p->nnests - 1; k > 0 && !p->status; k--) {
         nest *a = &p->nests[k];
         bool assigns = !a->dead && a->nouts > 0;
         for (int i = 0; assigns && i < a->nouts; i++)
             assigns = p->bufs[a->outs[i].buf].kind == BUF_STATE_NEW;
         if (!assigns)
             continue;
-        int32_t prod = -1;
-        for (int32_t j = k - 1; j >= 0 && prod < 0; j--)
-            if (!p->nests[j].dead && reads_from(p, a, &p->nests[j]))
-                prod = j;
+        int32_t *reads, prod = -1;
+        int32_t nr = nest_loads(p, a, &reads);
+        if (nr < 0)
+            return;
+        for (int32_t j = k - 1; j >= 0 && prod < 0; j--) /* the last nest a reads from */
+            for (int i = 0; !p->nests[j].dead && i < p->nests[j].nouts && prod < 0; i++)
+                if (holds(reads, nr, p->nests[j].outs[i].buf))
+                    prod = j;
+        free(reads);
         bool ok = prod >= 0 && prod < k - 1;
         for (int32_t m = prod + 1; ok && m < k; m++)
             ok = p->nests[m].dead || !reads_assigned(p, &p->nests[m], a);
-        if (!ok)
+        if (!ok || p->status)
             continue;
         nest moved = *a;
         memmove(&p->nests[prod + 2], &p->nests[prod + 1], (size_t)(k - prod - 1) * sizeof *a);

@@ -144,10 +144,7 @@ static bool can_join(plan *p, const group_writes *gw, int32_t first, int32_t k, 
     if (*weight + w > PLAN_MAX_BODY) /* the group's loop body would grow too large */
         return false;
     check ck = {gw, first, n, true};
-    fx *vals[n->nouts > 0 ? n->nouts : 1];
-    for (int i = 0; i < n->nouts; i++)
-        vals[i] = n->outs[i].value;
-    if (!fx_visit(p, vals, n->nouts, NULL, check_load, &ck) || !ck.ok)
+    if (!nest_visit(p, n, check_load, &ck) || !ck.ok)
         return false;
     *weight += w;
     return true;

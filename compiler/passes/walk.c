@@ -74,6 +74,22 @@ bool buf_mark(plan *p, int32_t b)
     return true;
 }
 
+void *fx_id_array(void *v, size_t *cap, const fx *e, size_t size, int fill)
+{
+    size_t id = (size_t)e->id;
+    if (id < *cap)
+        return v;
+    size_t c = *cap ? *cap : 1024;
+    while (c <= id)
+        c *= 2;
+    unsigned char *n = realloc(v, c * size);
+    if (!n)
+        return NULL;
+    memset(n + *cap * size, fill, (c - *cap) * size);
+    *cap = c;
+    return n;
+}
+
 /* ---- walks ---- */
 
 static int by_id(const void *a, const void *b)
@@ -166,6 +182,28 @@ bool fx_visit(plan *p, fx *const *roots, int nroots, bool (*enter)(const fx *e, 
     return walk(p, roots, nroots, enter, fn, ctx, false);
 }
 
+/* The values of a nest's outputs, the roots of its walks: malloc'd (a merged nest may have many),
+ * NULL when out of memory (p->status). */
+static fx **nest_values(plan *p, const nest *ne)
+{
+    fx **vals = malloc(((size_t)ne->nouts + 1) * sizeof *vals);
+    if (!vals) {
+        p->status = NEST_ERR_NOMEM;
+        return NULL;
+    }
+    for (int i = 0; i < ne->nouts; i++)
+        vals[i] = ne->outs[i].value;
+    return vals;
+}
+
+bool nest_visit(plan *p, const nest *ne, void (*fn)(fx *e, void *ctx), void *ctx)
+{
+    fx **vals = nest_values(p, ne);
+    bool ok = vals && fx_visit(p, vals, ne->nouts, NULL, fn, ctx);
+    free(vals);
+    return ok;
+}
+
 typedef struct find_buf {
     int32_t buf;
     bool found;
@@ -223,16 +261,8 @@ static void add_weight(fx *e, void *ctx) { *(int64_t *)ctx += fx_weight(e); }
 
 int64_t nest_weight(plan *p, const nest *ne)
 {
-    fx **vals = malloc(((size_t)ne->nouts + 1) * sizeof *vals);
     int64_t w = ne->nouts;
-    if (!vals) {
-        p->status = NEST_ERR_NOMEM;
-        return w;
-    }
-    for (int i = 0; i < ne->nouts; i++)
-        vals[i] = ne->outs[i].value;
-    fx_visit(p, vals, ne->nouts, NULL, add_weight, &w);
-    free(vals);
+    nest_visit(p, ne, add_weight, &w);
     return w;
 }
 
@@ -259,7 +289,7 @@ static void add_load(fx *e, void *ctx)
     l->v[l->n++] = e->buf;
 }
 
-static int cmp_i32(const void *a, const void *b)
+int cmp_i32(const void *a, const void *b)
 {
     int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
     return (x > y) - (x < y);
@@ -285,15 +315,10 @@ int32_t fx_loads(plan *p, fx *const *roots, int nroots, int32_t **out)
 
 int32_t nest_loads(plan *p, const nest *ne, int32_t **out)
 {
-    fx **vals = malloc(((size_t)ne->nouts + 1) * sizeof *vals);
-    if (!vals) {
-        p->status = NEST_ERR_NOMEM;
+    fx **vals = nest_values(p, ne);
+    int32_t n = vals ? fx_loads(p, vals, ne->nouts, out) : -1;
+    if (!vals)
         *out = NULL;
-        return -1;
-    }
-    for (int i = 0; i < ne->nouts; i++)
-        vals[i] = ne->outs[i].value;
-    int32_t n = fx_loads(p, vals, ne->nouts, out);
     free(vals);
     return n;
 }
