@@ -22,6 +22,9 @@
 
 /* nest_type_name, nest_type_size and nest_status_str of nest.h live here too. */
 
+/* Whether an element type is f32 or f64. */
+static inline bool ir_is_float(int etype) { return etype == NEST_F32 || etype == NEST_F64; }
+
 /* The largest tensor nest accepts: its size in bytes stays below 2^62 (every index fits). */
 #define IR_MAX_BYTES ((int64_t)1 << 62)
 

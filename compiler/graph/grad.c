@@ -140,8 +140,6 @@ static void acc(gctx *g, int32_t x, int32_t v)
     g->adj[x] = g->adj[x] < 0 ? v : bin(g, OP_ADD, g->adj[x], v);
 }
 
-static bool is_float(int t) { return t == NEST_F32 || t == NEST_F64; }
-
 /* ---- the rules that need more than a line ---- */
 
 static int64_t prod(const int64_t *v, int n)
@@ -877,7 +875,7 @@ static void rule(gctx *g, int32_t i)
         break;
     }
     case OP_CONVERT:
-        if (na && is_float(f->nodes[a].etype)) {
+        if (na && ir_is_float(f->nodes[a].etype)) {
             ir_attrs at = {.type = f->nodes[a].etype};
             acc(g, a, f->nodes[a].etype == n.etype ? gi : build(g, OP_CONVERT, 1, &gi, &at));
         }
@@ -989,7 +987,7 @@ nest_value nest_grad(nest_function *f, nest_value loss, int n, const nest_value 
                NEST_NONE;
     int32_t L = ir_resolve(f, loss);
     const ir_node *ln = &f->nodes[L];
-    if (ln->etype == IR_TUPLE || !is_float(ln->etype) || ln->rank != 0) {
+    if (ln->etype == IR_TUPLE || !ir_is_float(ln->etype) || ln->rank != 0) {
         buf b = {0};
         ir_format_type(&b, f, L);
         char *t = buf_finish(&b);
@@ -1019,7 +1017,7 @@ nest_value nest_grad(nest_function *f, nest_value loss, int n, const nest_value 
                             "respect to inputs)",
                             nm),
                    NEST_NONE;
-        if (!is_float(x->etype))
+        if (!ir_is_float(x->etype))
             return ir_error(f, NEST_ERR_TYPE,
                             "grad: %s is %s, which has no gradient (only f32 and f64 values have "
                             "one)",
@@ -1041,11 +1039,11 @@ nest_value nest_grad(nest_function *f, nest_value loss, int n, const nest_value 
         dep[ir_resolve(f, wrt[k])] = true;
     for (int32_t i = lo; i < top; i++) {
         const ir_node *x = &f->nodes[i];
-        if (dep[i] || x->etype == IR_TUPLE || x->op == OP_GET || !is_float(x->etype))
+        if (dep[i] || x->etype == IR_TUPLE || x->op == OP_GET || !ir_is_float(x->etype))
             continue;
         for (int j = 0; j < x->nin && !dep[i]; j++) {
             int32_t o = ir_resolve(f, x->in[j]);
-            dep[i] = dep[o] && is_float(f->nodes[o].etype) && differentiable(x, j);
+            dep[i] = dep[o] && ir_is_float(f->nodes[o].etype) && differentiable(x, j);
         }
     }
     reach[L] = true;

@@ -108,7 +108,7 @@ static void pool(const ir_node *n, const ir_node *xn, const void *x, void *out)
     geom g;
     geom_of(n->a.win, xn, n, &g);
     int t = n->etype;
-    bool max = n->op == OP_MAX_POOL, flt = t == NEST_F32 || t == NEST_F64;
+    bool max = n->op == OP_MAX_POOL, flt = ir_is_float(t);
     int64_t planes = xn->shape[0] * xn->shape[1], dsz = g.d[0] * g.d[1] * g.d[2];
     int64_t whole = g.f[0] * g.f[1] * g.f[2], osz = g.o[0] * g.o[1] * g.o[2], e = 0;
     for (int64_t p = 0; p < planes; p++)

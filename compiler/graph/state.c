@@ -114,8 +114,6 @@ int32_t ir_state_find(const nest_module *m, const char *name, size_t len)
     return -1;
 }
 
-static bool is_float_type(int t) { return t == NEST_F32 || t == NEST_F64; }
-
 /* Whether the constant v fits element type t (floats: rounded, but not out of range; integers
  * and bool: exactly). */
 static bool constant_fits(int t, double v)
@@ -186,7 +184,7 @@ int32_t ir_state_declare(nest_module *m, const char *name, bool trainable, nest_
         break;
     case NEST_INIT_UNIFORM:
     case NEST_INIT_NORMAL:
-        if (!is_float_type(type)) {
+        if (!ir_is_float(type)) {
             ir_module_error(m, NEST_ERR_TYPE, "%s %s: %s initializers take f32 or f64, not %s",
                             what, name, in.kind == NEST_INIT_UNIFORM ? "uniform" : "normal",
                             nest_type_name(type));
