@@ -33,6 +33,17 @@ void ir_module_take_error(nest_module *m)
 
 /* ---- modules ---- */
 
+bool ir_module_add(nest_module *m, nest_function *f)
+{
+    nest_function **p = grow_array(m->fns, &m->capfns, (size_t)m->nfns, sizeof *p);
+    if (!p)
+        return false;
+    m->fns = p;
+    f->module = m;
+    m->fns[m->nfns++] = f;
+    return true;
+}
+
 /* Checks a name with the function rules of ir.c, reporting on m. */
 static int check_name(nest_module *m, const char *what, const char *name)
 {
