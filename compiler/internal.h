@@ -22,6 +22,9 @@
 
 /* nest_type_name, nest_type_size and nest_status_str of nest.h live here too. */
 
+/* Whether an element type is f32 or f64. */
+static inline bool ir_is_float(int etype) { return etype == NEST_F32 || etype == NEST_F64; }
+
 /* The largest tensor nest accepts: its size in bytes stays below 2^62 (every index fits). */
 #define IR_MAX_BYTES ((int64_t)1 << 62)
 
@@ -411,7 +414,8 @@ typedef struct ir_state {
 struct nest_module {
     char *name;          /* NAME of the generated NAME_state (malloc'd) */
     nest_function **fns; /* owned */
-    int nfns, capfns;
+    int nfns;
+    size_t capfns;
     ir_state *states;    /* in declaration order (arena, grows) */
     int32_t nstates;
     size_t capstates;
@@ -426,6 +430,9 @@ int ir_module_error(nest_module *m, int status, const char *fmt, ...) FORMAT(3, 
 /* Makes the error of m's first function that has one m's error (after an operation on the
  * whole module failed on a function). */
 void ir_module_take_error(nest_module *m);
+/* Appends f to m's functions (m owns it from then on); false when out of memory (f not added,
+ * no error recorded). */
+bool ir_module_add(nest_module *m, nest_function *f);
 /* The state named `name` (len bytes) of f's module, or -1. */
 int32_t ir_state_find(const nest_module *m, const char *name, size_t len);
 /* Declares a state tensor (the checks of nest_variable); its index, or -1 with the error on m. */

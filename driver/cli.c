@@ -171,6 +171,7 @@ static int specialize(const cli_import *imp, cli_input *in)
             continue;
         }
         in->spec[i] = nest_specialize(f, vals, nd);
+        in->whole = NULL;
         if (!in->spec[i]) {
             fprintf(stderr, "nestc: %s\n", nest_errmsg(f));
             return EXIT_INPUT;
@@ -210,19 +211,12 @@ int cli_load(const char *path, const cli_import *imp, cli_input *in)
     } else {
         in->fns = in->m->fns;
         in->n = in->m->nfns;
+        in->whole = in->m;
         if (imp->ndims)
             rc = specialize(imp, in);
     }
     free(src);
     return rc;
-}
-
-bool cli_specialized(const cli_input *in)
-{
-    for (int i = 0; in->spec && i < in->n; i++)
-        if (in->spec[i] != in->m->fns[i])
-            return true;
-    return false;
 }
 
 void cli_input_free(cli_input *in)

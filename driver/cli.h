@@ -52,6 +52,8 @@ typedef struct cli_input {
     nest_function **fns;  /* in file order */
     int n;
     nest_function **spec; /* with --dim, a .nest file's functions at those sizes (fns) */
+    nest_module *whole;   /* m when its own functions are what is emitted and built (with its
+                           * state); NULL for an ONNX model, or when --dim made copies */
 } cli_input;
 
 /* Reads an input file ("-" is standard input; a name ending in .onnx is an ONNX model, imported
@@ -61,9 +63,6 @@ typedef struct cli_input {
  * success. The caller frees *in with cli_input_free, also after an error. */
 int cli_load(const char *path, const cli_import *imp, cli_input *in);
 
-/* Whether --dim made copies of some of a .nest file's functions at given sizes: then the
- * copies, not the module's own functions, are what is emitted and built. */
-bool cli_specialized(const cli_input *in);
 void cli_input_free(cli_input *in);
 
 /* ---------------------------------------------------------------------------------------------

@@ -262,41 +262,45 @@ static int call_error(nest_kernel *k, int status, const char *fmt, ...)
     return status;
 }
 
-/* The entry point with a workspace: the plain one, or the one taking the state first. */
-static int call_ws(nest_kernel *k, void *st, void *const *args, void *const *results, void *ws)
+/* The entry point with a workspace: the one by dims, the one taking the state first, or the
+ * plain one. */
+static int call_ws(nest_kernel *k, const int64_t *dims, void *st, void *const *args,
+                   void *const *results, void *ws)
 {
-    return k->state ? k->call_st_ws(st, args, results, ws) : k->call_ws(args, results, ws);
+    return k->count_exprs ? k->call_ws_dims(dims, args, results, ws)
+           : k->state     ? k->call_st_ws(st, args, results, ws)
+                          : k->call_ws(args, results, ws);
 }
 
-/* Runs the kernel with its own workspace, or with one of the call's own when another call holds
- * it (many threads calling one kernel). */
-static int run_with_workspace(nest_kernel *k, void *st, void *const *args, void *const *results)
+/* Runs the kernel with a workspace of `size` bytes: its own (grown to the largest size called
+ * so far: symbolic dims), or one of the call's own when another call holds it (many threads
+ * calling one kernel). -1 when out of memory. */
+static int run_with_workspace(nest_kernel *k, size_t size, const int64_t *dims, void *st,
+                              void *const *args, void *const *results)
 {
+    size_t bytes = size ? (size + 63) & ~(size_t)63 : 64;
+    void *ws;
     bool idle = false;
     if (atomic_compare_exchange_strong(&k->ws_busy, &idle, true)) {
-        int rc = call_ws(k, st, args, results, k->ws);
+        if (size > k->ws_size && (ws = aligned_alloc(64, bytes))) {
+            free(k->ws);
+            k->ws = ws;
+            k->ws_size = size;
+        }
+        int rc = size > k->ws_size ? -1 : call_ws(k, dims, st, args, results, k->ws);
         atomic_store(&k->ws_busy, false);
         return rc;
     }
-    void *ws = aligned_alloc(64, (k->ws_size + 63) & ~(size_t)63);
-    if (!ws)
-        return -1;
-    int rc = call_ws(k, st, args, results, ws);
+    ws = aligned_alloc(64, bytes);
+    int rc = ws ? call_ws(k, dims, st, args, results, ws) : -1;
     free(ws);
     return rc;
 }
 
-/* The checks of nest_call and nest_call_state: counts, NULL and aliased arrays. */
-static int check_counts(nest_kernel *k, const int64_t *counts, void *const *args, int nargs,
-                        void *const *results, int nresults);
-static int check_call(nest_kernel *k, void *const *args, int nargs, void *const *results,
-                      int nresults)
-{
-    return check_counts(k, k->counts, args, nargs, results, nresults);
-}
-
-static int check_counts(nest_kernel *k, const int64_t *counts, void *const *args, int nargs,
-                        void *const *results, int nresults)
+/* The checks of every call: argument and result counts, and NULL and aliased arrays (counts:
+ * the elements of each parameter, then of each result). */
+static int check_call(nest_kernel *k, const int64_t *counts, void *const *args, int nargs,
+                      void *const *results, int nresults)
 {
     if (nargs != k->nparams || nresults != k->nresults)
         return call_error(k, NEST_ERR_CALL,
@@ -328,7 +332,7 @@ static int check_counts(nest_kernel *k, const int64_t *counts, void *const *args
 /* Runs a checked call (st: the state's tensors, or NULL). */
 static int run(nest_kernel *k, void *st, void *const *args, void *const *results)
 {
-    int rc = k->ws      ? run_with_workspace(k, st, args, results)
+    int rc = k->ws      ? run_with_workspace(k, k->ws_size, NULL, st, args, results)
              : k->state ? k->call_st(st, args, results)
                         : k->call(args, results);
     if (rc < 0)
@@ -351,7 +355,7 @@ int nest_call(nest_kernel *k, void *const *args, int nargs, void *const *results
     if (k->state)
         return call_error(k, NEST_ERR_CALL,
                           "%s reads or assigns state: call it with nest_call_state", k->name);
-    int st = check_call(k, args, nargs, results, nresults);
+    int st = check_call(k, k->counts, args, nargs, results, nresults);
     return st != NEST_OK ? st : run(k, NULL, args, results);
 }
 
@@ -378,31 +382,13 @@ int nest_call_dims(nest_kernel *k, const int64_t *dims, int ndims, void *const *
         return call_error(k, NEST_ERR_NOMEM, "%s: out of memory", k->name);
     for (size_t i = 0; i < nc; i++)
         counts[i] = count_at(&k->count_exprs[i], dims);
-    int st = check_counts(k, counts, args, nargs, results, nresults);
+    int st = check_call(k, counts, args, nargs, results, nresults);
     if (counts != small)
         free(counts);
     if (st != NEST_OK)
         return st;
     size_t size = k->ws_size_dims(dims);
-    int rc;
-    bool idle = false;
-    if (atomic_compare_exchange_strong(&k->ws_busy, &idle, true)) {
-        /* the kernel's workspace, grown to the largest size called so far */
-        if (size > k->ws_size) {
-            void *ws = aligned_alloc(64, (size + 63) & ~(size_t)63);
-            if (ws) {
-                free(k->ws);
-                k->ws = ws;
-                k->ws_size = size;
-            }
-        }
-        rc = size > k->ws_size ? -1 : k->call_ws_dims(dims, args, results, k->ws);
-        atomic_store(&k->ws_busy, false);
-    } else {
-        void *ws = aligned_alloc(64, (size + 63) & ~(size_t)63 ? (size + 63) & ~(size_t)63 : 64);
-        rc = ws ? k->call_ws_dims(dims, args, results, ws) : -1;
-        free(ws);
-    }
+    int rc = run_with_workspace(k, size, dims, NULL, args, results);
     if (rc < 0)
         return call_error(k, NEST_ERR_NOMEM, "%s: out of memory for a workspace of %zu bytes",
                           k->name, size);
@@ -422,7 +408,7 @@ int nest_call_state(nest_kernel *k, nest_state *st, void *const *args, int nargs
         return NEST_ERR_ARG;
     if (!k->state) /* a function without state ignores the state object */
         return nest_call(k, args, nargs, results, nresults);
-    int status = check_call(k, args, nargs, results, nresults);
+    int status = check_call(k, k->counts, args, nargs, results, nresults);
     if (status != NEST_OK)
         return status;
     char *msg = NULL;

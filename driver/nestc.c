@@ -159,7 +159,7 @@ typedef struct action {
     const char *run;
     bool jit;
     const char *file;
-    nest_module *module; /* a .nest file's module, or NULL */
+    nest_module *module; /* the module emitted and built whole (cli_input.whole), or NULL */
 } action;
 
 /* What the options ask of the functions: dump, emit, build, run. Returns the exit status. */
@@ -285,10 +285,7 @@ int main(int argc, char **argv)
     cli_input in;
     int rc = cli_load(file, &imp, &in);
     if (rc == 0)
-        rc = act(in.fns, in.n,
-                 &(action){emit, out, dump, do_run, run, jit, file,
-                           cli_specialized(&in) ? NULL : in.m},
-                 &opts);
+        rc = act(in.fns, in.n, &(action){emit, out, dump, do_run, run, jit, file, in.whole}, &opts);
     cli_input_free(&in);
     if (fflush(stdout) != 0) {
         fprintf(stderr, "nestc: writing the output failed: %s\n", strerror(errno));

@@ -633,9 +633,9 @@ static int run_function(nest_function *f, const run_args *r)
     a.res = calloc((size_t)a.nr + 1, sizeof *a.res);
     a.ref = calloc((size_t)a.nr + 1, sizeof *a.ref);
     /* a function with state runs on a new state of its module, which each call updates */
-    if (f->module && f->module->nstates > 0)
-        a.st = nest_state_new(f->module);
-    if (!a.args || !a.res || !a.ref || (f->module && f->module->nstates > 0 && !a.st)) {
+    bool state = f->module && f->module->nstates > 0;
+    a.st = state ? nest_state_new(f->module) : NULL;
+    if (!a.args || !a.res || !a.ref || (state && !a.st)) {
         free_arrays(&a);
         fprintf(stderr, "nestc: out of memory\n");
         return EXIT_INPUT;
@@ -709,7 +709,6 @@ static int run_function(nest_function *f, const run_args *r)
             printf("\n");
         }
     }
-
     nest_kernel_free(k);
     free_arrays(&a);
     return rc;

@@ -592,9 +592,10 @@ static void test_emit_warnings(void **state)
  * the plain one built from the text give the same values, exactly (one interpreter, two
  * constructions of the graph). Sizes 1, 2 and 5; pad along N and slices relative to N too. */
 static const char every_op_text[] =
-    "func g(x: f32[N,4], i: i64[N], t: f32[6,3], y: f32[N,3,4], z: f32[4,5], m: f32[N,2]) -> "
+    "func g(x: f32[N,4], i: i64[N], t: f32[6,3], y: f32[N,3,4], z: f32[4,5], m: f32[N,2], "
+    "j: i64[2]) -> "
     "(f32[N+3,5], f32[N,3], i64[N,4], f32[N,2], i64[N,2], f32[N,3,5], f32[N,4], f32[N], i64[4], "
-    "f32[N-1,4], f32[N,6], f32[N,4]) {\n"
+    "f32[N-1,4], f32[N,6], f32[N,4], f32[N,4]) {\n"
     "  p = pad(x, constant(f32[], 0), below=[1,0], above=[2,1])\n"
     "  gt = gather(t, i, axis=0)\n"
     "  oh = one_hot(i, shape=[N,4], axis=1)\n"
@@ -606,7 +607,8 @@ static const char every_op_text[] =
     "  s = slice(x, lower=[1,0], upper=[N,4])\n"
     "  c = concat(m, power(abs(m), m), m, axis=1)\n"
     "  r = reverse(x, axes=[0])\n"
-    "  return p, gt, oh, get(tk, 0), get(tk, 1), bd, rs, pr, am, s, c, r\n"
+    "  sa = scatter_add(x, j, m, axis=1)\n"
+    "  return p, gt, oh, get(tk, 0), get(tk, 1), bd, rs, pr, am, s, c, r, sa\n"
     "}\n";
 
 static void test_every_op_interpreted(void **state)

@@ -486,7 +486,6 @@ nest_value nest_result(const nest_function *f, int i)
 
 /* ---- modules ---- */
 
-
 int nest_module_errcode(const nest_module *m) { return m ? m->status : NEST_ERR_ARG; }
 
 const char *nest_module_errmsg(const nest_module *m)
@@ -659,22 +658,11 @@ nest_function *nest_module_add_function(nest_module *m, const char *name)
                             nest_module_name(m), name);
             return NULL;
         }
-    if (m->nfns == m->capfns) {
-        int cap = m->capfns ? m->capfns * 2 : 4;
-        nest_function **p = realloc(m->fns, (size_t)cap * sizeof *p);
-        if (!p) {
-            ir_module_error(m, NEST_ERR_NOMEM, "out of memory");
-            return NULL;
-        }
-        m->fns = p;
-        m->capfns = cap;
-    }
     nest_function *f = nest_function_new(name);
-    if (!f) {
+    if (!f || !ir_module_add(m, f)) {
+        ir_function_destroy(f);
         ir_module_error(m, NEST_ERR_NOMEM, "out of memory");
         return NULL;
     }
-    f->module = m;
-    m->fns[m->nfns++] = f;
     return f;
 }

@@ -1224,20 +1224,10 @@ static void parse_function(parser *ps)
     token nt = ps->tok;
     nest_module *m = ps->m;
     nest_function *f = calloc(1, sizeof *f);
-    if (!f)
+    if (!f || !ir_module_add(m, f)) { /* the module owns f from here: an error frees it */
+        free(f);
         oom(ps);
-    f->module = m;
-    if (m->nfns == m->capfns) {
-        int cap = m->capfns ? m->capfns * 2 : 4;
-        nest_function **p = realloc(m->fns, (size_t)cap * sizeof *p);
-        if (!p) {
-            free(f);
-            oom(ps);
-        }
-        m->fns = p;
-        m->capfns = cap;
     }
-    m->fns[m->nfns++] = f; /* the module owns f from here: an error frees it */
     ps->f = f;
     f->name = (char *)take_name(ps, "function");
     f->line = kw.line;

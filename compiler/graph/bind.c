@@ -91,7 +91,8 @@ static bool bind_node(binder *b, int32_t i)
     case K_CONCAT:
     case K_ARGREDUCE:
     case K_ONE_HOT:
-    case K_GATHER: at.index = n->a.axis; break;
+    case K_GATHER:
+    case K_SCATTER_ADD: at.index = n->a.axis; break;
     case K_GET: at.index = n->a.get.index; break;
     case K_CONV:
     case K_POOL: {
@@ -112,7 +113,12 @@ static bool bind_node(binder *b, int32_t i)
         at.largest = n->a.topk.largest;
         at.which = n->a.topk.which;
         break;
-    default: break;
+    case K_EW: /* operands only: every kind is listed, so a new one must say what it takes */
+    case K_CMP:
+    case K_SELECT:
+    case K_DOT:
+    case K_TUPLE:
+    case K_BATCH_DOT: break;
     }
     int32_t v = ir_build(b->g, (ir_op)n->op, n->nin, n->in, &at);
     if (v < 0) {

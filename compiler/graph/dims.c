@@ -122,16 +122,21 @@ static bool poly_add_term(poly *p, const dim_term *term, int64_t c)
 
 static int64_t intern(nest_function *f, const poly *p, const char *name);
 
+/* Whether d is a plain value (not a handle, not DIM_NONE, which lies below DIM_SYM0). */
+static bool plain(int64_t d) { return d > DIM_SYM0; }
+
+static int64_t too_large(nest_function *f)
+{
+    return ir_error(f, NEST_ERR_LIMIT, "a dim expression is too large"), DIM_NONE;
+}
+
 /* The handle or value of p; DIM_NONE with the error on f. */
 static int64_t from_poly(nest_function *f, const poly *p)
 {
     if (p->n == 0)
         return 0;
-    if (p->n == 1 && p->t[0].nf == 0) {
-        if (p->t[0].coef <= DIM_SYM0)
-            return ir_error(f, NEST_ERR_LIMIT, "a dim expression is too large"), DIM_NONE;
-        return p->t[0].coef;
-    }
+    if (p->n == 1 && p->t[0].nf == 0)
+        return plain(p->t[0].coef) ? p->t[0].coef : too_large(f);
     if (p->n == 1 && p->t[0].nf == 1 && p->t[0].coef == 1)
         return DIM_SYM0 - p->t[0].f[0]; /* a name: its own entry */
     return intern(f, p, NULL);
@@ -213,13 +218,23 @@ static int64_t intern(nest_function *f, const poly *p, const char *name)
 
 /* ---- the operations ---- */
 
-int64_t dim_name(nest_function *f, const char *name, size_t len)
+int32_t dim_find(const nest_function *f, const char *name, size_t len, int64_t *d)
 {
     for (size_t k = 0; f->dims && k < f->dims->n; k++) {
         const char *s = f->dims->e[k].name;
-        if (s && strlen(s) == len && memcmp(s, name, len) == 0)
-            return DIM_SYM0 - (int64_t)k;
+        if (s && strlen(s) == len && memcmp(s, name, len) == 0) {
+            *d = DIM_SYM0 - (int64_t)k;
+            return (int32_t)k;
+        }
     }
+    return -1;
+}
+
+int64_t dim_name(nest_function *f, const char *name, size_t len)
+{
+    int64_t d;
+    if (dim_find(f, name, len, &d) >= 0)
+        return d;
     char *s = malloc(len + 1);
     if (!s)
         return ir_error(f, NEST_ERR_NOMEM, "out of memory"), DIM_NONE;
@@ -240,18 +255,6 @@ int64_t dim_name(nest_function *f, const char *name, size_t len)
     return r;
 }
 
-int32_t dim_find(const nest_function *f, const char *name, size_t len, int64_t *d)
-{
-    for (size_t k = 0; f->dims && k < f->dims->n; k++) {
-        const char *s = f->dims->e[k].name;
-        if (s && strlen(s) == len && memcmp(s, name, len) == 0) {
-            *d = DIM_SYM0 - (int64_t)k;
-            return (int32_t)k;
-        }
-    }
-    return -1;
-}
-
 static int64_t bad_operand(nest_function *f, const char *what)
 {
     return ir_error(f, NEST_ERR_ARG, "%s: an operand is not a dim of function %s", what, f->name),
@@ -260,18 +263,15 @@ static int64_t bad_operand(nest_function *f, const char *what)
 
 int64_t dim_add(nest_function *f, int64_t a, int64_t b)
 {
-    if (!dim_is_sym(a) && !dim_is_sym(b) && a != DIM_NONE && b != DIM_NONE) {
-        int64_t s;
-        if (!add_overflows(a, b, &s) && s > DIM_SYM0)
-            return s;
-        return ir_error(f, NEST_ERR_LIMIT, "a dim expression is too large"), DIM_NONE;
-    }
+    int64_t s;
+    if (plain(a) && plain(b))
+        return !add_overflows(a, b, &s) && plain(s) ? s : too_large(f);
     poly p, q;
-    if (!to_poly(f, a, &p) || !to_poly(f, b, &q) || a == DIM_NONE || b == DIM_NONE)
+    if (a == DIM_NONE || b == DIM_NONE || !to_poly(f, a, &p) || !to_poly(f, b, &q))
         return bad_operand(f, "dim_add");
     for (int i = 0; i < q.n; i++)
         if (!poly_add_term(&p, &q.t[i], q.t[i].coef))
-            return ir_error(f, NEST_ERR_LIMIT, "a dim expression is too large"), DIM_NONE;
+            return too_large(f);
     return from_poly(f, &p);
 }
 
@@ -283,21 +283,18 @@ int64_t dim_sub(nest_function *f, int64_t a, int64_t b)
 
 int64_t dim_mul(nest_function *f, int64_t a, int64_t b)
 {
-    if (!dim_is_sym(a) && !dim_is_sym(b) && a != DIM_NONE && b != DIM_NONE) {
-        int64_t s;
-        if (!mul_overflows(a, b, &s) && s > DIM_SYM0)
-            return s;
-        return ir_error(f, NEST_ERR_LIMIT, "a dim expression is too large"), DIM_NONE;
-    }
+    int64_t s;
+    if (plain(a) && plain(b))
+        return !mul_overflows(a, b, &s) && plain(s) ? s : too_large(f);
     poly p, q, r = {0};
-    if (!to_poly(f, a, &p) || !to_poly(f, b, &q) || a == DIM_NONE || b == DIM_NONE)
+    if (a == DIM_NONE || b == DIM_NONE || !to_poly(f, a, &p) || !to_poly(f, b, &q))
         return bad_operand(f, "dim_mul");
     for (int i = 0; i < p.n; i++)
         for (int j = 0; j < q.n; j++) {
             dim_term t = {0};
             int64_t c;
             if (p.t[i].nf + q.t[j].nf > DIM_MAX_FACTORS || mul_overflows(p.t[i].coef, q.t[j].coef, &c))
-                return ir_error(f, NEST_ERR_LIMIT, "a dim expression is too large"), DIM_NONE;
+                return too_large(f);
             /* merge the sorted factor lists */
             int x = 0, y = 0;
             while (x < p.t[i].nf || y < q.t[j].nf) {
@@ -307,7 +304,7 @@ int64_t dim_mul(nest_function *f, int64_t a, int64_t b)
                     t.f[t.nf++] = q.t[j].f[y++];
             }
             if (!poly_add_term(&r, &t, c))
-                return ir_error(f, NEST_ERR_LIMIT, "a dim expression is too large"), DIM_NONE;
+                return too_large(f);
         }
     return from_poly(f, &r);
 }

@@ -87,15 +87,18 @@ static int32_t bcast(gctx *g, int32_t x, int rank, const int64_t *shape, uint32_
     return build(g, OP_BROADCAST, 1, &x, &at);
 }
 
-/* The sum of x over the axes of mask (x itself for no axes). */
-static int32_t sum(gctx *g, int32_t x, uint32_t mask)
+/* op (a reduction, or reverse) of x over the axes of mask (x itself for no axes). */
+static int32_t on_axes(gctx *g, ir_op op, int32_t x, uint32_t mask)
 {
     if (!mask)
         return x;
     int64_t axes[NEST_MAX_RANK];
     ir_attrs at = {.naxes = ir_mask_axes(mask, axes), .axes = axes};
-    return build(g, OP_SUM, 1, &x, &at);
+    return build(g, op, 1, &x, &at);
 }
+
+/* The sum of x over the axes of mask. */
+static int32_t sum(gctx *g, int32_t x, uint32_t mask) { return on_axes(g, OP_SUM, x, mask); }
 
 /* x read in the axis `order` (NULL: identity) and laid out in `shape`; x itself when that
  * changes nothing. */
@@ -137,8 +140,6 @@ static void acc(gctx *g, int32_t x, int32_t v)
     g->adj[x] = g->adj[x] < 0 ? v : bin(g, OP_ADD, g->adj[x], v);
 }
 
-static bool is_float(int t) { return t == NEST_F32 || t == NEST_F64; }
-
 /* ---- the rules that need more than a line ---- */
 
 static int64_t prod(const int64_t *v, int n)
@@ -160,7 +161,7 @@ static void rule_dot(gctx *g, int32_t gi, int32_t a, int32_t b)
         int32_t s = A.rank == 0 ? a : b, t = A.rank == 0 ? b : a;
         int tr = f->nodes[t].rank;
         if (g->need[s])
-            acc(g, s, sum(g, bin(g, OP_MULTIPLY, gi, t), tr ? (uint32_t)((1ull << tr) - 1) : 0));
+            acc(g, s, sum(g, bin(g, OP_MULTIPLY, gi, t), (uint32_t)((1ull << tr) - 1)));
         if (g->need[t])
             acc(g, t, bin(g, OP_DOT, s, gi));
         return;
@@ -220,8 +221,8 @@ static void rule_slice(gctx *g, int32_t gi, int32_t node, int32_t a)
     ir_node n = f->nodes[node];
     const ir_node *A = &f->nodes[a];
     int r = A->rank, et = A->etype;
-    int64_t full[NEST_MAX_RANK], cur[NEST_MAX_RANK + 1];
-    memcpy(full, A->shape, (size_t)r * sizeof *full);
+    const int64_t *full = A->shape; /* in the arena: building moves only the nodes */
+    int64_t cur[NEST_MAX_RANK + 1];
     memcpy(cur, n.shape, (size_t)r * sizeof *cur);
     if (prod(cur, r) == 0)
         return; /* nothing was taken: the gradient is zero */
@@ -273,28 +274,12 @@ static void rule_slice(gctx *g, int32_t gi, int32_t node, int32_t a)
     acc(g, a, x);
 }
 
-/* The operand of a reduction over axes, for the rules that broadcast back to it. */
-typedef struct reduced {
-    int r;
-    int64_t shape[NEST_MAX_RANK];
-    uint32_t mask; /* the reduced axes */
-} reduced;
-
-static reduced reduced_of(const gctx *g, int32_t node, int32_t a)
-{
-    const ir_node *A = &g->f->nodes[a];
-    reduced x = {A->rank, {0}, g->f->nodes[node].a.axes};
-    memcpy(x.shape, A->shape, (size_t)A->rank * sizeof *x.shape);
-    return x;
-}
-
 /* out = max or min of a over axes: the elements equal to the result share its gradient. */
 static void rule_extremum(gctx *g, int32_t gi, int32_t node, int32_t a)
 {
-    reduced x = reduced_of(g, node, a);
-    int r = x.r;
-    const int64_t *shape = x.shape;
-    uint32_t mask = x.mask;
+    int r = g->f->nodes[a].rank;
+    const int64_t *shape = g->f->nodes[a].shape; /* in the arena: building moves only the nodes */
+    uint32_t mask = g->f->nodes[node].a.axes;
     int32_t m = bin(g, OP_EQUAL, a, bcast(g, node, r, shape, mask));
     int32_t zero = like(g, 0, a);
     int32_t ones = sel(g, m, like(g, 1, a), zero);
@@ -308,18 +293,13 @@ static void rule_extremum(gctx *g, int32_t gi, int32_t node, int32_t a)
  * otherwise; no division by zero. */
 static void rule_product(gctx *g, int32_t gi, int32_t node, int32_t a)
 {
-    reduced x = reduced_of(g, node, a);
-    int r = x.r;
-    const int64_t *shape = x.shape;
-    uint32_t mask = x.mask;
+    int r = g->f->nodes[a].rank;
+    const int64_t *shape = g->f->nodes[a].shape;
+    uint32_t mask = g->f->nodes[node].a.axes;
     int32_t zero = like(g, 0, a), one = like(g, 1, a);
     int32_t isz = bin(g, OP_EQUAL, a, zero);
-    ir_attrs at = {.naxes = 0};
-    int64_t axes[NEST_MAX_RANK];
-    at.naxes = ir_mask_axes(mask, axes);
-    at.axes = axes;
     int32_t nz = sel(g, isz, one, a);
-    int32_t pnz = build(g, OP_PRODUCT, 1, &nz, &at);
+    int32_t pnz = on_axes(g, OP_PRODUCT, nz, mask);
     int32_t zs = sum(g, sel(g, isz, one, zero), mask);
     int32_t pb = bcast(g, pnz, r, shape, mask), zb = bcast(g, zs, r, shape, mask);
     int32_t gb = bcast(g, gi, r, shape, mask);
@@ -363,7 +343,7 @@ static void rule_pad(gctx *g, int32_t gi, int32_t node, int32_t a, int32_t v)
     }
     if (steps)
         ga = slice(g, ga, zero, up, step);
-    uint32_t all = r ? (uint32_t)((1ull << r) - 1) : 0;
+    uint32_t all = (uint32_t)((1ull << r) - 1);
     if (g->need[a])
         acc(g, a, ga);
     if (g->need[v])
@@ -828,16 +808,12 @@ static void rule(gctx *g, int32_t i)
     case OP_CEILING:
     case OP_SIGN: /* steps: zero almost everywhere */
         break;
-    case OP_REVERSE: {
-        int64_t axes[NEST_MAX_RANK];
-        ir_attrs at = {.naxes = ir_mask_axes(n.a.axes, axes), .axes = axes};
-        acc(g, a, build(g, OP_REVERSE, 1, &gi, &at));
+    case OP_REVERSE:
+        acc(g, a, on_axes(g, OP_REVERSE, gi, n.a.axes));
         break;
-    }
     case OP_SOFTMAX: { /* y * (g - sum(g * y) over the axes) */
-        int64_t shape[NEST_MAX_RANK];
-        memcpy(shape, n.shape, (size_t)n.rank * sizeof *shape);
-        int32_t s = bcast(g, sum(g, bin(g, OP_MULTIPLY, gi, i), n.a.axes), n.rank, shape, n.a.axes);
+        int32_t s = sum(g, bin(g, OP_MULTIPLY, gi, i), n.a.axes);
+        s = bcast(g, s, n.rank, n.shape, n.a.axes);
         acc(g, a, bin(g, OP_MULTIPLY, i, bin(g, OP_SUBTRACT, gi, s)));
         break;
     }
@@ -899,7 +875,7 @@ static void rule(gctx *g, int32_t i)
         break;
     }
     case OP_CONVERT:
-        if (na && is_float(f->nodes[a].etype)) {
+        if (na && ir_is_float(f->nodes[a].etype)) {
             ir_attrs at = {.type = f->nodes[a].etype};
             acc(g, a, f->nodes[a].etype == n.etype ? gi : build(g, OP_CONVERT, 1, &gi, &at));
         }
@@ -930,13 +906,9 @@ static void rule(gctx *g, int32_t i)
         }
         break;
     }
-    case OP_SUM: {
-        const ir_node *A = &f->nodes[a];
-        int64_t shape[NEST_MAX_RANK];
-        memcpy(shape, A->shape, (size_t)A->rank * sizeof *shape);
-        acc(g, a, bcast(g, gi, A->rank, shape, n.a.axes));
+    case OP_SUM:
+        acc(g, a, bcast(g, gi, f->nodes[a].rank, f->nodes[a].shape, n.a.axes));
         break;
-    }
     case OP_MAX:
     case OP_MIN:
         rule_extremum(g, gi, i, a);
@@ -1015,7 +987,7 @@ nest_value nest_grad(nest_function *f, nest_value loss, int n, const nest_value 
                NEST_NONE;
     int32_t L = ir_resolve(f, loss);
     const ir_node *ln = &f->nodes[L];
-    if (ln->etype == IR_TUPLE || !is_float(ln->etype) || ln->rank != 0) {
+    if (ln->etype == IR_TUPLE || !ir_is_float(ln->etype) || ln->rank != 0) {
         buf b = {0};
         ir_format_type(&b, f, L);
         char *t = buf_finish(&b);
@@ -1045,7 +1017,7 @@ nest_value nest_grad(nest_function *f, nest_value loss, int n, const nest_value 
                             "respect to inputs)",
                             nm),
                    NEST_NONE;
-        if (!is_float(x->etype))
+        if (!ir_is_float(x->etype))
             return ir_error(f, NEST_ERR_TYPE,
                             "grad: %s is %s, which has no gradient (only f32 and f64 values have "
                             "one)",
@@ -1067,11 +1039,11 @@ nest_value nest_grad(nest_function *f, nest_value loss, int n, const nest_value 
         dep[ir_resolve(f, wrt[k])] = true;
     for (int32_t i = lo; i < top; i++) {
         const ir_node *x = &f->nodes[i];
-        if (dep[i] || x->etype == IR_TUPLE || x->op == OP_GET || !is_float(x->etype))
+        if (dep[i] || x->etype == IR_TUPLE || x->op == OP_GET || !ir_is_float(x->etype))
             continue;
         for (int j = 0; j < x->nin && !dep[i]; j++) {
             int32_t o = ir_resolve(f, x->in[j]);
-            dep[i] = dep[o] && is_float(f->nodes[o].etype) && differentiable(x, j);
+            dep[i] = dep[o] && ir_is_float(f->nodes[o].etype) && differentiable(x, j);
         }
     }
     reach[L] = true;

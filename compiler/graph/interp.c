@@ -93,8 +93,6 @@ static void col_strides(int rank, const int64_t *shape, int64_t *s)
 
 /* ---- elements ---- */
 
-static bool is_float(int t) { return t == NEST_F32 || t == NEST_F64; }
-
 static double load_f(int t, const void *p, int64_t i)
 {
     return t == NEST_F32 ? (double)((const float *)p)[i] : ((const double *)p)[i];
@@ -321,7 +319,7 @@ static void eval_elementwise(const interp *in, const ir_node *n, void *out)
     const void *x = operand_val(in, n, 0);
     const void *y = n->nin > 1 ? operand_val(in, n, 1) : x;
     int t = a->etype;
-    if (is_float(t)) {
+    if (ir_is_float(t)) {
         for (int64_t i = 0; i < count; i++)
             store_f(t, out, i, ew_float(op, load_f(t, x, i), load_f(t, y, i)));
     } else {
@@ -338,8 +336,8 @@ static void eval_compare(const interp *in, const ir_node *n, void *out)
     const void *x = operand_val(in, n, 0), *y = operand_val(in, n, 1);
     uint8_t *r = out;
     for (int64_t i = 0; i < count; i++)
-        r[i] = is_float(t) ? compare(op, load_f(t, x, i), load_f(t, y, i))
-                           : compare_i(op, load_i(t, x, i), load_i(t, y, i));
+        r[i] = ir_is_float(t) ? compare(op, load_f(t, x, i), load_f(t, y, i))
+                              : compare_i(op, load_i(t, x, i), load_i(t, y, i));
 }
 
 static void eval_select(const interp *in, const ir_node *n, void *out)
@@ -358,9 +356,9 @@ static void eval_convert(const interp *in, const ir_node *n, void *out)
     int from = operand(in, n, 0)->etype, to = n->etype;
     const void *x = operand_val(in, n, 0);
     for (int64_t i = 0; i < count; i++) {
-        if (is_float(from)) {
+        if (ir_is_float(from)) {
             double v = load_f(from, x, i);
-            if (is_float(to))
+            if (ir_is_float(to))
                 store_f(to, out, i, v);
             else if (to == NEST_BOOL)
                 ((uint8_t *)out)[i] = v != 0;
@@ -384,7 +382,7 @@ static bool eval_dot(const interp *in, const ir_node *n, void *out)
     const ir_node *a = operand(in, n, 0), *b = operand(in, n, 1);
     const void *x = operand_val(in, n, 0), *y = operand_val(in, n, 1);
     int t = n->etype;
-    bool fl = is_float(t);
+    bool fl = ir_is_float(t);
     if (a->rank == 0 || b->rank == 0) { /* a scalar scales the other operand */
         int64_t count = ir_count(n);
         for (int64_t i = 0; i < count; i++) {
@@ -513,7 +511,7 @@ static bool eval_reduce(const interp *in, const ir_node *n, void *out)
     for (int i = 0, j = 0; i < a->rank; i++)
         w.stride[0][i] = (n->a.axes >> i & 1) ? 0 : os[j++];
 
-    if (is_float(t)) {
+    if (ir_is_float(t)) {
         /* sum and product accumulate in double; max and min are exact in the element type */
         double *acc = malloc((size_t)(count ? count : 1) * sizeof *acc);
         if (!acc)
@@ -581,7 +579,7 @@ static void eval_argreduce(const interp *in, const ir_node *n, void *out)
         for (int64_t j = 1; j < len; j++) {
             int64_t pb = w.off[1] + best * step, pj = w.off[1] + j * step;
             bool better;
-            if (is_float(t)) {
+            if (ir_is_float(t)) {
                 double v = load_f(t, x, pj), b = load_f(t, x, pb);
                 better = b == b && (v != v || (max ? v > b : v < b));
             } else {
@@ -695,8 +693,9 @@ static void eval_one_hot(const interp *in, const ir_node *n, void *out)
         for (int k = 0, j = 0; k < n->rank; k++)
             if (k != axis)
                 xo += idx[k] * xs[j++];
-        bool hot = is_float(t) ? load_f(t, x, xo) == (double)idx[axis] : load_i(t, x, xo) == idx[axis];
-        if (is_float(t))
+        bool hot = ir_is_float(t) ? load_f(t, x, xo) == (double)idx[axis]
+                                  : load_i(t, x, xo) == idx[axis];
+        if (ir_is_float(t))
             store_f(t, out, i, hot);
         else
             store_i(t, out, i, hot);
@@ -753,7 +752,7 @@ static void eval_take(const interp *in, const ir_node *n, void *out)
         int64_t xo = taken_offset(a, ix, iv, n->a.axis, idx, as, is);
         if (!scatter)
             memcpy((unsigned char *)out + (size_t)i * size, x + (size_t)xo * size, size);
-        else if (t == NEST_F32 || t == NEST_F64)
+        else if (ir_is_float(t))
             store_f(t, out, xo, load_f(t, out, xo) + load_f(t, uv, i));
         else
             store_i(t, out, xo, (uint64_t)load_i(t, out, xo) + (uint64_t)load_i(t, uv, i));
@@ -844,7 +843,7 @@ static void eval_batch_dot(const interp *in, const ir_node *n, void *out)
         if (b->rank >= 2)
             bo += idx[p++] * bs[b->rank - 1];
         int64_t ak = as[a->rank - 1], bk = bs[b->rank >= 2 ? b->rank - 2 : 0];
-        if (is_float(t)) {
+        if (ir_is_float(t)) {
             double acc = 0;
             for (int64_t k = 0; k < kn; k++)
                 acc += load_f(t, x, ao + k * ak) * load_f(t, y, bo + k * bk);
@@ -888,7 +887,7 @@ static bool eval_topk(const interp *in, const ir_node *n, void *out)
     const ir_node *a = operand(in, n, 0);
     const void *x = operand_val(in, n, 0);
     int t = a->etype, axis = n->a.topk.axis;
-    bool fl = is_float(t), largest = n->a.topk.largest;
+    bool fl = ir_is_float(t), largest = n->a.topk.largest;
     int64_t len = a->shape[axis], k = n->a.topk.k, as[NEST_MAX_RANK], os[NEST_MAX_RANK];
     int64_t dims[NEST_MAX_RANK], idx[NEST_MAX_RANK] = {0};
     if (ir_count(n) == 0)

@@ -38,6 +38,24 @@ static int64_t source(const geom *g, int i, int64_t o, int64_t t)
     return v / g->dd[i];
 }
 
+/* Where tap t (row-major over the window) of output position o (row-major over an output
+ * plane) reads in an input plane, or -1 where it falls on padding or between dilated
+ * elements. */
+static int64_t tap_source(const geom *g, int64_t o, int64_t t)
+{
+    int64_t at = 0, stride = 1;
+    for (int i = IR_MAX_SPATIAL - 1; i >= 0; i--) {
+        int64_t v = source(g, i, o % g->o[i], t % g->f[i]);
+        if (v < 0)
+            return -1;
+        at += v * stride;
+        stride *= g->d[i];
+        o /= g->o[i];
+        t /= g->f[i];
+    }
+    return at;
+}
+
 static double load(int t, const void *p, int64_t i)
 {
     switch (t) {
@@ -69,32 +87,20 @@ static void convolution(const ir_node *n, const ir_node *xn, const void *x, cons
     int64_t N = xn->shape[0], C = xn->shape[1], K = n->shape[1], G = n->a.win->groups;
     int64_t Cg = C / G, Kg = K / G;
     int64_t dsz = g.d[0] * g.d[1] * g.d[2], fsz = g.f[0] * g.f[1] * g.f[2];
-    int64_t e = 0;
+    int64_t osz = g.o[0] * g.o[1] * g.o[2], e = 0;
     for (int64_t b = 0; b < N; b++)
         for (int64_t k = 0; k < K; k++)
-            for (int64_t o0 = 0; o0 < g.o[0]; o0++)
-                for (int64_t o1 = 0; o1 < g.o[1]; o1++)
-                    for (int64_t o2 = 0; o2 < g.o[2]; o2++) {
-                        double acc = 0;
-                        int64_t c0 = k / Kg * Cg;
-                        for (int64_t f0 = 0; f0 < g.f[0]; f0++) {
-                            int64_t i0 = source(&g, 0, o0, f0);
-                            for (int64_t f1 = 0; i0 >= 0 && f1 < g.f[1]; f1++) {
-                                int64_t i1 = source(&g, 1, o1, f1);
-                                for (int64_t f2 = 0; i1 >= 0 && f2 < g.f[2]; f2++) {
-                                    int64_t i2 = source(&g, 2, o2, f2);
-                                    if (i2 < 0)
-                                        continue;
-                                    int64_t xi = (i0 * g.d[1] + i1) * g.d[2] + i2;
-                                    int64_t wi = (f0 * g.f[1] + f1) * g.f[2] + f2;
-                                    for (int64_t c = 0; c < Cg; c++)
-                                        acc += load(t, x, (b * C + c0 + c) * dsz + xi) *
-                                               load(t, w, (k * Cg + c) * fsz + wi);
-                                }
-                            }
-                        }
-                        store(t, out, e++, acc);
-                    }
+            for (int64_t o = 0; o < osz; o++) {
+                double acc = 0;
+                int64_t c0 = k / Kg * Cg;
+                for (int64_t ft = 0; ft < fsz; ft++) {
+                    int64_t xi = tap_source(&g, o, ft);
+                    for (int64_t c = 0; xi >= 0 && c < Cg; c++)
+                        acc += load(t, x, (b * C + c0 + c) * dsz + xi) *
+                               load(t, w, (k * Cg + c) * fsz + ft);
+                }
+                store(t, out, e++, acc);
+            }
 }
 
 static void pool(const ir_node *n, const ir_node *xn, const void *x, void *out)
@@ -102,49 +108,41 @@ static void pool(const ir_node *n, const ir_node *xn, const void *x, void *out)
     geom g;
     geom_of(n->a.win, xn, n, &g);
     int t = n->etype;
-    bool max = n->op == OP_MAX_POOL, flt = t == NEST_F32 || t == NEST_F64;
+    bool max = n->op == OP_MAX_POOL, flt = ir_is_float(t);
     int64_t planes = xn->shape[0] * xn->shape[1], dsz = g.d[0] * g.d[1] * g.d[2];
-    int64_t whole = g.f[0] * g.f[1] * g.f[2], e = 0;
+    int64_t whole = g.f[0] * g.f[1] * g.f[2], osz = g.o[0] * g.o[1] * g.o[2], e = 0;
     for (int64_t p = 0; p < planes; p++)
-        for (int64_t o0 = 0; o0 < g.o[0]; o0++)
-            for (int64_t o1 = 0; o1 < g.o[1]; o1++)
-                for (int64_t o2 = 0; o2 < g.o[2]; o2++, e++) {
-                    /* floats in double (max: a NaN is never larger, as in nest_max) */
-                    double acc = max ? -INFINITY : 0;
-                    int64_t iacc = t == NEST_I32 ? INT32_MIN : INT64_MIN, count = 0;
-                    for (int64_t f0 = 0; f0 < g.f[0]; f0++) {
-                        int64_t i0 = source(&g, 0, o0, f0);
-                        for (int64_t f1 = 0; i0 >= 0 && f1 < g.f[1]; f1++) {
-                            int64_t i1 = source(&g, 1, o1, f1);
-                            for (int64_t f2 = 0; i1 >= 0 && f2 < g.f[2]; f2++) {
-                                int64_t i2 = source(&g, 2, o2, f2);
-                                if (i2 < 0)
-                                    continue;
-                                int64_t xi = p * dsz + (i0 * g.d[1] + i1) * g.d[2] + i2;
-                                count++;
-                                if (!flt) {
-                                    int64_t v = load_int(t, x, xi);
-                                    iacc = v > iacc ? v : iacc;
-                                } else if (max) {
-                                    double v = load(t, x, xi);
-                                    acc = v > acc ? v : acc;
-                                } else {
-                                    acc += load(t, x, xi);
-                                }
-                            }
-                        }
-                    }
-                    if (!flt) {
-                        if (t == NEST_I32)
-                            ((int32_t *)out)[e] = (int32_t)iacc;
-                        else
-                            ((int64_t *)out)[e] = iacc;
-                        continue;
-                    }
-                    if (!max)
-                        acc /= (double)(n->a.win->include_pad ? whole : count);
-                    store(t, out, e, acc);
+        for (int64_t o = 0; o < osz; o++, e++) {
+            /* floats in double (max: a NaN is never larger, as in nest_max) */
+            double acc = max ? -INFINITY : 0;
+            int64_t iacc = t == NEST_I32 ? INT32_MIN : INT64_MIN, count = 0;
+            for (int64_t ft = 0; ft < whole; ft++) {
+                int64_t xi = tap_source(&g, o, ft);
+                if (xi < 0)
+                    continue;
+                xi += p * dsz;
+                count++;
+                if (!flt) {
+                    int64_t v = load_int(t, x, xi);
+                    iacc = v > iacc ? v : iacc;
+                } else if (max) {
+                    double v = load(t, x, xi);
+                    acc = v > acc ? v : acc;
+                } else {
+                    acc += load(t, x, xi);
                 }
+            }
+            if (!flt) {
+                if (t == NEST_I32)
+                    ((int32_t *)out)[e] = (int32_t)iacc;
+                else
+                    ((int64_t *)out)[e] = iacc;
+                continue;
+            }
+            if (!max)
+                acc /= (double)(n->a.win->include_pad ? whole : count);
+            store(t, out, e, acc);
+        }
 }
 
 void interp_window(const nest_function *f, const ir_node *n, const void *x, const void *w,

@@ -302,7 +302,7 @@ static bool type_ok(ir_types t, int etype)
 {
     switch (t) {
     case TY_NUM: return etype == NEST_F32 || etype == NEST_F64 || etype == NEST_I32 || etype == NEST_I64;
-    case TY_FLOAT: return etype == NEST_F32 || etype == NEST_F64;
+    case TY_FLOAT: return ir_is_float(etype);
     case TY_BOOL: return etype == NEST_BOOL;
     case TY_ANY: return etype >= 0 && etype < IR_TUPLE;
     }

@@ -118,8 +118,8 @@ static void print_tensor_type(buf *b, const nest_function *f, int etype, int ran
         buf_puts(b, " col");
 }
 
-/* ", name=[...]" unless every entry is def. */
-static void print_window_list(buf *b, const char *name, int n, const int64_t *v, int64_t def)
+/* ", name=[...]" of a list of plain integers, unless every entry is def. */
+static void print_list_unless(buf *b, const char *name, int n, const int64_t *v, int64_t def)
 {
     bool all = true;
     for (int i = 0; i < n; i++)
@@ -127,7 +127,7 @@ static void print_window_list(buf *b, const char *name, int n, const int64_t *v,
     if (all)
         return;
     buf_printf(b, ", %s=", name);
-    ir_format_shape(b, n, v); /* plain integers */
+    ir_format_shape(b, n, v);
 }
 
 /* A convolution's or pooling's attributes that differ from the defaults (a pool's window
@@ -139,11 +139,11 @@ static void print_window(buf *b, const ir_node *n)
         buf_puts(b, ", window=");
         ir_format_shape(b, w->nsp, w->window);
     }
-    print_window_list(b, "strides", w->nsp, w->stride, 1);
-    print_window_list(b, "dilation", w->nsp, w->dilation, 1);
-    print_window_list(b, "pad_below", w->nsp, w->pad_below, 0);
-    print_window_list(b, "pad_above", w->nsp, w->pad_above, 0);
-    print_window_list(b, "data_dilation", w->nsp, w->data_dilation, 1);
+    print_list_unless(b, "strides", w->nsp, w->stride, 1);
+    print_list_unless(b, "dilation", w->nsp, w->dilation, 1);
+    print_list_unless(b, "pad_below", w->nsp, w->pad_below, 0);
+    print_list_unless(b, "pad_above", w->nsp, w->pad_above, 0);
+    print_list_unless(b, "data_dilation", w->nsp, w->data_dilation, 1);
     if (w->groups != 1)
         buf_printf(b, ", groups=%lld", (long long)w->groups);
     if (w->include_pad)
@@ -207,26 +207,12 @@ static void print_op(buf *b, const namer *nm, const ir_node *n, int64_t maxvals)
         break;
     }
     case K_SLICE:
-    case K_REPLACE_SLICE: {
+    case K_REPLACE_SLICE:
         buf_puts(b, ", lower=");
         ir_format_dims(b, f, n->rank, n->a.slice.lower);
         buf_puts(b, ", upper=");
         ir_format_dims(b, f, n->rank, n->a.slice.upper);
-        bool unit = true;
-        for (int i = 0; i < n->rank; i++)
-            unit &= n->a.slice.step[i] == 1;
-        if (!unit) {
-            buf_puts(b, ", strides=");
-            ir_format_dims(b, f, n->rank, n->a.slice.step);
-        }
-        break;
-    }
-    case K_CONCAT:
-        buf_printf(b, ", axis=%d", n->a.axis);
-        break;
-    case K_REDUCE:
-        buf_puts(b, ", axes=");
-        print_axes(b, n->a.axes);
+        print_list_unless(b, "strides", n->rank, n->a.slice.step, 1); /* plain: ir.c */
         break;
     case K_GET:
         buf_printf(b, ", %d", n->a.get.index);
@@ -235,25 +221,20 @@ static void print_op(buf *b, const namer *nm, const ir_node *n, int64_t maxvals)
     case K_POOL:
         print_window(b, n);
         break;
+    case K_CONCAT:
     case K_ARGREDUCE:
     case K_GATHER:
     case K_SCATTER_ADD:
         buf_printf(b, ", axis=%d", n->a.axis);
         break;
-    case K_PAD: {
+    case K_PAD:
         buf_puts(b, ", below=");
         ir_format_dims(b, f, n->rank, n->a.pad.below);
         buf_puts(b, ", above=");
         ir_format_dims(b, f, n->rank, n->a.pad.above);
-        bool none = true;
-        for (int i = 0; i < n->rank; i++)
-            none &= n->a.pad.interior[i] == 0;
-        if (!none) {
-            buf_puts(b, ", interior=");
-            ir_format_dims(b, f, n->rank, n->a.pad.interior);
-        }
+        print_list_unless(b, "interior", n->rank, n->a.pad.interior, 0); /* plain: ir.c */
         break;
-    }
+    case K_REDUCE:
     case K_REVERSE:
     case K_SOFTMAX:
         buf_puts(b, ", axes=");

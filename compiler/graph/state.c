@@ -33,6 +33,17 @@ void ir_module_take_error(nest_module *m)
 
 /* ---- modules ---- */
 
+bool ir_module_add(nest_module *m, nest_function *f)
+{
+    nest_function **p = grow_array(m->fns, &m->capfns, (size_t)m->nfns, sizeof *p);
+    if (!p)
+        return false;
+    m->fns = p;
+    f->module = m;
+    m->fns[m->nfns++] = f;
+    return true;
+}
+
 /* Checks a name with the function rules of ir.c, reporting on m. */
 static int check_name(nest_module *m, const char *what, const char *name)
 {
@@ -114,8 +125,6 @@ int32_t ir_state_find(const nest_module *m, const char *name, size_t len)
     return -1;
 }
 
-static bool is_float_type(int t) { return t == NEST_F32 || t == NEST_F64; }
-
 /* Whether the constant v fits element type t (floats: rounded, but not out of range; integers
  * and bool: exactly). */
 static bool constant_fits(int t, double v)
@@ -186,7 +195,7 @@ int32_t ir_state_declare(nest_module *m, const char *name, bool trainable, nest_
         break;
     case NEST_INIT_UNIFORM:
     case NEST_INIT_NORMAL:
-        if (!is_float_type(type)) {
+        if (!ir_is_float(type)) {
             ir_module_error(m, NEST_ERR_TYPE, "%s %s: %s initializers take f32 or f64, not %s",
                             what, name, in.kind == NEST_INIT_UNIFORM ? "uniform" : "normal",
                             nest_type_name(type));
