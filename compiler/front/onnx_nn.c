@@ -226,19 +226,11 @@ int ox_op_matmul(ox *c)
  * eps), b = bias - mean * a, computed in double at import. False otherwise (nothing reported). */
 static bool bn_coeffs(ox *c, const Onnx__NodeProto *bn, double **a, double **b, int64_t *n)
 {
-    if (bn->n_input < 5 || bn->n_output != 1 || (bn->domain && bn->domain[0]))
+    const ox u = {.m = c->m, .node = bn}; /* for bn's attributes */
+    if (bn->n_input < 5 || bn->n_output != 1 || (bn->domain && bn->domain[0]) ||
+        ox_attr_int(&u, "training_mode", 0) || !ox_attr_int(&u, "spatial", 1))
         return false;
-    double eps = 1e-5;
-    for (size_t i = 0; i < bn->n_attribute; i++) {
-        const Onnx__AttributeProto *at = bn->attribute[i];
-        if (!at->name)
-            continue;
-        if (strcmp(at->name, "epsilon") == 0 && at->has_f)
-            eps = at->f;
-        else if ((strcmp(at->name, "training_mode") == 0 && at->has_i && at->i) ||
-                 (strcmp(at->name, "spatial") == 0 && at->has_i && !at->i))
-            return false;
-    }
+    double eps = ox_attr_float(&u, "epsilon", 1e-5f);
     const ox_tensor *t[4];
     for (int i = 0; i < 4; i++) {
         t[i] = ox_peek_name(c, bn->input[i + 1]);
