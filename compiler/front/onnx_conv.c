@@ -14,6 +14,7 @@
 /* The window over the k spatial axes of an input [N, C, d1..dk]. */
 typedef struct window {
     int k;
+    bool ceil_pad; /* ceil_mode added padding above (for a last partial window) */
     int64_t kernel[3], strides[3], dil[3], below[3], above[3], out[3];
 } window;
 
@@ -49,6 +50,7 @@ static int64_t span(const window *w, int i) { return (w->kernel[i] - 1) * w->dil
 static int window_attrs(ox *c, const int64_t *in, window *w, bool ceil_mode)
 {
     int k = w->k;
+    w->ceil_pad = false;
     if (ints_k(c, "strides", k, w->strides, 1) < 0 || ints_k(c, "dilations", k, w->dil, 1) < 0)
         return NEST_ERR_ARG;
     const char *pad = ox_attr_str(c, "auto_pad", "NOTSET");
@@ -94,6 +96,7 @@ static int window_attrs(ox *c, const int64_t *in, window *w, bool ceil_mode)
             if (w->out[i] * w->strides[i] < in[i] + w->below[i]) {
                 w->above[i] += w->strides[i] - room % w->strides[i];
                 w->out[i]++;
+                w->ceil_pad = true;
             }
         }
     }
@@ -101,7 +104,7 @@ static int window_attrs(ox *c, const int64_t *in, window *w, bool ceil_mode)
 }
 
 /* The input x of rank 3 to 5 and the kernel of a pool (kernel_shape, required). */
-static int pool_window(ox *c, nest_value x, window *w, bool *ceil_mode, int *extra)
+static int pool_window(ox *c, nest_value x, window *w)
 {
     int rank = ox_rank(c, x);
     if (rank < 3 || rank > 5)
@@ -112,19 +115,7 @@ static int pool_window(ox *c, nest_value x, window *w, bool *ceil_mode, int *ext
         return ox_err(c, NEST_ERR_ARG, "kernel_shape is required");
     if (ints_k(c, "kernel_shape", w->k, w->kernel, 1) < 0)
         return NEST_ERR_ARG;
-    *ceil_mode = ox_attr_int(c, "ceil_mode", 0) != 0;
-    int64_t plain[3];
-    memcpy(plain, ox_shape(c, x) + 2, (size_t)w->k * sizeof *plain);
-    window fl = *w;
-    int st = window_attrs(c, plain, w, *ceil_mode);
-    if (st == NEST_OK && extra) {
-        /* the padding ceil_mode added */
-        *extra = 0;
-        if (window_attrs(c, plain, &fl, false) == NEST_OK)
-            for (int i = 0; i < w->k; i++)
-                *extra |= w->above[i] != fl.above[i];
-    }
-    return st;
+    return window_attrs(c, ox_shape(c, x) + 2, w, ox_attr_int(c, "ceil_mode", 0) != 0);
 }
 
 /* ---- Conv ---- */
@@ -320,14 +311,14 @@ int ox_op_conv_transpose(ox *c)
  * axes column-major): for dilated windows and MaxPool's second output. */
 static int max_taps(ox *c, nest_value x, const window *w, nest_value *best, nest_value *indices)
 {
-    int rank = ox_rank(c, x), k = w->k, type = ox_type(c, x);
+    int rank = ox_rank(c, x), k = w->k;
     const int64_t *xs = ox_shape(c, x);
     int64_t below[R] = {0}, above[R] = {0}, outs[R];
     for (int i = 0; i < k; i++)
         below[2 + i] = w->below[i], above[2 + i] = w->above[i];
-    double lowest = type == NEST_F32 || type == NEST_F64 ? -INFINITY
-                    : type == NEST_I32 ? (double)INT32_MIN : (double)INT64_MIN;
-    nest_value xp = nest_pad(c->f, x, ox_full(c, type, lowest, 0, NULL), below, above, NULL);
+    /* padded with -inf, or the least integer (ox_full saturates) */
+    nest_value xp = nest_pad(c->f, x, ox_full(c, ox_type(c, x), -INFINITY, 0, NULL), below,
+                              above, NULL);
     OX_CHECK(xp);
     outs[0] = xs[0], outs[1] = xs[1];
     memcpy(outs + 2, w->out, (size_t)k * sizeof *outs);
@@ -401,8 +392,7 @@ int ox_op_max_pool(ox *c)
     nest_value x = ox_in(c, 0);
     OX_CHECK(x);
     window w;
-    bool ceil_mode;
-    int st = pool_window(c, x, &w, &ceil_mode, NULL);
+    int st = pool_window(c, x, &w);
     if (st != NEST_OK)
         return st;
     bool dilated = false;
@@ -420,16 +410,14 @@ int ox_op_avg_pool(ox *c)
     nest_value x = ox_in(c, 0);
     OX_CHECK(x);
     window w;
-    bool ceil_mode;
-    int extra;
-    int st = pool_window(c, x, &w, &ceil_mode, &extra);
+    int st = pool_window(c, x, &w);
     if (st != NEST_OK)
         return st;
     for (int i = 0; i < w.k; i++)
         if (w.dil[i] != 1)
             return ox_err(c, NEST_ERR_ARG, "dilations are not supported for AveragePool");
     int include = (int)ox_attr_int(c, "count_include_pad", 0);
-    if (include && extra)
+    if (include && w.ceil_pad)
         return ox_err(c, NEST_ERR_ARG, "ceil_mode with count_include_pad is not supported (the "
                       "last windows would count padding beyond pads)");
     c->out[0] = nest_avg_pool(c->f, x, w.kernel, w.strides, w.below, w.above, include);

@@ -6,8 +6,6 @@
 
 #include "onnx.h"
 
-#define R NEST_MAX_RANK
-
 typedef nest_value (*bin_fn)(nest_function *, nest_value, nest_value);
 typedef nest_value (*un_fn)(nest_function *, nest_value);
 
@@ -35,6 +33,10 @@ int ox_op_div(ox *c) { return binary(c, nest_divide); }
 int ox_op_equal(ox *c) { return binary(c, nest_equal); }
 int ox_op_less(ox *c) { return binary(c, nest_less); }
 int ox_op_greater(ox *c) { return binary(c, nest_greater); }
+int ox_op_less_eq(ox *c) { return binary(c, nest_less_eq); }
+int ox_op_greater_eq(ox *c) { return binary(c, nest_greater_eq); }
+int ox_op_and(ox *c) { return binary(c, nest_and); }
+int ox_op_or(ox *c) { return binary(c, nest_or); }
 int ox_op_sqrt(ox *c) { return unary(c, nest_sqrt); }
 int ox_op_exp(ox *c) { return unary(c, nest_exp); }
 int ox_op_log(ox *c) { return unary(c, nest_log); }
@@ -44,6 +46,8 @@ int ox_op_tanh(ox *c) { return unary(c, nest_tanh); }
 int ox_op_floor(ox *c) { return unary(c, nest_floor); }
 int ox_op_ceil(ox *c) { return unary(c, nest_ceiling); }
 int ox_op_erf(ox *c) { return unary(c, nest_erf); }
+int ox_op_not(ox *c) { return unary(c, nest_not); }
+int ox_op_sigmoid(ox *c) { return unary(c, nest_sigmoid); }
 
 /* Whether every element of a known tensor is v. */
 static bool all_equal(const ox_tensor *t, double v)
@@ -68,64 +72,6 @@ int ox_op_pow(ox *c)
     if (ox_type(c, v[1]) != ox_type(c, v[0])) /* opset 12: the exponent may have its own type */
         v[1] = nest_convert(c->f, v[1], (nest_type)ox_type(c, v[0]));
     c->out[0] = nest_power(c->f, v[0], v[1]);
-    return NEST_OK;
-}
-
-/* a <= b as (a < b) or (a == b): false when either is NaN, as in numpy */
-static nest_value or_equal(nest_function *f, nest_value lt, nest_value a, nest_value b)
-{
-    nest_value t = nest_constant(f, NEST_BOOL, 0, NULL, &(uint8_t){1}, 1);
-    const ir_node *n = &f->nodes[lt];
-    if (lt == NEST_NONE || t == NEST_NONE)
-        return NEST_NONE;
-    int64_t axes[R];
-    for (int i = 0; i < n->rank; i++)
-        axes[i] = i;
-    t = nest_broadcast(f, t, n->rank, n->shape, n->rank, axes);
-    return nest_select(f, lt, t, nest_equal(f, a, b));
-}
-
-int ox_op_less_eq(ox *c)
-{
-    nest_value v[2];
-    if (ox_inputs_bcast(c, 2, v) != NEST_OK)
-        return NEST_ERR_TYPE;
-    c->out[0] = or_equal(c->f, nest_less(c->f, v[0], v[1]), v[0], v[1]);
-    return NEST_OK;
-}
-
-int ox_op_greater_eq(ox *c)
-{
-    nest_value v[2];
-    if (ox_inputs_bcast(c, 2, v) != NEST_OK)
-        return NEST_ERR_TYPE;
-    c->out[0] = or_equal(c->f, nest_greater(c->f, v[0], v[1]), v[0], v[1]);
-    return NEST_OK;
-}
-
-int ox_op_not(ox *c)
-{
-    nest_value x = ox_in(c, 0);
-    OX_CHECK(x);
-    c->out[0] = nest_equal(c->f, x, ox_full_like(c, x, 0));
-    return NEST_OK;
-}
-
-int ox_op_and(ox *c)
-{
-    nest_value v[2];
-    if (ox_inputs_bcast(c, 2, v) != NEST_OK)
-        return NEST_ERR_TYPE;
-    c->out[0] = nest_select(c->f, v[0], v[1], ox_full_like(c, v[0], 0));
-    return NEST_OK;
-}
-
-int ox_op_or(ox *c)
-{
-    nest_value v[2];
-    if (ox_inputs_bcast(c, 2, v) != NEST_OK)
-        return NEST_ERR_TYPE;
-    c->out[0] = nest_select(c->f, v[0], ox_full_like(c, v[0], 1), v[1]);
     return NEST_OK;
 }
 
@@ -174,15 +120,6 @@ int ox_op_relu(ox *c)
     nest_value x = ox_in(c, 0);
     OX_CHECK(x);
     c->out[0] = nest_maximum(c->f, ox_full_like(c, x, 0), x);
-    return NEST_OK;
-}
-
-int ox_op_sigmoid(ox *c)
-{
-    nest_value x = ox_in(c, 0);
-    OX_CHECK(x);
-    nest_value e = nest_exp(c->f, nest_negative(c->f, x));
-    c->out[0] = nest_divide(c->f, ox_full_like(c, x, 1), nest_add(c->f, ox_full_like(c, x, 1), e));
     return NEST_OK;
 }
 

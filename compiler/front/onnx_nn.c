@@ -120,32 +120,19 @@ int ox_op_topk(ox *c)
     return NEST_OK;
 }
 
-/* x reduced over the axes from `first` to the end, kept as extents of 1 (for broadcasting
- * back). */
-static nest_value reduce_tail(ox *c, red_fn fn, nest_value x, int first)
+/* x reduced over the axes from `first` to before `end`, kept as extents of 1 (for
+ * broadcasting back). */
+static nest_value reduce_keep(ox *c, red_fn fn, nest_value x, int first, int end)
 {
     if (x == NEST_NONE)
         return NEST_NONE;
     int rank = ox_rank(c, x);
     int64_t axes[R], keep[R];
     for (int i = 0; i < rank; i++) {
-        keep[i] = i < first ? ox_shape(c, x)[i] : 1;
-        if (i >= first)
-            axes[i - first] = i;
+        keep[i] = i >= first && i < end ? 1 : ox_shape(c, x)[i];
+        axes[i] = first + i;
     }
-    return ox_reshape(c, fn(c->f, x, rank - first, axes), rank, keep);
-}
-
-/* x reduced over one axis, kept as an extent of 1. */
-static nest_value reduce_axis(ox *c, red_fn fn, nest_value x, int axis)
-{
-    if (x == NEST_NONE)
-        return NEST_NONE;
-    int rank = ox_rank(c, x);
-    int64_t a = axis, keep[R];
-    for (int i = 0; i < rank; i++)
-        keep[i] = i == axis ? 1 : ox_shape(c, x)[i];
-    return ox_reshape(c, fn(c->f, x, 1, &a), rank, keep);
+    return ox_reshape(c, fn(c->f, x, end - first, axes), rank, keep);
 }
 
 static nest_value like(ox *c, nest_value v, nest_value shape_from)
@@ -177,10 +164,10 @@ static int softmax(ox *c, bool log_of)
         c->out[0] = ox_reshape(c, nest_softmax(c->f, v, 1, &a), rank, ox_shape(c, x));
         return NEST_OK;
     }
-    nest_value m = like(c, reduce_axis(c, nest_max, v, axis), v);
+    nest_value m = like(c, reduce_keep(c, nest_max, v, axis, axis + 1), v);
     nest_value d = nest_subtract(c->f, v, m);
     nest_value e = nest_exp(c->f, d);
-    nest_value s = like(c, reduce_axis(c, nest_sum, e, axis), v);
+    nest_value s = like(c, reduce_keep(c, nest_sum, e, axis, axis + 1), v);
     nest_value r = nest_subtract(c->f, d, nest_log(c->f, s));
     c->out[0] = ox_reshape(c, r, rank, ox_shape(c, x));
     return NEST_OK;
@@ -239,19 +226,11 @@ int ox_op_matmul(ox *c)
  * eps), b = bias - mean * a, computed in double at import. False otherwise (nothing reported). */
 static bool bn_coeffs(ox *c, const Onnx__NodeProto *bn, double **a, double **b, int64_t *n)
 {
-    if (bn->n_input < 5 || bn->n_output != 1 || (bn->domain && bn->domain[0]))
+    const ox u = {.m = c->m, .node = bn}; /* for bn's attributes */
+    if (bn->n_input < 5 || bn->n_output != 1 || (bn->domain && bn->domain[0]) ||
+        ox_attr_int(&u, "training_mode", 0) || !ox_attr_int(&u, "spatial", 1))
         return false;
-    double eps = 1e-5;
-    for (size_t i = 0; i < bn->n_attribute; i++) {
-        const Onnx__AttributeProto *at = bn->attribute[i];
-        if (!at->name)
-            continue;
-        if (strcmp(at->name, "epsilon") == 0 && at->has_f)
-            eps = at->f;
-        else if ((strcmp(at->name, "training_mode") == 0 && at->has_i && at->i) ||
-                 (strcmp(at->name, "spatial") == 0 && at->has_i && !at->i))
-            return false;
-    }
+    double eps = ox_attr_float(&u, "epsilon", 1e-5f);
     const ox_tensor *t[4];
     for (int i = 0; i < 4; i++) {
         t[i] = ox_peek_name(c, bn->input[i + 1]);
@@ -466,10 +445,10 @@ int ox_op_layer_norm(ox *c)
         return NEST_ERR_ARG;
     double eps = ox_attr_float(c, "epsilon", 1e-5f);
     double n = (double)ox_count(rank - axis, ox_shape(c, x) + axis);
-    nest_value mean = reduce_tail(c, nest_sum, x, axis);
+    nest_value mean = reduce_keep(c, nest_sum, x, axis, rank);
     mean = nest_divide(c->f, mean, ox_full_like(c, mean, n));
     nest_value d = nest_subtract(c->f, x, like(c, mean, x));
-    nest_value var = reduce_tail(c, nest_sum, nest_multiply(c->f, d, d), axis);
+    nest_value var = reduce_keep(c, nest_sum, nest_multiply(c->f, d, d), axis, rank);
     var = nest_divide(c->f, var, ox_full_like(c, var, n));
     nest_value inv = nest_divide(c->f, ox_full_like(c, var, 1),
                                  nest_sqrt(c->f, nest_add(c->f, var, ox_full_like(c, var, eps))));
@@ -491,7 +470,7 @@ static int global_pool(ox *c, bool avg)
     OX_CHECK(x);
     if (ox_rank(c, x) < 2)
         return ox_err(c, NEST_ERR_TYPE, "needs an input of rank 2 or more");
-    nest_value r = reduce_tail(c, avg ? nest_sum : nest_max, x, 2);
+    nest_value r = reduce_keep(c, avg ? nest_sum : nest_max, x, 2, ox_rank(c, x));
     if (avg)
         r = nest_divide(c->f, r, ox_full_like(c, r, (double)ox_count(ox_rank(c, x) - 2, ox_shape(c, x) + 2)));
     c->out[0] = r;

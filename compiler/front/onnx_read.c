@@ -154,26 +154,33 @@ static ox_entry *entry(ox_model *m, const char *name, bool add)
 
 /* ---- names for the C ---- */
 
-/* A valid, unused name for f from an ONNX name: other bytes become '_', a name that would be
- * reserved or a keyword gets a 'v' in front, and a taken one a number behind. */
+/* An identifier from the first n bytes of src (at most 200 of them) into s, which holds n + 4:
+ * other bytes become '_', a name that starts with no letter gets `lead` in front, and one that
+ * would be reserved, a keyword or a C library's name `lead` and '_'. */
+static void c_ident(char *s, const char *src, size_t n, char lead)
+{
+    size_t k = 0;
+    if (n == 0 || !((src[0] >= 'a' && src[0] <= 'z') || (src[0] >= 'A' && src[0] <= 'Z')))
+        s[k++] = lead;
+    for (size_t i = 0; i < n && k < 200; i++) {
+        char ch = src[i];
+        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
+        s[k++] = ok ? ch : '_';
+    }
+    s[k] = '\0';
+    if (is_c_keyword(s) || strncmp(s, "nest_", 5) == 0 || is_c_library_name(s)) {
+        memmove(s + 2, s, k + 1);
+        s[0] = lead, s[1] = '_';
+    }
+}
+
+/* A valid, unused name for f from an ONNX name (c_ident's, with 'v'), a taken one with a number
+ * behind. */
 static char *c_name(ox_model *m, const char *onnx, const char *fallback)
 {
     char s[IR_MAX_NAME + 1];
-    size_t n = 0;
     const char *src = onnx && onnx[0] ? onnx : fallback;
-    if (!((src[0] >= 'a' && src[0] <= 'z') || (src[0] >= 'A' && src[0] <= 'Z')))
-        s[n++] = 'v';
-    for (; *src && n < 200; src++) {
-        char ch = *src;
-        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
-        s[n++] = ok ? ch : '_';
-    }
-    s[n] = '\0';
-    if (is_c_keyword(s) || strncmp(s, "nest_", 5) == 0 || is_c_library_name(s)) {
-        memmove(s + 2, s, n + 1);
-        s[0] = 'v', s[1] = '_';
-        n += 2;
-    }
+    c_ident(s, src, strlen(src), 'v');
     char try[IR_MAX_NAME + 1];
     snprintf(try, sizeof try, "%.250s", s);
     for (int k = 2; ir_find_name(m->f, try) >= 0 || strcmp(try, m->f->name) == 0; k++)
@@ -1062,8 +1069,6 @@ static int import_graph(ox_model *m)
 
 /* ---- the public calls ---- */
 
-/* The file's stem as a function name. */
-
 /* protobuf-c allocates through nest's allocator, so that running out of memory while decoding
  * is told apart from a malformed file (unpack returns NULL for both). */
 static void *pb_alloc(void *oom, size_t n)
@@ -1080,6 +1085,7 @@ static void pb_free(void *oom, void *p)
     free(p);
 }
 
+/* The file's stem as a function name (c_ident's, with 'm'). */
 static char *stem_name(const char *path)
 {
     const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
@@ -1087,21 +1093,8 @@ static char *stem_name(const char *path)
     if (n > 5 && strcmp(base + n - 5, ".onnx") == 0)
         n -= 5;
     char *s = malloc(n + 4);
-    if (!s)
-        return NULL;
-    size_t k = 0;
-    if (n == 0 || !((base[0] >= 'a' && base[0] <= 'z') || (base[0] >= 'A' && base[0] <= 'Z')))
-        s[k++] = 'm';
-    for (size_t i = 0; i < n && k < 200; i++) {
-        char ch = base[i];
-        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
-        s[k++] = ok ? ch : '_';
-    }
-    s[k] = '\0';
-    if (is_c_keyword(s) || strncmp(s, "nest_", 5) == 0 || is_c_library_name(s)) {
-        memmove(s + 2, s, k + 1);
-        s[0] = 'm', s[1] = '_';
-    }
+    if (s)
+        c_ident(s, base, n, 'm');
     return s;
 }
 

@@ -480,7 +480,23 @@ int ox_op_tile(ox *c)
     return NEST_OK;
 }
 
-/* Pad: constant (values), edge and reflect, built as slices and joins per axis. */
+/* The p values edge or reflect Pad puts before (or after) axis a of x (not empty): its first
+ * (last) element repeated, or the p elements next to it read backwards. */
+static nest_value pad_side(ox *c, nest_value x, int a, int64_t p, bool after, bool edge)
+{
+    int rank = ox_rank(c, x);
+    int64_t d = ox_shape(c, x)[a], axis = a, shape[R];
+    if (edge) {
+        int64_t at = after ? d - 1 : 0;
+        memcpy(shape, ox_shape(c, x), (size_t)rank * sizeof *shape);
+        shape[a] = p;
+        return ox_bcast_to(c, ox_slice_axis(c, x, a, at, at + 1, 1), rank, shape);
+    }
+    int64_t from = after ? d - 1 - p : 1;
+    return nest_reverse(c->f, ox_slice_axis(c, x, a, from, from + p, 1), 1, &axis);
+}
+
+/* Pad: constant (values) is nest's pad; edge and reflect are joins per axis. */
 int ox_op_pad(ox *c)
 {
     nest_value x = ox_in(c, 0);
@@ -515,55 +531,38 @@ int ox_op_pad(ox *c)
     if (!reflect && !edge && strcmp(mode, "constant") != 0)
         return ox_err(c, NEST_ERR_ARG, "mode '%.40s' is not supported (constant, reflect, edge)",
                       mode);
+    for (int a = 0; a < rank; a++) { /* negative pads crop */
+        int64_t lo = pads[a], hi = pads[a + rank], d = ox_shape(c, x)[a];
+        if ((lo < 0 ? -lo : 0) > (hi < 0 ? d + hi : d))
+            return ox_err(c, NEST_ERR_ARG, "pads crop more than axis %d holds", a);
+    }
+    if (!reflect && !edge) {
+        c->out[0] = nest_pad(c->f, x, ox_full(c, ox_type(c, x), value, 0, NULL), pads,
+                             pads + rank, NULL);
+        return NEST_OK;
+    }
     for (int a = 0; a < rank; a++) {
         int64_t lo = pads[a], hi = pads[a + rank], d = ox_shape(c, x)[a];
-        /* negative pads crop */
         if (lo < 0 || hi < 0) {
             int64_t b = lo < 0 ? -lo : 0, e = hi < 0 ? d + hi : d;
-            if (b > e)
-                return ox_err(c, NEST_ERR_ARG, "pads crop more than axis %d holds", a);
             OX_CHECK(x = ox_slice_axis(c, x, a, b, e, 1));
             lo = lo < 0 ? 0 : lo, hi = hi < 0 ? 0 : hi;
             d = e - b;
         }
         if (lo == 0 && hi == 0)
             continue;
-        if ((reflect || edge) && d == 0)
+        if (d == 0)
             return ox_err(c, NEST_ERR_ARG, "axis %d is empty: nothing to %s", a, mode);
         if (reflect && (lo >= d || hi >= d))
             return ox_err(c, NEST_ERR_ARG, "reflect pads of %lld and %lld on axis %d of extent "
                           "%lld", (long long)lo, (long long)hi, a, (long long)d);
-        if (lo + hi > 4096 && !edge && reflect)
-            return ox_err(c, NEST_ERR_LIMIT, "reflect pads above 4096");
-        nest_value parts[8194];
+        nest_value parts[3];
         int np = 0;
-        for (int side = 0; side < 2; side++) {
-            int64_t p = side ? hi : lo;
-            if (p == 0) {
-                if (side == 0)
-                    parts[np++] = x;
-                continue;
-            }
-            if (!reflect) {
-                int64_t shape[R];
-                memcpy(shape, ox_shape(c, x), (size_t)rank * sizeof *shape);
-                shape[a] = p;
-                if (edge) {
-                    int64_t at = side ? d - 1 : 0;
-                    nest_value s = ox_slice_axis(c, x, a, at, at + 1, 1);
-                    parts[np++] = ox_bcast_to(c, s, rank, shape);
-                } else {
-                    parts[np++] = ox_full(c, ox_type(c, x), value, rank, shape);
-                }
-            } else {
-                for (int64_t k = 0; k < p; k++) {
-                    int64_t at = side ? d - 2 - k : p - k;
-                    parts[np++] = ox_slice_axis(c, x, a, at, at + 1, 1);
-                }
-            }
-            if (side == 0)
-                parts[np++] = x;
-        }
+        if (lo)
+            parts[np++] = pad_side(c, x, a, lo, false, edge);
+        parts[np++] = x;
+        if (hi)
+            parts[np++] = pad_side(c, x, a, hi, true, edge);
         OX_CHECK(x = nest_concat(c->f, np, parts, a));
     }
     c->out[0] = x;
