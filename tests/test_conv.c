@@ -927,10 +927,7 @@ static const char TEXT[] =
 static void test_text(void **state)
 {
     (void)state;
-    nest_module *m = nest_parse(TEXT, strlen(TEXT), "net.nest");
-    assert_non_null(m);
-    if (nest_module_errcode(m))
-        fail_msg("%s", nest_module_errmsg(m));
+    nest_module *m = tu_parse(TEXT, "net.nest");
     nest_function *f = nest_module_function(m, 0);
     char *s = nest_print(&f, 1);
     assert_non_null(s);
@@ -940,8 +937,7 @@ static void test_text(void **state)
     assert_non_null(strstr(s, "max_pool(x, window=[3,3], strides=[2,2], pad_below=[1,1], "
                               "pad_above=[1,1])"));
     assert_non_null(strstr(s, "avg_pool(x, window=[2,2], strides=[2,2], include_pad=true)"));
-    nest_module *m2 = nest_parse(s, strlen(s), "again.nest");
-    assert_int_equal(nest_module_errcode(m2), NEST_OK);
+    nest_module *m2 = tu_parse(s, "again.nest");
     nest_function *f2 = nest_module_function(m2, 0);
     char *s2 = nest_print(&f2, 1);
     assert_string_equal(s, s2);
@@ -1007,10 +1003,7 @@ static void test_emit_warnings(void **state)
         assert_non_null(c);
         char path[256];
         snprintf(path, sizeof path, "%s/emitted_%zu.c", g_tmp, mi);
-        FILE *fp = fopen(path, "w");
-        assert_non_null(fp);
-        fputs(c, fp);
-        fclose(fp);
+        tu_write_file(path, c);
         nest_string_free(c);
         for (size_t ci = 0; ci < countof_(ccs); ci++) {
             char cmd[1024];
@@ -1040,10 +1033,7 @@ static void test_plain_c(void **state)
     char path[256], so[300], cmd[1024];
     snprintf(path, sizeof path, "%s/plain.c", g_tmp);
     snprintf(so, sizeof so, "%s/plain.so", g_tmp);
-    FILE *fp = fopen(path, "w");
-    assert_non_null(fp);
-    fputs(text, fp);
-    fclose(fp);
+    tu_write_file(path, text);
     nest_string_free(text);
     snprintf(cmd, sizeof cmd, "cc -std=c99 -O1 -shared -fPIC -o %s %s -lm", so, path);
     if (system(cmd) != 0)
