@@ -535,17 +535,19 @@ $(B)/bench/crosscheck: bench/crosscheck.c bench/handfused.h $(B)/bench/handfused
 
 # The compile-scale table: large generated graphs through the parser, the passes, the emitter
 # and clang, stage by stage (links the compiler's internals).
-$(B)/bench/scale: bench/scale.c bench/graphgen.c bench/graphgen.h $(B)/lib/libnest.a $(HEADERS)
+$(B)/bench/scale: bench/scale.c bench/graphgen.c bench/graphgen.h bench/benchutil.h \
+                  $(B)/bench/benchutil.o $(B)/lib/libnest.a $(HEADERS)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $@")
-	$(Q)$(CC) $(NCFLAGS) -O2 -Ibench -o $@ bench/scale.c bench/graphgen.c $(B)/lib/libnest.a $(LDLIBS)
+	$(Q)$(CC) $(NCFLAGS) -O2 -Ibench -o $@ bench/scale.c bench/graphgen.c $(B)/bench/benchutil.o \
+	    $(B)/lib/libnest.a $(LDLIBS)
 
 # The op set of real models (softmax, batch_dot) against numpy and PyTorch (bench/ops_peers.py).
-$(B)/bench/ops: bench/ops.c bench/peer.h bench/blascore.h $(B)/bench/peer.o $(B)/bench/blascore.o \
-                $(B)/lib/libnest.a include/nest.h
+$(B)/bench/ops: bench/ops.c bench/benchutil.h bench/peer.h bench/blascore.h $(B)/bench/benchutil.o \
+                $(B)/bench/peer.o $(B)/bench/blascore.o $(B)/lib/libnest.a include/nest.h
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(NCFLAGS) -O2 -o $@ $< $(B)/bench/peer.o $(B)/bench/blascore.o $(B)/lib/libnest.a \
-	    $(LDLIBS)
+	$(Q)$(CC) $(NCFLAGS) -O2 -o $@ $< $(B)/bench/benchutil.o $(B)/bench/peer.o $(B)/bench/blascore.o \
+	    $(B)/lib/libnest.a $(LDLIBS)
 
 # The models table (bench/models.py): nest's side, a server that imports, compiles and times.
 $(B)/bench/models_run: bench/models.c $(B)/lib/libnest.a include/nest.h

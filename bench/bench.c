@@ -655,20 +655,6 @@ static void measure(peer *py, workload w, int si)
  * Extra memory: one contender in a fresh process
  * ------------------------------------------------------------------------------------------- */
 
-static long status_kib(const char *key)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long v = -1;
-    size_t k = strlen(key);
-    while (f && fgets(line, sizeof line, f))
-        if (strncmp(line, key, k) == 0 && line[k] == ':')
-            v = atol(line + k + 1);
-    if (f)
-        fclose(f);
-    return v;
-}
-
 /* bench --mem W N C: prints the bytes of the call's RSS high-water mark above the RSS before
  * it (after a warm-up call), plus for nest the workspace the kernel keeps. */
 static int mem_main(const char *wname, const char *nstr, const char *cname)

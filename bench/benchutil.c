@@ -57,6 +57,32 @@ double median(double *v, int n)
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+double load_1min(void)
+{
+    double l = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &l) != 1)
+            l = -1;
+        fclose(f);
+    }
+    return l;
+}
+
+long status_kib(const char *field)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long v = -1;
+    size_t n = strlen(field);
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, field, n) == 0 && line[n] == ':')
+            v = strtol(line + n + 1, NULL, 10);
+    if (f)
+        fclose(f);
+    return v;
+}
+
 float *alloc_f32(int64_t count)
 {
     size_t bytes = (size_t)(count > 0 ? count : 1) * sizeof(float);

@@ -16,6 +16,11 @@ void sleep_ms(int ms);
 void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 /* The median of n values (sorts them). */
 double median(double *v, int n);
+/* The 1-minute load average (from /proc/loadavg), or -1: a table says how busy the machine was,
+ * since the figures of a shared machine move with its load. */
+double load_1min(void);
+/* A field of /proc/self/status in KiB ("VmRSS", "VmHWM"), or -1. */
+long status_kib(const char *field);
 
 /* A float32 array of count elements in its own page-aligned mapping, huge pages from 4 MiB
  * (numpy's own policy), zeroed. */

@@ -80,18 +80,6 @@ static double time_call(const call *c)
     return best;
 }
 
-static double load_avg(void)
-{
-    double l = -1;
-    FILE *in = fopen("/proc/loadavg", "r");
-    if (in) {
-        if (fscanf(in, "%lf", &l) != 1)
-            l = -1;
-        fclose(in);
-    }
-    return l;
-}
-
 int main(int argc, char **argv)
 {
     const char *out_path = NULL;
@@ -129,7 +117,7 @@ int main(int argc, char **argv)
             len += l_;                                                                             \
         }                                                                                          \
     } while (0)
-    double l0 = load_avg();
+    double l0 = load_1min();
     ADD("\n## Symbolic dims: compiled once for every N against compiled for that N\n\n");
     ADD("%s, best of %d interleaved rounds; time per call; ratio symbolic / exact.\n\n",
         openmp ? "OpenMP on (the machine's cores)" : "One thread (OpenMP off)", rounds);
@@ -201,7 +189,7 @@ int main(int argc, char **argv)
     ADD("\n");
     for (int i = 0; i < nest_module_count(m); i++)
         ADD("- %s\n", WHAT[i]);
-    ADD("\nLoad average %.2f at the start, %.2f at the end.\n", l0, load_avg());
+    ADD("\nLoad average %.2f at the start, %.2f at the end.\n", l0, load_1min());
     if (out_path) {
         FILE *out = fopen(out_path, "a");
         if (!out)

@@ -18,8 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "benchutil.h"
 #include "blascore.h"
 #include "nest.h"
 #include "peer.h"
@@ -53,40 +53,6 @@ static const workload WORKLOADS[] = {
 
 /* the contenders, in the order they take turns and the table's columns */
 enum { NEST1, NUMPY1, TORCH1, NEST2, NUMPY2, TORCH2, NC };
-
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "ops: ");
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    exit(1);
-}
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static void pause_ms(int ms)
-{
-    struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&t, NULL);
-}
-
-/* ops_peers.py's fill(): a hash of the index mapped to [-1, 1). */
-static void fill(float *a, int64_t n, int seed)
-{
-    for (int64_t i = 0; i < n; i++) {
-        uint64_t h = ((uint64_t)i * 2654435761u + (uint64_t)seed * 40503u) % (1ull << 32);
-        a[i] = (float)((h >> 8) & 1023) / 512.0f - 1.0f;
-    }
-}
 
 static double checksum(const float *r, int64_t n)
 {
@@ -248,7 +214,7 @@ int main(int argc, char **argv)
                                       ci == NUMPY1 || ci == NUMPY2 ? "numpy" : "torch"));
                 if (s < sec[wi][ci])
                     sec[wi][ci] = s;
-                pause_ms(250);
+                sleep_ms(250);
             }
         free_compiled(&c);
     }

@@ -42,7 +42,7 @@ WORKLOADS = {
 
 
 def fill(a, seed):
-    """ops.c's fill(): a hash of the index mapped to [-1, 1)."""
+    """benchutil.c's fill(): a hash of the index mapped to [-1, 1)."""
     i = np.arange(a.size, dtype=np.uint64)
     h = (i * np.uint64(2654435761) + np.uint64(seed * 40503)) % np.uint64(1 << 32)
     a[:] = ((h >> np.uint64(8)) & np.uint64(1023)).astype(F32) / F32(512) - F32(1)

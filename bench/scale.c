@@ -25,23 +25,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "benchutil.h"
 #include "graphgen.h"
 #include "internal.h"
 #include "rt.h"
-
-static long status_kib(const char *field)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long v = -1;
-    size_t n = strlen(field);
-    while (f && fgets(line, sizeof line, f))
-        if (strncmp(line, field, n) == 0 && line[n] == ':')
-            v = strtol(line + n + 1, NULL, 10);
-    if (f)
-        fclose(f);
-    return v;
-}
 
 /* Resets the high-water mark of the resident set; returns the resident set now (KiB). */
 static long mem_mark(void)

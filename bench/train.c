@@ -235,20 +235,6 @@ static void nest_free(nest_case *c)
 
 /* ---- the table ---- */
 
-/* The 1-minute load average (from /proc/loadavg), or -1: the table says how busy the machine
- * was, since the figures of a shared machine move with its load. */
-static double load_average(void)
-{
-    double l = -1;
-    FILE *f = fopen("/proc/loadavg", "r");
-    if (f) {
-        if (fscanf(f, "%lf", &l) != 1)
-            l = -1;
-        fclose(f);
-    }
-    return l;
-}
-
 int main(int argc, char **argv)
 {
     const char *report = NULL;
@@ -282,7 +268,7 @@ int main(int argc, char **argv)
     char torch_version[64];
     snprintf(torch_version, sizeof torch_version, "%s", info);
     char table[8192];
-    double load0 = load_average();
+    double load0 = load_1min();
     int tl = snprintf(table, sizeof table,
                       "\n## Training: one step (forward, backward, SGD with momentum), ms\n\n"
                       "nest's step is one compiled kernel; PyTorch (%s) runs eager. Medians of %d "
@@ -319,7 +305,7 @@ int main(int argc, char **argv)
     peer_stop(&py);
     tl += snprintf(table + tl, sizeof table - (size_t)tl,
                    "\nLoad average (1 minute) at the start and at the end: %.2f, %.2f.\n", load0,
-                   load_average());
+                   load_1min());
     fputs(table, stdout);
     if (rep) {
         fputs(table, rep);

@@ -10,26 +10,9 @@
 
 #include "testutil.h"
 
-static nest_module *parse_ok(const char *text)
-{
-    nest_module *m = nest_parse(text, strlen(text), "d.nest");
-    assert_non_null(m);
-    if (nest_module_errcode(m) != NEST_OK)
-        print_error("%s\n", nest_module_errmsg(m));
-    assert_int_equal(nest_module_errcode(m), NEST_OK);
-    return m;
-}
-
+#define parse_ok(text) tu_parse((text), "d.nest")
 /* The text form's error for `text` contains `part`. */
-static void parse_fails(const char *text, const char *part)
-{
-    nest_module *m = nest_parse(text, strlen(text), "d.nest");
-    assert_non_null(m);
-    assert_int_not_equal(nest_module_errcode(m), NEST_OK);
-    if (!strstr(nest_module_errmsg(m), part))
-        fail_msg("error \"%s\" does not contain \"%s\"", nest_module_errmsg(m), part);
-    nest_module_free(m);
-}
+#define parse_fails(text, part) tu_parse_fails((text), "d.nest", (part))
 
 /* element i of parameter p: small multiples of 1/8, so that sums are exact */
 static void fill(void *data, nest_type t, int64_t n, int p)
@@ -560,14 +543,8 @@ static void test_emit_warnings(void **state)
         char cp[64], hp[64], cmd[512];
         snprintf(cp, sizeof cp, "%s/f%d.c", dir, t);
         snprintf(hp, sizeof hp, "%s/f%d.h", dir, t);
-        FILE *out = fopen(cp, "w");
-        assert_non_null(out);
-        fputs(c, out);
-        fclose(out);
-        out = fopen(hp, "w");
-        assert_non_null(out);
-        fputs(h, out);
-        fclose(out);
+        tu_write_file(cp, c);
+        tu_write_file(hp, h);
         static const char *const ccs[] = {"gcc", "clang-14"};
         for (int k = 0; k < 2; k++) {
             snprintf(cmd, sizeof cmd, "%s -std=c99 -Wall -Wextra -pedantic -Werror -O2 -c %s -o "

@@ -484,14 +484,7 @@ static const char STATE_TEXT[] = "var w: f32[3,2] = uniform(-0.5, 0.5, seed=3)\n
                                  "persistent v: f32[3,2] = zeros\n"
                                  "persistent n: i32[] = 7\n";
 
-static nest_module *parse_state(const char *text)
-{
-    nest_module *m = nest_parse(text, strlen(text), "state.nest");
-    assert_non_null(m);
-    if (nest_module_errcode(m) != NEST_OK)
-        fail_msg("%s", nest_module_errmsg(m));
-    return m;
-}
+#define parse_state(text) tu_parse((text), "state.nest")
 
 typedef struct state_fx {
     nest_module *m;

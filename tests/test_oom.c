@@ -96,11 +96,8 @@ static const char *const files[] = {
 static nest_module *parse_file(const char *path)
 {
     char *text = read_text(path);
-    nest_module *m = nest_parse(text, strlen(text), path);
+    nest_module *m = tu_parse(text, path);
     free(text);
-    assert_non_null(m);
-    if (nest_module_errcode(m) != NEST_OK)
-        fail_msg("%s: %s", path, nest_module_errmsg(m));
     return m;
 }
 

@@ -188,9 +188,7 @@ static void test_errors(void **state)
 static void test_cli(void **state)
 {
     (void)state;
-    const char *nestc = getenv("NESTC");
-    if (!nestc)
-        nestc = "bin/nestc";
+    const char *nestc = tu_nestc();
     char path[] = "/tmp/nest-parse-ops-XXXXXX";
     int fd = mkstemp(path);
     assert_true(fd >= 0);

@@ -7,19 +7,11 @@
  * nest_call_state and the AOT state functions of a .so.
  */
 #include <dlfcn.h>
-#include <ftw.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "testutil.h"
 
 static char tmproot[64];
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
-}
 
 static int group_setup(void **state)
 {
@@ -36,7 +28,7 @@ static int group_setup(void **state)
 static int group_teardown(void **state)
 {
     (void)state;
-    nftw(tmproot, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    tu_rm_rf(tmproot);
     return 0;
 }
 
@@ -49,26 +41,8 @@ static nest_function **fns_of(const nest_module *m)
     return fns;
 }
 
-static nest_module *parse(const char *text)
-{
-    nest_module *m = nest_parse(text, strlen(text), "model.nest");
-    assert_non_null(m);
-    if (nest_module_errcode(m) != NEST_OK)
-        print_error("%s\n", nest_module_errmsg(m));
-    assert_int_equal(nest_module_errcode(m), NEST_OK);
-    return m;
-}
-
-static void parse_fails(const char *text, const char *part)
-{
-    nest_module *m = nest_parse(text, strlen(text), "bad.nest");
-    assert_non_null(m);
-    if (nest_module_errcode(m) == NEST_OK || !strstr(nest_module_errmsg(m), part)) {
-        print_error("wanted an error with \"%s\", got \"%s\"\n", part, nest_module_errmsg(m));
-        fail();
-    }
-    nest_module_free(m);
-}
+#define parse(text) tu_parse((text), "model.nest")
+#define parse_fails(text, part) tu_parse_fails((text), "bad.nest", (part))
 
 /* ---- the text form ---- */
 
@@ -514,11 +488,9 @@ static void test_aot(void **state)
     assert_int_equal(nest_build_so(fns_of(m), nest_module_count(m), so, h, NULL, NULL), NEST_OK);
     /* the header compiles in C and C++, and declares the state's functions */
     snprintf(hc, sizeof hc, "%s/h.c", tmproot);
-    FILE *hf = fopen(hc, "w");
-    fprintf(hf, "#include \"model.h\"\nint main(void) { model_state *st = model_state_new(); "
-                "float x[8] = {0}, y[6] = {0}, l; int r = step(st, x, y, &l); "
-                "model_state_free(st); return r; }\n");
-    fclose(hf);
+    tu_write_file(hc, "#include \"model.h\"\nint main(void) { model_state *st = model_state_new(); "
+                      "float x[8] = {0}, y[6] = {0}, l; int r = step(st, x, y, &l); "
+                      "model_state_free(st); return r; }\n");
     snprintf(cmd, sizeof cmd, "cc -std=c99 -Wall -Wextra -pedantic -Werror -fsyntax-only -I%s %s",
              tmproot, hc);
     assert_int_equal(system(cmd), 0);
@@ -635,13 +607,9 @@ static void test_state_only(void **state)
     nest_state_free(ref);
     nest_module_free(m);
     /* nestc: --emit=c and -o of the file */
-    const char *nestc = getenv("NESTC");
-    if (!nestc)
-        nestc = "bin/nestc";
+    const char *nestc = tu_nestc();
     snprintf(path, sizeof path, "%s/weights.nest", tmproot);
-    FILE *f = fopen(path, "w");
-    fputs(text, f);
-    fclose(f);
+    tu_write_file(path, text);
     snprintf(cmd, sizeof cmd, "%s --emit=c %s | grep -q 'weights_state \\*weights_state_new(void)'",
              nestc, path);
     assert_int_equal(system(cmd), 0);
@@ -935,18 +903,13 @@ static void test_wrap(void **state)
 static void test_nestc_run(void **state)
 {
     (void)state;
-    const char *nestc = getenv("NESTC");
-    if (!nestc)
-        nestc = "bin/nestc";
     char path[128], cmd[512], out[128];
     snprintf(path, sizeof path, "%s/run.nest", tmproot);
     snprintf(out, sizeof out, "%s/run.out", tmproot);
-    FILE *f = fopen(path, "w");
-    fputs(sgd_text, f);
-    fclose(f);
-    snprintf(cmd, sizeof cmd, "%s --run=step --jit %s > %s 2>&1", nestc, path, out);
+    tu_write_file(path, sgd_text);
+    snprintf(cmd, sizeof cmd, "%s --run=step --jit %s > %s 2>&1", tu_nestc(), path, out);
     assert_int_equal(system(cmd), 0);
-    f = fopen(out, "r");
+    FILE *f = fopen(out, "r");
     char line[256] = "";
     assert_non_null(fgets(line, sizeof line, f));
     fclose(f);

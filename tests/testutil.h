@@ -9,6 +9,9 @@
  *   assert_error(f, code, s) the function's last error is `code` and its message contains s
  *   assert_ok(f, call)       the call returned NEST_OK (prints the function's message if not)
  *   evaluate(f, args, res)   nest_evaluate with the counts the function declares
+ *   tu_parse(text, file)     the module of a text that must parse (file names it)
+ *   tu_parse_fails(t, f, s)  the text does not parse and the error contains s
+ *   tu_write_file(path, s)   writes a string to a file
  *   tu_under_valgrind()      under make valgrind: skip bounds on time
  *   tu_rm_rf(path)           removes a test's temporary directory
  */
@@ -182,6 +185,44 @@ static inline unsigned char *tu_state_bytes(nest_state *st)
         p += tu_state_tensor_bytes(st, i);
     }
     return b;
+}
+
+/* The module of `text`, parsed as the file `file` (which names the module); the test fails with
+ * the parser's message if it does not parse. */
+static inline nest_module *tu_parse_at(const char *text, const char *file, const char *src,
+                                       int line)
+{
+    nest_module *m = nest_parse(text, strlen(text), file);
+    if (!m || nest_module_errcode(m) != NEST_OK) {
+        print_error("%s: %s\n", file, m ? nest_module_errmsg(m) : "nest_parse returned NULL");
+        _fail(src, line);
+    }
+    return m;
+}
+#define tu_parse(text, file) tu_parse_at((text), (file), __FILE__, __LINE__)
+
+/* `text` does not parse, and the error contains `part`. */
+static inline void tu_parse_fails_at(const char *text, const char *file, const char *part,
+                                     const char *src, int line)
+{
+    nest_module *m = nest_parse(text, strlen(text), file);
+    if (!m || nest_module_errcode(m) == NEST_OK || !strstr(nest_module_errmsg(m), part)) {
+        print_error("wanted an error with \"%s\", got \"%s\"\n", part,
+                    m ? nest_module_errmsg(m) : "(nest_parse returned NULL)");
+        _fail(src, line);
+    }
+    nest_module_free(m);
+}
+#define tu_parse_fails(text, file, part)                                                           \
+    tu_parse_fails_at((text), (file), (part), __FILE__, __LINE__)
+
+/* Writes the string s to the file at path. */
+static inline void tu_write_file(const char *path, const char *s)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    assert_true(fputs(s, f) >= 0);
+    assert_int_equal(fclose(f), 0);
 }
 
 /* nest_evaluate with the function's own counts. */

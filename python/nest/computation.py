@@ -334,8 +334,7 @@ class Computation:
         if self._decl is None:
             return {}
         with call_lock:
-            return {n: t.value.array.copy()
-                    for n, t in zip(self._decl.names, self._decl.tensors)}
+            return {n: t.value.array.copy() for n, t in self.state_tensors.items()}
 
     @property
     def state_tensors(self):

@@ -11,6 +11,15 @@ from .axes import Axes, Axis, AxisError, as_axes
 from .graph import as_tensor, lowering, make, resolve
 
 
+def _spatial_index(key, spatial, what):
+    """The position in spatial of the axis key (an Axis or a name)."""
+    name = getattr(key, "name", key)
+    if name not in spatial.names:
+        raise AxisError("%s: %s is not a spatial axis (%s)"
+                        % (what, key, ", ".join(map(str, spatial))))
+    return spatial.names.index(name)
+
+
 def _per_axis(value, spatial, what, default):
     """One integer per spatial axis from an int (all alike), a sequence in the order of
     spatial, or a dict {axis or name: int} (the others take default)."""
@@ -22,11 +31,7 @@ def _per_axis(value, spatial, what, default):
     if isinstance(value, dict):
         out = [default] * k
         for key, v in value.items():
-            name = getattr(key, "name", key)
-            if name not in spatial.names:
-                raise AxisError("%s: %s is not a spatial axis (%s)"
-                                % (what, key, ", ".join(map(str, spatial))))
-            out[spatial.names.index(name)] = int(v)
+            out[_spatial_index(key, spatial, what)] = int(v)
         return out
     value = [int(v) for v in value]
     if len(value) != k:
@@ -42,11 +47,8 @@ def _padding(padding, spatial):
     if isinstance(padding, dict):
         pairs = [(0, 0)] * k
         for key, v in padding.items():
-            name = getattr(key, "name", key)
-            if name not in spatial.names:
-                raise AxisError("padding: %s is not a spatial axis (%s)"
-                                % (key, ", ".join(map(str, spatial))))
-            pairs[spatial.names.index(name)] = (v, v) if isinstance(v, numbers.Integral) else v
+            i = _spatial_index(key, spatial, "padding")
+            pairs[i] = (v, v) if isinstance(v, numbers.Integral) else v
     elif isinstance(padding, numbers.Integral):
         pairs = [(padding, padding)] * k
     else:

@@ -17,8 +17,8 @@ import numpy as np
 from . import _capi
 from ._capi import NestError, lib
 from .axes import AxisError, as_axes
-from .graph import (PERSISTENT, PLACEHOLDER, VARIABLE, Builder, Tensor, as_tensor, dtype_of,
-                    lowering, make, module_error, valid_name)
+from .graph import (PERSISTENT, PLACEHOLDER, STATE_KINDS, VARIABLE, Builder, Tensor, as_tensor,
+                    dtype_of, lowering, make, module_error, valid_name)
 
 # Calls of computations with state take turns: two computations may share a variable.
 call_lock = threading.Lock()
@@ -127,16 +127,16 @@ def persistent_tensor(axes, dtype=np.float32, initial_value=0, name=None):
     return _state(PERSISTENT, axes, dtype, initial_value, name)
 
 
-def _is_state(t):
-    return isinstance(t, Tensor) and t.op in (VARIABLE, PERSISTENT)
+def _check_state(t, prefix=""):
+    if not (isinstance(t, Tensor) and t.op in STATE_KINDS):
+        raise TypeError("%s%r is not a variable or a persistent tensor" % (prefix, t))
 
 
 def assign(tensor, value):
     """Gives a variable or persistent tensor a new value when the call returns (reads in the
     same call see the old one). value's axes must be among the tensor's; it is broadcast to
     them."""
-    if not _is_state(tensor):
-        raise TypeError("assign: %r is not a variable or a persistent tensor" % (tensor,))
+    _check_state(tensor, "assign: ")
     value = as_tensor(value, tensor)
     extra = value.axes - tensor.axes
     if extra:
@@ -188,16 +188,14 @@ def _lower_deriv(b, node, vals):
 
 def value_of(tensor):
     """A copy of the current value of a variable or persistent tensor."""
-    if not _is_state(tensor):
-        raise TypeError("%r is not a variable or a persistent tensor" % (tensor,))
+    _check_state(tensor)
     with call_lock:
         return tensor.value.array.copy()
 
 
 def set_value(tensor, value):
     """Sets a variable or persistent tensor (a numpy array of its shape, or a scalar)."""
-    if not _is_state(tensor):
-        raise TypeError("%r is not a variable or a persistent tensor" % (tensor,))
+    _check_state(tensor)
     v = np.asarray(value)
     if v.ndim and v.shape != tensor.axes.lengths:
         raise AxisError("set_value: %s takes shape %s, not %s"
