@@ -78,10 +78,10 @@ COMPILER_SRC := compiler/graph/types.c compiler/graph/ir.c compiler/graph/dims.c
 RUNTIME_SRC  := runtime/loader.c runtime/cache.c runtime/jit.c runtime/aot.c
 DRIVER_SRC   := driver/driver.c driver/state.c
 NESTC_SRC    := driver/cli.c driver/npy.c driver/run.c driver/nestc.c
-TEST_NAMES   := test_ir test_parse test_parse_ops test_interp test_interp_ops test_runtime \
-                test_fuse test_diff test_diff_ops test_random test_onnx test_oom test_faults \
-                test_threads test_sizes test_npy test_nestc test_state test_grad test_scale test_conv \
-                test_dims
+TEST_NAMES   := test_ir test_parse test_parse_errors test_parse_ops test_interp test_interp_ops \
+                test_runtime test_fuse test_diff test_diff_abi test_diff_ops test_random test_onnx \
+                test_oom test_faults test_threads test_sizes test_npy test_nestc test_state test_grad \
+                test_scale test_conv test_dims
 
 LIB_OBJ   := $(patsubst %.c,$(B)/obj/%.o,$(COMMON_SRC) $(COMPILER_SRC) $(RUNTIME_SRC) $(DRIVER_SRC)) \
              $(B)/obj/gen/onnx.pb-c.o
@@ -184,14 +184,14 @@ $(BINDIR)/nestc: $(NESTC_OBJ) $(B)/lib/libnest.a
 	$(Q)$(CC) $(SANFLAGS) -o $@ $^ $(LDLIBS)
 
 # A test links libnest.a and the objects it lists as prerequisites of its own.
-$(B)/tests/%: tests/%.c tests/testutil.h tests/random_window.h $(B)/lib/libnest.a $(HEADERS) | deps-test
+$(B)/tests/%: tests/%.c tests/testutil.h $(B)/lib/libnest.a $(HEADERS) | deps-test
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(NCFLAGS) $(CFLAGS) -Wno-missing-prototypes -Itests -o $@ $< $(filter %.o,$^) \
 	    $(B)/lib/libnest.a -lcmocka $(LDLIBS)
 
 # The differential tests share their harness (tests/diffcase.c).
-DIFF_TESTS := $(B)/tests/test_diff $(B)/tests/test_diff_ops
+DIFF_TESTS := $(B)/tests/test_diff $(B)/tests/test_diff_abi $(B)/tests/test_diff_ops
 $(DIFF_TESTS): $(B)/obj/tests/diffcase.o tests/diffcase.h
 
 $(B)/obj/tests/diffcase.o: tests/diffcase.c tests/diffcase.h tests/testutil.h $(HEADERS)
@@ -214,7 +214,10 @@ $(FAULT_TESTS): $(B)/tests/%: tests/%.c tests/faults.c tests/faults.h tests/test
 	    $(B)/lib/libnest.a $(foreach f,$(FAULT_WRAP),-Wl,--wrap=$(f)) -lcmocka $(LDLIBS)
 
 $(TESTS): $(JITLIB)
-$(B)/tests/test_random: tests/random_ops.c
+# The random graph generator (tests/randgraph.c and its steps) is included by the suites using it.
+RANDGRAPH := tests/randgraph.c tests/random_steps.c tests/random_ops.c tests/random_window.h
+$(B)/tests/test_random $(B)/tests/test_grad: $(RANDGRAPH)
+$(B)/tests/test_parse $(B)/tests/test_parse_errors: tests/parseutil.h
 $(B)/tests/test_onnx: NCFLAGS += -I$(GEN)
 $(B)/tests/test_onnx: $(GEN)/onnx.pb-c.h
 
@@ -312,7 +315,7 @@ tsan: $(TSAN_JITLIB)
 # threads compiling through the cache, loading and calling one kernel): no error and no leak.
 # tests/valgrind.supp holds the one suppression (ld.so's strncmp), justified there.
 # NEST_TEST_VALGRIND makes the tests skip bounds on time.
-VALGRIND_TESTS := test_ir test_parse test_interp test_threads
+VALGRIND_TESTS := test_ir test_parse test_parse_errors test_interp test_threads
 VALGRIND       := valgrind -q --error-exitcode=9 --leak-check=full \
                   --show-leak-kinds=definite,indirect,possible \
                   --errors-for-leak-kinds=definite,indirect,possible \
@@ -390,7 +393,7 @@ fuzz-build: $(B)/fuzz/fuzz_build
 # Compile and compare under libFuzzer: tests/test_random.c's generator drawing its choices from
 # the input's bytes (NEST_LIBFUZZER), each graph compiled in process and compared with the
 # interpreter. The compiler and runtime are instrumented; clang and LLVM (the JIT shim) are not.
-$(B)/fuzz/fuzz_jit: tests/test_random.c tests/testutil.h $(COMMON_SRC) $(COMPILER_SRC) $(RUNTIME_SRC) \
+$(B)/fuzz/fuzz_jit: tests/test_random.c $(RANDGRAPH) tests/testutil.h $(COMMON_SRC) $(COMPILER_SRC) $(RUNTIME_SRC) \
                     $(DRIVER_SRC) $(GEN)/onnx.pb-c.c $(HEADERS) $(JITLIB) $(GEN)/state_code.inc | deps-fuzz
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  FUZZCC  $@")

@@ -896,3 +896,53 @@ bool write_file(const char *path, const char *text)
         ok = false;
     return ok;
 }
+
+/* Parameters and values named like the emitter's own identifiers, the C library's, and C++
+ * keywords (for the header): built, compiled by the JIT and AOT, compared with the oracle. */
+const char *const COLLIDING[] = {
+    "ws", "i0", "i1", "i2", "u", "args", "results", "workspace", "rc", "acc", "result0",
+    "result1", "x_acc", "t", "f", "emit_names", "emit_names_call", "emit_names_impl",
+    "nest", "NAN", "INFINITY", "INT32_MIN", "INT64_MAX", "INT64_C", "NULL", "int32_t",
+    "int64_t", "uint8_t", "uint32_t", "uint64_t", "size_t", "malloc", "free", "memcpy", "expf",
+    "exp", "fabsf", "sqrt", "powf", "tanh", "logf", "class", "new", "this", "template",
+    "delete", "operator", "namespace", "private", "omp", "pragma", "main0",
+    "restrict_", "errno", "HUGE_VAL", "EXIT_FAILURE", "SIZE_MAX", "offsetof", "abs", "exit",
+    "linux", "unix", "and", "xor", "powl", "isnan",
+};
+const size_t NCOLLIDING = countof_(COLLIDING);
+
+void build_emit_names(bctx *b, const void *arg)
+{
+    (void)arg;
+    nest_function *f = b->f;
+    int n = (int)NCOLLIDING;
+    nest_value prev = NEST_NONE;
+    shp v = {1, {40}}, m = {2, {3, 40}};
+    for (int i = 0; i < n; i++) {
+        nest_value x = nest_parameter(f, COLLIDING[i], i % 3 ? NEST_F32 : NEST_F64,
+                                      i % 4 == 3 ? m.rank : v.rank, i % 4 == 3 ? m.d : v.d,
+                                      NEST_ROW_MAJOR);
+        if (x >= 0 && b->np < MAXP)
+            b->gen[b->np++] = G_GENERAL;
+        nest_value y = i % 4 == 3 ? nest_sum(f, x, 1, SHAPE(0)) : x;
+        y = nest_convert(f, y, NEST_F32);
+        nest_value e = i % 2 ? nest_exp(f, nest_negative(f, nest_abs(f, y)))
+                             : nest_sqrt(f, nest_abs(f, y));
+        prev = prev == NEST_NONE ? e : nest_add(f, prev, e);
+        if (i % 5 == 0)
+            R(b, prev, R_TRANS, "through %s", COLLIDING[i]);
+    }
+    /* values named the same way (each name once: parameters and values share one scope), so a
+     * different spelling */
+    nest_value s = nest_sum(f, M(b, prev), 1, SHAPE(0));
+    char vn[64];
+    for (int i = 0; i < n; i++) {
+        snprintf(vn, sizeof vn, "v_%s", COLLIDING[i]);
+        nest_value w = nest_multiply(f, prev, nest_broadcast(f, s, 1, SHAPE(40), 1, SHAPE(0)));
+        if (nest_set_name(f, w, vn) != NEST_OK)
+            return; /* the error stays on f: the harness reports it */
+        if (i % 9 == 0)
+            RS(b, w, 40, "value %s", vn);
+    }
+    R(b, nest_convert(f, nest_max(f, prev, 1, SHAPE(0)), NEST_F64), R_TRANS, "max");
+}

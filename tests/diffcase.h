@@ -203,6 +203,12 @@ void check_case(const char *name, build_fn fn, const void *arg, unsigned flags);
 void anchor(nest_function *f, void *const *args, const void *const *want);
 /* Runs a shell command (output into a temporary log); false after printing the output. */
 bool run_cmd(const char *cmd);
+/* Names of the emitter's own identifiers, the C library's and C++ keywords (NCOLLIDING of them);
+ * build_emit_names builds parameters and values named so (test_diff.c compiles it without
+ * warnings, test_diff_abi.c compares it with the oracle). */
+extern const char *const COLLIDING[];
+extern const size_t NCOLLIDING;
+void build_emit_names(bctx *b, const void *arg);
 bool write_file(const char *path, const char *text);
 
 #endif /* NEST_DIFFCASE_H */

@@ -1,8 +1,8 @@
 /*
- * random_ops.c - the steps of test_random.c's generator that draw from the op set of real
- * models: element-wise math and logic, product, argmax/argmin, pad, reverse, replace_slice,
- * one_hot, gather, scatter_add, softmax, batch_dot, topk. Included by test_random.c after its helpers, whose
- * interval-and-error model (info) these steps extend:
+ * random_ops.c - the steps of the random graph generator (randgraph.c) that draw from the op
+ * set of real models: element-wise math and logic, product, argmax/argmin, pad, reverse,
+ * replace_slice, one_hot, gather, scatter_add, softmax, batch_dot, topk. Included by
+ * randgraph.c after its helpers, whose interval-and-error model (info) these steps extend:
  *   - libm functions add 4 ulp of their result and propagate their operand's error through a
  *     bound on the derivative over the operand's interval;
  *   - floor, ceiling and sign take exact operands only (a rounding could cross an integer);

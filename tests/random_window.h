@@ -1,7 +1,7 @@
 /*
- * random_window.h - the convolution and pooling steps of test_random.c's generator. Included
- * by test_random.c after the helpers they use (gen, val, info, obtain, bounded, push, splat,
- * binary_info, ew_binary, settle), so that file keeps to its size.
+ * random_window.h - the convolution and pooling steps of the random graph generator
+ * (randgraph.c). Included by randgraph.c after the helpers they use (gen, val, info, obtain,
+ * bounded, push, splat, binary_info, ew_binary, settle), so that file keeps to its size.
  *
  * A convolution of n terms per output (the group's input channels times the taps) is bounded
  * like a dot of n terms, with 0 in its range (taps on the padding add nothing); a max pool keeps

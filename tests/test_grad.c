@@ -12,8 +12,7 @@
 #include <ctype.h>
 
 /* the random graphs' generator, and its PRNG for the cases here */
-#define NEST_RANDOM_GENERATOR_ONLY
-#include "test_random.c"
+#include "randgraph.c"
 
 static double uniform(rng *r, double lo, double hi)
 {
@@ -783,7 +782,7 @@ static void test_dense_backward_tiled(void **state)
 
 /* ---- random graphs ----
  *
- * The graphs are those of tests/test_random.c's generator (element-wise math, comparisons and
+ * The graphs are those of tests/randgraph.c's generator (element-wise math, comparisons and
  * select, convert, broadcast, reshape, slice, concat, reductions, dot, tuples and the op set of
  * real models), moved to f64:
  * the canonical text of each graph with f32 replaced by f64 and column-major layouts dropped
