@@ -37,7 +37,7 @@ static const char usage[] =
     "                     ...); ONNX: the function's name (default: the file's stem)\n"
     "  --dim NAME=N       the size of the symbolic dim NAME (.nest), or the value of the\n"
     "                     dynamic dimension NAME (ONNX); repeatable\n"
-    "  --help             show this text\n"
+    "  --help, -h         show this text\n"
     "  --version          show the version of nestc and of the LLVM it compiles with\n"
     "\n"
     "Exit status: 0 success, 1 an error in the input, 2 wrong usage.\n";

@@ -1,7 +1,7 @@
 #!/bin/sh
 # The manual page against the program: every option that `nestc --help` and `nestc run --help`
-# print is described in docs/nestc.1, its version is nest.h's, it states the exit statuses, and
-# groff renders it without a warning.
+# print is described in docs/nestc.1, every option the code parses is in both, its version is
+# nest.h's, it states the exit statuses, and groff renders it without a warning.
 #   NESTC=bin/nestc tests/test_docs.sh
 set -eu
 NESTC=${NESTC:-bin/nestc}
@@ -25,6 +25,20 @@ for o in $opts; do
     fi
 done
 [ -n "$opts" ] || { echo "test_docs: no options found in nestc --help"; fail=1; }
+
+# every option the parsers accept (the literals they compare an argument with, in driver/) is in
+# the help texts, so in the manual page as well: an option added to the code without its line in
+# the help fails here
+help=$( { "$NESTC" --help; "$NESTC" run --help; } )
+code_opts=$(grep -ohE '(strn?cmp\(a, |takes_value\(a, )"-[^"=]+' driver/*.c | sed 's/.*"//' | sort -u)
+for o in $code_opts; do
+    for where in help manual; do
+        if [ $where = help ]; then t=$help; else t=$text; fi
+        printf '%s\n' "$t" | grep -qE -e "(^|[ ,(]|\\[)$o([ =,.]|\\[|\\]|$)" ||
+            { echo "test_docs: nestc accepts $o, which its $where does not describe"; fail=1; }
+    done
+done
+[ -n "$code_opts" ] || { echo "test_docs: no options found in driver/*.c"; fail=1; }
 
 version=$(sed -n 's/^#define NEST_VERSION "\(.*\)"/\1/p' include/nest.h)
 grep -q "^\.TH NESTC 1 .* \"nest $version\"" "$man" ||
