@@ -3,7 +3,7 @@
 # between the objects of the build: the
 # dependencies run one way (common <- compiler, runtime <- driver <- nestc), the runtime knows no
 # graph, the compiler knows no runtime, and the private headers of the emitter and of the ONNX
-# reader stay in their folders.
+# reader stay in their folders, and no file is past 1,500 lines.
 #   tests/test_layers.sh        (from the top of the tree)
 set -eu
 fail=0
@@ -100,5 +100,15 @@ else
     fail=1
 fi
 
-[ $fail = 0 ] && echo "test_layers: the includes and the calls follow the layers"
+# one subject per file: no source, script, Makefile or document past 1,500 lines (split a file by
+# what it does, as the emitter and the big suites are split); build outputs are not looked at
+big=$(find . \( -path ./.git -o -path ./build -o -path ./bin -o -path "./$B" -o -name __pycache__ \) \
+           -prune -o -type f \( -name '*.[ch]' -o -name '*.cpp' -o -name '*.py' -o -name '*.sh' \
+           -o -name '*.def' -o -name '*.md' -o -name Makefile \) -print |
+      xargs wc -l | awk '$2 != "total" && $1 > 1500 { print "  " $2 ": " $1 " lines" }')
+if [ -n "$big" ]; then
+    echo "test_layers: files past 1,500 lines:"; printf '%s\n' "$big"; fail=1
+fi
+
+[ $fail = 0 ] && echo "test_layers: the includes and the calls follow the layers; no file is past 1,500 lines"
 exit $fail
