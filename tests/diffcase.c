@@ -946,3 +946,15 @@ void build_emit_names(bctx *b, const void *arg)
     }
     R(b, nest_convert(f, nest_max(f, prev, 1, SHAPE(0)), NEST_F64), R_TRANS, "max");
 }
+
+int diff_run_tests(const char *name, const struct CMUnitTest *tests, size_t n)
+{
+    const char *filter = getenv("NEST_DIFF_TEST");
+    if (filter)
+        cmocka_set_test_filter(filter);
+    int rc = _cmocka_run_group_tests(name, tests, n, group_setup, group_teardown);
+    if (g_verbose)
+        fprintf(stderr, "%d cases, %d compiled runs, %lld result arrays (%lld elements) compared\n",
+                g_cases, g_runs, (long long)g_results, (long long)g_elements);
+    return rc;
+}

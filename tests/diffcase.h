@@ -153,6 +153,10 @@ typedef struct prepared {
 /* The group fixture: a fresh directory for the compile cache and the files of the run. */
 int group_setup(void **state);
 int group_teardown(void **state);
+/* Runs a suite's tests between group_setup and group_teardown: only those matching the cmocka
+ * pattern NEST_DIFF_TEST (test_aot*) if set; with NEST_DIFF_VERBOSE, the counts at the end. */
+int diff_run_tests(const char *name, const struct CMUnitTest *tests, size_t n);
+#define run_diff_tests(tests) diff_run_tests(#tests, (tests), countof_(tests))
 extern bool g_verbose;
 extern int g_cases, g_runs;
 extern int64_t g_results, g_elements;

@@ -784,12 +784,5 @@ int main(void)
         cmocka_unit_test(test_emit_warnings),
         cmocka_unit_test(test_anchors),
     };
-    const char *filter = getenv("NEST_DIFF_TEST");
-    if (filter)
-        cmocka_set_test_filter(filter);
-    int rc = cmocka_run_group_tests(tests, group_setup, group_teardown);
-    if (g_verbose)
-        fprintf(stderr, "%d cases, %d compiled runs, %lld result arrays (%lld elements) compared\n",
-                g_cases, g_runs, (long long)g_results, (long long)g_elements);
-    return rc;
+    return run_diff_tests(tests);
 }
