@@ -1,6 +1,9 @@
 """Exports the whole models of the ONNX tests from PyTorch with random weights (nothing is
 downloaded) into DIR/NAME/model.onnx, with an input and torch's output in
 DIR/NAME/test_data_set_0/ as the ONNX backend tests lay them out (tests/onnx_cases.c runs them).
+The models of DYNAMIC are also exported with a dynamic batch (dynamic_axes: the dim_param
+"batch", which nest keeps symbolic) as DIR/NAME_dyn/, with a data set per batch size of
+DYNAMIC_BATCHES: one compiled kernel is checked against torch at each.
 
     onnx_models.py DIR [NAME ...]     (default: every model)
 """
@@ -81,6 +84,11 @@ def models():
     }
 
 
+# the models exported with a symbolic batch, and the batch sizes each is checked at
+DYNAMIC = ("mlp", "linear_bn")
+DYNAMIC_BATCHES = (0, 1, 7, 64)
+
+
 def random_statistics(model):
     """Batch norms with statistics and affine weights other than their initial 0, 1 (which
     would fold into nothing): the folding at import is then tested on real values."""
@@ -94,23 +102,37 @@ def random_statistics(model):
     return model
 
 
-def export(name, make, shape, out):
+def save(case, index, x, y):
+    folder = os.path.join(case, "test_data_set_%d" % index)
+    os.makedirs(folder, exist_ok=True)
+    for kind, t in (("input", x), ("output", y)):
+        tp = numpy_helper.from_array(t.detach().numpy().astype(np.float32))
+        with open(os.path.join(folder, kind + "_0.pb"), "wb") as f:
+            f.write(tp.SerializeToString())
+
+
+def export(name, make, shape, out, dynamic=False):
     model = random_statistics(make()).eval()
     x = torch.randn(*shape)
     with torch.no_grad():
         y = model(x)
-    case = os.path.join(out, name)
-    os.makedirs(os.path.join(case, "test_data_set_0"), exist_ok=True)
+    case = os.path.join(out, name + ("_dyn" if dynamic else ""))
+    os.makedirs(case, exist_ok=True)
     # outside torch.no_grad(): the exporter then keeps the graph PyTorch runs
     # the exporter folds an eval model's batch norms into its convolutions itself; conv_bn keeps
     # them (the model stays in eval mode: inference BatchNormalization nodes)
     mode = torch.onnx.TrainingMode.PRESERVE if name == "conv_bn" else torch.onnx.TrainingMode.EVAL
+    axes = {"input": {0: "batch"}, "output": {0: "batch"}} if dynamic else None
     torch.onnx.export(model, (x,), os.path.join(case, "model.onnx"), opset_version=13,
-                      input_names=["input"], output_names=["output"], training=mode)
-    for kind, t in (("input", x), ("output", y)):
-        tp = numpy_helper.from_array(t.detach().numpy().astype(np.float32))
-        with open(os.path.join(case, "test_data_set_0", kind + "_0.pb"), "wb") as f:
-            f.write(tp.SerializeToString())
+                      input_names=["input"], output_names=["output"], training=mode,
+                      dynamic_axes=axes)
+    if not dynamic:
+        save(case, 0, x, y)
+        return
+    for i, n in enumerate(DYNAMIC_BATCHES):
+        x = torch.randn(n, *shape[1:])
+        with torch.no_grad():
+            save(case, i, x, model(x))
 
 
 def main():
@@ -119,6 +141,8 @@ def main():
     table = models()
     for name in names:
         export(name, *table[name], out)
+        if name in DYNAMIC:
+            export(name, *table[name], out, dynamic=True)
 
 
 if __name__ == "__main__":

@@ -548,8 +548,36 @@ int ox_attr_ints(ox *c, const char *name, int64_t *out, int max)
 
 /* ---- the graph ---- */
 
-/* The type and shape of a graph input or output; dims named by dim_param take their value
- * from the options. */
+/* The size of a dimension named param (dim_param): the value the options give it (by the name
+ * as written or as the identifier below), else a symbolic dim of f named param made an
+ * identifier (c_ident's, with 'd'), one per name, into *out. NEST_OK or the error on m. */
+static int named_dim(ox_model *m, const char *what, const char *name, size_t i,
+                     const char *param, int64_t *out)
+{
+    char id[IR_MAX_NAME + 1];
+    size_t len = strlen(param);
+    c_ident(id, param, len < 200 ? len : 200, 'd');
+    for (int j = 0; m->opts && j < m->opts->ndims; j++) {
+        const char *given = m->opts->dims[j].name;
+        if (!given || (strcmp(given, param) != 0 && strcmp(given, id) != 0))
+            continue;
+        *out = m->opts->dims[j].value;
+        if (*out < 0)
+            return model_err(m, NEST_ERR_ARG, "dimension '%.100s' is given as %lld", param,
+                             (long long)*out);
+        return NEST_OK;
+    }
+    if ((*out = dim_name(m->f, id, strlen(id))) != DIM_NONE)
+        return NEST_OK;
+    char why[300];
+    snprintf(why, sizeof why, "%s", nest_errmsg(m->f));
+    return model_err(m, m->f->status ? m->f->status : NEST_ERR_ARG, "%s '%.200s': dimension "
+                     "%zu is '%.100s' (%s): give its value (nestc --dim %.100s=N)", what, name,
+                     i, param, why, param);
+}
+
+/* The type and shape of a graph input or output; a dim named by dim_param takes its value
+ * from the options, else it stays symbolic (named_dim). */
 static int value_type(ox_model *m, const Onnx__ValueInfoProto *vi, const char *what, int *etype,
                       int *rank, int64_t *shape)
 {
@@ -580,24 +608,13 @@ static int value_type(ox_model *m, const Onnx__ValueInfoProto *vi, const char *w
                                  name, i, (long long)d->dim_value);
             continue;
         }
-        const char *param = d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM
-                                ? d->dim_param : NULL;
-        bool found = false;
-        for (int j = 0; param && m->opts && j < m->opts->ndims; j++) {
-            if (m->opts->dims[j].name && strcmp(m->opts->dims[j].name, param) == 0) {
-                shape[i] = m->opts->dims[j].value;
-                found = true;
-            }
-        }
-        if (!found && param)
-            return model_err(m, NEST_ERR_ARG, "%s '%.200s': dimension %zu is '%.100s'; give its "
-                             "value (nestc --dim %.100s=N)", what, name, i, param, param);
-        if (!found)
+        if (d->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM ||
+            !d->dim_param || !d->dim_param[0])
             return model_err(m, NEST_ERR_ARG, "%s '%.200s': dimension %zu has no size", what,
                              name, i);
-        if (shape[i] < 0)
-            return model_err(m, NEST_ERR_ARG, "dimension '%.100s' is given as %lld", param,
-                             (long long)shape[i]);
+        int st = named_dim(m, what, name, i, d->dim_param, &shape[i]);
+        if (st != NEST_OK)
+            return st;
     }
     return NEST_OK;
 }
