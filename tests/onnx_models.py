@@ -85,7 +85,7 @@ def models():
 
 
 # the models exported with a symbolic batch, and the batch sizes each is checked at
-DYNAMIC = ("mlp", "linear_bn")
+DYNAMIC = ("mlp", "linear_bn", "lenet5", "conv_bn")
 DYNAMIC_BATCHES = (0, 1, 7, 64)
 
 
