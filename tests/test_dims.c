@@ -367,9 +367,12 @@ static void compile_at_sizes(const char *text, const int64_t *sizes, size_t nsiz
         int np = nest_param_count(f), nr = nest_result_count(f), nd = nest_dim_count(f);
         for (size_t s = 0; s < nsizes; s++) {
             int64_t dims[2] = {sizes[s], sizes[s] / 2 + 3};
-            /* views takes a row off: N = 0 is refused by both */
-            bool empty_ok = strcmp(nest_function_name(f), "views") != 0 &&
-                            strcmp(nest_function_name(f), "folds") != 0;
+            /* views takes a row off, take_rows and add_rows index rows of N: N = 0 is
+             * refused by both */
+            static const char *const not_empty[] = {"views", "folds", "take_rows", "add_rows"};
+            bool empty_ok = true;
+            for (size_t e = 0; e < sizeof not_empty / sizeof *not_empty; e++)
+                empty_ok &= strcmp(nest_function_name(f), not_empty[e]) != 0;
             void *args[4], *res[8], *ref[8];
             int64_t cnt[8];
             for (int i = 0; i < np; i++) {
@@ -476,6 +479,36 @@ static void test_compile_windows(void **state)
     assert_null(strstr(c, "x into planes"));
     nest_string_free(c);
     nest_module_free(m);
+}
+
+/* Gathers and scatter_adds along and across a symbolic batch (indices into N rows clamped to
+ * them at run time; none to take from N = 0 is refused), and batch_dot over it. */
+static const char indexed_text[] =
+    "func take_rows(t: f32[N,3], i: i64[4]) -> f32[4,3] {\n"
+    "  return gather(t, i, axis=0)\n"
+    "}\n"
+    "func permute(t: f32[N,3], i: i64[N]) -> f32[N,3] {\n"
+    "  return gather(tanh(t), i, axis=0)\n"
+    "}\n"
+    "func take_cols(t: f32[N,3], i: i64[2]) -> f32[N,2] {\n"
+    "  return gather(t, i, axis=1)\n"
+    "}\n"
+    "func add_cols(x: f32[N,4], j: i64[2], m: f32[N,2]) -> f32[N,4] {\n"
+    "  return scatter_add(x, j, m, axis=1)\n"
+    "}\n"
+    "func add_rows(x: f32[N,4], j: i64[3], m: f32[3,4]) -> f32[N,4] {\n"
+    "  return scatter_add(x, j, m, axis=0)\n"
+    "}\n"
+    "func batches(y: f32[N,3,4], z: f32[4,5], a: f32[N,2,8,16], b: f32[N,2,16,8]) -> "
+    "(f32[N,3,5], f32[N,2,8,8]) {\n"
+    "  return batch_dot(y, z), batch_dot(a, b)\n"
+    "}\n";
+
+static void test_compile_indexed(void **state)
+{
+    (void)state;
+    static const int64_t sizes[] = {0, 1, 7, 64, 300};
+    compile_at_sizes(indexed_text, sizes, sizeof sizes / sizeof *sizes);
 }
 
 /* Sizes the kernel refuses, before it writes anything. */
@@ -890,6 +923,7 @@ int main(void)
         cmocka_unit_test(test_bad_sizes),
         cmocka_unit_test(test_compile_sizes),
         cmocka_unit_test(test_compile_windows),
+        cmocka_unit_test(test_compile_indexed),
         cmocka_unit_test(test_compile_bad_sizes),
         cmocka_unit_test(test_compile_refused),
         cmocka_unit_test(test_aot),
