@@ -2,8 +2,8 @@
 downloaded) into DIR/NAME/model.onnx, with an input and torch's output in
 DIR/NAME/test_data_set_0/ as the ONNX backend tests lay them out (tests/onnx_cases.c runs them).
 The models of DYNAMIC are also exported with a dynamic batch (dynamic_axes: the dim_param
-"batch", which nest keeps symbolic) as DIR/NAME_dyn/, with a data set per batch size of
-DYNAMIC_BATCHES: one compiled kernel is checked against torch at each.
+"batch", which nest keeps symbolic) as DIR/NAME_dyn/, with a data set per batch size it lists:
+one compiled kernel is checked against torch at each.
 
     onnx_models.py DIR [NAME ...]     (default: every model)
 """
@@ -84,9 +84,10 @@ def models():
     }
 
 
-# the models exported with a symbolic batch, and the batch sizes each is checked at
-DYNAMIC = ("mlp", "linear_bn", "lenet5", "conv_bn")
-DYNAMIC_BATCHES = (0, 1, 7, 64)
+# the models exported with a symbolic batch, and the batch sizes each is checked at (the
+# large ones at fewer: a batch of 3 takes ResNet-18 through every image loop)
+DYNAMIC = {"mlp": (0, 1, 7, 64), "linear_bn": (0, 1, 7, 64), "lenet5": (0, 1, 7, 64),
+           "conv_bn": (0, 1, 7, 64), "resnet18": (0, 1, 3)}
 
 
 def random_statistics(model):
@@ -129,7 +130,7 @@ def export(name, make, shape, out, dynamic=False):
     if not dynamic:
         save(case, 0, x, y)
         return
-    for i, n in enumerate(DYNAMIC_BATCHES):
+    for i, n in enumerate(DYNAMIC[name]):
         x = torch.randn(n, *shape[1:])
         with torch.no_grad():
             save(case, i, x, model(x))
