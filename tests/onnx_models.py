@@ -46,6 +46,21 @@ class LeNet5(torch.nn.Module):
         return self.f3(torch.relu(self.f2(torch.relu(self.f1(x)))))
 
 
+class ViewNet(torch.nn.Module):
+    """A convolution, then x.view(x.size(0), -1): PyTorch writes the batch's size as Shape,
+    Gather, Unsqueeze and Concat into the Reshape's shape (nest moves the symbolic batch through
+    them at import)."""
+
+    def __init__(self):
+        super().__init__()
+        self.c = torch.nn.Conv2d(1, 4, 3)
+        self.f = torch.nn.Linear(4 * 6 * 6, 5)
+
+    def forward(self, x):
+        y = torch.relu(self.c(x))
+        return self.f(y.view(y.size(0), -1))
+
+
 def linear_bn():
     """Linear then BatchNorm1d (PyTorch exports Gemm, BatchNormalization: nest folds it)."""
     return torch.nn.Sequential(torch.nn.Linear(32, 16), torch.nn.BatchNorm1d(16),
@@ -78,6 +93,7 @@ def models():
         "linear_bn": (linear_bn, (4, 32)),
         "conv_bn": (conv_bn, (2, 3, 20, 20)),
         "lenet5": (LeNet5, (2, 1, 28, 28)),
+        "view_net": (ViewNet, (2, 1, 8, 8)),
         "resnet18": (lambda: torchvision.models.resnet18(), (1, 3, 224, 224)),
         "mobilenet_v2": (lambda: torchvision.models.mobilenet_v2(), (1, 3, 224, 224)),
         "transformer": (transformer, (2, 16, 64)),
@@ -85,9 +101,10 @@ def models():
 
 
 # the models exported with a symbolic batch, and the batch sizes each is checked at (the
-# large ones at fewer: a batch of 3 takes ResNet-18 through every image loop)
+# large ones at fewer: a batch of 3 takes ResNet-18 through every image loop; torch refuses
+# x.view(0, -1))
 DYNAMIC = {"mlp": (0, 1, 7, 64), "linear_bn": (0, 1, 7, 64), "lenet5": (0, 1, 7, 64),
-           "conv_bn": (0, 1, 7, 64), "resnet18": (0, 1, 3)}
+           "conv_bn": (0, 1, 7, 64), "view_net": (1, 7, 64), "resnet18": (0, 1, 3)}
 
 
 def random_statistics(model):

@@ -321,15 +321,32 @@ static void test_symbolic_batch(void **state)
     assert_int_equal(nest_value_shape(f, nest_result(f, 1))[0], 6);
     nest_function_free(f);
 
-    /* what needs plain sizes says so: the Shape of a symbolic value */
+    /* the Shape of a symbolic value is a Reshape's shape (y = x) */
     model_init(&md, 13);
     input(&md, "x", 2, (const int64_t[]){-1, 3});
     node(&md, "Shape", "x", NULL, "s");
     node(&md, "Reshape", "x", "s", "y");
     output(&md, "y");
     f = import_model(&md, NULL);
-    assert_msg(f, NEST_ERR_ARG, "Shape of a value with a symbolic dim (N, axis 0) is not "
-               "computed yet; give the model's dims their sizes (nestc --dim NAME=N)");
+    assert_ok(f, nest_errcode(f));
+    assert_int_equal(nest_value_shape(f, nest_result(f, 0))[0], nest_named_dim(f, "N"));
+    float x9[9] = {1, -2, 3, -4, 5, -6, 7, -8, 9}, y9[9];
+    assert_ok(f, nest_evaluate_dims(f, (const int64_t[]){3}, 1, (void *[]){x9}, 1,
+                                    (void *[]){y9}, 1));
+    assert_exact(NEST_F32, y9, x9, 9);
+    nest_function_free(f);
+    /* what would compute with the dims as numbers says to give their sizes */
+    md.nodes[1].op_type = "Add";
+    md.ins[1][0] = "s";
+    f = import_model(&md, NULL);
+    assert_msg(f, NEST_ERR_ARG, "node 1 'Reshape' (Add, opset 13): input 1 ('s') holds the "
+               "model's symbolic dims (a Shape's): Add of them is not computed; give the dims "
+               "their sizes (nestc --dim NAME=N)");
+    nest_function_free(f);
+    md.g.n_node = 1;
+    md.vout[0].name = "s";
+    f = import_model(&md, NULL);
+    assert_msg(f, NEST_ERR_ARG, "graph output 's' holds the model's symbolic dims");
     nest_function_free(f);
 
     /* a dim_param that is no identifier becomes one; --dim takes either spelling */

@@ -29,6 +29,8 @@ typedef struct ox_tensor {
     int64_t shape[NEST_MAX_RANK];
     int64_t count;  /* elements held: 1 (the value fills the shape) or the shape's product */
     void *data;     /* count elements of etype */
+    bool dims;      /* integers that may be the function's symbolic dims (a Shape's, moved):
+                     * only moved on (onnx_read.c's dims_use) or a Reshape's shape */
 } ox_tensor;
 
 /* One ONNX value name of the graph. */
@@ -55,6 +57,7 @@ typedef struct ox {
     nest_value *inv;               /* per input: its value in f once made */
     nest_value *out;               /* per output: set by the lowering */
     int32_t absorb;                /* a later node this one computes too (ox_absorb), or -1 */
+    bool dims;                     /* the outputs hold symbolic dims (ox_tensor's dims) */
 } ox;
 
 /* ---- onnx_read.c ---- */

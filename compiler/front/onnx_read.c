@@ -711,6 +711,39 @@ static bool fold_too_large(const nest_function *scratch)
     return false;
 }
 
+/* Integers holding the function's symbolic dims (a Shape of a symbolic value, ox_tensor's
+ * dims) are only moved at import, by a node whose inputs are all known (Concat, Identity,
+ * and Gather, Unsqueeze, Squeeze, Slice of them as their data), its outputs then holding dims
+ * too; or given as a Reshape's shape. Any other use, which would compute with the dims'
+ * handles as numbers, is an error that says to give the sizes. */
+static int dims_use(ox *c, bool all_known)
+{
+    const char *op = c->node->op_type ? c->node->op_type : "";
+    int first = -1;
+    bool data_only = true; /* no input but the first holds dims */
+    for (int i = 0; i < c->nin; i++)
+        if (c->in[i] && c->in[i]->k && c->in[i]->k->dims) {
+            first = first < 0 ? i : first;
+            data_only &= i == 0;
+        }
+    if (first < 0)
+        return NEST_OK;
+    bool moved = all_known && (strcmp(op, "Concat") == 0 || strcmp(op, "Identity") == 0 ||
+                               (data_only && (strcmp(op, "Gather") == 0 ||
+                                              strcmp(op, "Unsqueeze") == 0 ||
+                                              strcmp(op, "Squeeze") == 0 ||
+                                              strcmp(op, "Slice") == 0)));
+    if (moved) {
+        c->dims = true;
+        return NEST_OK;
+    }
+    if (strcmp(op, "Reshape") == 0 && first == 1)
+        return NEST_OK;
+    return ox_err(c, NEST_ERR_ARG, "input %d ('%.200s') holds the model's symbolic dims (a "
+                  "Shape's): %s of them is not computed; give the dims their sizes (nestc --dim "
+                  "NAME=N)", first + 1, c->in[first]->name, op);
+}
+
 /* Lowers one node: into the function, or, when every input is known, into a scratch function
  * that the reference interpreter evaluates at once (the outputs become known tensors). */
 static int lower_node(ox_model *m, const Onnx__NodeProto *n)
@@ -740,8 +773,9 @@ static int lower_node(ox_model *m, const Onnx__NodeProto *n)
         return NEST_OK; /* an earlier node computed it */
     ox_entry *in[64];
     nest_value inv[64], out[64];
-    ox c = {m, m->f, n, m->opset, (int)n->n_input, (int)n->n_output, in, inv, out, -1};
+    ox c = {m, m->f, n, m->opset, (int)n->n_input, (int)n->n_output, in, inv, out, -1, false};
     bool all_known = true;
+    int st0;
     for (size_t i = 0; i < n->n_input; i++) {
         in[i] = NULL;
         inv[i] = NEST_NONE;
@@ -756,6 +790,8 @@ static int lower_node(ox_model *m, const Onnx__NodeProto *n)
     }
     for (size_t i = 0; i < n->n_output; i++)
         out[i] = NEST_NONE;
+    if ((st0 = dims_use(&c, all_known)) != NEST_OK)
+        return st0;
     nest_function *scratch = NULL;
     if (all_known) {
         if (!(scratch = nest_function_new("fold")))
@@ -811,6 +847,7 @@ static int lower_node(ox_model *m, const Onnx__NodeProto *n)
         k->rank = r->rank;
         memcpy(k->shape, r->shape, (size_t)r->rank * sizeof *k->shape);
         k->count = count;
+        k->dims = c.dims;
         if (r->op == OP_CONSTANT) {
             memcpy(k->data, r->a.constant.data, bytes);
         } else { /* in the scratch function */
@@ -1059,7 +1096,12 @@ static int import_graph(ox_model *m)
             break;
         }
         res[i] = NEST_NONE;
-        ox c = {m, m->f, NULL, m->opset, 1, 0, &e, &res[i], NULL, -1};
+        if (e->k && e->k->dims) {
+            st = model_err(m, NEST_ERR_ARG, "graph output '%.200s' holds the model's symbolic "
+                           "dims (a Shape's): give them their sizes (nestc --dim NAME=N)", name);
+            break;
+        }
+        ox c = {m, m->f, NULL, m->opset, 1, 0, &e, &res[i], NULL, -1, false};
         Onnx__NodeProto none = ONNX__NODE_PROTO__INIT;
         none.op_type = "output";
         c.node = &none;

@@ -79,9 +79,8 @@ int ox_op_shape(ox *c)
         end = end < start ? start : end > rank ? rank : end;
     }
     int64_t n = end - start;
-    for (int64_t i = start; i < end; i++)
-        if (dim_is_sym(ox_shape(c, x)[i]))
-            return ox_symbolic(c, x, "Shape"), NEST_ERR_ARG;
+    for (int64_t i = start; i < end; i++) /* symbolic dims: their handles, marked (dims_use) */
+        c->dims |= dim_is_sym(ox_shape(c, x)[i]);
     c->out[0] = nest_constant(c->f, NEST_I64, 1, &n, ox_shape(c, x) + start, n);
     return NEST_OK;
 }
@@ -157,6 +156,11 @@ int ox_op_reshape(ox *c)
                 known_sym = dim_mul(c->f, known_sym, shape[i]);
                 continue;
             }
+        }
+        if (dim_is_sym(shape[i]) && c->in[1] && c->in[1]->k && c->in[1]->k->dims &&
+            dim_valid(c->f, shape[i])) { /* a symbolic dim of a Shape */
+            known_sym = dim_mul(c->f, known_sym, shape[i]);
+            continue;
         }
         if (shape[i] == -1) {
             if (infer >= 0)
