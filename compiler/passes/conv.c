@@ -123,7 +123,8 @@ static bool dense_load(const fx *e, int rank, const int64_t *shape)
     for (int i = rank - 1; i >= 0; i--) {
         if (shape[i] != 1 && e->st[i] != s)
             return false;
-        s *= shape[i];
+        if (i > 0) /* (axis 0 may be a symbolic batch: no stride after it) */
+            s *= shape[i];
     }
     return true;
 }
