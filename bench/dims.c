@@ -1,15 +1,17 @@
 /*
  * dims.c - `make bench`'s "symbolic dims" table: a dense layer, an L2 distance and a fused
  * element-wise chain, each compiled once with a symbolic batch N and called at N = 1, 7, 64,
- * 1000, 4096, against the same function compiled for that exact N (nest_specialize).
+ * 1000, 4096, and a convolution layer at N = 1, 7, 64, against the same function compiled for
+ * that exact N (nest_specialize).
  *
  * Both kernels run on one thread (OpenMP off). They take turns, five rounds of: symbolic,
  * exact; each the best of five batches of calls of at least 20 ms; the table keeps each one's
  * best round and gives the ratio symbolic / exact (1.00 is parity; the issue's goal is within
  * 1.10). The results of both are compared (within 1e-5 relative) before timing.
  *
- *   dims [-o FILE.md] [--rounds R] [--openmp]   appends the table to FILE.md (default: standard
- *                                                output); --openmp: both on the machine's cores
+ *   dims [-o FILE.md] [--rounds R] [--openmp] [--only NAME]
+ *       appends the table to FILE.md (default: standard output); --openmp: both on the
+ *       machine's cores; --only: that function alone
  */
 #include <math.h>
 #include <stdio.h>
@@ -31,13 +33,21 @@ static const char TEXT[] =
     "}\n"
     "func chain(x: f32[N,1024], y: f32[N,1024]) -> f32[N,1024] {\n"
     "  return tanh(add(multiply(x, constant(f32[N,1024], 0.5)), y))\n"
+    "}\n"
+    "func conv(x: f32[N,32,28,28], w: f32[32,32,3,3], b: f32[32]) -> f32[N,32,28,28] {\n"
+    "  y = convolution(x, w, pad_below=[1,1], pad_above=[1,1])\n"
+    "  z = add(y, broadcast(b, shape=[N,32,28,28], axes=[0,2,3]))\n"
+    "  return maximum(z, constant(f32[N,32,28,28], 0))\n"
     "}\n";
 
 static const char *const WHAT[] = {
     "dense: relu(x W + b), x f32[N,256], W f32[256,256]",
     "l2: sum((x - y)^2), x, y f32[N,1024]",
     "chain: tanh(0.5 x + y), f32[N,1024]",
+    "conv: relu(conv3x3(x, W) + b), x f32[N,32,28,28], W f32[32,32,3,3], padded",
 };
+/* the largest N each is called at */
+static const int64_t MAXN[] = {4096, 4096, 4096, 64};
 static const int64_t SIZES[] = {1, 7, 64, 1000, 4096};
 #define NS ((int)(sizeof SIZES / sizeof *SIZES))
 
@@ -84,6 +94,7 @@ int main(int argc, char **argv)
 {
     const char *out_path = NULL;
     int rounds = 5, openmp = 0;
+    const char *only = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-o") == 0 && i + 1 < argc)
             out_path = argv[++i];
@@ -91,8 +102,10 @@ int main(int argc, char **argv)
             rounds = atoi(argv[++i]);
         else if (strcmp(argv[i], "--openmp") == 0)
             openmp = 1;
+        else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc)
+            only = argv[++i];
         else
-            die("usage: dims [-o FILE.md] [--rounds R] [--openmp]");
+            die("usage: dims [-o FILE.md] [--rounds R] [--openmp] [--only NAME]");
     }
     nest_module *m = nest_parse(TEXT, strlen(TEXT), "dims.nest");
     if (!m || nest_module_errcode(m))
@@ -124,11 +137,15 @@ int main(int argc, char **argv)
     ADD("| function | N | symbolic | exact N | ratio |\n|---|---:|---:|---:|---:|\n");
     for (int fi = 0; fi < nest_module_count(m); fi++) {
         nest_function *f = nest_module_function(m, fi);
+        if (only && strcmp(only, nest_function_name(f)) != 0)
+            continue;
         nest_kernel *ks = nest_compile(f, &o);
         if (!ks)
             die("%s: %s", nest_function_name(f), nest_errmsg(f));
         for (int s = 0; s < NS; s++) {
             int64_t n = SIZES[s];
+            if (n > MAXN[fi])
+                continue;
             nest_function *g = nest_specialize(f, &n, 1);
             nest_kernel *ke = g ? nest_compile(g, &o) : NULL;
             if (!ke)
@@ -136,6 +153,8 @@ int main(int argc, char **argv)
                     nest_errmsg(g ? g : f));
             int np = nest_param_count(g), nr = nest_result_count(g);
             void *args[4], *res[2][2];
+            if (np > 4 || nr > 2)
+                die("%s: too many parameters or results", nest_function_name(f));
             for (int i = 0; i < np; i++) {
                 nest_value v = nest_param(g, i);
                 int64_t c = 1;
@@ -188,7 +207,8 @@ int main(int argc, char **argv)
     }
     ADD("\n");
     for (int i = 0; i < nest_module_count(m); i++)
-        ADD("- %s\n", WHAT[i]);
+        if (!only || strcmp(only, nest_function_name(nest_module_function(m, i))) == 0)
+            ADD("- %s\n", WHAT[i]);
     ADD("\nLoad average %.2f at the start, %.2f at the end.\n", l0, load_1min());
     if (out_path) {
         FILE *out = fopen(out_path, "a");

@@ -35,7 +35,8 @@ static const char run_usage[] =
     "  --interp           run the reference interpreter instead of compiled code\n"
     "  --name=NAME, --dim NAME=N\n"
     "                     as for compiling (nestc --help): --dim gives the sizes of symbolic\n"
-    "                     dims\n"
+    "                     dims; a dim no --dim gives takes its size from the --in array of a\n"
+    "                     parameter it sizes\n"
     "  -O0 .. -O3, --march=CPU, --no-openmp, --no-fuse, --no-cache, -v\n"
     "                     as for compiling (nestc --help); -v also shows where inputs come from\n"
     "\n"
@@ -714,6 +715,57 @@ static int run_function(nest_function *f, const run_args *r)
     return rc;
 }
 
+/* f at the sizes of its symbolic dims that the --in arrays give (each dim read from the first
+ * parameter axis it sizes that an --in array fills), or NULL when one is not given (*status 0)
+ * or the sizes do not fit (*status EXIT_INPUT, with the message). The caller frees the copy. */
+static nest_function *sized_by_inputs(nest_function *f, const run_args *r, int *status)
+{
+    int nd = nest_dim_count(f);
+    int64_t *dims = calloc((size_t)nd + 1, sizeof *dims);
+    *status = 0;
+    if (!dims)
+        return NULL;
+    bool all = true;
+    for (int d = 0; d < nd && all; d++) {
+        int64_t h = nest_named_dim(f, nest_dim_name(f, d));
+        dims[d] = -1;
+        for (int i = 0; i < f->nparams && dims[d] < 0; i++) {
+            const ir_node *p = &f->nodes[f->params[i]];
+            int axis = -1;
+            for (int k = 0; k < p->rank && axis < 0; k++)
+                axis = p->shape[k] == h ? k : -1;
+            for (int j = 0; axis >= 0 && j < r->nin; j++) {
+                npy_array a;
+                char err[512];
+                if (strcmp(r->ins[j].name, p->name) != 0 ||
+                    npy_read(r->ins[j].path, &a, err, sizeof err) != 0)
+                    continue; /* an unreadable file is reported where it is loaded */
+                if (a.rank == p->rank)
+                    dims[d] = a.shape[axis];
+                npy_free(&a);
+                break;
+            }
+        }
+        all = dims[d] >= 0;
+    }
+    nest_function *g = all ? nest_specialize(f, dims, nd) : NULL;
+    if (all && (!g || nest_errcode(f) != NEST_OK)) {
+        fprintf(stderr, "nestc: function %s at the sizes of its --in arrays (", f->name);
+        for (int d = 0; d < nd; d++)
+            fprintf(stderr, "%s%s=%lld", d ? ", " : "", nest_dim_name(f, d), (long long)dims[d]);
+        fprintf(stderr, "): %s\n", g ? nest_errmsg(f) : "out of memory");
+        nest_function_free(g);
+        g = NULL;
+        *status = EXIT_INPUT;
+    } else if (g && r->opts.verbose) {
+        for (int d = 0; d < nd; d++)
+            fprintf(stderr, "nestc: %s = %lld, from the --in arrays\n", nest_dim_name(f, d),
+                    (long long)dims[d]);
+    }
+    free(dims);
+    return g;
+}
+
 int run_main(int argc, char **argv)
 {
     static run_args r;
@@ -728,14 +780,18 @@ int run_main(int argc, char **argv)
     if (rc == 0)
         rc = cli_load(r.file, &r.imp, &in);
     if (rc == 0) {
-        nest_function *f = choose(&in, &r, &rc);
-        if (f && nest_dim_count(f) > 0) {
+        nest_function *f = choose(&in, &r, &rc), *g = NULL;
+        if (f && nest_dim_count(f) > 0 && (g = sized_by_inputs(f, &r, &rc))) {
+            rc = run_function(g, &r);
+            nest_function_free(g);
+        } else if (f && nest_dim_count(f) > 0 && rc == 0) {
             fprintf(stderr, "nestc: function %s has symbolic dims (", nest_function_name(f));
             for (int i = 0; i < nest_dim_count(f); i++)
                 fprintf(stderr, "%s%s", i ? ", " : "", nest_dim_name(f, i));
-            fprintf(stderr, "): give each its size with --dim NAME=SIZE\n");
+            fprintf(stderr, "): give each its size with --dim NAME=SIZE, or an --in array of a "
+                            "parameter it sizes\n");
             rc = EXIT_USAGE;
-        } else if (f) {
+        } else if (f && rc == 0) {
             rc = run_function(f, &r);
         }
     }

@@ -554,7 +554,9 @@ typedef struct nest_onnx_input {
 typedef struct nest_onnx_options {
     const char *name;       /* the function's name (NULL: the file's stem made an identifier;
                              * "model" when imported from memory) */
-    const nest_dim *dims;   /* ndims values of named dims; a named dim not given is an error */
+    const nest_dim *dims;   /* ndims values of named dims; a named dim not given stays a
+                             * symbolic dim of the function (named as given, made an
+                             * identifier) */
     int ndims;
     const char *data_dir;   /* the folder of external data files (NULL: the model's folder;
                              * from memory, external data is then an error) */

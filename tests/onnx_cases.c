@@ -7,6 +7,10 @@
  *
  *   onnx_cases [--rtol R] [--atol A] [--table FILE.md] [--quiet] [--required] [--all] DIR
  *
+ * A case may have more data sets (test_data_set_1, ...): each runs through the one kernel; for a
+ * model with symbolic dims (a dim_param kept symbolic) at the sizes its inputs give, so that one
+ * compiled kernel is checked at every size (a case with inputs fixed at import runs set 0 only).
+ *
  * Graph inputs that nest needs known at import (a shape, axes, pads given as inputs): when the
  * import refuses a case for that, it is imported again with the input the error names fixed to
  * the case's value (nest_onnx_options.inputs), or, when the error names a value computed from
@@ -189,9 +193,11 @@ static void case_free(tcase *tc)
     }
     free(tc->names);
     free(tc->inputs);
+    memset(tc, 0, sizeof *tc);
 }
 
-static void case_load(const char *dir, const char *casename, tcase *tc)
+/* Loads a case with the inputs of its data set `set`. */
+static void case_load(const char *dir, const char *casename, tcase *tc, int set)
 {
     memset(tc, 0, sizeof *tc);
     char path[4096];
@@ -223,12 +229,25 @@ static void case_load(const char *dir, const char *casename, tcase *tc)
             init = strcmp(g->initializer[j]->name, g->input[i]->name) == 0;
         if (init)
             continue;
-        snprintf(path, sizeof path, "%s/%s/test_data_set_0/input_%d.pb", dir, casename,
+        snprintf(path, sizeof path, "%s/%s/test_data_set_%d/input_%d.pb", dir, casename, set,
                  tc->ninputs);
         read_tensor(path, &tc->inputs[tc->ninputs]);
         tc->names[tc->ninputs++] = strdup(g->input[i]->name);
     }
     onnx__model_proto__free_unpacked(m, NULL);
+}
+
+/* Data set `set` of a case, when it has one. */
+static bool case_inputs(const char *dir, const char *casename, tcase *tc, int set)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s/test_data_set_%d", dir, casename, set);
+    DIR *d = opendir(path);
+    if (!d)
+        return false;
+    closedir(d);
+    case_load(dir, casename, tc, set);
+    return true;
 }
 
 enum { PASS, FAIL, SKIP };
@@ -274,6 +293,122 @@ static bool fix_more(const tcase *tc, const char *why, bool *fixed)
     return false;
 }
 
+/* The sizes of f's symbolic dims for the inputs of a data set (each dim read from the first
+ * parameter axis it sizes) into dims; false when an input is missing. */
+static bool dims_of(nest_function *f, const tcase *tc, const bool *fix, int64_t *dims)
+{
+    int nd = nest_dim_count(f);
+    for (int d = 0; d < nd; d++) {
+        int64_t h = nest_named_dim(f, nest_dim_name(f, d));
+        dims[d] = -1;
+        for (int i = 0, p = 0; i < tc->ninputs && dims[d] < 0; i++) {
+            if (fix[i])
+                continue;
+            nest_value v = nest_param(f, p++);
+            for (int a = 0; a < nest_value_rank(f, v) && a < tc->inputs[i].rank; a++)
+                if (nest_value_shape(f, v)[a] == h) {
+                    dims[d] = tc->inputs[i].shape[a];
+                    break;
+                }
+        }
+        if (dims[d] < 0)
+            return false;
+    }
+    return true;
+}
+
+/* Data set `set` of a case through kernel k of f: PASS or FAIL with why. */
+static int run_set(nest_function *f, nest_kernel *k, const char *dir, const char *casename,
+                   int set, const tcase *tc, const bool *fix, char *why, size_t nwhy)
+{
+    char path[4096];
+    int nd = nest_dim_count(f), np = nest_param_count(f), nr = nest_result_count(f), st = PASS;
+    int64_t dims[NEST_MAX_RANK * 4];
+    nest_function *g = f; /* f at the set's sizes: its shapes are plain */
+    if (nd > (int)(sizeof dims / sizeof dims[0]) || (nd > 0 && !dims_of(f, tc, fix, dims))) {
+        snprintf(why, nwhy, "data set %d: the inputs do not give the model's dims", set);
+        return FAIL;
+    }
+    if (nd > 0 && (!(g = nest_specialize(f, dims, nd)) || nest_errcode(f) != NEST_OK)) {
+        snprintf(why, nwhy, "data set %d: at its sizes: %.900s", set, nest_errmsg(f));
+        nest_function_free(g);
+        return FAIL;
+    }
+    void **args = calloc((size_t)np + 1, sizeof *args), **want = calloc((size_t)nr + 1, sizeof *want);
+    void **got = calloc((size_t)nr + 1, sizeof *got);
+    for (int i = 0, p = 0; i < tc->ninputs && st == PASS; i++) {
+        if (fix[i])
+            continue;
+        const tensor *t = &tc->inputs[i];
+        if (p >= np) {
+            snprintf(why, nwhy, "%d parameters for %d inputs", np, tc->ninputs);
+            st = FAIL;
+            break;
+        }
+        nest_value v = nest_param(g, p);
+        const int64_t *shape = nest_value_shape(g, v);
+        int64_t n = 1;
+        for (int d = 0; d < nest_value_rank(g, v); d++)
+            n *= shape[d];
+        if (!t->data || t->type != nest_value_type(g, v) || t->count != n) {
+            snprintf(why, nwhy, "input %d ('%.200s'): unreadable, or it does not fit the "
+                     "parameter", i, tc->names[i]);
+            st = FAIL;
+        }
+        args[p++] = t->data;
+    }
+    int types[64];
+    int64_t counts[64];
+    for (int i = 0; i < nr && st == PASS; i++) {
+        snprintf(path, sizeof path, "%s/%s/test_data_set_%d/output_%d.pb", dir, casename, set, i);
+        nest_value r = nest_result(g, i);
+        tensor t;
+        read_tensor(path, &t);
+        want[i] = t.data, types[i] = t.type, counts[i] = t.count;
+        int64_t n = 1;
+        for (int d = 0; d < nest_value_rank(g, r); d++)
+            n *= nest_value_shape(g, r)[d];
+        if (i >= 64 || !want[i] || types[i] != nest_value_type(g, r) || counts[i] != n) {
+            snprintf(why, nwhy, "output %d: the model computes %s[%lld], expected %s", i,
+                     nest_type_name((nest_type)nest_value_type(g, r)), (long long)n,
+                     want[i] ? "another type or count" : "(unreadable)");
+            st = FAIL;
+            break;
+        }
+        got[i] = calloc((size_t)n + 1, nest_type_size((nest_type)types[i]));
+    }
+    if (st == PASS && nest_call_dims(k, dims, nd, args, np, got, nr) != NEST_OK) {
+        snprintf(why, nwhy, "call: %.900s", nest_kernel_errmsg(k));
+        st = FAIL;
+    }
+    for (int i = 0; i < nr && st == PASS; i++) {
+        for (int64_t j = 0; j < counts[i]; j++) {
+            double w = value_at(want[i], types[i], j), v = value_at(got[i], types[i], j);
+            bool ok = types[i] == NEST_F32 || types[i] == NEST_F64
+                          ? (isnan(w) ? isnan(v)
+                             : isinf(w) ? v == w
+                                        : fabs(v - w) <= abs_tol + rel_tol * fabs(w))
+                          : v == w;
+            if (!ok) {
+                snprintf(why, nwhy, "data set %d: output %d element %lld: %.9g, expected %.9g",
+                         set, i, (long long)j, v, w);
+                st = FAIL;
+                break;
+            }
+        }
+    }
+    for (int i = 0; i < nr; i++) {
+        free(want[i]);
+        free(got[i]);
+    }
+    free(args);
+    free(want);
+    free(got);
+    if (g != f)
+        nest_function_free(g);
+    return st;
+}
+
 /* Runs one case; *fixed says whether inputs were fixed at import: 1 some, 2 all of them (the
  * function then has no parameters: computed at import entirely). */
 static int run_case(const char *dir, const char *casename, const tcase *tc, int *fixed,
@@ -298,85 +433,28 @@ static int run_case(const char *dir, const char *casename, const tcase *tc, int 
         nest_function_free(f);
         return SKIP;
     }
-    int np = nest_param_count(f), nr = nest_result_count(f), st = PASS;
+    int np = nest_param_count(f), st = PASS;
     if (*fixed && np == 0)
         *fixed = 2;
-    void **args = calloc((size_t)np + 1, sizeof *args), **want = calloc((size_t)nr + 1, sizeof *want);
-    void **got = calloc((size_t)nr + 1, sizeof *got);
-    nest_kernel *k = NULL;
-    for (int i = 0, p = 0; i < tc->ninputs && st == PASS; i++) {
-        if (fix[i])
-            continue;
-        const tensor *t = &tc->inputs[i];
-        if (p >= np) {
-            snprintf(why, nwhy, "%d parameters for %d inputs", np, tc->ninputs);
-            st = FAIL;
-            break;
-        }
-        nest_value v = nest_param(f, p);
-        const int64_t *shape = nest_value_shape(f, v);
-        int64_t n = 1;
-        for (int d = 0; d < nest_value_rank(f, v); d++)
-            n *= shape[d];
-        if (!t->data || t->type != nest_value_type(f, v) || t->count != n) {
-            snprintf(why, nwhy, "input %d ('%.200s'): unreadable, or it does not fit the "
-                     "parameter", i, tc->names[i]);
-            st = FAIL;
-        }
-        args[p++] = t->data;
-    }
-    int types[64];
-    int64_t counts[64];
-    for (int i = 0; i < nr && st == PASS; i++) {
-        snprintf(path, sizeof path, "%s/%s/test_data_set_0/output_%d.pb", dir, casename, i);
-        nest_value r = nest_result(f, i);
-        tensor t;
-        read_tensor(path, &t);
-        want[i] = t.data, types[i] = t.type, counts[i] = t.count;
-        int64_t n = 1;
-        for (int d = 0; d < nest_value_rank(f, r); d++)
-            n *= nest_value_shape(f, r)[d];
-        if (i >= 64 || !want[i] || types[i] != nest_value_type(f, r) || counts[i] != n) {
-            snprintf(why, nwhy, "output %d: the model computes %s[%lld], expected %s", i,
-                     nest_type_name((nest_type)nest_value_type(f, r)), (long long)n,
-                     want[i] ? "another type or count" : "(unreadable)");
-            st = FAIL;
-            break;
-        }
-        got[i] = calloc((size_t)n + 1, nest_type_size((nest_type)types[i]));
-    }
-    if (st == PASS && !(k = nest_compile(f, NULL))) {
+    nest_kernel *k = nest_compile(f, NULL);
+    if (!k) {
         snprintf(why, nwhy, "compile: %.400s", nest_errmsg(f));
         st = FAIL;
     }
-    if (st == PASS && nest_call(k, args, np, got, nr) != NEST_OK) {
-        snprintf(why, nwhy, "call: %.900s", nest_kernel_errmsg(k));
-        st = FAIL;
-    }
-    for (int i = 0; i < nr && st == PASS; i++) {
-        for (int64_t j = 0; j < counts[i]; j++) {
-            double w = value_at(want[i], types[i], j), g = value_at(got[i], types[i], j);
-            bool ok = types[i] == NEST_F32 || types[i] == NEST_F64
-                          ? (isnan(w) ? isnan(g)
-                             : isinf(w) ? g == w
-                                        : fabs(g - w) <= abs_tol + rel_tol * fabs(w))
-                          : g == w;
-            if (!ok) {
-                snprintf(why, nwhy, "output %d element %lld: %.9g, expected %.9g", i,
-                         (long long)j, g, w);
-                st = FAIL;
+    /* every data set the case has, through the one kernel (of every size, for symbolic dims) */
+    tcase more = {0};
+    for (int set = 0; st == PASS && (set == 0 || !*fixed); set++) {
+        const tcase *t = tc;
+        if (set > 0) {
+            case_free(&more);
+            if (!case_inputs(dir, casename, &more, set))
                 break;
-            }
+            t = &more;
         }
+        st = run_set(f, k, dir, casename, set, t, fix, why, nwhy);
     }
+    case_free(&more);
     nest_kernel_free(k);
-    for (int i = 0; i < nr; i++) {
-        free(want[i]);
-        free(got[i]);
-    }
-    free(args);
-    free(want);
-    free(got);
     nest_function_free(f);
     return st;
 }
@@ -466,7 +544,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < n; i++) {
         char why[1200] = "";
         tcase tc;
-        case_load(dir, names[i], &tc);
+        case_load(dir, names[i], &tc, 0);
         int fixed;
         int st = run_case(dir, names[i], &tc, &fixed, why, sizeof why);
         const char *ok = NULL;

@@ -217,21 +217,156 @@ static void test_named_dims(void **state)
     (void)state;
     model md;
     add_relu(&md, 13, -1);
-    nest_function *f = import_model(&md, NULL);
-    assert_msg(f, NEST_ERR_ARG, "dimension 0 is 'N'; give its value");
-    nest_function_free(f);
-    /* N = 2 fits the weight; N = 3 does not broadcast */
+    /* N given: plain sizes; N = 2 fits the weight; N = 3 does not broadcast */
     nest_dim d = {"N", 2};
     nest_onnx_options o = {.name = "relu_net", .dims = &d, .ndims = 1};
-    f = import_model(&md, &o);
+    nest_function *f = import_model(&md, &o);
     assert_int_equal(nest_errcode(f), NEST_OK);
     assert_string_equal(nest_function_name(f), "relu_net");
     assert_int_equal(nest_value_shape(f, nest_param(f, 0))[0], 2);
+    assert_int_equal(nest_dim_count(f), 0);
     nest_function_free(f);
     d.value = 3;
     f = import_model(&md, &o);
     assert_msg(f, NEST_ERR_TYPE, "node 0 'Add' (Add, opset 13): shapes do not broadcast");
     nest_function_free(f);
+    d.value = -1;
+    f = import_model(&md, &o);
+    assert_msg(f, NEST_ERR_ARG, "dimension 'N' is given as -1");
+    nest_function_free(f);
+}
+
+static void int64_init(model *md, char *name, int64_t n, const int64_t *data)
+{
+    Onnx__TensorProto *t = init(md, name, 1, &n, NULL);
+    t->data_type = 7;
+    t->has_raw_data = 1;
+    t->raw_data.len = (size_t)n * 8;
+    t->raw_data.data = (uint8_t *)data;
+}
+
+/* A dim_param not given stays symbolic: x f32[N,2,3]; r = relu(x + b) (b [2,3] broadcast);
+ * y = Reshape(r, [0,-1]) . m (f32[N,6] by [6,2]) and z = Reshape(r, [-1,3]) (f32[N*2,3]). One
+ * kernel at N = 0, 1, 7, 64 against the closed form, and the interpreter at the same sizes. */
+static void test_symbolic_batch(void **state)
+{
+    (void)state;
+    static const float B[6] = {0.5f, -1, 0.25f, 2, -0.5f, 1};
+    static const float M[12] = {1, -1, 2, 0.5f, -3, 1, 0.25f, 2, -1, -2, 1.5f, 1};
+    static const int64_t keep[2] = {0, -1}, rows[2] = {-1, 3};
+    model md;
+    model_init(&md, 13);
+    input(&md, "x", 3, (const int64_t[]){-1, 2, 3});
+    init(&md, "b", 2, (const int64_t[]){2, 3}, B);
+    init(&md, "m", 2, (const int64_t[]){6, 2}, M);
+    int64_init(&md, "keep", 2, keep);
+    int64_init(&md, "rows", 2, rows);
+    node(&md, "Add", "x", "b", "s");
+    node(&md, "Relu", "s", NULL, "r");
+    node(&md, "Reshape", "r", "keep", "flat");
+    node(&md, "MatMul", "flat", "m", "y");
+    node(&md, "Reshape", "r", "rows", "z");
+    output(&md, "y");
+    output(&md, "z");
+    nest_function *f = import_model(&md, NULL);
+    assert_ok(f, nest_errcode(f));
+    assert_int_equal(nest_dim_count(f), 1);
+    assert_string_equal(nest_dim_name(f, 0), "N");
+    int64_t n = nest_named_dim(f, "N");
+    assert_int_equal(nest_value_shape(f, nest_result(f, 0))[0], n);
+    assert_int_equal(nest_value_shape(f, nest_result(f, 1))[0], nest_dim_mul(f, n, 2));
+    nest_kernel *k = nest_compile(f, NULL);
+    assert_non_null(k);
+    static const int64_t sizes[] = {0, 1, 7, 64};
+    for (size_t t = 0; t < sizeof sizes / sizeof sizes[0]; t++) {
+        int64_t N = sizes[t];
+        float *x = malloc((size_t)N * 24 + 4), *y = malloc((size_t)N * 8 + 4);
+        float *z = malloc((size_t)N * 24 + 4), *wy = malloc((size_t)N * 8 + 4);
+        float *wz = malloc((size_t)N * 24 + 4), *iy = malloc((size_t)N * 8 + 4);
+        float *iz = malloc((size_t)N * 24 + 4);
+        for (int64_t i = 0; i < N * 6; i++)
+            x[i] = (float)((i * 37) % 11) - 5.5f;
+        for (int64_t i = 0; i < N; i++)
+            for (int j = 0; j < 2; j++) {
+                double acc = 0;
+                for (int c = 0; c < 6; c++) {
+                    float r = fmaxf(x[i * 6 + c] + B[c], 0);
+                    wz[i * 6 + c] = r;
+                    acc += (double)r * M[c * 2 + j];
+                }
+                wy[i * 2 + j] = (float)acc;
+            }
+        void *args[1] = {x}, *res[2] = {y, z}, *ires[2] = {iy, iz};
+        assert_int_equal(nest_call_dims(k, &N, 1, args, 1, res, 2), NEST_OK);
+        assert_close(NEST_F32, y, wy, N * 2, 1e-5, 1e-5);
+        assert_exact(NEST_F32, z, wz, N * 6);
+        assert_ok(f, nest_evaluate_dims(f, &N, 1, args, 1, ires, 2));
+        assert_close(NEST_F32, iy, wy, N * 2, 1e-5, 1e-5);
+        assert_exact(NEST_F32, iz, wz, N * 6);
+        free(x), free(y), free(z), free(wy), free(wz), free(iy), free(iz);
+    }
+    int64_t bad = -1;
+    float one[6] = {0}, out[6];
+    void *args[1] = {one}, *res[2] = {out, out + 2};
+    assert_int_not_equal(nest_call_dims(k, &bad, 1, args, 1, res, 2), NEST_OK);
+    nest_kernel_free(k);
+    nest_function_free(f);
+
+    /* --dim N=3 gives plain sizes */
+    nest_dim d = {"N", 3};
+    nest_onnx_options o = {.dims = &d, .ndims = 1};
+    f = import_model(&md, &o);
+    assert_ok(f, nest_errcode(f));
+    assert_int_equal(nest_dim_count(f), 0);
+    assert_int_equal(nest_value_shape(f, nest_result(f, 1))[0], 6);
+    nest_function_free(f);
+
+    /* the Shape of a symbolic value is a Reshape's shape (y = x) */
+    model_init(&md, 13);
+    input(&md, "x", 2, (const int64_t[]){-1, 3});
+    node(&md, "Shape", "x", NULL, "s");
+    node(&md, "Reshape", "x", "s", "y");
+    output(&md, "y");
+    f = import_model(&md, NULL);
+    assert_ok(f, nest_errcode(f));
+    assert_int_equal(nest_value_shape(f, nest_result(f, 0))[0], nest_named_dim(f, "N"));
+    float x9[9] = {1, -2, 3, -4, 5, -6, 7, -8, 9}, y9[9];
+    assert_ok(f, nest_evaluate_dims(f, (const int64_t[]){3}, 1, (void *[]){x9}, 1,
+                                    (void *[]){y9}, 1));
+    assert_exact(NEST_F32, y9, x9, 9);
+    nest_function_free(f);
+    /* what would compute with the dims as numbers says to give their sizes */
+    md.nodes[1].op_type = "Add";
+    md.ins[1][0] = "s";
+    f = import_model(&md, NULL);
+    assert_msg(f, NEST_ERR_ARG, "node 1 'Reshape' (Add, opset 13): input 1 ('s') holds the "
+               "model's symbolic dims (a Shape's): Add of them is not computed; give the dims "
+               "their sizes (nestc --dim NAME=N)");
+    nest_function_free(f);
+    md.g.n_node = 1;
+    md.vout[0].name = "s";
+    f = import_model(&md, NULL);
+    assert_msg(f, NEST_ERR_ARG, "graph output 's' holds the model's symbolic dims");
+    nest_function_free(f);
+
+    /* a dim_param that is no identifier becomes one; --dim takes either spelling */
+    model_init(&md, 13);
+    input(&md, "x", 2, (const int64_t[]){-1, 3});
+    md.dims[0][0].dim_param = "batch size";
+    node(&md, "Relu", "x", NULL, "y");
+    output(&md, "y");
+    f = import_model(&md, NULL);
+    assert_ok(f, nest_errcode(f));
+    assert_string_equal(nest_dim_name(f, 0), "batch_size");
+    nest_function_free(f);
+    nest_dim both[2] = {{"batch size", 4}, {"batch_size", 4}};
+    for (int i = 0; i < 2; i++) {
+        o = (nest_onnx_options){.dims = &both[i], .ndims = 1};
+        f = import_model(&md, &o);
+        assert_ok(f, nest_errcode(f));
+        assert_int_equal(nest_value_shape(f, nest_param(f, 0))[0], 4);
+        nest_function_free(f);
+    }
 }
 
 static void test_garbage_and_truncation(void **state)
@@ -855,6 +990,7 @@ int main(void)
         cmocka_unit_test(test_values),
         cmocka_unit_test(test_huge_fold_at_run_time),
         cmocka_unit_test(test_named_dims),
+        cmocka_unit_test(test_symbolic_batch),
         cmocka_unit_test(test_garbage_and_truncation),
         cmocka_unit_test(test_opsets),
         cmocka_unit_test(test_unsupported_operator),

@@ -90,10 +90,22 @@ def run_onnx(tmp, rng):
         want = np.maximum(x.astype(np.float64) @ w + b, 0)
         check(y.shape == (4, 3) and np.allclose(y, want, rtol=1e-5, atol=1e-6), "onnx: values")
         check("check: layer.0 matches" in p.stdout, "onnx: check")
-    # the named dimension must be given
+    # without --dim the batch stays symbolic: its size comes from X.npy (here 6 rows)
+    x6 = rng.standard_normal((6, 5), dtype=np.float32)
+    np.save(os.path.join(tmp, "X6.npy"), x6)
+    out6 = os.path.join(tmp, "onnx-out6")
+    p = subprocess.run([NESTC, "run", path, "--in", "X=" + os.path.join(tmp, "X6.npy"), "--out",
+                        out6, "--check"], capture_output=True, text=True)
+    check(p.returncode == 0, "onnx, batch from --in: exit %d: %s" % (p.returncode, p.stderr))
+    if p.returncode == 0:
+        y = np.load(os.path.join(out6, "layer.0.npy"), allow_pickle=False)
+        want = np.maximum(x6.astype(np.float64) @ w + b, 0)
+        check(y.shape == (6, 3) and np.allclose(y, want, rtol=1e-5, atol=1e-6),
+              "onnx, batch from --in: values")
+    # with neither --dim nor an array that gives it, the size is asked for
     p = subprocess.run([NESTC, "run", path, "--random"], capture_output=True, text=True)
-    check(p.returncode == 1 and "batch" in p.stderr, "onnx without --dim: %d %r" %
-          (p.returncode, p.stderr))
+    check(p.returncode == 2 and "batch" in p.stderr and "--dim" in p.stderr,
+          "onnx without --dim: %d %r" % (p.returncode, p.stderr))
 
 
 def main():

@@ -292,6 +292,31 @@ static bool parallel(const ctx *c, int64_t items, int64_t per_item)
     return c->p->opts->openmp && items >= 2 && work >= (double)PAR_MIN;
 }
 
+/* The same for N (the batch) times per_image items: for a symbolic batch, decided at run time
+ * (em_omp_for's if() on the nest's size). */
+static bool parallel_n(const ctx *c, int64_t N, int64_t per_image, int64_t per_item)
+{
+    if (dim_is_sym(N))
+        return c->p->opts->openmp;
+    return parallel(c, N * per_image, per_item);
+}
+
+/* A count as C into s: the number, or for a symbolic one its expression (of the dims) in
+ * parentheses; with per, the count times per. */
+static void count_text(ctx *c, char *s, size_t n, int64_t count, int64_t per)
+{
+    if (!dim_is_sym(count)) {
+        snprintf(s, n, "%lld", (long long)(count * per));
+        return;
+    }
+    char *d = em_dim_text(c, count);
+    if (per == 1)
+        snprintf(s, n, "(%.400s)", d ? d : "0");
+    else
+        snprintf(s, n, "(%.400s * %lld)", d ? d : "0", (long long)per);
+    free(d);
+}
+
 /* The stores of one output element: outs[0] (unless dropped) and the absorbed outputs, with the
  * op's value in `value` and the element's indexes in c->expr. */
 static void emit_stores(ctx *c, const nest *ne, const char *value)
@@ -432,7 +457,13 @@ static void emit_copy(ctx *c, const wplan *w, const char *xp, int64_t count, con
     const ir_window *win = w->win;
     int nsp = win->nsp;
     const char *T = em_ctype(w->x->etype);
-    long long nc = nc0 ? w->C / w->G : w->N * w->C;
+    /* a symbolic batch: nc and count are dims, the loops' bounds their C */
+    bool sym = !nc0 && dim_is_sym(w->N);
+    long long nc = nc0 ? w->C / w->G : sym ? 1 : w->N * w->C;
+    char ncs[512], counts[512], ends[512];
+    count_text(c, ncs, sizeof ncs, nc0 ? nc : w->N, nc0 ? 1 : w->C);
+    count_text(c, counts, sizeof counts, count, 1);
+    count_text(c, ends, sizeof ends, nc0 ? nc : w->N, (nc0 ? 1 : w->C) * w->cstride);
     bool dil = false;
     for (int i = 0; i < nsp; i++)
         dil |= win->data_dilation[i] > 1;
@@ -444,12 +475,12 @@ static void emit_copy(ctx *c, const wplan *w, const char *xp, int64_t count, con
             w->cstride != w->plane ? ", one plane per phase of the stride" : "",
             dil ? ", dilated" : "");
     free(ds);
-    int64_t elements = nc;
+    int64_t elements = nc * (sym ? w->C : 1);
     for (int i = 0; i < nsp; i++)
         elements *= w->d[i];
     if (elements == 0) { /* nothing of x: zeros throughout */
         const char *e = nm(c, "e");
-        em_line(c, "for (int64_t %s = 0; %s < %lld; %s++)", e, e, (long long)count, e);
+        em_line(c, "for (int64_t %s = 0; %s < %s; %s++)", e, e, counts, e);
         em_line(c, "    %s[%s] = 0;", xp, e);
         return;
     }
@@ -489,9 +520,9 @@ static void emit_copy(ctx *c, const wplan *w, const char *xp, int64_t count, con
         ncv = one;
     }
     image_channel(ncv, w->C, n, ch, sizeof n);
-    if (!nc0 && parallel(c, nc, w->cstride))
+    if (!nc0 && parallel_n(c, w->N, w->C, w->cstride))
         em_omp_for(c);
-    em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) { /* %s */", cc, cc, nc, cc,
+    em_line(c, "for (int64_t %s = 0; %s < %s; %s++) { /* %s */", cc, cc, ncs, cc,
             nc0 ? "the group's channels" : "image and channel");
     c->indent++;
     c->expr[0] = n;
@@ -520,10 +551,10 @@ static void emit_copy(ctx *c, const wplan *w, const char *xp, int64_t count, con
     while (loops--)
         close_block(c);
     close_block(c);
-    if (count > nc * w->cstride) { /* (with no channel, nothing reads the slack) */
+    if (sym || count > nc * w->cstride) { /* (with no channel, nothing reads the slack) */
         const char *e = nm(c, "e");
-        em_line(c, "for (int64_t %s = %lld; %s < %lld; %s++) /* read by the last tile */", e,
-                nc * (long long)w->cstride, e, (long long)count, e);
+        em_line(c, "for (int64_t %s = %s; %s < %s; %s++) /* read by the last tile */", e, ends,
+                e, counts, e);
         em_line(c, "    %s[%s] = 0;", xp, e);
     }
     em_names_free(&c->local);
@@ -618,20 +649,22 @@ static void emit_tiles_by_positions(ctx *c, int32_t k, const char *xp)
     int ti = w->ti, tj = w->nv * w->lanes;
     long long kg = w->K / w->G, cg = w->C / w->G, cs = w->cstride;
     long long kt = (kg + ti - 1) / ti, qb = (w->q + tj - 1) / tj;
-    long long tiles = w->N * w->G * kt * qb;
+    char tiles[512], images[512];
+    count_text(c, tiles, sizeof tiles, w->N, w->G * kt * qb);
+    count_text(c, images, sizeof images, w->N, w->G);
     char kern[IR_MAX_NAME + 32];
     kernel_name(c, k, kern, sizeof kern);
     const char *t = nm(c, "t"), *ktv = nm(c, "kt"), *qbv = nm(c, "qb"), *g = nm(c, "g");
     const char *n = nm(c, "n"), *k0 = nm(c, "k0"), *q0 = nm(c, "q0"), *rows = nm(c, "rows");
     const char *lanes = nm(c, "lanes"), *acc = nm(c, "acc");
-    em_line(c, "/* %lld tiles: images x groups x positions x output channels */", tiles);
+    em_line(c, "/* %s tiles: images x groups x positions x output channels */", tiles);
     if (w->local_planes) {
         const char *ng = nm(c, "ng"), *nc0 = nm(c, "nc0");
         long long count = cg * cs + tj;
-        if (parallel(c, w->N * w->G, kg * w->q * cg * w->taps))
+        if (parallel_n(c, w->N, w->G, kg * w->q * cg * w->taps))
             em_omp_for(c);
-        em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) { /* image and group */", ng, ng,
-                (long long)(w->N * w->G), ng);
+        em_line(c, "for (int64_t %s = 0; %s < %s; %s++) { /* image and group */", ng, ng, images,
+                ng);
         c->indent++;
         em_line(c, "const int64_t %s = %s / %lld, %s = %s %% %lld, %s = %s * %lld;", n, ng,
                 (long long)w->G, g, ng, (long long)w->G, nc0, ng, cg);
@@ -641,9 +674,9 @@ static void emit_tiles_by_positions(ctx *c, int32_t k, const char *xp)
         c->indent++;
         em_line(c, "const int64_t %s = %s %% %lld, %s = %s / %lld;", ktv, t, kt, qbv, t, kt);
     } else {
-        if (parallel(c, tiles, (long long)ti * tj * cg * w->taps))
+        if (parallel_n(c, w->N, w->G * kt * qb, (long long)ti * tj * cg * w->taps))
             em_omp_for(c);
-        em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", t, t, tiles, t);
+        em_line(c, "for (int64_t %s = 0; %s < %s; %s++) {", t, t, tiles, t);
         c->indent++;
         emit_tile_indexes(c, w, t, n, g, ktv, qbv, kt, qb);
     }
@@ -656,8 +689,16 @@ static void emit_tiles_by_positions(ctx *c, int32_t k, const char *xp)
         int64_t maxoff = 0;
         for (int64_t i = 0; i < w->taps; i++)
             maxoff = w->tapoff[i] > maxoff ? w->tapoff[i] : maxoff;
-        long long limit = c->p->bufs[w->xbuf].count - w->xoff;
-        em_line(c, "const int %s = (%s * %lld + %s * %lld + %lld) * %lld + %lld + %s + %d > %lld",
+        int64_t have = c->p->bufs[w->xbuf].count; /* a dim for a symbolic batch */
+        char limit[512];
+        if (dim_is_sym(have)) {
+            char *d = em_dim_text(c, have);
+            snprintf(limit, sizeof limit, "(%.400s - %lld)", d ? d : "0", (long long)w->xoff);
+            free(d);
+        } else {
+            snprintf(limit, sizeof limit, "%lld", (long long)(have - w->xoff));
+        }
+        em_line(c, "const int %s = (%s * %lld + %s * %lld + %lld) * %lld + %lld + %s + %d > %s",
                 lanes, n, (long long)w->C, g, cg, cg - 1, cs, (long long)maxoff, q0, tj, limit);
         em_line(c, "    ? (int)(%lld - %s < %d ? %lld - %s : %d) : %d;", (long long)w->q, q0, tj,
                 (long long)w->q, q0, tj, tj);
@@ -730,17 +771,18 @@ static void emit_tiles_by_channels(ctx *c, int32_t k, const char *xp, const char
     int nsp = w->win->nsp, ti = w->ti, tj = w->nv * w->lanes;
     long long kg = w->K / w->G, cg = w->C / w->G, cs = w->cstride, P = w->p;
     long long kt = w->kpad / tj, pt = (P + ti - 1) / ti;
-    long long tiles = w->N * w->G * kt * pt;
+    char tiles[512];
+    count_text(c, tiles, sizeof tiles, w->N, w->G * kt * pt);
     char kern[IR_MAX_NAME + 32];
     kernel_name(c, k, kern, sizeof kern);
     const char *t = nm(c, "t"), *ktv = nm(c, "kt"), *ptv = nm(c, "pt"), *g = nm(c, "g");
     const char *n = nm(c, "n"), *k0 = nm(c, "k0"), *p0 = nm(c, "p0"), *rows = nm(c, "rows");
     const char *cols = nm(c, "cols"), *acc = nm(c, "acc"), *q = nm(c, "q"), *ii = nm(c, "ii");
     const char *jj = nm(c, "jj"), *pp = nm(c, "pos");
-    em_line(c, "/* %lld tiles: images x groups x positions x output channels */", tiles);
-    if (parallel(c, tiles, (long long)ti * tj * cg * w->taps))
+    em_line(c, "/* %s tiles: images x groups x positions x output channels */", tiles);
+    if (parallel_n(c, w->N, w->G * kt * pt, (long long)ti * tj * cg * w->taps))
         em_omp_for(c);
-    em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", t, t, tiles, t);
+    em_line(c, "for (int64_t %s = 0; %s < %s; %s++) {", t, t, tiles, t);
     c->indent++;
     emit_tile_indexes(c, w, t, n, g, ktv, ptv, kt, pt);
     em_line(c, "const int64_t %s = %s * %d, %s = %s * %d;", k0, ktv, tj, p0, ptv, ti);
@@ -818,14 +860,21 @@ static void emit_conv(ctx *c, int32_t k)
     if (w->in_place) {
         em_line(c, "const %s *restrict %s = %s + %lld;", T, xp, bufname(c, w->xbuf),
                 (long long)w->xoff);
-    } else if (!w->local_planes) {
-        em_line(c, "%s *restrict %s = (%s *)(ws + %lld);", T, xp, T, (long long)pb->offset);
+    }
+    /* the private workspace: placed at run time for a symbolic batch (emit_dims.c) */
+    char at[64], packoff[512];
+    if (pb && pb->offset < 0)
+        snprintf(at, sizeof at, "nest_off%d", (int)ne->pack);
+    else
+        snprintf(at, sizeof at, "%lld", pb ? (long long)pb->offset : 0LL);
+    count_text(c, packoff, sizeof packoff, w->packoff, 1);
+    if (!w->in_place && !w->local_planes) {
+        em_line(c, "%s *restrict %s = (%s *)(ws + %s);", T, xp, T, at);
         em_ref_ws(c);
         emit_copy(c, w, xp, w->packoff, NULL);
     }
     if (w->by_channels) {
-        em_line(c, "%s *restrict %s = (%s *)(ws + %lld) + %lld;", T, wp, T, (long long)pb->offset,
-                (long long)w->packoff);
+        em_line(c, "%s *restrict %s = (%s *)(ws + %s) + %s;", T, wp, T, at, packoff);
         em_ref_ws(c);
         emit_pack(c, w, wp);
         emit_tiles_by_channels(c, k, xp, wp);
@@ -845,7 +894,9 @@ static void emit_pool(ctx *c, int32_t k)
     int nsp = win->nsp, et = w->x->etype;
     bool max = ne->outs[0].value->op == OP_MAX_POOL;
     const char *T = em_ctype(et);
-    long long nc = w->N * w->C, per = 1, whole = 1;
+    long long per = 1, whole = 1;
+    char nc[512];
+    count_text(c, nc, sizeof nc, w->N, w->C);
     for (int i = 0; i < nsp; i++) {
         per *= w->o[i] * win->window[i];
         whole *= win->window[i];
@@ -866,9 +917,9 @@ static void emit_pool(ctx *c, int32_t k)
         hi[i] = nm(c, base[3][i]);
         in[i] = nm(c, base[4][i]);
     }
-    if (parallel(c, nc, per))
+    if (parallel_n(c, w->N, w->C, per))
         em_omp_for(c);
-    em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) { /* image and channel */", ncv, ncv, nc,
+    em_line(c, "for (int64_t %s = 0; %s < %s; %s++) { /* image and channel */", ncv, ncv, nc,
             ncv);
     c->indent++;
     for (int i = 0; i < nsp; i++) {

@@ -212,19 +212,23 @@ void em_dims_check(ctx *c)
                 checked(c, a->shape[k], done, ext, sizeof ext);
                 em_line(c, "if (%s > %s) return -1; /* the bound of a slice */", up, ext);
             }
-        } else if (kind == K_ARGREDUCE) {
+        } else if (kind == K_ARGREDUCE || kind == K_GATHER || kind == K_SCATTER_ADD) {
+            /* a symbolic axis searched, or indexed (what reads it: the result, the updates),
+             * must not be empty when there is something to compute */
             const ir_node *a = &f->nodes[n->in[0]];
+            const ir_node *u = kind == K_SCATTER_ADD ? &f->nodes[n->in[2]] : n;
             if (!dim_is_sym(a->shape[n->a.axis]))
                 continue;
             checked(c, a->shape[n->a.axis], done, x, sizeof x);
             buf t = {0};
             buf_printf(&t, "if (%s == 0 && 1", x);
-            for (int k = 0; k < n->rank; k++) {
+            for (int k = 0; k < u->rank; k++) {
                 char d[64];
-                checked(c, n->shape[k], done, d, sizeof d);
+                checked(c, u->shape[k], done, d, sizeof d);
                 buf_printf(&t, " && %s != 0", d);
             }
-            buf_puts(&t, ") return -1; /* an arg search over nothing */");
+            buf_puts(&t, kind == K_ARGREDUCE ? ") return -1; /* an arg search over nothing */"
+                                             : ") return -1; /* an index into nothing */");
             char *s = em_finish(c, &t);
             em_line(c, "%s", s ? s : "");
             free(s);

@@ -1239,15 +1239,20 @@ static void emit_scatter(ctx *c, int32_t k)
     const ir_node *n = &c->f->nodes[ne->outs[0].node];
     int r = ne->rank, et = ne->outs[0].value->etype;
     em_nest_open(c, k);
-    bool par = c->p->opts->openmp && n->a.axis > 0 && nest_work(ne) >= PAR_MIN && ne->dims[0] >= 2;
+    /* (a symbolic batch: in parallel as decided at run time, by omp_parallel_for's if()) */
+    bool sym0 = r > 0 && dim_is_sym(ne->dims[0]);
+    bool par = c->p->opts->openmp && n->a.axis > 0 &&
+               (sym0 || (nest_work(ne) >= PAR_MIN && ne->dims[0] >= 2));
     for (int d = 0; d < r; d++) {
         char v[16];
         snprintf(v, sizeof v, "i%d", d);
         c->var[d] = c->expr[d] = em_unique(&c->local, v);
         if (par && d == 0)
             omp_parallel_for(c);
-        em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", c->var[d], c->var[d],
-                (long long)ne->dims[d], c->var[d]);
+        char *ext = em_dim_text(c, ne->dims[d]);
+        em_line(c, "for (int64_t %s = 0; %s < %s; %s++) {", c->var[d], c->var[d],
+                ext ? ext : "0", c->var[d]);
+        free(ext);
         c->indent++;
     }
     body bd = {.c = c};

@@ -592,7 +592,9 @@ void em_operand(body *bd, buf *b, const fx *e)
             *c->helpers |= 1ull << H_TAKE;
             buf_printf(b, " + %lld * nest_take(", (long long)e->gst[j]);
             em_operand(bd, b, e->args[j]);
-            buf_printf(b, ", %lld)", (long long)e->gdim[j]);
+            buf_puts(b, ", "); /* the axis: a symbolic one as its dims' C */
+            em_dim(c, b, e->gdim[j]);
+            buf_putc(b, ')');
         }
         buf_putc(b, ']');
         return;

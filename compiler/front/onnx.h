@@ -29,6 +29,8 @@ typedef struct ox_tensor {
     int64_t shape[NEST_MAX_RANK];
     int64_t count;  /* elements held: 1 (the value fills the shape) or the shape's product */
     void *data;     /* count elements of etype */
+    bool dims;      /* integers that may be the function's symbolic dims (a Shape's, moved):
+                     * only moved on (onnx_read.c's dims_use) or a Reshape's shape */
 } ox_tensor;
 
 /* One ONNX value name of the graph. */
@@ -55,6 +57,7 @@ typedef struct ox {
     nest_value *inv;               /* per input: its value in f once made */
     nest_value *out;               /* per output: set by the lowering */
     int32_t absorb;                /* a later node this one computes too (ox_absorb), or -1 */
+    bool dims;                     /* the outputs hold symbolic dims (ox_tensor's dims) */
 } ox;
 
 /* ---- onnx_read.c ---- */
@@ -117,6 +120,13 @@ static inline int64_t ox_count(int rank, const int64_t *shape)
         n *= shape[i];
     return n;
 }
+
+/* The product of a value's shape, symbolic dims included (batch*16): a dim of c->f, or
+ * NEST_DIM_NONE with the error on c->f (an overflow). */
+int64_t ox_dim_count(ox *c, int rank, const int64_t *shape);
+/* Whether a value's shape names a dim; if so, an error on the node saying that `what` needs
+ * plain sizes (naming the dim and --dim). */
+bool ox_symbolic(ox *c, nest_value v, const char *what);
 
 /* Returns NEST_ERR_ARG from a lowering when a value could not be made (the error is on c->f
  * or the model). */

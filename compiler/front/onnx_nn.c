@@ -3,6 +3,7 @@
  * BatchNormalization and LayerNormalization, the global pools, ArgMax, ArgMin and TopK.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "onnx.h"
@@ -154,8 +155,8 @@ static int softmax(ox *c, bool log_of)
         return NEST_ERR_ARG;
     nest_value v = x;
     if (c->opset < 13) {
-        int64_t two[2] = {ox_count(axis, ox_shape(c, x)),
-                          ox_count(rank - axis, ox_shape(c, x) + axis)};
+        int64_t two[2] = {ox_dim_count(c, axis, ox_shape(c, x)),
+                          ox_dim_count(c, rank - axis, ox_shape(c, x) + axis)};
         v = ox_reshape(c, x, 2, two);
         axis = 1;
     }
@@ -199,7 +200,7 @@ static nest_value matmul(ox *c, nest_value a, nest_value b)
         if (rb <= 2 && ra > 2) {
             /* [..., M, K] x [K, N] as one product of matrices [B * M, K] x [K, N] (the tile
              * pass blocks it), reshaped back */
-            int64_t two[2] = {ox_count(ra - 1, ox_shape(c, a)), k}, shape[R];
+            int64_t two[2] = {ox_dim_count(c, ra - 1, ox_shape(c, a)), k}, shape[R];
             memcpy(shape, ox_shape(c, a), (size_t)ra * sizeof *shape);
             shape[ra - 1] = rb == 2 ? ox_shape(c, b)[1] : 1;
             nest_value p = nest_dot(c->f, ox_reshape(c, a, 2, two), b);
@@ -444,7 +445,15 @@ int ox_op_layer_norm(ox *c)
     if (axis < 0)
         return NEST_ERR_ARG;
     double eps = ox_attr_float(c, "epsilon", 1e-5f);
-    double n = (double)ox_count(rank - axis, ox_shape(c, x) + axis);
+    int64_t count = ox_dim_count(c, rank - axis, ox_shape(c, x) + axis);
+    if (dim_is_sym(count)) {
+        char *d = dim_text(c->f, count);
+        ox_err(c, NEST_ERR_ARG, "the normalized axes hold %.100s elements: a symbolic count",
+               d ? d : "?");
+        free(d);
+        return NEST_ERR_ARG;
+    }
+    double n = (double)count;
     nest_value mean = reduce_keep(c, nest_sum, x, axis, rank);
     mean = nest_divide(c->f, mean, ox_full_like(c, mean, n));
     nest_value d = nest_subtract(c->f, x, like(c, mean, x));

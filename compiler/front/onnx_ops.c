@@ -4,6 +4,7 @@
  * The lowerings themselves are in onnx_math.c (element-wise), onnx_shape.c (constants, shapes
  * and views) and onnx_nn.c (reductions, products of matrices, normalization, pooling).
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "onnx.h"
@@ -11,6 +12,29 @@
 #define R NEST_MAX_RANK
 
 /* A constant of one value filling a shape (integers saturate, as nest_convert does). */
+int64_t ox_dim_count(ox *c, int rank, const int64_t *shape)
+{
+    int64_t n = 1;
+    for (int i = 0; i < rank && n != NEST_DIM_NONE; i++)
+        n = dim_mul(c->f, n, shape[i]);
+    return n;
+}
+
+bool ox_symbolic(ox *c, nest_value v, const char *what)
+{
+    const ir_node *x = ox_node(c, v);
+    for (int i = 0; i < x->rank; i++)
+        if (dim_is_sym(x->shape[i])) {
+            char *d = dim_text(c->f, x->shape[i]);
+            ox_err(c, NEST_ERR_ARG, "%s of a value with a symbolic dim (%.100s, axis %d) is not "
+                   "computed yet; give the model's dims their sizes (nestc --dim NAME=N)", what,
+                   d ? d : "?", i);
+            free(d);
+            return true;
+        }
+    return false;
+}
+
 nest_value ox_full(ox *c, int etype, double value, int rank, const int64_t *shape)
 {
     return ir_fill(c->f, etype, value, rank, shape);

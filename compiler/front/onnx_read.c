@@ -548,8 +548,36 @@ int ox_attr_ints(ox *c, const char *name, int64_t *out, int max)
 
 /* ---- the graph ---- */
 
-/* The type and shape of a graph input or output; dims named by dim_param take their value
- * from the options. */
+/* The size of a dimension named param (dim_param): the value the options give it (by the name
+ * as written or as the identifier below), else a symbolic dim of f named param made an
+ * identifier (c_ident's, with 'd'), one per name, into *out. NEST_OK or the error on m. */
+static int named_dim(ox_model *m, const char *what, const char *name, size_t i,
+                     const char *param, int64_t *out)
+{
+    char id[IR_MAX_NAME + 1];
+    size_t len = strlen(param);
+    c_ident(id, param, len < 200 ? len : 200, 'd');
+    for (int j = 0; m->opts && j < m->opts->ndims; j++) {
+        const char *given = m->opts->dims[j].name;
+        if (!given || (strcmp(given, param) != 0 && strcmp(given, id) != 0))
+            continue;
+        *out = m->opts->dims[j].value;
+        if (*out < 0)
+            return model_err(m, NEST_ERR_ARG, "dimension '%.100s' is given as %lld", param,
+                             (long long)*out);
+        return NEST_OK;
+    }
+    if ((*out = dim_name(m->f, id, strlen(id))) != DIM_NONE)
+        return NEST_OK;
+    char why[300];
+    snprintf(why, sizeof why, "%s", nest_errmsg(m->f));
+    return model_err(m, m->f->status ? m->f->status : NEST_ERR_ARG, "%s '%.200s': dimension "
+                     "%zu is '%.100s' (%s): give its value (nestc --dim %.100s=N)", what, name,
+                     i, param, why, param);
+}
+
+/* The type and shape of a graph input or output; a dim named by dim_param takes its value
+ * from the options, else it stays symbolic (named_dim). */
 static int value_type(ox_model *m, const Onnx__ValueInfoProto *vi, const char *what, int *etype,
                       int *rank, int64_t *shape)
 {
@@ -580,24 +608,13 @@ static int value_type(ox_model *m, const Onnx__ValueInfoProto *vi, const char *w
                                  name, i, (long long)d->dim_value);
             continue;
         }
-        const char *param = d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM
-                                ? d->dim_param : NULL;
-        bool found = false;
-        for (int j = 0; param && m->opts && j < m->opts->ndims; j++) {
-            if (m->opts->dims[j].name && strcmp(m->opts->dims[j].name, param) == 0) {
-                shape[i] = m->opts->dims[j].value;
-                found = true;
-            }
-        }
-        if (!found && param)
-            return model_err(m, NEST_ERR_ARG, "%s '%.200s': dimension %zu is '%.100s'; give its "
-                             "value (nestc --dim %.100s=N)", what, name, i, param, param);
-        if (!found)
+        if (d->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM ||
+            !d->dim_param || !d->dim_param[0])
             return model_err(m, NEST_ERR_ARG, "%s '%.200s': dimension %zu has no size", what,
                              name, i);
-        if (shape[i] < 0)
-            return model_err(m, NEST_ERR_ARG, "dimension '%.100s' is given as %lld", param,
-                             (long long)shape[i]);
+        int st = named_dim(m, what, name, i, d->dim_param, &shape[i]);
+        if (st != NEST_OK)
+            return st;
     }
     return NEST_OK;
 }
@@ -694,6 +711,39 @@ static bool fold_too_large(const nest_function *scratch)
     return false;
 }
 
+/* Integers holding the function's symbolic dims (a Shape of a symbolic value, ox_tensor's
+ * dims) are only moved at import, by a node whose inputs are all known (Concat, Identity,
+ * and Gather, Unsqueeze, Squeeze, Slice of them as their data), its outputs then holding dims
+ * too; or given as a Reshape's shape. Any other use, which would compute with the dims'
+ * handles as numbers, is an error that says to give the sizes. */
+static int dims_use(ox *c, bool all_known)
+{
+    const char *op = c->node->op_type ? c->node->op_type : "";
+    int first = -1;
+    bool data_only = true; /* no input but the first holds dims */
+    for (int i = 0; i < c->nin; i++)
+        if (c->in[i] && c->in[i]->k && c->in[i]->k->dims) {
+            first = first < 0 ? i : first;
+            data_only &= i == 0;
+        }
+    if (first < 0)
+        return NEST_OK;
+    bool moved = all_known && (strcmp(op, "Concat") == 0 || strcmp(op, "Identity") == 0 ||
+                               (data_only && (strcmp(op, "Gather") == 0 ||
+                                              strcmp(op, "Unsqueeze") == 0 ||
+                                              strcmp(op, "Squeeze") == 0 ||
+                                              strcmp(op, "Slice") == 0)));
+    if (moved) {
+        c->dims = true;
+        return NEST_OK;
+    }
+    if (strcmp(op, "Reshape") == 0 && first == 1)
+        return NEST_OK;
+    return ox_err(c, NEST_ERR_ARG, "input %d ('%.200s') holds the model's symbolic dims (a "
+                  "Shape's): %s of them is not computed; give the dims their sizes (nestc --dim "
+                  "NAME=N)", first + 1, c->in[first]->name, op);
+}
+
 /* Lowers one node: into the function, or, when every input is known, into a scratch function
  * that the reference interpreter evaluates at once (the outputs become known tensors). */
 static int lower_node(ox_model *m, const Onnx__NodeProto *n)
@@ -723,8 +773,9 @@ static int lower_node(ox_model *m, const Onnx__NodeProto *n)
         return NEST_OK; /* an earlier node computed it */
     ox_entry *in[64];
     nest_value inv[64], out[64];
-    ox c = {m, m->f, n, m->opset, (int)n->n_input, (int)n->n_output, in, inv, out, -1};
+    ox c = {m, m->f, n, m->opset, (int)n->n_input, (int)n->n_output, in, inv, out, -1, false};
     bool all_known = true;
+    int st0;
     for (size_t i = 0; i < n->n_input; i++) {
         in[i] = NULL;
         inv[i] = NEST_NONE;
@@ -739,6 +790,8 @@ static int lower_node(ox_model *m, const Onnx__NodeProto *n)
     }
     for (size_t i = 0; i < n->n_output; i++)
         out[i] = NEST_NONE;
+    if ((st0 = dims_use(&c, all_known)) != NEST_OK)
+        return st0;
     nest_function *scratch = NULL;
     if (all_known) {
         if (!(scratch = nest_function_new("fold")))
@@ -794,6 +847,7 @@ static int lower_node(ox_model *m, const Onnx__NodeProto *n)
         k->rank = r->rank;
         memcpy(k->shape, r->shape, (size_t)r->rank * sizeof *k->shape);
         k->count = count;
+        k->dims = c.dims;
         if (r->op == OP_CONSTANT) {
             memcpy(k->data, r->a.constant.data, bytes);
         } else { /* in the scratch function */
@@ -1042,7 +1096,12 @@ static int import_graph(ox_model *m)
             break;
         }
         res[i] = NEST_NONE;
-        ox c = {m, m->f, NULL, m->opset, 1, 0, &e, &res[i], NULL, -1};
+        if (e->k && e->k->dims) {
+            st = model_err(m, NEST_ERR_ARG, "graph output '%.200s' holds the model's symbolic "
+                           "dims (a Shape's): give them their sizes (nestc --dim NAME=N)", name);
+            break;
+        }
+        ox c = {m, m->f, NULL, m->opset, 1, 0, &e, &res[i], NULL, -1, false};
         Onnx__NodeProto none = ONNX__NODE_PROTO__INIT;
         none.op_type = "output";
         c.node = &none;

@@ -79,6 +79,8 @@ int ox_op_shape(ox *c)
         end = end < start ? start : end > rank ? rank : end;
     }
     int64_t n = end - start;
+    for (int64_t i = start; i < end; i++) /* symbolic dims: their handles, marked (dims_use) */
+        c->dims |= dim_is_sym(ox_shape(c, x)[i]);
     c->out[0] = nest_constant(c->f, NEST_I64, 1, &n, ox_shape(c, x) + start, n);
     return NEST_OK;
 }
@@ -87,6 +89,8 @@ int ox_op_size(ox *c)
 {
     nest_value x = ox_in(c, 0);
     OX_CHECK(x);
+    if (ox_symbolic(c, x, "Size"))
+        return NEST_ERR_ARG;
     int64_t n = ir_count(ox_node(c, x));
     c->out[0] = nest_constant(c->f, NEST_I64, 0, NULL, &n, 1);
     return NEST_OK;
@@ -133,13 +137,30 @@ int ox_op_reshape(ox *c)
     if (rank < 0)
         return NEST_ERR_ARG;
     bool allowzero = ox_attr_int(c, "allowzero", 0) != 0;
-    int64_t have = ir_count(ox_node(c, x)), known = 1;
+    /* the counts apart: plain factors, and symbolic dims (batch) multiplied */
+    int64_t have = 1, have_sym = 1, known = 1, known_sym = 1;
+    for (int i = 0; i < ox_rank(c, x); i++) {
+        int64_t d = ox_shape(c, x)[i];
+        if (dim_is_sym(d))
+            have_sym = dim_mul(c->f, have_sym, d);
+        else
+            have *= d; /* within the limit of a value's size */
+    }
     int infer = -1;
     for (int i = 0; i < rank; i++) {
         if (shape[i] == 0 && !allowzero) {
             if (i >= ox_rank(c, x))
                 return ox_err(c, NEST_ERR_ARG, "shape[%d] is 0 (copy) beyond the input's rank", i);
             shape[i] = ox_shape(c, x)[i];
+            if (dim_is_sym(shape[i])) { /* a symbolic dim copied */
+                known_sym = dim_mul(c->f, known_sym, shape[i]);
+                continue;
+            }
+        }
+        if (dim_is_sym(shape[i]) && c->in[1] && c->in[1]->k && c->in[1]->k->dims &&
+            dim_valid(c->f, shape[i])) { /* a symbolic dim of a Shape */
+            known_sym = dim_mul(c->f, known_sym, shape[i]);
+            continue;
         }
         if (shape[i] == -1) {
             if (infer >= 0)
@@ -152,11 +173,26 @@ int ox_op_reshape(ox *c)
                           "at shape[%d] = %lld", i, (long long)shape[i]);
         }
     }
+    if (have_sym == NEST_DIM_NONE || known_sym == NEST_DIM_NONE)
+        return NEST_ERR_ARG;
     if (infer >= 0) {
+        /* -1 takes what the rest leaves: the plain quotient, times the symbolic dims the
+         * shape does not copy (all of them, or none) */
+        bool all_sym = dim_compare(c->f, known_sym, 1) == 0;
+        if (!all_sym && dim_compare(c->f, known_sym, have_sym) != 0) {
+            char *h = dim_text(c->f, have_sym), *k = dim_text(c->f, known_sym);
+            ox_err(c, NEST_ERR_TYPE, "cannot infer shape[%d]: the shape keeps %.100s of the "
+                   "input's symbolic dims %.100s", infer, k ? k : "?", h ? h : "?");
+            free(h);
+            free(k);
+            return NEST_ERR_TYPE;
+        }
         if (known == 0 || have % known)
             return ox_err(c, NEST_ERR_TYPE, "cannot infer shape[%d]: %lld elements into %lld",
                           infer, (long long)have, (long long)known);
-        shape[infer] = have / known;
+        shape[infer] = all_sym ? dim_mul(c->f, have_sym, have / known) : have / known;
+        if (shape[infer] == NEST_DIM_NONE)
+            return NEST_ERR_ARG;
     }
     c->out[0] = ox_reshape(c, x, rank, shape);
     return NEST_OK;
@@ -173,8 +209,8 @@ int ox_op_flatten(ox *c)
                       rank);
     if (axis < 0)
         axis += rank;
-    int64_t shape[2] = {ox_count((int)axis, ox_shape(c, x)),
-                        ox_count(rank - (int)axis, ox_shape(c, x) + axis)};
+    int64_t shape[2] = {ox_dim_count(c, (int)axis, ox_shape(c, x)),
+                        ox_dim_count(c, rank - (int)axis, ox_shape(c, x) + axis)};
     c->out[0] = ox_reshape(c, x, 2, shape);
     return NEST_OK;
 }
@@ -533,6 +569,10 @@ int ox_op_pad(ox *c)
                       mode);
     for (int a = 0; a < rank; a++) { /* negative pads crop */
         int64_t lo = pads[a], hi = pads[a + rank], d = ox_shape(c, x)[a];
+        if (dim_is_sym(d) && lo == 0 && hi == 0)
+            continue; /* a symbolic axis left alone */
+        if (dim_is_sym(d))
+            return ox_err(c, NEST_ERR_ARG, "pads of axis %d, which is symbolic", a);
         if ((lo < 0 ? -lo : 0) > (hi < 0 ? d + hi : d))
             return ox_err(c, NEST_ERR_ARG, "pads crop more than axis %d holds", a);
     }

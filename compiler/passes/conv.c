@@ -38,6 +38,10 @@
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+/* The images a symbolic batch is planned for: a few, as a server's batches are (the filters'
+ * pack, once per call, then weighs as it would for 8 images; a batch of 1 pays it whole). */
+#define CONV_SYM_BATCH 8
+
 /* Cycles per step of the sum for a tile of ti rows by nv vectors: one FMA per accumulator, at
  * least 8 accumulators' worth (the FMA units' latency), and a quarter cycle per load (ti
  * broadcasts and nv vectors: a tall thin tile loads more per FMA). */
@@ -56,7 +60,9 @@ static void choose_tile(wplan *w, int etype, int vb)
     int lanes = vb / (int)nest_type_size((nest_type)etype);
     int budget = vb >= 64 ? 16 : 12; /* vector accumulators: 32 registers, or 16 */
     int64_t kg = w->G ? w->K / w->G : 0, cg = w->G ? w->C / w->G : 0;
-    double steps = (double)cg * (double)w->taps, images = (double)w->N * (double)w->G, best = -1;
+    /* a symbolic batch is costed as CONV_SYM_BATCH images */
+    double steps = (double)cg * (double)w->taps, best = -1;
+    double images = (double)(dim_is_sym(w->N) ? CONV_SYM_BATCH : w->N) * (double)w->G;
     w->ti = w->nv = 1;
     w->lanes = lanes;
     w->vb = vb;
@@ -117,7 +123,8 @@ static bool dense_load(const fx *e, int rank, const int64_t *shape)
     for (int i = rank - 1; i >= 0; i--) {
         if (shape[i] != 1 && e->st[i] != s)
             return false;
-        s *= shape[i];
+        if (i > 0) /* (axis 0 may be a symbolic batch: no stride after it) */
+            s *= shape[i];
     }
     return true;
 }
@@ -212,7 +219,9 @@ fx *conv_as_product(plan *p, int32_t node, const fx *x, const fx *filters, int64
     int ti, tj;
     tile_shape(n->etype, tile_vector_bytes(p->opts), &ti, &tj);
     int64_t cols = (P + tj - 1) / tj * tj;
-    if (win->groups != 1 || K < 2 || P < 2 || C < 1 || n->shape[0] < 1 || cols * 10 > P * 11 ||
+    /* (a symbolic batch goes to the direct form, which counts its images at run time) */
+    if (win->groups != 1 || K < 2 || P < 2 || C < 1 || dim_is_sym(n->shape[0]) ||
+        n->shape[0] < 1 || cols * 10 > P * 11 ||
         !dense_load(x, xn->rank, xn->shape) || x->nargs || x->buf < 0 ||
         !dense_load(filters, wn->rank, wn->shape) || filters->nargs || filters->buf < 0)
         return NULL;
@@ -269,19 +278,45 @@ bool conv_plan(plan *p, nest *ne, int32_t node, fx *x, fx *filters)
     /* the planes of one image and group, with the slack of the last tile */
     double bytes = ((double)(w->C / w->G) * (double)w->cstride + (double)(w->nv * w->lanes)) *
                    (double)nest_type_size((nest_type)n->etype);
+    /* (a symbolic batch takes them when they fit: no copy of its size in the workspace) */
     w->local_planes = !w->in_place && !w->by_channels && bytes <= CONV_LOCAL_PLANES &&
-                      (w->N * w->G >= 8 || !p->opts->openmp);
+                      (dim_is_sym(w->N) || w->N * w->G >= 8 || !p->opts->openmp);
     return true;
 }
 
 /* The workspace private to a convolution (made after fuse.c, which drops the temporaries no
  * expression reads): the copy of its input, with a tile's worth of slack (the last tile of
- * positions reads past the last plane), then its packed filters. */
+ * positions reads past the last plane), then its packed filters. With a symbolic batch the
+ * copy's size is a dim (a temporary placed at run time), and so is packoff. */
 static bool make_private(plan *p, nest *ne)
 {
     wplan *w = ne->win;
     int64_t copy = 0, filters = 0;
     bool over = false;
+    if (dim_is_sym(w->N)) {
+        int64_t one = 0; /* one image's planes */
+        if (!w->in_place && !w->local_planes &&
+            (mul_overflows(w->C, w->cstride, &one) ||
+             (copy = dim_add(p->f, dim_mul(p->f, w->N, one), (int64_t)w->nv * w->lanes)) ==
+                 DIM_NONE)) {
+            p->status = NEST_ERR_LIMIT;
+            return false;
+        }
+        if (w->by_channels &&
+            mul_overflows(w->G * (w->C / w->G) * w->taps, w->kpad, &filters)) {
+            p->status = NEST_ERR_LIMIT;
+            return false;
+        }
+        w->packoff = copy;
+        if (dim_is_sym(copy) && (copy = dim_add(p->f, copy, filters)) == DIM_NONE) {
+            p->status = NEST_ERR_LIMIT;
+            return false;
+        }
+        if (!dim_is_sym(copy) && (copy += filters) == 0) /* (sizes of one image: no overflow) */
+            return true;
+        ne->pack = plan_buffer(p, BUF_TEMP, -1, w->node, w->x->etype, copy);
+        return ne->pack >= 0;
+    }
     if (!w->in_place && !w->local_planes)
         over |= mul_overflows(w->N * w->C, w->cstride, &copy) ||
                 add_overflows(copy, (int64_t)w->nv * w->lanes, &copy);

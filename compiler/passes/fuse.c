@@ -491,6 +491,8 @@ static fx *pad_expr(lower *lw, const ir_node *n, fx *x, fx *v)
         if (n->a.pad.interior[k] != 0)
             continue;
         int64_t lo = n->a.pad.below[k], len = n->shape[k];
+        if (dim_is_sym(len) && lo == 0 && len == cur[k])
+            continue; /* a symbolic axis, not padded (pipeline.c refuses the others) */
         /* positions [px, px + ext) hold elements [q0, q0 + ext) of the operand */
         int64_t px = lo > 0 ? lo : 0, q0 = px - lo, q1 = len - lo < cur[k] ? len - lo : cur[k];
         int64_t ext = q1 - q0 > 0 ? q1 - q0 : 0;

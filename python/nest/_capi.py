@@ -107,6 +107,8 @@ _SIGNATURES = {
     "nest_param": (ctypes.c_int32, [_vp, ctypes.c_int]),
     "nest_value_name": (ctypes.c_char_p, [_vp, ctypes.c_int32]),
     "nest_function_name": (ctypes.c_char_p, [_vp]),
+    "nest_dim_count": (ctypes.c_int, [_vp]),
+    "nest_dim_name": (ctypes.c_char_p, [_vp, ctypes.c_int]),
     "nest_import_onnx": (_vp, [ctypes.c_char_p, ctypes.c_void_p]),
     "nest_import_onnx_mem": (_vp, [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]),
     "nest_print": (_vp, [ctypes.POINTER(_vp), ctypes.c_int]),

@@ -13,7 +13,8 @@ def load_onnx(path, name=None, dims=None, data_dir=None, opt_level=3, march=None
     """Imports the ONNX model at path (bytes of a model are accepted too) and compiles it: a
     Computation whose arguments are the graph inputs that are not initializers, in order
     (numpy arrays), and whose results are the graph outputs. name: the C function's name
-    (default: the file's stem); dims: {name: value} for the named dimensions of the inputs;
+    (default: the file's stem); dims: {name: value} for the named dimensions of the inputs
+    (each must be given: a Computation takes arrays of plain sizes);
     data_dir: the folder of external data (default: the model's). Errors raise NestError
     with the importer's message ("FILE: node N 'name' (Op, opset K): what")."""
     o = _capi.OnnxOptions()
@@ -39,6 +40,14 @@ def load_onnx(path, name=None, dims=None, data_dir=None, opt_level=3, march=None
         err = b.error()
         b.free()
         raise err
+    if lib.nest_dim_count(fn) > 0:  # a Computation takes arrays of plain sizes
+        names = [lib.nest_dim_name(fn, i).decode() for i in range(lib.nest_dim_count(fn))]
+        b.free()
+        raise _capi.NestError("%s: the model's dims %s are symbolic (dim_param); give their "
+                              "sizes: dims={%s}" % (path if isinstance(path, str) else "<memory>",
+                                                    ", ".join(names),
+                                                    ", ".join("%r: N" % n for n in names)),
+                              _capi.ERR_ARG)
     options = _capi.options(opt_level, march, None, fuse, openmp, cache)
     try:
         return Computation.of_function(b, options)
