@@ -157,6 +157,12 @@ typedef struct ir_node {
     } a;
 } ir_node;
 
+/* What a function does with one state tensor: its read node (ir_state_read) and the index of
+ * its assignment in f->assigns, each -1 when none. */
+typedef struct ir_state_use {
+    int32_t read, assign;
+} ir_state_use;
+
 struct nest_function {
     arena arena;
     char *name;
@@ -176,8 +182,9 @@ struct nest_function {
     int32_t line, col; /* where the text form defined the function, or 0 */
     int32_t *names; /* malloc'd: a hash index of the nodes' names (ir_set_name), -1 empty */
     size_t capnames, nnames;
-    int32_t *state_reads; /* malloc'd: per state tensor, its read node (ir_state_read) or -1 */
-    int32_t capstatereads;
+    struct ir_state_use *state_uses; /* malloc'd: per state tensor, its read node and its
+                                      * assignment (graph/state.c) */
+    int32_t capstateuses;
     nest_module *module;  /* the module whose state it may read and assign, or NULL */
     struct ir_assign *assigns; /* assign(state, value) statements, in order (arena, grows) */
     int32_t nassigns;

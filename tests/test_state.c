@@ -358,7 +358,7 @@ static void test_api(void **state)
     nest_module_free(m);
 }
 
-/* The read node of each state tensor comes from a table (f->state_reads): it must follow the
+/* The read node of each state tensor comes from a table (f->state_uses): it must follow the
  * nodes when pruning renumbers them, pass over a read that a failed builder rolled back, and
  * serve a copy (ir_bind) that has read nodes and no table yet. */
 static void test_state_reads_table(void **state)

@@ -52,7 +52,7 @@ void ir_function_destroy(nest_function *f)
     arena_free(&f->arena);
     free(f->nodes);
     free(f->names);
-    free(f->state_reads);
+    free(f->state_uses);
     free(f->errmsg);
     ir_dims_free(f->dims);
     free(f);
@@ -179,9 +179,11 @@ void ir_renumber(nest_function *f, const int32_t *map, int32_t oldn)
     }
     free(kept);
     /* the state tensors' read nodes: a direct table */
-    for (int32_t s = 0; s < f->capstatereads; s++)
-        if (f->state_reads[s] >= 0)
-            f->state_reads[s] = f->state_reads[s] < oldn ? map[f->state_reads[s]] : -1;
+    for (int32_t s = 0; s < f->capstateuses; s++) {
+        int32_t r = f->state_uses[s].read;
+        if (r >= 0)
+            f->state_uses[s].read = r < oldn ? map[r] : -1;
+    }
 }
 
 int ir_set_name(nest_function *f, int32_t node, const char *name)

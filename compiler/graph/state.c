@@ -289,45 +289,49 @@ int nest_persistent(nest_module *m, const char *name, nest_type type, int rank,
 
 /* ---- reads and assignments ---- */
 
-/* The table of f's read nodes by state, grown to hold state s: built by one scan of the nodes
- * when it grows (a copy such as ir_bind's has read nodes and no table yet), then kept by
- * ir_state_read, which makes every OP_STATE node, and by ir_renumber. A node dropped since (a
- * builder's rollback) is checked for where the table is read. */
-static bool state_reads_fit(nest_function *f, int32_t s)
+/* The table of what f does with each state tensor, grown to hold state s: built by one scan of
+ * the nodes and the assignments when it grows (a copy such as ir_bind's has both and no table
+ * yet), then kept by ir_state_read (which makes every OP_STATE node), nest_assign and
+ * ir_renumber. A read node dropped since (a builder's rollback) is checked for where the table
+ * is read. */
+static bool state_uses_fit(nest_function *f, int32_t s)
 {
-    if (s < f->capstatereads)
+    if (s < f->capstateuses)
         return true;
     int32_t cap = f->module->nstates > s ? f->module->nstates : s + 1;
-    if (cap < 2 * f->capstatereads) /* states declared between reads: the rescans stay few */
-        cap = 2 * f->capstatereads;
-    int32_t *t = malloc((size_t)cap * sizeof *t);
+    if (cap < 2 * f->capstateuses) /* states declared between uses: the rescans stay few */
+        cap = 2 * f->capstateuses;
+    ir_state_use *t = malloc((size_t)cap * sizeof *t);
     if (!t)
         return false;
     for (int32_t i = 0; i < cap; i++)
-        t[i] = -1;
+        t[i] = (ir_state_use){-1, -1};
     for (int32_t i = 0; i < f->nnodes; i++) {
         const ir_node *n = &f->nodes[i];
-        if (n->op == OP_STATE && n->a.state >= 0 && n->a.state < cap && t[n->a.state] < 0)
-            t[n->a.state] = i;
+        if (n->op == OP_STATE && n->a.state >= 0 && n->a.state < cap && t[n->a.state].read < 0)
+            t[n->a.state].read = i;
     }
-    free(f->state_reads);
-    f->state_reads = t;
-    f->capstatereads = cap;
+    for (int32_t i = 0; i < f->nassigns; i++)
+        if (f->assigns[i].state < cap && t[f->assigns[i].state].assign < 0)
+            t[f->assigns[i].state].assign = i;
+    free(f->state_uses);
+    f->state_uses = t;
+    f->capstateuses = cap;
     return true;
 }
 
 int32_t ir_state_read(nest_function *f, int32_t s)
 {
-    if (!state_reads_fit(f, s))
+    if (!state_uses_fit(f, s))
         return ir_error(f, NEST_ERR_NOMEM, "out of memory"), NEST_NONE;
-    int32_t c = f->state_reads[s];
+    int32_t c = f->state_uses[s].read;
     if (c >= 0 && c < f->nnodes && f->nodes[c].op == OP_STATE && f->nodes[c].a.state == s)
         return c;
     ir_attrs at = {.state = s};
     int32_t v = ir_build(f, OP_STATE, 0, NULL, &at);
     if (v >= 0) {
         f->nodes[v].name = f->module->states[s].name; /* the module outlives its functions */
-        f->state_reads[s] = v;
+        f->state_uses[s].read = v;
     }
     return v;
 }
@@ -386,21 +390,24 @@ int nest_assign(nest_function *f, nest_value state, nest_value value)
         free(sy);
         return f->status;
     }
-    for (int32_t i = 0; i < f->nassigns; i++)
-        if (f->assigns[i].state == tn->a.state) {
-            if (f->assigns[i].line)
-                return ir_error(f, NEST_ERR_ARG,
-                                "%s is assigned twice in function %s (first at line %d, column "
-                                "%d); one call assigns a tensor once",
-                                s->name, f->name, f->assigns[i].line, f->assigns[i].col);
+    if (!state_uses_fit(f, tn->a.state))
+        return ir_error(f, NEST_ERR_NOMEM, "out of memory");
+    int32_t i = f->state_uses[tn->a.state].assign;
+    if (i >= 0) {
+        if (f->assigns[i].line)
             return ir_error(f, NEST_ERR_ARG,
-                            "%s is assigned twice in function %s; one call assigns a tensor once",
-                            s->name, f->name);
-        }
+                            "%s is assigned twice in function %s (first at line %d, column "
+                            "%d); one call assigns a tensor once",
+                            s->name, f->name, f->assigns[i].line, f->assigns[i].col);
+        return ir_error(f, NEST_ERR_ARG,
+                        "%s is assigned twice in function %s; one call assigns a tensor once",
+                        s->name, f->name);
+    }
     ir_assign *a = arena_grow(&f->arena, f->assigns, (size_t)f->nassigns, &f->capassigns, sizeof *a);
     if (!a)
         return ir_error(f, NEST_ERR_NOMEM, "out of memory");
     f->assigns = a;
+    f->state_uses[tn->a.state].assign = f->nassigns;
     a[f->nassigns++] = (ir_assign){tn->a.state, v, 0, 0};
     return NEST_OK;
 }
