@@ -230,12 +230,6 @@ void merge_adjacent(plan *p)
     fx_map_free(&m.fwd);
 }
 
-/* Whether the ascending list v of n buffers holds b. */
-static bool holds(const int32_t *v, int32_t n, int32_t b)
-{
-    return n > 0 && bsearch(&b, v, (size_t)n, sizeof *v, cmp_i32);
-}
-
 /* The buffers each nest loads, gathered once per nest and moved with it. */
 typedef struct load_cache {
     int32_t **of; /* per position: the ascending list (malloc'd) */
@@ -268,7 +262,9 @@ static bool reads_assigned(plan *p, load_cache *lc, int32_t m, const bool *assig
  * when no nest in between reads the entry value of a tensor it assigns: an update then follows
  * the product of its gradient (tile.c runs it on the product's tiles, so the gradient is never
  * stored) and can still write in place. Each nest's loads are gathered once for the pass and
- * move with it, so a nest passed over by many updates is walked once, not once per update. */
+ * move with it, so a nest passed over by many updates is walked once, not once per update; what
+ * is left is the scan back from each nest of assignments to its place (a few per layer of a
+ * training step, each over the nests of the layers after it). */
 void merge_schedule_assigns(plan *p)
 {
     int32_t ns = 0; /* state tensors: their indexes are below ns */
@@ -281,7 +277,8 @@ void merge_schedule_assigns(plan *p)
     size_t nn = (size_t)p->nnests;
     load_cache lc = {calloc(nn, sizeof *lc.of), malloc(nn * sizeof *lc.n)};
     bool *assigned = calloc((size_t)ns, sizeof *assigned);
-    if (!lc.of || !lc.n || !assigned) {
+    bool *readby = calloc((size_t)p->nbufs + 1, sizeof *readby); /* the buffers a loads */
+    if (!lc.of || !lc.n || !assigned || !readby) {
         p->status = NEST_ERR_NOMEM;
         goto out;
     }
@@ -299,15 +296,23 @@ void merge_schedule_assigns(plan *p)
         int32_t nr = cached_loads(p, &lc, k, &reads);
         if (nr < 0)
             break;
-        for (int32_t j = k - 1; j >= 0 && prod < 0; j--) /* the last nest a reads from */
-            for (int i = 0; !p->nests[j].dead && i < p->nests[j].nouts && prod < 0; i++)
-                if (holds(reads, nr, p->nests[j].outs[i].buf))
-                    prod = j;
-        bool ok = prod >= 0 && prod < k - 1;
+        for (int32_t i = 0; i < nr; i++)
+            readby[reads[i]] = true;
         for (int i = 0; i < a->nouts; i++)
             assigned[p->bufs[a->outs[i].buf].index] = true;
-        for (int32_t m = prod + 1; ok && m < k; m++)
-            ok = p->nests[m].dead || !reads_assigned(p, &lc, m, assigned);
+        /* one scan back: the last nest that writes what a reads, unless a nest after it reads
+         * the entry value of a tensor a assigns first (then a stays) */
+        bool blocked = false;
+        for (int32_t j = k - 1; j >= 0 && prod < 0 && !blocked; j--) {
+            const nest *x = &p->nests[j];
+            for (int i = 0; !x->dead && i < x->nouts && prod < 0; i++)
+                if (readby[x->outs[i].buf])
+                    prod = j;
+            blocked = prod < 0 && !x->dead && reads_assigned(p, &lc, j, assigned);
+        }
+        bool ok = !blocked && prod >= 0 && prod < k - 1;
+        for (int32_t i = 0; i < nr; i++)
+            readby[reads[i]] = false;
         for (int i = 0; i < a->nouts; i++)
             assigned[p->bufs[a->outs[i].buf].index] = false;
         if (!ok || p->status)
@@ -329,6 +334,7 @@ out:
     free(lc.of);
     free(lc.n);
     free(assigned);
+    free(readby);
 }
 
 /* The loads of nest k's outputs that store into no dead temporary, as a new list in reads[k];
