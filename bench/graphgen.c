@@ -8,6 +8,9 @@
  *           up in a chain: many small reductions over one iteration space
  *   mlp     relu(dot(h, w_l) + b_l) over f32[8,64] x f32[64,64]: products of matrices with
  *           their bias and activation, two parameters a layer
+ *   sgd     a training step of the mlp's layers: the forward, the gradient of a sum of squares
+ *           with respect to every weight and bias (grad), and w = w - lr * g assigned to each
+ *           (state tensors, updated in place)
  *   random  a random DAG over f32[16,64]: element-wise ops whose operands are the previous value,
  *           one of the 32 before it, or now and then any earlier one (fan-out near and far),
  *           row sums broadcast back, transposes there and back;
@@ -73,6 +76,36 @@ static void mlp(buf *b, int n)
         buf_printf(b, "  h%d = maximum(z%d, zero)\n", l, l);
     }
     buf_printf(b, "  return h%d\n}\n", layers - 1);
+}
+
+static void sgd(buf *b, int n)
+{
+    int layers = n / 22 > 1 ? n / 22 : 1; /* about 22 nodes a layer with the gradient */
+    for (int l = 0; l < layers; l++)
+        buf_printf(b, "var w%d: f32[64,64] = uniform(-0.125, 0.125, seed=%d)\nvar b%d: f32[64] = zeros\n",
+                   l, l + 1, l);
+    buf_puts(b, "func sgd(x: f32[8,64], lr: f32[]) -> f32[] {\n");
+    buf_puts(b, "  zero = broadcast(constant(f32[], 0), shape=[8,64], axes=[0,1])\n");
+    for (int l = 0; l < layers; l++) {
+        if (l)
+            buf_printf(b, "  z%d = add(dot(h%d, w%d), broadcast(b%d, shape=[8,64], axes=[0]))\n", l,
+                       l - 1, l, l);
+        else
+            buf_puts(b, "  z0 = add(dot(x, w0), broadcast(b0, shape=[8,64], axes=[0]))\n");
+        buf_printf(b, "  h%d = maximum(z%d, zero)\n", l, l);
+    }
+    buf_printf(b, "  loss = sum(multiply(h%d, h%d), axes=[0,1])\n  g = grad(loss", layers - 1,
+               layers - 1);
+    for (int l = 0; l < layers; l++)
+        buf_printf(b, ", w%d, b%d", l, l);
+    buf_puts(b, ")\n");
+    for (int l = 0; l < layers; l++) {
+        buf_printf(b, "  assign(w%d, subtract(w%d, multiply(broadcast(lr, shape=[64,64], axes=[0,1]), "
+                      "get(g, %d))))\n", l, l, 2 * l);
+        buf_printf(b, "  assign(b%d, subtract(b%d, multiply(broadcast(lr, shape=[64], axes=[0]), "
+                      "get(g, %d))))\n", l, l, 2 * l + 1);
+    }
+    buf_puts(b, "  return loss\n}\n");
 }
 
 /* An operand among `made` values: mostly a recent one, sometimes any (long-range fan-out). */
@@ -164,6 +197,8 @@ char *graphgen(const char *family, int n, uint64_t seed)
         wide(&b, n);
     else if (strcmp(family, "mlp") == 0)
         mlp(&b, n);
+    else if (strcmp(family, "sgd") == 0)
+        sgd(&b, n);
     else if (strcmp(family, "random") == 0)
         random_dag(&b, n, seed);
     else {

@@ -93,6 +93,8 @@ static int front(const char *family, int n, const char *text, const nest_options
     t = cpu_ms();
     emit_function(&body, &p, EMIT_JIT, &helpers);
     emit_preamble(&out, helpers, EMIT_JIT);
+    if (mod->nstates > 0) /* the module's state type and table (the sgd family) */
+        emit_state(&out, mod, EMIT_JIT, false);
     buf_write(&out, body.data ? body.data : "", body.len);
     buf_reset(&body);
     *src = buf_finish(&out);
@@ -251,7 +253,7 @@ int main(int argc, char **argv)
 {
     const char *outpath = NULL;
     int max_clang = 20000, limit = 300;
-    char fams[256] = "chain,wide,mlp,random", sizes[256] = "1000,2000,4000,20000,100000";
+    char fams[256] = "chain,wide,mlp,random,sgd", sizes[256] = "1000,2000,4000,20000,100000";
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--one") == 0 && i + 2 < argc)
             return one(argv[i + 1], atoi(argv[i + 2]), i + 3 < argc && strcmp(argv[i + 3], "--clang") == 0);

@@ -19,6 +19,15 @@
 
 #define countof(a) (sizeof(a) / sizeof((a)[0]))
 
+/* FNV-1a of the n bytes at s: the hash of the name indexes (nodes, states, symbols, C names). */
+static inline uint64_t hash_bytes(const char *s, size_t n)
+{
+    uint64_t h = 1469598103934665603u;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * 1099511628211u;
+    return h;
+}
+
 /* A bump allocator: passes allocate from their function's arena and never free; one call
  * releases everything. Allocations are zeroed and 16-byte aligned; NULL when out of memory. */
 typedef struct arena_chunk arena_chunk;

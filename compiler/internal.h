@@ -157,6 +157,12 @@ typedef struct ir_node {
     } a;
 } ir_node;
 
+/* What a function does with one state tensor: its read node (ir_state_read) and the index of
+ * its assignment in f->assigns, each -1 when none. */
+typedef struct ir_state_use {
+    int32_t read, assign;
+} ir_state_use;
+
 struct nest_function {
     arena arena;
     char *name;
@@ -176,6 +182,9 @@ struct nest_function {
     int32_t line, col; /* where the text form defined the function, or 0 */
     int32_t *names; /* malloc'd: a hash index of the nodes' names (ir_set_name), -1 empty */
     size_t capnames, nnames;
+    struct ir_state_use *state_uses; /* malloc'd: per state tensor, its read node and its
+                                      * assignment (graph/state.c) */
+    int32_t capstateuses;
     nest_module *module;  /* the module whose state it may read and assign, or NULL */
     struct ir_assign *assigns; /* assign(state, value) statements, in order (arena, grows) */
     int32_t nassigns;
@@ -280,7 +289,7 @@ int32_t ir_find_name(const nest_function *f, const char *name);
  * ir_find_name. NEST_OK, or NEST_ERR_NOMEM recorded on f. */
 int ir_set_name(nest_function *f, int32_t node, const char *name);
 /* After the nodes were renumbered (node i of the oldn before is now map[i], or gone when -1):
- * the index of f's node names follows. */
+ * the indexes of f that name nodes (names, state reads) follow. */
 void ir_renumber(nest_function *f, const int32_t *map, int32_t oldn);
 /* Checks a name for a function, parameter or value; returns NEST_OK or records an error. */
 int ir_check_name(nest_function *f, const char *what, const char *name);
@@ -419,6 +428,8 @@ struct nest_module {
     ir_state *states;    /* in declaration order (arena, grows) */
     int32_t nstates;
     size_t capstates;
+    int32_t *state_index; /* a hash index of the states' names: a state or -1 (arena) */
+    size_t capindex;
     arena arena;
     int status;
     char *errmsg;

@@ -11,6 +11,8 @@
  *           correct evaluation gives the exact result, whatever the order of the sums
  *   shared  t_{i+1} = max(t_i * y, t_i - y): each value used twice, so the expression tree
  *           doubles with every op while the DAG grows by two nodes: the C must follow the DAG
+ *   sgd     a training step of 40 dense layers with momentum (160 state tensors assigned, in
+ *           place where safe): the kernel and the interpreter train two copies of the model
  */
 #include "testutil.h"
 
@@ -153,6 +155,110 @@ static void shared_values_run(void **state)
     check_against_interpreter(f, args, 256, 1e-5, 1e-4);
 }
 
+/* Appends to a growing text. */
+static void put(char **t, size_t *len, size_t *cap, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void put(char **t, size_t *len, size_t *cap, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    assert_true(n >= 0);
+    if (*len + (size_t)n + 1 > *cap) {
+        *cap = (*len + (size_t)n + 1) * 2;
+        *t = realloc(*t, *cap);
+        assert_non_null(*t);
+    }
+    va_start(ap, fmt);
+    vsnprintf(*t + *len, *cap - *len, fmt, ap);
+    va_end(ap);
+    *len += (size_t)n;
+}
+
+/* SGD with momentum over L dense layers: v = 0.9 v + g, w = w - lr v for every weight and bias,
+ * the loss a sum of squares of the last layer. Weights uniform in +-0.3 keep the activations'
+ * scale through the layers (each multiplies it by about 8 * 0.17, the relu by 1 / sqrt 2). */
+static char *sgd_text(int layers)
+{
+    char *t = NULL;
+    size_t len = 0, cap = 0;
+    for (int l = 0; l < layers; l++)
+        put(&t, &len, &cap,
+            "var w%d: f32[64,64] = uniform(-0.3, 0.3, seed=%d)\nvar b%d: f32[64] = uniform(-0.1, "
+            "0.1, seed=%d)\npersistent v%d: f32[64,64] = zeros\npersistent u%d: f32[64] = zeros\n",
+            l, l + 1, l, l + 1001, l, l);
+    put(&t, &len, &cap, "func step(x: f32[8,64], lr: f32[]) -> f32[] {\n");
+    put(&t, &len, &cap, "  zero = broadcast(constant(f32[], 0), shape=[8,64], axes=[0,1])\n");
+    for (int l = 0; l < layers; l++) {
+        char in[16];
+        snprintf(in, sizeof in, l ? "h%d" : "x", l - 1);
+        put(&t, &len, &cap,
+            "  h%d = maximum(add(dot(%s, w%d), broadcast(b%d, shape=[8,64], axes=[0])), zero)\n", l,
+            in, l, l);
+    }
+    put(&t, &len, &cap, "  loss = sum(multiply(h%d, h%d), axes=[0,1])\n  g = grad(loss", layers - 1,
+        layers - 1);
+    for (int l = 0; l < layers; l++)
+        put(&t, &len, &cap, ", w%d, b%d", l, l);
+    put(&t, &len, &cap, ")\n");
+    for (int l = 0; l < layers; l++) {
+        put(&t, &len, &cap,
+            "  nv%d = add(multiply(broadcast(constant(f32[], 0.9), shape=[64,64], axes=[0,1]), "
+            "v%d), get(g, %d))\n  nu%d = add(multiply(broadcast(constant(f32[], 0.9), "
+            "shape=[64], axes=[0]), u%d), get(g, %d))\n",
+            l, l, 2 * l, l, l, 2 * l + 1);
+        put(&t, &len, &cap,
+            "  assign(v%d, nv%d)\n  assign(u%d, nu%d)\n  assign(w%d, subtract(w%d, "
+            "multiply(broadcast(lr, shape=[64,64], axes=[0,1]), nv%d)))\n  assign(b%d, "
+            "subtract(b%d, multiply(broadcast(lr, shape=[64], axes=[0]), nu%d)))\n",
+            l, l, l, l, l, l, l, l, l, l);
+    }
+    put(&t, &len, &cap, "  return loss\n}\n");
+    return t;
+}
+static void sgd_of_40_layers(void **state)
+{
+    (void)state;
+    char *text = sgd_text(40);
+    nest_module *m = nest_parse(text, strlen(text), "sgd.nest");
+    free(text);
+    assert_non_null(m);
+    if (nest_module_errcode(m) != NEST_OK)
+        fail_msg("%s", nest_module_errmsg(m));
+    nest_function *f = nest_module_find(m, "step");
+    nest_options o;
+    nest_options_init(&o);
+    o.cache = 0;
+    nest_kernel *k = nest_compile(f, &o);
+    if (!k)
+        fail_msg("nest_compile: %s", nest_errmsg(f));
+    nest_state *a = nest_state_new(m), *b = nest_state_new(m);
+    assert_true(a && b);
+    float x[8 * 64], lr = 0.01f, la, lb;
+    for (int i = 0; i < 8 * 64; i++)
+        x[i] = (float)((i * 37 % 101) - 50) / 50;
+    void *args[2] = {x, &lr}, *ra[1] = {&la}, *rb[1] = {&lb};
+    for (int it = 0; it < 3; it++) {
+        assert_int_equal(nest_call_state(k, a, args, 2, ra, 1), NEST_OK);
+        assert_ok(f, nest_evaluate_state(f, b, args, 2, rb, 1));
+        assert_true(la > 1e-3f); /* the activations kept their scale through the layers */
+        assert_close(NEST_F32, &la, &lb, 1, 1e-5, 1e-3);
+    }
+    /* every weight, bias and velocity: f32 sums in another order, through three steps */
+    assert_int_equal(nest_state_count(a), 160);
+    for (int i = 0; i < nest_state_count(a); i++) {
+        int64_t n = 1;
+        for (int d = 0; d < nest_state_rank(a, i); d++)
+            n *= nest_state_shape(a, i)[d];
+        assert_close(NEST_F32, nest_state_data(a, i), nest_state_data(b, i), n, 1e-5, 1e-3);
+    }
+    nest_state_free(a);
+    nest_state_free(b);
+    nest_kernel_free(k);
+    nest_module_free(m);
+}
+
 int main(void)
 {
     setenv("NEST_CACHE", "0", 1);
@@ -161,6 +267,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(wide_of_20000, fn_setup, fn_teardown),
         cmocka_unit_test(shared_values_once),
         cmocka_unit_test_setup_teardown(shared_values_run, fn_setup, fn_teardown),
+        cmocka_unit_test(sgd_of_40_layers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

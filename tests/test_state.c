@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "testutil.h"
+#include "internal.h"
 
 static char tmproot[64];
 
@@ -353,6 +354,65 @@ static void test_api(void **state)
     assert_true(out == 2 * 2 * (1 - 2 + 0.5));
     const double want[3] = {2 * 1 * 2, 2 * -2 * 2, 2 * 0.5 * 2}; /* d/dw sum x w^2 = 2 x w */
     assert_exact(NEST_F64, nest_state_tensor(st, "w"), want, 3);
+    nest_state_free(st);
+    nest_module_free(m);
+}
+
+/* The read node of each state tensor comes from a table (f->state_uses): it must follow the
+ * nodes when pruning renumbers them, pass over a read that a failed builder rolled back, and
+ * serve a copy (ir_bind) that has read nodes and no table yet. */
+static void test_state_reads_table(void **state)
+{
+    (void)state;
+    nest_module *m = nest_module_new("reads");
+    const char *names[] = {"s0", "s1", "s2", "s3", "s4"};
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(nest_variable(m, names[i], NEST_F32, 1, SHAPE(2), NULL), NEST_OK);
+    nest_function *f = nest_module_add_function(m, "f");
+    nest_value x = nest_parameter(f, "x", NEST_F32, 1, SHAPE(2), NEST_ROW_MAJOR);
+    nest_value dead = nest_exp(f, x); /* pruned: the reads after it move down */
+    nest_value r3 = nest_read(f, "s3"), r0 = nest_read(f, "s0");
+    nest_value r1 = nest_read(f, "s1"); /* read, never used: pruned */
+    assert_int_equal(nest_read(f, "s3"), r3);
+    assert_true(dead >= 0 && r1 >= 0);
+    nest_value sum = nest_add(f, nest_multiply(f, x, r3), r0);
+    assert_ok(f, nest_assign(f, r0, nest_add(f, r0, x)));
+    assert_ok(f, nest_return(f, 1, &sum, NULL));
+    int32_t before = f->nnodes;
+    assert_true(ir_prune(f) > 0);
+    assert_true(f->nnodes < before);
+    /* each kept read is found where it is now, by name and through the table */
+    for (int s = 0; s < 5; s++) {
+        int32_t v = ir_state_read(f, s), again = nest_read(f, names[s]);
+        assert_int_equal(v, again);
+        assert_true(v >= 0 && v < f->nnodes);
+        assert_int_equal(f->nodes[v].op, OP_STATE);
+        assert_int_equal(f->nodes[v].a.state, s);
+        int reads = 0;
+        for (int32_t i = 0; i < f->nnodes; i++)
+            reads += f->nodes[i].op == OP_STATE && f->nodes[i].a.state == s;
+        assert_int_equal(reads, 1); /* one read node per tensor, the pruned ones made anew */
+    }
+    /* a read made and then rolled back (as grad does when it fails) is made again */
+    int32_t top = f->nnodes;
+    nest_value late = nest_variable(m, "s5", NEST_F32, 1, SHAPE(2), NULL) == NEST_OK
+                          ? nest_read(f, "s5")
+                          : NEST_NONE;
+    assert_int_equal(late, top);
+    f->nnodes = top;
+    nest_value cmul = nest_multiply(f, x, x); /* another node takes its place */
+    assert_int_equal(cmul, top);
+    nest_value r5 = nest_read(f, "s5");
+    assert_true(r5 > cmul);
+    assert_int_equal(f->nodes[r5].op, OP_STATE);
+    /* the values are still right: s0 and s3 are 0 (zeros), s0 += x */
+    nest_state *st = nest_state_new(m);
+    assert_non_null(st);
+    float xs[2] = {1.5f, -2}, out[2];
+    void *args[1] = {xs}, *res[1] = {out};
+    assert_ok(f, nest_evaluate_state(f, st, args, 1, res, 1));
+    assert_exact(NEST_F32, out, ((float[]){0, 0}), 2);
+    assert_exact(NEST_F32, nest_state_tensor(st, "s0"), xs, 2);
     nest_state_free(st);
     nest_module_free(m);
 }
@@ -926,6 +986,7 @@ int main(void)
         cmocka_unit_test(test_swap_and_entry_values),
         cmocka_unit_test(test_sgd_interpreter),
         cmocka_unit_test(test_api),
+        cmocka_unit_test(test_state_reads_table),
         cmocka_unit_test(test_jit),
         cmocka_unit_test(test_in_place),
         cmocka_unit_test(test_swap_in_registers),

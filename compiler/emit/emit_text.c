@@ -347,14 +347,7 @@ void emit_preamble(buf *b, uint64_t helpers, emit_mode mode)
 
 /* ---- names ---- */
 
-
-static uint64_t str_hash(const char *s)
-{
-    uint64_t h = 1469598103934665603u;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211u;
-    return h;
-}
+static uint64_t str_hash(const char *s) { return hash_bytes(s, strlen(s)); }
 
 static bool names_has(const names *ns, const char *s)
 {

@@ -108,14 +108,6 @@ int ox_err(ox *c, int status, const char *fmt, ...)
 
 /* ---- the table of names ---- */
 
-static uint64_t hash_name(const char *s)
-{
-    uint64_t h = 1469598103934665603u;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211u;
-    return h;
-}
-
 /* The entry of a name: found, or (with add) made; NULL when out of memory or not found. */
 static ox_entry *entry(ox_model *m, const char *name, bool add)
 {
@@ -127,7 +119,7 @@ static ox_entry *entry(ox_model *m, const char *name, bool add)
         for (size_t i = 0; i < m->cap; i++) {
             if (!m->tab[i].name)
                 continue;
-            size_t j = hash_name(m->tab[i].name) & (cap - 1);
+            size_t j = hash_bytes(m->tab[i].name, strlen(m->tab[i].name)) & (cap - 1);
             while (t[j].name)
                 j = (j + 1) & (cap - 1);
             t[j] = m->tab[i];
@@ -137,7 +129,7 @@ static ox_entry *entry(ox_model *m, const char *name, bool add)
     }
     if (!m->cap)
         return NULL;
-    size_t j = hash_name(name) & (m->cap - 1);
+    size_t j = hash_bytes(name, strlen(name)) & (m->cap - 1);
     while (m->tab[j].name) {
         if (strcmp(m->tab[j].name, name) == 0)
             return &m->tab[j];

@@ -328,20 +328,12 @@ static const char *take_name(parser *ps, const char *what)
     return s;
 }
 
-static uint64_t hash_name(const char *s, size_t len)
-{
-    uint64_t h = 1469598103934665603u;
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ (unsigned char)s[i]) * 1099511628211u;
-    return h;
-}
-
 static sym *sym_find(parser *ps, const char *s, size_t len)
 {
     if (!ps->capsyms)
         return NULL;
     size_t mask = ps->capsyms - 1;
-    for (size_t i = hash_name(s, len) & mask;; i = (i + 1) & mask) {
+    for (size_t i = hash_bytes(s, len) & mask;; i = (i + 1) & mask) {
         sym *y = &ps->syms[i];
         if (!y->name)
             return NULL;
@@ -365,7 +357,7 @@ static void sym_add(parser *ps, const token *t, int32_t node)
             sym *y = &ps->syms[i];
             if (!y->name)
                 continue;
-            size_t j = hash_name(y->name, y->len) & (cap - 1);
+            size_t j = hash_bytes(y->name, y->len) & (cap - 1);
             while (tab[j].name)
                 j = (j + 1) & (cap - 1);
             tab[j] = *y;
@@ -375,7 +367,7 @@ static void sym_add(parser *ps, const token *t, int32_t node)
         ps->capsyms = cap;
     }
     size_t mask = ps->capsyms - 1;
-    size_t i = hash_name(t->s, t->len) & mask;
+    size_t i = hash_bytes(t->s, t->len) & mask;
     while (ps->syms[i].name)
         i = (i + 1) & mask;
     ps->syms[i] = (sym){t->s, t->len, node, t->line, t->col};
@@ -1429,6 +1421,7 @@ nest_module *nest_parse(const char *text, size_t len, const char *filename)
             ir_function_destroy(m->fns[i]);
         m->nfns = 0;
         m->nstates = 0;
+        m->capindex = 0; /* the index of their names too */
     }
     free(ps->syms);
     arena_free(&ps->scratch);

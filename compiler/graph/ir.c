@@ -52,6 +52,7 @@ void ir_function_destroy(nest_function *f)
     arena_free(&f->arena);
     free(f->nodes);
     free(f->names);
+    free(f->state_uses);
     free(f->errmsg);
     ir_dims_free(f->dims);
     free(f);
@@ -126,20 +127,12 @@ void ir_format_type(buf *b, const nest_function *f, int32_t node)
     ir_format_dims(b, f, n->rank, n->shape);
 }
 
-static uint64_t name_hash(const char *s)
-{
-    uint64_t h = 1469598103934665603u;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211u;
-    return h;
-}
-
 /* The index's slot for name: the node that has it, or an empty slot (-1). A slot whose node was
  * renamed since, or dropped (a builder that failed rolls the nodes back), is passed over. */
 static int32_t *name_slot(const nest_function *f, const char *name)
 {
     size_t mask = f->capnames - 1;
-    for (size_t i = name_hash(name) & mask;; i = (i + 1) & mask) {
+    for (size_t i = hash_bytes(name, strlen(name)) & mask;; i = (i + 1) & mask) {
         int32_t v = f->names[i];
         if (v < 0 || (v < f->nnodes && f->nodes[v].name && strcmp(f->nodes[v].name, name) == 0))
             return &f->names[i];
@@ -185,6 +178,12 @@ void ir_renumber(nest_function *f, const int32_t *map, int32_t oldn)
         f->capnames = 0;
     }
     free(kept);
+    /* the state tensors' read nodes: a direct table */
+    for (int32_t s = 0; s < f->capstateuses; s++) {
+        int32_t r = f->state_uses[s].read;
+        if (r >= 0)
+            f->state_uses[s].read = r < oldn ? map[r] : -1;
+    }
 }
 
 int ir_set_name(nest_function *f, int32_t node, const char *name)

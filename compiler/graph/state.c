@@ -117,12 +117,39 @@ char *ir_module_name_of_file(const char *filename)
 
 /* ---- state declarations ---- */
 
+/* The index's slot for the name: the state that has it, or an empty slot (-1). */
+static int32_t *state_slot(const nest_module *m, const char *name, size_t len)
+{
+    size_t mask = m->capindex - 1;
+    for (size_t i = hash_bytes(name, len) & mask;; i = (i + 1) & mask) {
+        int32_t v = m->state_index[i];
+        if (v < 0 || (strncmp(m->states[v].name, name, len) == 0 && m->states[v].name[len] == 0))
+            return &m->state_index[i];
+    }
+}
+
 int32_t ir_state_find(const nest_module *m, const char *name, size_t len)
 {
-    for (int32_t i = 0; m && i < m->nstates; i++)
-        if (strlen(m->states[i].name) == len && memcmp(m->states[i].name, name, len) == 0)
-            return i;
-    return -1;
+    return m && m->capindex ? *state_slot(m, name, len) : -1;
+}
+
+/* Enters state s (the last declared) into the index of names, grown to at most half full. */
+static bool index_state(nest_module *m, int32_t s)
+{
+    if (((size_t)s + 1) * 2 > m->capindex) {
+        size_t cap = m->capindex ? m->capindex * 2 : 64;
+        int32_t *t = arena_array(&m->arena, cap, sizeof *t);
+        if (!t)
+            return false;
+        for (size_t i = 0; i < cap; i++)
+            t[i] = -1;
+        m->state_index = t;
+        m->capindex = cap;
+        for (int32_t i = 0; i < s; i++)
+            *state_slot(m, m->states[i].name, strlen(m->states[i].name)) = i;
+    }
+    *state_slot(m, m->states[s].name, strlen(m->states[s].name)) = s;
+    return true;
 }
 
 /* Whether the constant v fits element type t (floats: rounded, but not out of range; integers
@@ -231,6 +258,10 @@ int32_t ir_state_declare(nest_module *m, const char *name, bool trainable, nest_
         memcpy(sh, shape, (size_t)rank * sizeof *sh);
     m->states = s;
     s[m->nstates] = (ir_state){nm, (uint8_t)type, (uint8_t)rank, trainable, sh, count, in, 0, 0};
+    if (!index_state(m, m->nstates)) {
+        ir_module_error(m, NEST_ERR_NOMEM, "out of memory");
+        return -1;
+    }
     return m->nstates++;
 }
 
@@ -258,15 +289,50 @@ int nest_persistent(nest_module *m, const char *name, nest_type type, int rank,
 
 /* ---- reads and assignments ---- */
 
+/* The table of what f does with each state tensor, grown to hold state s: built by one scan of
+ * the nodes and the assignments when it grows (a copy such as ir_bind's has both and no table
+ * yet), then kept by ir_state_read (which makes every OP_STATE node), nest_assign and
+ * ir_renumber. A read node dropped since (a builder's rollback) is checked for where the table
+ * is read. */
+static bool state_uses_fit(nest_function *f, int32_t s)
+{
+    if (s < f->capstateuses)
+        return true;
+    int32_t cap = f->module->nstates > s ? f->module->nstates : s + 1;
+    if (cap < 2 * f->capstateuses) /* states declared between uses: the rescans stay few */
+        cap = 2 * f->capstateuses;
+    ir_state_use *t = malloc((size_t)cap * sizeof *t);
+    if (!t)
+        return false;
+    for (int32_t i = 0; i < cap; i++)
+        t[i] = (ir_state_use){-1, -1};
+    for (int32_t i = 0; i < f->nnodes; i++) {
+        const ir_node *n = &f->nodes[i];
+        if (n->op == OP_STATE && n->a.state >= 0 && n->a.state < cap && t[n->a.state].read < 0)
+            t[n->a.state].read = i;
+    }
+    for (int32_t i = 0; i < f->nassigns; i++)
+        if (f->assigns[i].state < cap && t[f->assigns[i].state].assign < 0)
+            t[f->assigns[i].state].assign = i;
+    free(f->state_uses);
+    f->state_uses = t;
+    f->capstateuses = cap;
+    return true;
+}
+
 int32_t ir_state_read(nest_function *f, int32_t s)
 {
-    for (int32_t i = 0; i < f->nnodes; i++)
-        if (f->nodes[i].op == OP_STATE && f->nodes[i].a.state == s)
-            return i;
+    if (!state_uses_fit(f, s))
+        return ir_error(f, NEST_ERR_NOMEM, "out of memory"), NEST_NONE;
+    int32_t c = f->state_uses[s].read;
+    if (c >= 0 && c < f->nnodes && f->nodes[c].op == OP_STATE && f->nodes[c].a.state == s)
+        return c;
     ir_attrs at = {.state = s};
     int32_t v = ir_build(f, OP_STATE, 0, NULL, &at);
-    if (v >= 0)
+    if (v >= 0) {
         f->nodes[v].name = f->module->states[s].name; /* the module outlives its functions */
+        f->state_uses[s].read = v;
+    }
     return v;
 }
 
@@ -324,21 +390,24 @@ int nest_assign(nest_function *f, nest_value state, nest_value value)
         free(sy);
         return f->status;
     }
-    for (int32_t i = 0; i < f->nassigns; i++)
-        if (f->assigns[i].state == tn->a.state) {
-            if (f->assigns[i].line)
-                return ir_error(f, NEST_ERR_ARG,
-                                "%s is assigned twice in function %s (first at line %d, column "
-                                "%d); one call assigns a tensor once",
-                                s->name, f->name, f->assigns[i].line, f->assigns[i].col);
+    if (!state_uses_fit(f, tn->a.state))
+        return ir_error(f, NEST_ERR_NOMEM, "out of memory");
+    int32_t i = f->state_uses[tn->a.state].assign;
+    if (i >= 0) {
+        if (f->assigns[i].line)
             return ir_error(f, NEST_ERR_ARG,
-                            "%s is assigned twice in function %s; one call assigns a tensor once",
-                            s->name, f->name);
-        }
+                            "%s is assigned twice in function %s (first at line %d, column "
+                            "%d); one call assigns a tensor once",
+                            s->name, f->name, f->assigns[i].line, f->assigns[i].col);
+        return ir_error(f, NEST_ERR_ARG,
+                        "%s is assigned twice in function %s; one call assigns a tensor once",
+                        s->name, f->name);
+    }
     ir_assign *a = arena_grow(&f->arena, f->assigns, (size_t)f->nassigns, &f->capassigns, sizeof *a);
     if (!a)
         return ir_error(f, NEST_ERR_NOMEM, "out of memory");
     f->assigns = a;
+    f->state_uses[tn->a.state].assign = f->nassigns;
     a[f->nassigns++] = (ir_assign){tn->a.state, v, 0, 0};
     return NEST_OK;
 }

@@ -1,5 +1,7 @@
 /* types.c - element types, status texts, identifiers and the names C claims: below the IR, so
  * that every file of the compiler (front ends, passes, emitter) may use them. */
+#include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "internal.h"
@@ -119,21 +121,38 @@ static const char *const c_math[] = {
     "nextafter", "nexttoward", "fdim", "fmax", "fmin", "fma",
 };
 
-/* Whether a math function's name, with the suffix sfx ("", "f" or "l"), is name. */
-static bool is_math(const char *name, const char *fn, const char *sfx)
+/* The names above (the math functions with each suffix) in an open-addressing hash set, built
+ * once: the emitter asks for every local it names. At most half full (checked when built). */
+#define LIBRARY_SLOTS 1024
+static const char *library_set[LIBRARY_SLOTS];
+static char math_names[countof(c_math) * 3][16];
+static pthread_once_t library_once = PTHREAD_ONCE_INIT;
+
+static size_t library_slot(const char *name)
 {
-    size_t n = strlen(fn);
-    return strncmp(name, fn, n) == 0 && strcmp(name + n, sfx) == 0;
+    size_t i = (size_t)hash_bytes(name, strlen(name)) & (LIBRARY_SLOTS - 1);
+    while (library_set[i] && strcmp(library_set[i], name) != 0)
+        i = (i + 1) & (LIBRARY_SLOTS - 1);
+    return i;
+}
+
+static void library_build(void)
+{
+    static const char *const sfx[] = {"", "f", "l"};
+    _Static_assert(2 * (countof(c_library) + countof(math_names)) <= LIBRARY_SLOTS,
+                   "the set of C's names is at most half full");
+    for (size_t i = 0; i < countof(c_library); i++)
+        library_set[library_slot(c_library[i])] = c_library[i];
+    for (size_t i = 0; i < countof(c_math); i++)
+        for (size_t k = 0; k < 3; k++) {
+            char *m = math_names[i * 3 + k];
+            snprintf(m, sizeof math_names[0], "%s%s", c_math[i], sfx[k]);
+            library_set[library_slot(m)] = m;
+        }
 }
 
 bool is_c_library_name(const char *name)
 {
-    for (size_t i = 0; i < countof(c_library); i++)
-        if (strcmp(name, c_library[i]) == 0)
-            return true;
-    for (size_t i = 0; i < countof(c_math); i++)
-        if (is_math(name, c_math[i], "") || is_math(name, c_math[i], "f") ||
-            is_math(name, c_math[i], "l"))
-            return true;
-    return false;
+    pthread_once(&library_once, library_build);
+    return library_set[library_slot(name)] != NULL;
 }

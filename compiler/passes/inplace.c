@@ -25,25 +25,87 @@
 
 #include "internal.h"
 
-typedef struct view_check {
+/* The views through which one nest's values load each state tensor, from one walk of the nest
+ * (not a walk of every output for every store): per state buffer loaded, the first view seen,
+ * whether every load has it, and whether a concat reads the tensor (its parts see shifted
+ * indexes). */
+typedef struct state_view {
     int32_t buf;
     int64_t off;
     const int64_t *st;
     int rank;
-    bool same;      /* every load of buf has the view (off, st) */
-    bool concat;    /* a concat reads buf */
-    plan *p;
-} view_check;
+    bool same;   /* every load of buf has the view (off, st) */
+    bool concat; /* a concat reads buf */
+} state_view;
 
-static void check_load(fx *e, void *ctx)
+typedef struct view_scan {
+    plan *p;
+    int32_t *slot; /* per buffer (those known when the pass began): its entry in v, or -1 */
+    int32_t nslots;
+    state_view *v;
+    size_t n, cap;
+    fx **concats;
+    size_t nc, capc;
+    bool oom;
+} view_scan;
+
+static void scan_load(fx *e, void *ctx)
 {
-    view_check *v = ctx;
-    if (e->kind == FX_LOAD && e->buf == v->buf &&
-        (e->off != v->off || e->rank != v->rank ||
-         memcmp(e->st, v->st, (size_t)v->rank * sizeof *v->st) != 0))
+    view_scan *s = ctx;
+    if (e->kind == FX_CONCAT) {
+        fx **c = grow_array(s->concats, &s->capc, s->nc, sizeof *c);
+        if (!c) {
+            s->oom = true;
+            return;
+        }
+        s->concats = c;
+        s->concats[s->nc++] = e;
+        return;
+    }
+    if (e->kind != FX_LOAD || e->buf < 0 || e->buf >= s->nslots ||
+        s->p->bufs[e->buf].kind != BUF_STATE)
+        return;
+    int32_t i = s->slot[e->buf];
+    if (i < 0) {
+        state_view *v = grow_array(s->v, &s->cap, s->n, sizeof *v);
+        if (!v) {
+            s->oom = true;
+            return;
+        }
+        s->v = v;
+        s->slot[e->buf] = (int32_t)s->n;
+        s->v[s->n++] = (state_view){e->buf, e->off, e->st, e->rank, true, false};
+        return;
+    }
+    state_view *v = &s->v[i];
+    if (e->off != v->off || e->rank != v->rank ||
+        memcmp(e->st, v->st, (size_t)v->rank * sizeof *v->st) != 0)
         v->same = false;
-    if (e->kind == FX_CONCAT && fx_reads(v->p, e, v->buf))
-        v->concat = true;
+}
+
+/* Walks nest n's values once into s (emptied first); false when out of memory. */
+static bool scan_views(view_scan *s, const nest *n)
+{
+    for (size_t i = 0; i < s->n; i++)
+        s->slot[s->v[i].buf] = -1;
+    s->n = s->nc = 0;
+    fx **vals = malloc(((size_t)n->nouts + 1) * sizeof *vals);
+    if (!vals)
+        return false;
+    for (int i = 0; i < n->nouts; i++)
+        vals[i] = n->outs[i].value;
+    bool ok = fx_walk(s->p, vals, n->nouts, scan_load, s) && !s->oom;
+    free(vals);
+    for (size_t c = 0; ok && c < s->nc; c++) { /* the tensors a concat reads */
+        int32_t *loads;
+        int32_t nl = fx_loads(s->p, &s->concats[c], 1, &loads);
+        ok = nl >= 0;
+        for (int32_t i = 0; i < nl; i++)
+            if (loads[i] < s->nslots && s->slot[loads[i]] >= 0)
+                s->v[s->slot[loads[i]]].concat = true;
+        free(loads);
+    }
+    return ok;
 }
 
 /* Whether any output of nest n other than `except` (or n's tile factors) reads buffer b. */
@@ -97,7 +159,8 @@ static int32_t *last_readers(plan *p)
 
 /* Whether the store of output j of nest k into state buffer bs, which nest `last` reads last,
  * may write bs in place, apart from the order of the nest's outputs. */
-static bool safe_in_place(plan *p, int32_t k, int j, int32_t bs, int32_t last)
+static bool safe_in_place(plan *p, const view_scan *vs, int32_t k, int j, int32_t bs,
+                          int32_t last)
 {
     const nest *n = &p->nests[k];
     const nout *o = &n->outs[j];
@@ -116,15 +179,11 @@ static bool safe_in_place(plan *p, int32_t k, int j, int32_t bs, int32_t last)
         if (o->st[d] == 0 && n->dims[d] > 1 && !(n->tile_i && d == 1))
             return false; /* the same element stored at several steps (a tile's epilogue runs
                            * once per element, after its sum over axis 1) */
-    view_check v = {bs, o->off, o->st, n->rank, true, false, p};
-    for (int i = 0; i < n->nouts; i++) {
-        fx *e = n->outs[i].value;
-        if (!fx_walk(p, &e, 1, check_load, &v))
-            return false;
-        if (!v.same || v.concat)
-            return false;
-    }
-    return true;
+    if (bs >= vs->nslots || vs->slot[bs] < 0)
+        return true; /* the nest's values do not read the tensor */
+    const state_view *v = &vs->v[vs->slot[bs]];
+    return v->same && !v->concat && v->off == o->off && v->rank == n->rank &&
+           memcmp(v->st, o->st, (size_t)n->rank * sizeof *o->st) == 0;
 }
 
 /* The store into bnew goes to a temporary instead; a nest at the end copies it into bs. */
@@ -222,8 +281,12 @@ int pass_inplace(plan *p)
     int32_t nnests = p->nnests, nbufs = p->nbufs; /* copy nests added below need no look */
     int32_t ns = p->f->module ? p->f->module->nstates : 0;
     int32_t *last = last_readers(p), *entry = malloc(((size_t)ns + 1) * sizeof *entry);
-    if (!entry)
+    view_scan vs = {.p = p, .nslots = nbufs};
+    vs.slot = malloc(((size_t)nbufs + 1) * sizeof *vs.slot);
+    if (!entry || !vs.slot)
         p->status = NEST_ERR_NOMEM;
+    for (int32_t b = 0; b < nbufs && vs.slot; b++)
+        vs.slot[b] = -1;
     for (int32_t s = 0; s < ns && entry; s++)
         entry[s] = -1;
     for (int32_t b = 0; b < nbufs && entry; b++)
@@ -231,9 +294,11 @@ int pass_inplace(plan *p)
             entry[p->bufs[b].index] = b;
     for (int32_t k = 0; last && entry && k < nnests && !p->status; k++) {
         nest *n = &p->nests[k];
-        if (n->dead)
+        int no = n->nouts, assigns = 0;
+        for (int j = 0; j < no && !n->dead; j++)
+            assigns += p->bufs[n->outs[j].buf].kind == BUF_STATE_NEW;
+        if (!assigns)
             continue;
-        int no = n->nouts;
         bool *inplace = calloc((size_t)no + 1, sizeof *inplace);
         int32_t *bs = calloc((size_t)no + 1, sizeof *bs), *bnew = calloc((size_t)no + 1, sizeof *bnew);
         if (!inplace || !bs || !bnew) {
@@ -244,6 +309,8 @@ int pass_inplace(plan *p)
             break;
         }
         int any = 0;
+        if (!scan_views(&vs, n))
+            p->status = NEST_ERR_NOMEM;
         for (int j = 0; j < no && !p->status; j++) {
             int32_t b = p->nests[k].outs[j].buf;
             if (p->bufs[b].kind != BUF_STATE_NEW)
@@ -254,7 +321,7 @@ int pass_inplace(plan *p)
                 break;
             bnew[j] = b;
             bs[j] = s;
-            if (safe_in_place(p, k, j, s, s < nbufs ? last[s] : -1)) {
+            if (safe_in_place(p, &vs, k, j, s, s < nbufs ? last[s] : -1)) {
                 inplace[j] = true;
                 any++;
             } else if (!through_temporary(p, b, s)) {
@@ -280,5 +347,8 @@ int pass_inplace(plan *p)
     }
     free(last);
     free(entry);
+    free(vs.slot);
+    free(vs.v);
+    free(vs.concats);
     return p->status;
 }

@@ -230,34 +230,60 @@ void merge_adjacent(plan *p)
     fx_map_free(&m.fwd);
 }
 
-/* Whether the ascending list v of n buffers holds b. */
-static bool holds(const int32_t *v, int32_t n, int32_t b)
+/* The buffers each nest loads, gathered once per nest and moved with it. */
+typedef struct load_cache {
+    int32_t **of; /* per position: the ascending list (malloc'd) */
+    int32_t *n;   /* how many, or -1: not gathered yet */
+} load_cache;
+
+/* How many buffers the nest at position k loads (their list in *out), or -1 with p->status
+ * set when out of memory. */
+static int32_t cached_loads(plan *p, load_cache *lc, int32_t k, const int32_t **out)
 {
-    return n > 0 && bsearch(&b, v, (size_t)n, sizeof *v, cmp_i32);
+    if (lc->n[k] < 0)
+        lc->n[k] = nest_loads(p, &p->nests[k], &lc->of[k]);
+    *out = lc->of[k];
+    return lc->n[k];
 }
 
-/* Whether nest m reads the entry value of a state tensor that nest a assigns (a's buffers of
- * new values carry the state's index). False with p->status set when out of memory. */
-static bool reads_assigned(plan *p, const nest *m, const nest *a)
+/* Whether the nest at position m reads the entry value of a state tensor marked in assigned
+ * (by state index). False with p->status set when out of memory. */
+static bool reads_assigned(plan *p, load_cache *lc, int32_t m, const bool *assigned)
 {
-    int32_t *bufs;
-    int32_t nb = nest_loads(p, m, &bufs);
-    bool found = false;
-    for (int32_t i = 0; i < nb && !found; i++)
-        for (int j = 0; j < a->nouts && !found; j++)
-            found = p->bufs[bufs[i]].kind == BUF_STATE &&
-                    p->bufs[bufs[i]].index == p->bufs[a->outs[j].buf].index;
-    free(bufs);
-    return found;
+    const int32_t *bufs;
+    int32_t nb = cached_loads(p, lc, m, &bufs);
+    for (int32_t i = 0; i < nb; i++)
+        if (p->bufs[bufs[i]].kind == BUF_STATE && assigned[p->bufs[bufs[i]].index])
+            return true;
+    return false;
 }
 
 /* Moves each nest of assignments up to right after the last nest that writes what it reads,
  * when no nest in between reads the entry value of a tensor it assigns: an update then follows
  * the product of its gradient (tile.c runs it on the product's tiles, so the gradient is never
- * stored) and can still write in place. Each nest's loads are gathered once per question, not
- * walked again for every buffer asked about. */
+ * stored) and can still write in place. Each nest's loads are gathered once for the pass and
+ * move with it, so a nest passed over by many updates is walked once, not once per update; what
+ * is left is the scan back from each nest of assignments to its place (a few per layer of a
+ * training step, each over the nests of the layers after it). */
 void merge_schedule_assigns(plan *p)
 {
+    int32_t ns = 0; /* state tensors: their indexes are below ns */
+    for (int32_t b = 0; b < p->nbufs; b++)
+        if ((p->bufs[b].kind == BUF_STATE || p->bufs[b].kind == BUF_STATE_NEW) &&
+            p->bufs[b].index >= ns)
+            ns = p->bufs[b].index + 1;
+    if (ns == 0 || p->nnests < 2)
+        return;
+    size_t nn = (size_t)p->nnests;
+    load_cache lc = {calloc(nn, sizeof *lc.of), malloc(nn * sizeof *lc.n)};
+    bool *assigned = calloc((size_t)ns, sizeof *assigned);
+    bool *readby = calloc((size_t)p->nbufs + 1, sizeof *readby); /* the buffers a loads */
+    if (!lc.of || !lc.n || !assigned || !readby) {
+        p->status = NEST_ERR_NOMEM;
+        goto out;
+    }
+    for (int32_t k = 0; k < p->nnests; k++)
+        lc.n[k] = -1;
     for (int32_t k = p->nnests - 1; k > 0 && !p->status; k--) {
         nest *a = &p->nests[k];
         bool assigns = !a->dead && a->nouts > 0;
@@ -265,25 +291,50 @@ void merge_schedule_assigns(plan *p)
             assigns = p->bufs[a->outs[i].buf].kind == BUF_STATE_NEW;
         if (!assigns)
             continue;
-        int32_t *reads, prod = -1;
-        int32_t nr = nest_loads(p, a, &reads);
+        int32_t prod = -1;
+        const int32_t *reads;
+        int32_t nr = cached_loads(p, &lc, k, &reads);
         if (nr < 0)
-            return;
-        for (int32_t j = k - 1; j >= 0 && prod < 0; j--) /* the last nest a reads from */
-            for (int i = 0; !p->nests[j].dead && i < p->nests[j].nouts && prod < 0; i++)
-                if (holds(reads, nr, p->nests[j].outs[i].buf))
+            break;
+        for (int32_t i = 0; i < nr; i++)
+            readby[reads[i]] = true;
+        for (int i = 0; i < a->nouts; i++)
+            assigned[p->bufs[a->outs[i].buf].index] = true;
+        /* one scan back: the last nest that writes what a reads, unless a nest after it reads
+         * the entry value of a tensor a assigns first (then a stays) */
+        bool blocked = false;
+        for (int32_t j = k - 1; j >= 0 && prod < 0 && !blocked; j--) {
+            const nest *x = &p->nests[j];
+            for (int i = 0; !x->dead && i < x->nouts && prod < 0; i++)
+                if (readby[x->outs[i].buf])
                     prod = j;
-        free(reads);
-        bool ok = prod >= 0 && prod < k - 1;
-        for (int32_t m = prod + 1; ok && m < k; m++)
-            ok = p->nests[m].dead || !reads_assigned(p, &p->nests[m], a);
+            blocked = prod < 0 && !x->dead && reads_assigned(p, &lc, j, assigned);
+        }
+        bool ok = !blocked && prod >= 0 && prod < k - 1;
+        for (int32_t i = 0; i < nr; i++)
+            readby[reads[i]] = false;
+        for (int i = 0; i < a->nouts; i++)
+            assigned[p->bufs[a->outs[i].buf].index] = false;
         if (!ok || p->status)
             continue;
         nest moved = *a;
-        memmove(&p->nests[prod + 2], &p->nests[prod + 1], (size_t)(k - prod - 1) * sizeof *a);
+        int32_t *mof = lc.of[k], mn = lc.n[k];
+        size_t len = (size_t)(k - prod - 1);
+        memmove(&p->nests[prod + 2], &p->nests[prod + 1], len * sizeof *a);
+        memmove(&lc.of[prod + 2], &lc.of[prod + 1], len * sizeof *lc.of);
+        memmove(&lc.n[prod + 2], &lc.n[prod + 1], len * sizeof *lc.n);
         p->nests[prod + 1] = moved;
+        lc.of[prod + 1] = mof;
+        lc.n[prod + 1] = mn;
         k++; /* position k now holds the nest that was before it */
     }
+out:
+    for (size_t k = 0; lc.of && k < nn; k++)
+        free(lc.of[k]);
+    free(lc.of);
+    free(lc.n);
+    free(assigned);
+    free(readby);
 }
 
 /* The loads of nest k's outputs that store into no dead temporary, as a new list in reads[k];
