@@ -928,6 +928,40 @@ static void test_errors(void **state)
         assert_int_equal(nest_value_shape(f, po)[i], 1);
 }
 
+/* A pool window of 2^40 taps over one element padded by 2^40 - 1: the interpreter took a step
+ * per tap (hours); now both it and the compiled code visit only the taps on the input. Against
+ * closed forms: the max and the average without padding are the element, with padding the
+ * element over 2^40. */
+static void test_huge_pool_window(void **state)
+{
+    (void)state;
+    nest_function *f = nest_function_new("wide");
+    int64_t big = (int64_t)1 << 40, win[2] = {1, big}, pad[2] = {0, big - 1};
+    nest_value x = nest_parameter(f, "x", NEST_F64, 4, SHAPE(1, 2, 1, 1), NEST_ROW_MAJOR);
+    nest_value r[3] = {nest_max_pool(f, x, win, NULL, NULL, pad),
+                       nest_avg_pool(f, x, win, NULL, pad, NULL, 0),
+                       nest_avg_pool(f, x, win, NULL, NULL, pad, 1)};
+    assert_ok(f, nest_return(f, 3, r, NULL));
+    double xv[2] = {-0.625, 3.5}, got[3][2];
+    void *args[1] = {xv}, *res[3] = {got[0], got[1], got[2]};
+    nest_kernel *k = nest_compile(f, NULL);
+    assert_non_null(k);
+    for (int run = 0; run < 2; run++) {
+        memset(got, 0, sizeof got);
+        if (run == 0)
+            assert_ok(f, nest_evaluate(f, args, 1, res, 3));
+        else
+            assert_int_equal(nest_call(k, args, 1, res, 3), NEST_OK);
+        for (int c = 0; c < 2; c++) {
+            assert_true(got[0][c] == xv[c]);
+            assert_true(got[1][c] == xv[c]);
+            assert_true(got[2][c] == xv[c] / (double)big);
+        }
+    }
+    nest_kernel_free(k);
+    nest_function_free(f);
+}
+
 /* Windows too large for the generated code: an error naming the op, its window and the limit,
  * at the start of planning, before anything of the window's size is allocated. */
 static void test_window_limits(void **state)
@@ -1146,6 +1180,7 @@ int main(void)
         cmocka_unit_test(test_emit_warnings),
         cmocka_unit_test(test_plain_c),
         cmocka_unit_test(test_window_limits),
+        cmocka_unit_test(test_huge_pool_window),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
