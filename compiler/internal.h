@@ -701,6 +701,7 @@ typedef struct plan {
     size_t capfxmark, capbufmark;
     uint32_t fxepoch, bufepoch;
     int status;          /* first error (NEST_OK): out of memory or a limit */
+    char why[320];       /* "" or what the limit was, for the message (plan_limit) */
 } plan;
 
 /* The most work one loop body holds (nest_weight): fusion (fuse.c's merges, rows.c's groups)
@@ -712,6 +713,10 @@ typedef struct plan {
 /* ---------------------------------------------------------------------------------------------
  * passes/layout.c: tensor descriptions: buffers, strides, element expressions and their views
  * ------------------------------------------------------------------------------------------- */
+
+/* Records NEST_ERR_LIMIT on p (unless an error is already there) with what went over it, for
+ * the message of the compile that fails; returns false. */
+bool plan_limit(plan *p, const char *fmt, ...) FORMAT(2, 3);
 
 /* Adds a buffer; -1 when out of memory (recorded in p->status). */
 int32_t plan_buffer(plan *p, pbuf_kind kind, int32_t index, int32_t node, int etype, int64_t count);
@@ -882,7 +887,10 @@ typedef struct wplan {
     int32_t wbuf;               /* the filters: a dense [K, C/G, f..] buffer from woff */
     int64_t woff;
     int64_t taps;               /* taps of the window, row-major over the filters' axes */
-    int64_t *tapoff;            /* per tap: where it reads in a channel's planes */
+    /* per spatial axis and tap along it, its part of where a tap reads in a channel's planes
+     * (tap t reads at conv_tapoff(w, t), the sum over the axes); maxoff the most of any tap */
+    int64_t *axoff[IR_MAX_SPATIAL];
+    int64_t maxoff;
     int nph[IR_MAX_SPATIAL];    /* the stride phases the taps use along each axis */
     int64_t *ph[IR_MAX_SPATIAL];
     int64_t hq[IR_MAX_SPATIAL]; /* a plane's extents */
@@ -907,6 +915,13 @@ typedef struct wplan {
      * which read them from the cache (no copy of the whole input in the workspace) */
     bool local_planes;
 } wplan;
+
+/* The most taps along one axis of a convolution's window: the generated code holds a table of
+ * each axis' tap offsets (a window of 2^40 taps would be a table of 8 TiB). */
+#define CONV_MAX_WINDOW 65536
+
+/* Where tap t (row-major over the window's axes) reads in a channel's planes. */
+int64_t conv_tapoff(const wplan *w, int64_t t);
 
 /* The most bytes of a group's planes that its tiles read from a local array (conv.c). */
 #define CONV_LOCAL_PLANES (64 * 1024)

@@ -239,8 +239,8 @@ int pipeline_plan(plan *p, nest_function *f, arena *a, const nest_options *opts,
             int st = p->status ? p->status : NEST_ERR_NOMEM;
             free(p->table);
             p->table = NULL;
-            return ir_error(f, st, "compiling %s: %s (in pass %s)", f->name, nest_status_str(st),
-                            passes[i].name);
+            return ir_error(f, st, "compiling %s: %s (in pass %s)", f->name,
+                            p->why[0] ? p->why : nest_status_str(st), passes[i].name);
         }
         if (dump_after && dump && strcmp(dump_after, passes[i].name) == 0)
             plan_dump(dump, p);

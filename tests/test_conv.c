@@ -907,6 +907,108 @@ static void test_errors(void **state)
     nest_value hk = nest_parameter(f, "hk", NEST_F32, 3, hw, NEST_ROW_MAJOR);
     assert_int_equal(nest_convolution(f, hx, hk, NULL, NULL, NULL, NULL, NULL, 1), NEST_NONE);
     assert_error(f, NEST_ERR_LIMIT, "the result is too large");
+    /* a pool window of 2^63 taps (each axis' padding fills it around one element): a count no
+     * loop or average holds */
+    int64_t ones[5] = {1, 1, 1, 1, 1}, pw[3], pp[3];
+    for (int i = 0; i < 3; i++)
+        pw[i] = (int64_t)1 << 21, pp[i] = ((int64_t)1 << 21) - 1;
+    nest_value o = nest_parameter(f, "o", NEST_F32, 5, ones, NEST_ROW_MAJOR);
+    assert_int_equal(nest_max_pool(f, o, pw, NULL, pp, pp), NEST_NONE);
+    assert_error(f, NEST_ERR_LIMIT, "max_pool(o: f32[1,1,1,1,1]): the window has too many taps "
+                                    "(2097152 along spatial axis 2; the limit is 2^62 in all)");
+    assert_int_equal(nest_avg_pool(f, o, pw, NULL, pp, pp, 1), NEST_NONE);
+    assert_error(f, NEST_ERR_LIMIT, "the window has too many taps");
+    pw[2] = 1 << 20, pp[2] = (1 << 20) - 1; /* 2^62 taps: the limit */
+    assert_int_equal(nest_max_pool(f, o, pw, NULL, pp, pp), NEST_NONE);
+    assert_error(f, NEST_ERR_LIMIT, "the window has too many taps");
+    pw[2] = 1 << 19, pp[2] = (1 << 19) - 1; /* 2^61 taps, one window holding the element */
+    nest_value po = nest_max_pool(f, o, pw, pw, pp, pp);
+    assert_value(f, po);
+    for (int i = 2; i < 5; i++)
+        assert_int_equal(nest_value_shape(f, po)[i], 1);
+}
+
+/* A pool window of 2^40 taps over one element padded by 2^40 - 1: the interpreter took a step
+ * per tap (hours); now both it and the compiled code visit only the taps on the input. Against
+ * closed forms: the max and the average without padding are the element, with padding the
+ * element over 2^40. */
+static void test_huge_pool_window(void **state)
+{
+    (void)state;
+    nest_function *f = nest_function_new("wide");
+    int64_t big = (int64_t)1 << 40, win[2] = {1, big}, pad[2] = {0, big - 1};
+    nest_value x = nest_parameter(f, "x", NEST_F64, 4, SHAPE(1, 2, 1, 1), NEST_ROW_MAJOR);
+    nest_value r[3] = {nest_max_pool(f, x, win, NULL, NULL, pad),
+                       nest_avg_pool(f, x, win, NULL, pad, NULL, 0),
+                       nest_avg_pool(f, x, win, NULL, NULL, pad, 1)};
+    assert_ok(f, nest_return(f, 3, r, NULL));
+    double xv[2] = {-0.625, 3.5}, got[3][2];
+    void *args[1] = {xv}, *res[3] = {got[0], got[1], got[2]};
+    nest_kernel *k = nest_compile(f, NULL);
+    assert_non_null(k);
+    for (int run = 0; run < 2; run++) {
+        memset(got, 0, sizeof got);
+        if (run == 0)
+            assert_ok(f, nest_evaluate(f, args, 1, res, 3));
+        else
+            assert_int_equal(nest_call(k, args, 1, res, 3), NEST_OK);
+        for (int c = 0; c < 2; c++) {
+            assert_true(got[0][c] == xv[c]);
+            assert_true(got[1][c] == xv[c]);
+            assert_true(got[2][c] == xv[c] / (double)big);
+        }
+    }
+    nest_kernel_free(k);
+    nest_function_free(f);
+}
+
+/* Windows too large for the generated code: an error naming the op, its window and the limit,
+ * at the start of planning, before anything of the window's size is allocated. */
+static void test_window_limits(void **state)
+{
+    (void)state;
+    /* a window of 2^40 taps (fuzz_build): its table of tap offsets would take 8 TiB */
+    nest_function *f = nest_function_new("huge");
+    int64_t big = (int64_t)1 << 40;
+    nest_value x = nest_parameter(f, "x", NEST_F32, 3, SHAPE(1, 1, big), NEST_ROW_MAJOR);
+    nest_value w = nest_parameter(f, "w", NEST_F32, 3, SHAPE(1, 1, big), NEST_ROW_MAJOR);
+    nest_value y = nest_convolution(f, x, w, NULL, NULL, NULL, NULL, NULL, 1);
+    assert_ok(f, nest_return(f, 1, &y, NULL));
+    assert_null(nest_emit(&f, 1, NEST_EMIT_C, NULL));
+    assert_error(f, NEST_ERR_LIMIT,
+                 "compiling huge: convolution (filters f32[1,1,1099511627776]): its window has "
+                 "1099511627776 taps along spatial axis 0, more than the 65536 the generated code "
+                 "takes (in pass fuse)");
+    assert_null(nest_compile(f, NULL));
+    assert_error(f, NEST_ERR_LIMIT, "1099511627776 taps along spatial axis 0");
+    nest_function_free(f);
+
+    /* one tap over the limit, on the second axis, from the text form */
+    f = nest_function_new("over");
+    x = nest_parameter(f, "x", NEST_F64, 4, SHAPE(1, 2, 3, 65537), NEST_ROW_MAJOR);
+    w = nest_parameter(f, "w", NEST_F64, 4, SHAPE(1, 2, 1, 65537), NEST_ROW_MAJOR);
+    y = nest_convolution(f, x, w, NULL, NULL, NULL, NULL, NULL, 1);
+    assert_ok(f, nest_return(f, 1, &y, NULL));
+    assert_null(nest_emit(&f, 1, NEST_EMIT_C, NULL));
+    assert_error(f, NEST_ERR_LIMIT, "convolution (filters f64[1,2,1,65537]): its window has 65537 "
+                                    "taps along spatial axis 1, more than the 65536");
+    nest_function_free(f);
+
+    /* a window of 2 x 2 x 2 taps dilated by 2^40 over one element padded by 2^40 on each axis:
+     * one output, but the padded input's planes (2^120 elements) overflow int64 */
+    f = nest_function_new("spread");
+    int64_t dil[3] = {big, big, big}, pad[3] = {big, big, big}, zero[3] = {0, 0, 0};
+    x = nest_parameter(f, "x", NEST_F32, 5, SHAPE(1, 1, 1, 1, 1), NEST_ROW_MAJOR);
+    w = nest_parameter(f, "w", NEST_F32, 5, SHAPE(1, 1, 2, 2, 2), NEST_ROW_MAJOR);
+    y = nest_convolution(f, x, w, NULL, dil, pad, zero, NULL, 1);
+    assert_value(f, y);
+    for (int i = 2; i < 5; i++)
+        assert_int_equal(nest_value_shape(f, y)[i], 1);
+    assert_ok(f, nest_return(f, 1, &y, NULL));
+    assert_null(nest_emit(&f, 1, NEST_EMIT_C, NULL));
+    assert_error(f, NEST_ERR_LIMIT, "convolution (filters f32[1,1,2,2,2]): the padded and dilated "
+                                    "input is too large to copy");
+    nest_function_free(f);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -1077,6 +1179,8 @@ int main(void)
         cmocka_unit_test(test_colmajor),
         cmocka_unit_test(test_emit_warnings),
         cmocka_unit_test(test_plain_c),
+        cmocka_unit_test(test_window_limits),
+        cmocka_unit_test(test_huge_pool_window),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -2,7 +2,8 @@
  * test_sizes.c - 64-bit sizes: shapes whose element count or byte size overflows are errors
  * that name the shape; graphs whose logical tensors exceed 2^31 elements (through broadcast
  * views) compile with 64-bit loops and run correctly, checked against closed forms (the
- * interpreter would materialize them); strides that would overflow are never taken.
+ * interpreter would materialize them); strides that would overflow are never taken; empty
+ * tensors through the ops of real models give empty (or sum-of-nothing) results or an error.
  */
 #include "testutil.h"
 
@@ -146,6 +147,131 @@ static void onnx_reshape_overflow(void **state)
     nest_function_free(f);
 }
 
+/* Empty and zero-sized tensors through the ops of real models: each a correct result (empty,
+ * or what a sum of nothing gives), compiled and called with guards around every result, equal
+ * to the interpreter and to the closed form; or a clear error. */
+static const char EMPTY_OPS[] =
+    "func conv_no_channels(x: f32[2,0,5,5], w: f32[3,0,3,3]) -> f32[2,3,3,3] {\n"
+    "  return convolution(x, w)\n}\n"
+    "func conv_groups_no_channels(x: f32[1,0,5,5], w: f32[4,0,3,3]) -> f32[1,4,3,3] {\n"
+    "  return convolution(x, w, groups=2)\n}\n"
+    "func conv_no_filters(x: f32[2,2,5,5], w: f32[0,2,3,3]) -> f32[2,0,3,3] {\n"
+    "  return convolution(x, w)\n}\n"
+    "func conv_no_batch(x: f64[0,2,5,5], w: f64[4,2,3,3]) -> f64[0,4,2,3] {\n"
+    "  return convolution(x, w, strides=[2,1])\n}\n"
+    "func pools_no_batch(x: f32[0,3,5,5]) -> (f32[0,3,4,4], f32[0,3,3,3]) {\n"
+    "  return max_pool(x, window=[2,2]), avg_pool(x, window=[2,2], strides=[2,2], "
+    "pad_below=[1,1], pad_above=[1,1])\n}\n"
+    "func gather_no_index(x: f32[4,3], i: i32[0]) -> f32[0,3] {\n"
+    "  return gather(x, i, axis=0)\n}\n"
+    "func gather_empty(x: f32[0,3], i: i64[2,0]) -> f32[2,0,3] {\n"
+    "  return gather(x, i, axis=0)\n}\n"
+    "func scatter_nothing(x: f32[4,3], i: i32[0], u: f32[0,3]) -> f32[4,3] {\n"
+    "  return scatter_add(x, i, u, axis=0)\n}\n"
+    "func pad_to_nothing(x: f32[4,3]) -> f32[0,0] {\n"
+    "  return pad(x, constant(f32[], 2.5), below=[-2,0], above=[-2,-3])\n}\n"
+    "func pad_of_nothing(x: f32[0,3]) -> f32[3,5] {\n"
+    "  return pad(x, constant(f32[], 2.5), below=[2,0], above=[1,0], interior=[3,1])\n}\n"
+    "func concat_empty(x: f32[0,3], y: f32[2,3], z: f32[0,3]) -> f32[2,3] {\n"
+    "  return concat(x, y, z, axis=0)\n}\n"
+    "func topk_none(x: f32[4,3], e: f32[0,3]) -> (f32[4,0], i64[4,0], f32[0,2], i64[0,2]) {\n"
+    "  t = topk(x, k=0, axis=1, largest=true)\n"
+    "  u = topk(e, k=2, axis=1, largest=false)\n"
+    "  return get(t, 0), get(t, 1), get(u, 0), get(u, 1)\n}\n"
+    "func batch_dot_empty(x: f32[2,3,0], w: f32[2,0,4], a: f32[0,3,5], b: f32[0,5,4]) -> "
+    "(f32[2,3,4], f32[0,3,4]) {\n"
+    "  return batch_dot(x, w), batch_dot(a, b)\n}\n"
+    "func logic_empty(x: f32[2,0,5]) -> (bool[2,0,5], f32[2,0,5]) {\n"
+    "  return or(less(x, x), not(greater_eq(x, x))), sigmoid(x)\n}\n";
+
+static void empty_through_ops(void **state)
+{
+    (void)state;
+    nest_module *m = tu_parse(EMPTY_OPS, "empty.nest");
+    for (int fi = 0; fi < nest_module_count(m); fi++) {
+        nest_function *f = nest_module_function(m, fi);
+        int np = nest_param_count(f), nr = nest_result_count(f);
+        void *args[4], *want[4], *got[4];
+        int64_t nres[4];
+        for (int p = 0; p < np; p++) {
+            nest_value v = nest_param(f, p);
+            int64_t n = 1;
+            for (int k = 0; k < nest_value_rank(f, v); k++)
+                n *= nest_value_shape(f, v)[k];
+            int t = nest_value_type(f, v);
+            args[p] = calloc((size_t)n + 1, 8);
+            for (int64_t i = 0; i < n; i++) { /* the indexes are all empty */
+                double x = (double)((7 * i + 3 * p) % 11 - 5) / 8;
+                if (t == NEST_F32)
+                    ((float *)args[p])[i] = (float)x;
+                else
+                    ((double *)args[p])[i] = x;
+            }
+        }
+        for (int r = 0; r < nr; r++) {
+            nest_value v = nest_result(f, r);
+            nres[r] = 1;
+            for (int k = 0; k < nest_value_rank(f, v); k++)
+                nres[r] *= nest_value_shape(f, v)[k];
+            want[r] = malloc((size_t)nres[r] * 8 + 8);
+            got[r] = malloc((size_t)nres[r] * 8 + 8);
+            memset(want[r], 0x5a, (size_t)nres[r] * 8 + 8);
+            memset(got[r], 0x5a, (size_t)nres[r] * 8 + 8);
+        }
+        assert_ok(f, nest_evaluate(f, args, np, want, nr));
+        nest_kernel *k = nest_compile(f, NULL);
+        if (!k)
+            fail_msg("%s: %s", nest_function_name(f), nest_errmsg(f));
+        assert_int_equal(nest_call(k, args, np, got, nr), NEST_OK);
+        for (int r = 0; r < nr; r++) {
+            nest_type t = (nest_type)nest_value_type(f, nest_result(f, r));
+            size_t bytes = (size_t)nres[r] * nest_type_size(t);
+            assert_memory_equal(got[r], want[r], bytes);
+            for (size_t b = bytes; b < (size_t)nres[r] * 8 + 8; b++) /* the guard */
+                assert_int_equal(((unsigned char *)got[r])[b], 0x5a);
+            /* the closed forms of the results that are not empty */
+            const char *name = nest_function_name(f);
+            for (int64_t i = 0; i < nres[r]; i++) {
+                double v = tu_float(t, got[r], i);
+                if (strncmp(name, "conv", 4) == 0 || strcmp(name, "batch_dot_empty") == 0)
+                    assert_true(v == 0); /* a sum of nothing */
+                else if (strcmp(name, "scatter_nothing") == 0)
+                    assert_true(v == tu_float(t, args[0], i));
+                else if (strcmp(name, "pad_of_nothing") == 0)
+                    assert_true(v == 2.5);
+                else if (strcmp(name, "concat_empty") == 0)
+                    assert_true(v == tu_float(t, args[1], i));
+            }
+        }
+        nest_kernel_free(k);
+        for (int p = 0; p < np; p++)
+            free(args[p]);
+        for (int r = 0; r < nr; r++)
+            free(want[r]), free(got[r]);
+    }
+    nest_module_free(m);
+
+    /* what has no result is an error naming the op */
+    nest_function *f = nest_function_new("bad");
+    nest_value x = nest_parameter(f, "x", NEST_F32, 2, SHAPE(4, 3), NEST_ROW_MAJOR);
+    nest_value e = nest_parameter(f, "e", NEST_F32, 2, SHAPE(0, 3), NEST_ROW_MAJOR);
+    nest_value i = nest_parameter(f, "i", NEST_I64, 1, SHAPE(2), NEST_ROW_MAJOR);
+    nest_value c = nest_constant(f, NEST_F32, 0, NULL, (const float[]){0}, 1);
+    assert_int_equal(nest_concat(f, 0, NULL, 0), NEST_NONE);
+    assert_error(f, NEST_ERR_ARG, "concat: needs at least one operand");
+    assert_int_equal(nest_gather(f, e, i, 0), NEST_NONE);
+    assert_error(f, NEST_ERR_TYPE, "gather(e: f32[0,3], i: i64[2]): axis 0 is empty");
+    assert_int_equal(nest_pad(f, x, c, SHAPE(-3, 0), SHAPE(-3, 0), NULL), NEST_NONE);
+    assert_error(f, NEST_ERR_TYPE, "axis 0: below -3 and above -3 leave -2 elements of 4");
+    assert_int_equal(nest_topk(f, e, 4, 1, 1), NEST_NONE);
+    assert_error(f, NEST_ERR_TYPE, "k = 4 is not within [0, 3], the extent of axis 1");
+    int64_t w1[2] = {1, 1};
+    nest_value x4 = nest_parameter(f, "x4", NEST_F32, 4, SHAPE(1, 1, 0, 2), NEST_ROW_MAJOR);
+    assert_int_equal(nest_max_pool(f, x4, w1, NULL, NULL, NULL), NEST_NONE);
+    assert_error(f, NEST_ERR_TYPE, "spatial axis 0 is empty");
+    nest_function_free(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -153,6 +279,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(broadcast_beyond_2_31, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(slice_stride_never_taken, fn_setup, fn_teardown),
         cmocka_unit_test(onnx_reshape_overflow),
+        cmocka_unit_test(empty_through_ops),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

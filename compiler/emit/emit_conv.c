@@ -67,26 +67,16 @@ static const char *kernel_name(ctx *c, int32_t k, char *s, size_t n)
 }
 
 /* The tables of the taps' offsets, one per axis of the window (a tap reads at the sum of its
- * axes' entries: conv.c's tapoff[t]), for the loops over the taps (tap_loops): a window of
+ * axes' entries: conv.c's conv_tapoff), for the loops over the taps (tap_loops): a window of
  * 1000 x 1000 takes 2,000 entries, not a million. */
 static void emit_offsets(ctx *c, const wplan *w)
 {
     const ir_window *win = w->win;
-    int64_t scale = 1; /* planes per phase of axis i: those of the axes after it */
-    int64_t sc[IR_MAX_SPATIAL];
-    for (int i = win->nsp - 1; i >= 0; i--) {
-        sc[i] = scale;
-        scale *= w->nph[i];
-    }
     for (int i = 0; i < win->nsp; i++) {
         buf_printf(c->b, "    static const int64_t off%d[%lld] = {", i, (long long)win->window[i]);
-        for (int64_t f = 0; f < win->window[i]; f++) {
-            int64_t u = f * win->dilation[i], k = 0;
-            while (w->ph[i][k] != u % win->stride[i])
-                k++;
+        for (int64_t f = 0; f < win->window[i]; f++)
             buf_printf(c->b, "%s%lld", f ? (f % 12 ? ", " : ",\n        ") : "",
-                       (long long)(u / win->stride[i] * w->qst[i] + k * sc[i] * w->plane));
-        }
+                       (long long)w->axoff[i][f]);
         buf_puts(c->b, "};\n");
     }
 }
@@ -141,7 +131,7 @@ static void vec_tile(ctx *c, const wplan *w, const char *T, const char *V, int i
     for (int64_t t = 0; t < (unroll ? w->taps : 1); t++) {
         char tt[32], ot[32];
         snprintf(tt, sizeof tt, unroll ? "%lld" : "t", (long long)t);
-        snprintf(ot, sizeof ot, unroll ? "%lld" : "ot", (long long)w->tapoff[t]);
+        snprintf(ot, sizeof ot, unroll ? "%lld" : "ot", (long long)conv_tapoff(w, t));
         buf_printf(b, "%*s%s ", in + 4, "", unroll ? "{" : "   ");
         if (by_ch)
             buf_printf(b, "const int64_t o = c * %lld + %s;\n"
@@ -174,7 +164,7 @@ static void vec_tile(ctx *c, const wplan *w, const char *T, const char *V, int i
 }
 
 /* The kernel of convolution nest k: out[ii * tj + jj] = sum over the group's input channels c
- * and taps t of w[ii][c][t] * x[c * cstride + tapoff[t] + jj], for ii < rows, jj < lanes. */
+ * and taps t of w[ii][c][t] * x[c * cstride + conv_tapoff(w, t) + jj], for ii < rows, jj < lanes. */
 static void emit_kernel(ctx *c, int32_t k)
 {
     const wplan *w = c->p->nests[k].win;
@@ -214,7 +204,7 @@ static void emit_kernel(ctx *c, int32_t k)
 }
 
 /* The kernel of convolution nest k with channels in lanes: out[ii * tj + jj] = sum over the
- * group's input channels c and taps t of x[q[ii] + c * cstride + tapoff[t]] * the packed filters
+ * group's input channels c and taps t of x[q[ii] + c * cstride + conv_tapoff(w, t)] * the packed filters
  * [c][t][jj], for every ii < ti and jj < tj (the caller repeats a position to fill a tile, and
  * the packed filters hold zeros past the group's channels). */
 static void emit_kernel_by_channels(ctx *c, int32_t k)
@@ -686,9 +676,6 @@ static void emit_tiles_by_positions(ctx *c, int32_t k, const char *xp)
             ti, kg, ktv, ti, ti);
     if (w->in_place) {
         /* the last tile of positions of the last channels would read past x's end */
-        int64_t maxoff = 0;
-        for (int64_t i = 0; i < w->taps; i++)
-            maxoff = w->tapoff[i] > maxoff ? w->tapoff[i] : maxoff;
         int64_t have = c->p->bufs[w->xbuf].count; /* a dim for a symbolic batch */
         char limit[512];
         if (dim_is_sym(have)) {
@@ -699,7 +686,7 @@ static void emit_tiles_by_positions(ctx *c, int32_t k, const char *xp)
             snprintf(limit, sizeof limit, "%lld", (long long)(have - w->xoff));
         }
         em_line(c, "const int %s = (%s * %lld + %s * %lld + %lld) * %lld + %lld + %s + %d > %s",
-                lanes, n, (long long)w->C, g, cg, cg - 1, cs, (long long)maxoff, q0, tj, limit);
+                lanes, n, (long long)w->C, g, cg, cg - 1, cs, (long long)w->maxoff, q0, tj, limit);
         em_line(c, "    ? (int)(%lld - %s < %d ? %lld - %s : %d) : %d;", (long long)w->q, q0, tj,
                 (long long)w->q, q0, tj, tj);
     } else {

@@ -103,35 +103,53 @@ static void convolution(const ir_node *n, const ir_node *xn, const void *x, cons
             }
 }
 
+/* A pool's taps along axis i that land on x for output index o: [*lo, *hi) (pools have no
+ * dilation: tap t reads o * s + t - pb). Only those are visited, so that a window of 2^40 taps
+ * that is nearly all padding takes as long as the elements it holds. */
+static void pool_taps(const geom *g, int i, int64_t o, int64_t *lo, int64_t *hi)
+{
+    int64_t first = g->pb[i] - o * g->s[i]; /* the tap that reads element 0 */
+    *lo = first > 0 ? first : 0;
+    *hi = g->d[i] < g->f[i] - first ? first + g->d[i] : g->f[i];
+}
+
 static void pool(const ir_node *n, const ir_node *xn, const void *x, void *out)
 {
     geom g;
     geom_of(n->a.win, xn, n, &g);
     int t = n->etype;
     bool max = n->op == OP_MAX_POOL, flt = ir_is_float(t);
-    int64_t planes = xn->shape[0] * xn->shape[1], dsz = g.d[0] * g.d[1] * g.d[2];
-    int64_t whole = g.f[0] * g.f[1] * g.f[2], osz = g.o[0] * g.o[1] * g.o[2], e = 0;
+    int64_t planes = xn->shape[0] * xn->shape[1];
+    int64_t osz = g.o[0] * g.o[1] * g.o[2], e = 0;
+    double whole = (double)g.f[0] * (double)g.f[1] * (double)g.f[2];
     for (int64_t p = 0; p < planes; p++)
         for (int64_t o = 0; o < osz; o++, e++) {
+            int64_t oi[IR_MAX_SPATIAL], lo[IR_MAX_SPATIAL], hi[IR_MAX_SPATIAL], rest = o;
+            for (int i = IR_MAX_SPATIAL - 1; i >= 0; i--) {
+                oi[i] = rest % g.o[i];
+                rest /= g.o[i];
+                pool_taps(&g, i, oi[i], &lo[i], &hi[i]);
+            }
             /* floats in double (max: a NaN is never larger, as in nest_max) */
             double acc = max ? -INFINITY : 0;
             int64_t iacc = t == NEST_I32 ? INT32_MIN : INT64_MIN, count = 0;
-            for (int64_t ft = 0; ft < whole; ft++) {
-                int64_t xi = tap_source(&g, o, ft);
-                if (xi < 0)
-                    continue;
-                xi += p * dsz;
-                count++;
-                if (!flt) {
-                    int64_t v = load_int(t, x, xi);
-                    iacc = v > iacc ? v : iacc;
-                } else if (max) {
-                    double v = load(t, x, xi);
-                    acc = v > acc ? v : acc;
-                } else {
-                    acc += load(t, x, xi);
-                }
-            }
+            for (int64_t t0 = lo[0]; t0 < hi[0]; t0++)
+                for (int64_t t1 = lo[1]; t1 < hi[1]; t1++)
+                    for (int64_t t2 = lo[2]; t2 < hi[2]; t2++) {
+                        int64_t xi = p, tt[IR_MAX_SPATIAL] = {t0, t1, t2};
+                        for (int i = 0; i < IR_MAX_SPATIAL; i++)
+                            xi = xi * g.d[i] + source(&g, i, oi[i], tt[i]);
+                        count++;
+                        if (!flt) {
+                            int64_t v = load_int(t, x, xi);
+                            iacc = v > iacc ? v : iacc;
+                        } else if (max) {
+                            double v = load(t, x, xi);
+                            acc = v > acc ? v : acc;
+                        } else {
+                            acc += load(t, x, xi);
+                        }
+                    }
             if (!flt) {
                 if (t == NEST_I32)
                     ((int32_t *)out)[e] = (int32_t)iacc;
@@ -140,7 +158,7 @@ static void pool(const ir_node *n, const ir_node *xn, const void *x, void *out)
                 continue;
             }
             if (!max)
-                acc /= (double)(n->a.win->include_pad ? whole : count);
+                acc /= n->a.win->include_pad ? whole : (double)count;
             store(t, out, e, acc);
         }
 }

@@ -139,6 +139,14 @@ int ir_infer_window(nest_function *f, ir_node *n, ir_op op, int nin, const int32
     }
     if ((st = read_list(f, op, nin, in, "strides", nsp, at->step, 1, 1, w->stride)))
         return st;
+    /* the taps of one window: a count the loops over them and an average's divisor hold */
+    int64_t taps = 1;
+    for (int i = 0; i < nsp; i++)
+        if (mul_overflows(taps, w->window[i], &taps) || taps >= IR_MAX_BYTES)
+            return ir_op_error(f, NEST_ERR_LIMIT, op, nin, in,
+                               "the window has too many taps (%lld along spatial axis %d; the "
+                               "limit is 2^62 in all)",
+                               (long long)w->window[i], i);
     /* the output extent along each spatial axis */
     for (int i = 0; i < nsp; i++) {
         int64_t d = x->shape[2 + i], in_len, win;

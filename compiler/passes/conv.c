@@ -7,7 +7,7 @@
  * (zero-padded, dilated, and split by the phase of the stride along each axis), laid out so that
  * every tap of the window reads a run of consecutive positions: output position o (a
  * multi-index) is q = sum o_i * qst[i], and tap t of channel c reads the copy at
- * c * cstride + tapoff[t] + q. A register tile holds, in one of two forms:
+ * c * cstride + conv_tapoff(t) + q. A register tile holds, in one of two forms:
  *   - positions in lanes: `ti` output channels by `nv` vectors of consecutive positions while
  *     the sum runs over the input channels of the group and the taps; the filters are read in
  *     place (a broadcast of one weight per channel and tap), the input as whole vectors.
@@ -31,6 +31,7 @@
  * a residual, an activation) is absorbed into its store, and the value itself is stored only if
  * something else reads it.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -129,23 +130,54 @@ static bool dense_load(const fx *e, int rank, const int64_t *shape)
     return true;
 }
 
-/* The planes of the direct form: phases, extents, tap offsets; and whether x is read in place. */
+/* Records that node's window or planes are over a limit: what, with the filters' type. */
+static bool window_limit(plan *p, int32_t node, const char *what)
+{
+    const nest_function *f = p->f;
+    buf b = {0};
+    ir_format_type(&b, f, ir_resolve(f, f->nodes[node].in[1]));
+    char *t = buf_finish(&b);
+    plan_limit(p, "convolution (filters %s): %s", t ? t : "?", what);
+    free(t);
+    return false;
+}
+
+int64_t conv_tapoff(const wplan *w, int64_t t)
+{
+    int64_t off = 0;
+    for (int i = w->win->nsp - 1; i >= 0; i--) {
+        off += w->axoff[i][t % w->win->window[i]];
+        t /= w->win->window[i];
+    }
+    return off;
+}
+
+/* The planes of the direct form: phases, extents, tap offsets; and whether x is read in place.
+ * False when out of memory, or (p->status says which) over a limit. */
 static bool plan_planes(plan *p, wplan *w, const ir_node *xn)
 {
     const ir_window *win = w->win;
     int nsp = win->nsp;
     bool trivial = true;
+    char what[160];
     w->taps = 1;
     for (int i = 0; i < nsp; i++) {
         int64_t s = win->stride[i], f = win->window[i], dil = win->dilation[i];
-        w->taps *= f;
+        if (f > CONV_MAX_WINDOW) {
+            snprintf(what, sizeof what,
+                     "its window has %lld taps along spatial axis %d, more than the %d the "
+                     "generated code takes",
+                     (long long)f, i, CONV_MAX_WINDOW);
+            return window_limit(p, w->node, what);
+        }
+        w->taps *= f; /* below 2^62: checked when the node was built */
         /* the phases (tap * dilation) mod stride that taps use, ascending */
         int64_t n = f < s ? f : s;
         w->ph[i] = arena_array(p->a, (size_t)n + 1, sizeof(int64_t));
         if (!w->ph[i])
             return false;
         w->nph[i] = 0;
-        /* tap t's phase repeats with t + s: the first n taps give them all (a window of 2^40
+        /* tap t's phase repeats with t + s: the first n taps give them all (a window of 2^16
          * taps at stride 1 has one phase, found at once) */
         int64_t step = dil % s, ph = -step;
         for (int64_t t = 0; t < n; t++) {
@@ -163,36 +195,42 @@ static bool plan_planes(plan *p, wplan *w, const ir_node *xn)
         trivial &= s == 1 && win->data_dilation[i] == 1 && win->pad_below[i] == 0 &&
                    win->pad_above[i] == 0;
     }
+    /* the planes hold the padded and dilated input: huge padding makes them too large to
+     * address, however small x is */
     int64_t nplanes = 1;
+    bool over = false;
     w->plane = 1;
     for (int i = nsp - 1; i >= 0; i--) {
         w->qst[i] = w->plane;
-        w->plane *= w->hq[i];
+        over |= mul_overflows(w->plane, w->hq[i], &w->plane);
         nplanes *= w->nph[i];
     }
-    w->cstride = w->plane * nplanes;
+    if (over || mul_overflows(w->plane, nplanes, &w->cstride) || w->cstride >= IR_MAX_BYTES / 8)
+        return window_limit(p, w->node, "the padded and dilated input is too large to copy "
+                                        "(2^59 elements or more per channel)");
     w->q = w->p = 1;
     for (int i = 0; i < nsp; i++) {
         w->q += (w->o[i] - 1) * w->qst[i];
         w->p *= w->o[i];
     }
-    w->tapoff = arena_array(p->a, (size_t)w->taps + 1, sizeof(int64_t));
-    if (!w->tapoff)
-        return false;
-    for (int64_t t = 0; t < w->taps; t++) {
-        /* tap t is row-major over the filters' spatial axes */
-        int64_t rest = t, off = 0, pl = 0, scale = 1;
-        for (int i = nsp - 1; i >= 0; i--) {
-            int64_t f = rest % win->window[i], u = f * win->dilation[i];
-            rest /= win->window[i];
+    /* each axis' part of the taps' offsets: the row of its phase's planes, the plane's row */
+    int64_t scale = 1; /* planes per phase of axis i: those of the axes after it */
+    w->maxoff = 0;
+    for (int i = nsp - 1; i >= 0; i--) {
+        w->axoff[i] = arena_array(p->a, (size_t)win->window[i], sizeof(int64_t));
+        if (!w->axoff[i])
+            return false;
+        int64_t most = 0;
+        for (int64_t f = 0; f < win->window[i]; f++) {
+            int64_t u = f * win->dilation[i];
             int k = 0;
             while (w->ph[i][k] != u % win->stride[i])
                 k++;
-            off += u / win->stride[i] * w->qst[i];
-            pl += k * scale;
-            scale *= w->nph[i];
+            w->axoff[i][f] = u / win->stride[i] * w->qst[i] + k * scale * w->plane;
+            most = w->axoff[i][f] > most ? w->axoff[i][f] : most;
         }
-        w->tapoff[t] = pl * w->plane + off;
+        w->maxoff += most;
+        scale *= w->nph[i];
     }
     w->in_place = trivial && dense_load(w->x, xn->rank, xn->shape);
     if (w->in_place) {
@@ -271,7 +309,8 @@ bool conv_plan(plan *p, nest *ne, int32_t node, fx *x, fx *filters)
     w->wbuf = filters->buf;
     w->woff = filters->off;
     if (!plan_planes(p, w, xn)) {
-        p->status = NEST_ERR_NOMEM;
+        if (!p->status)
+            p->status = NEST_ERR_NOMEM;
         return false;
     }
     choose_tile(w, n->etype, tile_vector_bytes(p->opts));
@@ -321,12 +360,12 @@ static bool make_private(plan *p, nest *ne)
         over |= mul_overflows(w->N * w->C, w->cstride, &copy) ||
                 add_overflows(copy, (int64_t)w->nv * w->lanes, &copy);
     if (w->by_channels)
-        over |= mul_overflows(w->G * (w->C / w->G) * w->taps, w->kpad, &filters);
+        over |= mul_overflows(w->C, w->taps, &filters) ||
+                mul_overflows(filters, w->kpad, &filters);
     w->packoff = copy;
-    if (over || add_overflows(copy, filters, &copy) || copy > IR_MAX_BYTES / 8) {
-        p->status = NEST_ERR_LIMIT;
-        return false;
-    }
+    if (over || add_overflows(copy, filters, &copy) || copy > IR_MAX_BYTES / 8)
+        return window_limit(p, w->node, "its copy of the input and packed filters would take "
+                                        "2^59 elements or more");
     if (copy == 0)
         return true;
     ne->pack = plan_buffer(p, BUF_TEMP, -1, w->node, w->x->etype, copy);

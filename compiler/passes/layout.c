@@ -11,6 +11,8 @@
  * the depth of the recursive transforms below.
  */
 #include <assert.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,6 +35,18 @@ void layout_strides(int rank, const int64_t *shape, int layout, int64_t *st)
                 s *= shape[k];
         }
     }
+}
+
+bool plan_limit(plan *p, const char *fmt, ...)
+{
+    if (p->status)
+        return false;
+    p->status = NEST_ERR_LIMIT;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(p->why, sizeof p->why, fmt, ap);
+    va_end(ap);
+    return false;
 }
 
 int32_t plan_buffer(plan *p, pbuf_kind kind, int32_t index, int32_t node, int etype, int64_t count)
