@@ -92,6 +92,11 @@ static void test_unification_errors(void **state)
     parse_fails("func f(x: f32[N,K], w: f32[M,3]) -> f32[N,3] {\n  return dot(x, w)\n}\n",
                 "the last axis of the first operand (K) differs from the first axis of the "
                 "second (M)");
+    parse_fails("func f(x: f32[B,N,K], w: f32[B,M,3]) -> f32[B,N,3] {\n  return batch_dot(x, w)\n}\n",
+                "the last axis of the first operand (K) differs from the second-to-last axis of "
+                "the second (M)");
+    parse_fails("func f(x: f32[B,N,4], w: f32[C,4,3]) -> f32[B,N,3] {\n  return batch_dot(x, w)\n}\n",
+                "batch axes do not broadcast: B against C (axis 0 of the result)");
     parse_fails("func f(x: f32[N,4]) -> f32[N,4] {\n"
                 "  return broadcast(x, shape=[M,N,4], axes=[0])\n}\n",
                 "2:30: error: M is not a dim of the parameters' shapes");

@@ -622,22 +622,31 @@ static int infer_batch_dot(nest_function *f, ir_node *n, ir_op op, int nin, cons
                         "them",
                         a->rank == 0 ? 1 : 2);
     int64_t ka = a->shape[a->rank - 1], kb = b->shape[b->rank >= 2 ? b->rank - 2 : 0];
-    if (ka != kb)
-        return op_error(f, NEST_ERR_TYPE, op, nin, in,
-                        "the last axis of the first operand (%lld) differs from the %s axis of the "
-                        "second (%lld)",
-                        (long long)ka, b->rank >= 2 ? "second-to-last" : "only", (long long)kb);
+    if (ka != kb) {
+        char *x = dim_text(f, ka), *y = dim_text(f, kb);
+        op_error(f, NEST_ERR_TYPE, op, nin, in,
+                 "the last axis of the first operand (%s) differs from the %s axis of the second "
+                 "(%s)",
+                 x ? x : "", b->rank >= 2 ? "second-to-last" : "only", y ? y : "");
+        free(x);
+        free(y);
+        return f->status;
+    }
     int ba = a->rank >= 2 ? a->rank - 2 : 0, bb = b->rank >= 2 ? b->rank - 2 : 0;
     int nb = ba > bb ? ba : bb, r = 0;
     int64_t shape[NEST_MAX_RANK + 2], count;
     for (int i = 0; i < nb; i++) { /* batch axis i, counted from the left of the longer */
         int ia = i - (nb - ba), ib = i - (nb - bb);
         int64_t da = ia >= 0 ? a->shape[ia] : 1, db = ib >= 0 ? b->shape[ib] : 1;
-        if (da != db && da != 1 && db != 1)
-            return op_error(f, NEST_ERR_TYPE, op, nin, in,
-                            "batch axes do not broadcast: %lld against %lld (axis %d of the "
-                            "result)",
-                            (long long)da, (long long)db, i);
+        if (da != db && da != 1 && db != 1) {
+            char *x = dim_text(f, da), *y = dim_text(f, db);
+            op_error(f, NEST_ERR_TYPE, op, nin, in,
+                     "batch axes do not broadcast: %s against %s (axis %d of the result)",
+                     x ? x : "", y ? y : "", i);
+            free(x);
+            free(y);
+            return f->status;
+        }
         shape[r++] = da == 1 ? db : da;
     }
     if (a->rank >= 2)
