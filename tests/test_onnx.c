@@ -948,6 +948,19 @@ static void test_split_without_outputs(void **state)
     nest_function_free(f);
 }
 
+/* A MaxPool with Indices padded by about 2^25 along an axis would make, while importing, a table
+ * of indices per tap: 25 taps at 226 million output positions, 1.8 GB each (found by fuzz_onnx).
+ * It is a limit error, nothing allocated. */
+static void test_maxpool_indices_limit(void **state)
+{
+    (void)state;
+    nest_function *f = nest_import_onnx("tests/corpus/onnx/crash-maxpool-indices-huge.onnx", NULL);
+    assert_non_null(f);
+    assert_int_equal(nest_errcode(f), NEST_ERR_LIMIT);
+    assert_non_null(strstr(nest_errmsg(f), "(MaxPool, opset 12): the indices of 25 taps at"));
+    nest_function_free(f);
+}
+
 /* A float attribute far outside an integer constant's range saturates instead of being cast
  * (undefined behaviour; found by fuzz_onnx): the import goes on to its own verdict. */
 static void test_float_attribute_saturates(void **state)
@@ -1006,6 +1019,7 @@ int main(void)
         cmocka_unit_test(test_external_data),
         cmocka_unit_test(test_builder_error_names_node),
         cmocka_unit_test(test_split_without_outputs),
+        cmocka_unit_test(test_maxpool_indices_limit),
         cmocka_unit_test(test_float_attribute_saturates),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

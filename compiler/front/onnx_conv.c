@@ -326,6 +326,11 @@ static int max_taps(ox *c, nest_value x, const window *w, nest_value *best, nest
     bool cols = ox_attr_int(c, "storage_order", 0) != 0;
     /* the index of [n, c, 0..]: (n C + c) times the spatial size of x */
     nest_value base = NEST_NONE;
+    if (indices && spatial > OX_FOLD_BYTES / (int64_t)sizeof(int64_t) / taps)
+        return ox_err(c, NEST_ERR_LIMIT,
+                      "the indices of %lld taps at %lld output positions would take more than "
+                      "the %lld MiB an import may hold",
+                      (long long)taps, (long long)spatial, (long long)(OX_FOLD_BYTES >> 20));
     if (indices) {
         int64_t nc[2] = {xs[0], xs[1]};
         ox_tensor *t = ox_tensor_new(c, NEST_I64, 2, nc);
