@@ -881,11 +881,14 @@ static void emit_pool(ctx *c, int32_t k)
     int nsp = win->nsp, et = w->x->etype;
     bool max = ne->outs[0].value->op == OP_MAX_POOL;
     const char *T = em_ctype(et);
-    long long per = 1, whole = 1;
+    /* per: the taps an image and channel visit, a work estimate in double (a window of 2^31
+     * taps at 2^40 positions passes int64); whole: the window's taps, below 2^62 (ir_window) */
+    double per = 1;
+    long long whole = 1;
     char nc[512];
     count_text(c, nc, sizeof nc, w->N, w->C);
     for (int i = 0; i < nsp; i++) {
-        per *= w->o[i] * win->window[i];
+        per *= (double)w->o[i] * (double)win->window[i];
         whole *= win->window[i];
     }
     em_nest_open(c, k);
@@ -904,7 +907,7 @@ static void emit_pool(ctx *c, int32_t k)
         hi[i] = nm(c, base[3][i]);
         in[i] = nm(c, base[4][i]);
     }
-    if (parallel_n(c, w->N, w->C, per))
+    if (parallel_n(c, w->N, w->C, per < 0x1p62 ? (int64_t)per : INT64_C(1) << 62))
         em_omp_for(c);
     em_line(c, "for (int64_t %s = 0; %s < %s; %s++) { /* image and channel */", ncv, ncv, nc,
             ncv);
