@@ -177,7 +177,7 @@ static int check_symbolic(nest_function *f)
                     why = "a slice with a symbolic lower bound";
                 break;
             case K_CONCAT:
-                if (n->a.axis == 0 && getenv("NEST_TRY_CONCAT") == NULL)
+                if (n->a.axis == 0)
                     why = "a concat along a symbolic axis";
                 break;
             case K_REVERSE:
