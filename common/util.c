@@ -197,3 +197,9 @@ bool add_overflows(int64_t a, int64_t b, int64_t *out)
 {
     return __builtin_add_overflow(a, b, out);
 }
+
+int cmp_i32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}

@@ -28,6 +28,9 @@ static inline uint64_t hash_bytes(const char *s, size_t n)
     return h;
 }
 
+/* The ascending order of int32_t, for qsort and bsearch (lists of nodes, of buffers). */
+int cmp_i32(const void *a, const void *b);
+
 /* A bump allocator: passes allocate from their function's arena and never free; one call
  * releases everything. Allocations are zeroed and 16-byte aligned; NULL when out of memory. */
 typedef struct arena_chunk arena_chunk;

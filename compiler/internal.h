@@ -796,8 +796,6 @@ bool fx_reads(plan *p, fx *e, int32_t buf);
 int32_t fx_loads(plan *p, fx *const *roots, int nroots, int32_t **out);
 /* The same for the values of a nest's outputs. */
 int32_t nest_loads(plan *p, const nest *ne, int32_t **out);
-/* The ascending order of int32_t, for qsort and bsearch (over such lists of buffers). */
-int cmp_i32(const void *a, const void *b);
 /* How many live nests read each buffer: a malloc'd array of p->nbufs + 1 counts, or NULL when
  * out of memory (p->status says so). */
 int32_t *nest_readers(plan *p);

@@ -144,12 +144,6 @@ int32_t ir_find_name(const nest_function *f, const char *name)
     return f->capnames ? *name_slot(f, name) : -1;
 }
 
-static int cmp_node(const void *a, const void *b)
-{
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    return (x > y) - (x < y);
-}
-
 void ir_renumber(nest_function *f, const int32_t *map, int32_t oldn)
 {
     /* the names' index: its nodes, renumbered, entered again (a slot emptied in place would cut
@@ -164,7 +158,7 @@ void ir_renumber(nest_function *f, const int32_t *map, int32_t oldn)
         f->names[i] = -1;
     f->nnames = 0;
     if (nk > 1) /* the first node of a name is the one found */
-        qsort(kept, nk, sizeof *kept, cmp_node);
+        qsort(kept, nk, sizeof *kept, cmp_i32);
     for (size_t i = 0; i < nk; i++) {
         int32_t *slot = name_slot(f, f->nodes[kept[i]].name);
         if (*slot < 0) {

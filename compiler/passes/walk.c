@@ -289,12 +289,6 @@ static void add_load(fx *e, void *ctx)
     l->v[l->n++] = e->buf;
 }
 
-int cmp_i32(const void *a, const void *b)
-{
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    return (x > y) - (x < y);
-}
-
 int32_t fx_loads(plan *p, fx *const *roots, int nroots, int32_t **out)
 {
     loads l = {.p = p};
