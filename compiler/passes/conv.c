@@ -330,40 +330,25 @@ bool conv_plan(plan *p, nest *ne, int32_t node, fx *x, fx *filters)
 static bool make_private(plan *p, nest *ne)
 {
     wplan *w = ne->win;
-    int64_t copy = 0, filters = 0;
+    int64_t copy = 0, filters = 0, one = 0; /* one: the planes of one image */
+    int64_t slack = (int64_t)w->nv * w->lanes;
     bool over = false;
-    if (dim_is_sym(w->N)) {
-        int64_t one = 0; /* one image's planes */
-        if (!w->in_place && !w->local_planes &&
-            (mul_overflows(w->C, w->cstride, &one) ||
-             (copy = dim_add(p->f, dim_mul(p->f, w->N, one), (int64_t)w->nv * w->lanes)) ==
-                 DIM_NONE)) {
-            p->status = NEST_ERR_LIMIT;
-            return false;
-        }
-        if (w->by_channels &&
-            mul_overflows(w->G * (w->C / w->G) * w->taps, w->kpad, &filters)) {
-            p->status = NEST_ERR_LIMIT;
-            return false;
-        }
-        w->packoff = copy;
-        if (dim_is_sym(copy) && (copy = dim_add(p->f, copy, filters)) == DIM_NONE) {
-            p->status = NEST_ERR_LIMIT;
-            return false;
-        }
-        if (!dim_is_sym(copy) && (copy += filters) == 0) /* (sizes of one image: no overflow) */
-            return true;
-        ne->pack = plan_buffer(p, BUF_TEMP, -1, w->node, w->x->etype, copy);
-        return ne->pack >= 0;
+    if (!w->in_place && !w->local_planes) {
+        over = mul_overflows(w->C, w->cstride, &one);
+        if (!over && dim_is_sym(w->N))
+            over = (copy = dim_add(p->f, dim_mul(p->f, w->N, one), slack)) == DIM_NONE;
+        else if (!over)
+            over = mul_overflows(w->N, one, &copy) || add_overflows(copy, slack, &copy);
     }
-    if (!w->in_place && !w->local_planes)
-        over |= mul_overflows(w->N * w->C, w->cstride, &copy) ||
-                add_overflows(copy, (int64_t)w->nv * w->lanes, &copy);
     if (w->by_channels)
         over |= mul_overflows(w->C, w->taps, &filters) ||
                 mul_overflows(filters, w->kpad, &filters);
     w->packoff = copy;
-    if (over || add_overflows(copy, filters, &copy) || copy > IR_MAX_BYTES / 8)
+    if (!over && dim_is_sym(copy))
+        over = (copy = dim_add(p->f, copy, filters)) == DIM_NONE;
+    else if (!over)
+        over = add_overflows(copy, filters, &copy) || copy > IR_MAX_BYTES / 8;
+    if (over)
         return window_limit(p, w->node, "its copy of the input and packed filters would take "
                                         "2^59 elements or more");
     if (copy == 0)
