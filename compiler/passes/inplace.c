@@ -89,13 +89,7 @@ static bool scan_views(view_scan *s, const nest *n)
     for (size_t i = 0; i < s->n; i++)
         s->slot[s->v[i].buf] = -1;
     s->n = s->nc = 0;
-    fx **vals = malloc(((size_t)n->nouts + 1) * sizeof *vals);
-    if (!vals)
-        return false;
-    for (int i = 0; i < n->nouts; i++)
-        vals[i] = n->outs[i].value;
-    bool ok = fx_walk(s->p, vals, n->nouts, scan_load, s) && !s->oom;
-    free(vals);
+    bool ok = nest_visit(s->p, n, scan_load, s) && !s->oom;
     for (size_t c = 0; ok && c < s->nc; c++) { /* the tensors a concat reads */
         int32_t *loads;
         int32_t nl = fx_loads(s->p, &s->concats[c], 1, &loads);
