@@ -267,12 +267,8 @@ static bool reads_assigned(plan *p, load_cache *lc, int32_t m, const bool *assig
  * training step, each over the nests of the layers after it). */
 void merge_schedule_assigns(plan *p)
 {
-    int32_t ns = 0; /* state tensors: their indexes are below ns */
-    for (int32_t b = 0; b < p->nbufs; b++)
-        if ((p->bufs[b].kind == BUF_STATE || p->bufs[b].kind == BUF_STATE_NEW) &&
-            p->bufs[b].index >= ns)
-            ns = p->bufs[b].index + 1;
-    if (ns == 0 || p->nnests < 2)
+    int32_t ns = p->f->module ? p->f->module->nstates : 0;
+    if (ns == 0 || p->f->nassigns == 0 || p->nnests < 2)
         return;
     size_t nn = (size_t)p->nnests;
     load_cache lc = {calloc(nn, sizeof *lc.of), malloc(nn * sizeof *lc.n)};
