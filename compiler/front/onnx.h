@@ -121,9 +121,6 @@ static inline int64_t ox_count(int rank, const int64_t *shape)
     return n;
 }
 
-/* The product of a value's shape, symbolic dims included (batch*16): a dim of c->f, or
- * NEST_DIM_NONE with the error on c->f (an overflow). */
-int64_t ox_dim_count(ox *c, int rank, const int64_t *shape);
 /* Whether a value's shape names a dim; if so, an error on the node saying that `what` needs
  * plain sizes (naming the dim and --dim). */
 bool ox_symbolic(ox *c, nest_value v, const char *what);

@@ -155,8 +155,8 @@ static int softmax(ox *c, bool log_of)
         return NEST_ERR_ARG;
     nest_value v = x;
     if (c->opset < 13) {
-        int64_t two[2] = {ox_dim_count(c, axis, ox_shape(c, x)),
-                          ox_dim_count(c, rank - axis, ox_shape(c, x) + axis)};
+        int64_t two[2] = {ir_dims_count(c->f, axis, ox_shape(c, x)),
+                          ir_dims_count(c->f, rank - axis, ox_shape(c, x) + axis)};
         v = ox_reshape(c, x, 2, two);
         axis = 1;
     }
@@ -200,7 +200,7 @@ static nest_value matmul(ox *c, nest_value a, nest_value b)
         if (rb <= 2 && ra > 2) {
             /* [..., M, K] x [K, N] as one product of matrices [B * M, K] x [K, N] (the tile
              * pass blocks it), reshaped back */
-            int64_t two[2] = {ox_dim_count(c, ra - 1, ox_shape(c, a)), k}, shape[R];
+            int64_t two[2] = {ir_dims_count(c->f, ra - 1, ox_shape(c, a)), k}, shape[R];
             memcpy(shape, ox_shape(c, a), (size_t)ra * sizeof *shape);
             shape[ra - 1] = rb == 2 ? ox_shape(c, b)[1] : 1;
             nest_value p = nest_dot(c->f, ox_reshape(c, a, 2, two), b);
@@ -445,7 +445,7 @@ int ox_op_layer_norm(ox *c)
     if (axis < 0)
         return NEST_ERR_ARG;
     double eps = ox_attr_float(c, "epsilon", 1e-5f);
-    int64_t count = ox_dim_count(c, rank - axis, ox_shape(c, x) + axis);
+    int64_t count = ir_dims_count(c->f, rank - axis, ox_shape(c, x) + axis);
     if (dim_is_sym(count)) {
         char *d = dim_text(c->f, count);
         ox_err(c, NEST_ERR_ARG, "the normalized axes hold %.100s elements: a symbolic count",

@@ -11,15 +11,6 @@
 
 #define R NEST_MAX_RANK
 
-/* A constant of one value filling a shape (integers saturate, as nest_convert does). */
-int64_t ox_dim_count(ox *c, int rank, const int64_t *shape)
-{
-    int64_t n = 1;
-    for (int i = 0; i < rank && n != NEST_DIM_NONE; i++)
-        n = dim_mul(c->f, n, shape[i]);
-    return n;
-}
-
 bool ox_symbolic(ox *c, nest_value v, const char *what)
 {
     const ir_node *x = ox_node(c, v);
@@ -35,6 +26,7 @@ bool ox_symbolic(ox *c, nest_value v, const char *what)
     return false;
 }
 
+/* A constant of one value filling a shape (integers saturate, as nest_convert does). */
 nest_value ox_full(ox *c, int etype, double value, int rank, const int64_t *shape)
 {
     return ir_fill(c->f, etype, value, rank, shape);

@@ -209,8 +209,8 @@ int ox_op_flatten(ox *c)
                       rank);
     if (axis < 0)
         axis += rank;
-    int64_t shape[2] = {ox_dim_count(c, (int)axis, ox_shape(c, x)),
-                        ox_dim_count(c, rank - (int)axis, ox_shape(c, x) + axis)};
+    int64_t shape[2] = {ir_dims_count(c->f, (int)axis, ox_shape(c, x)),
+                        ir_dims_count(c->f, rank - (int)axis, ox_shape(c, x) + axis)};
     c->out[0] = ox_reshape(c, x, 2, shape);
     return NEST_OK;
 }
