@@ -275,16 +275,16 @@ static const char *bufname(ctx *c, int32_t b)
     return c->bufname[b];
 }
 
-/* Whether a loop of `items` iterations of `per_item` work each is worth several cores. */
-static bool parallel(const ctx *c, int64_t items, int64_t per_item)
+/* Whether a loop of `items` iterations of `per_item` work each is worth several cores (the
+ * work an estimate in double: a window's taps times its positions may pass int64). */
+static bool parallel(const ctx *c, int64_t items, double per_item)
 {
-    double work = (double)items * (double)per_item;
-    return c->p->opts->openmp && items >= 2 && work >= (double)PAR_MIN;
+    return c->p->opts->openmp && items >= 2 && (double)items * per_item >= (double)PAR_MIN;
 }
 
 /* The same for N (the batch) times per_image items: for a symbolic batch, decided at run time
  * (em_omp_for's if() on the nest's size). */
-static bool parallel_n(const ctx *c, int64_t N, int64_t per_image, int64_t per_item)
+static bool parallel_n(const ctx *c, int64_t N, int64_t per_image, double per_item)
 {
     if (dim_is_sym(N))
         return c->p->opts->openmp;
@@ -651,7 +651,7 @@ static void emit_tiles_by_positions(ctx *c, int32_t k, const char *xp)
     if (w->local_planes) {
         const char *ng = nm(c, "ng"), *nc0 = nm(c, "nc0");
         long long count = cg * cs + tj;
-        if (parallel_n(c, w->N, w->G, kg * w->q * cg * w->taps))
+        if (parallel_n(c, w->N, w->G, (double)kg * w->q * cg * w->taps))
             em_omp_for(c);
         em_line(c, "for (int64_t %s = 0; %s < %s; %s++) { /* image and group */", ng, ng, images,
                 ng);
@@ -664,7 +664,7 @@ static void emit_tiles_by_positions(ctx *c, int32_t k, const char *xp)
         c->indent++;
         em_line(c, "const int64_t %s = %s %% %lld, %s = %s / %lld;", ktv, t, kt, qbv, t, kt);
     } else {
-        if (parallel_n(c, w->N, w->G * kt * qb, (long long)ti * tj * cg * w->taps))
+        if (parallel_n(c, w->N, w->G * kt * qb, (double)ti * tj * cg * w->taps))
             em_omp_for(c);
         em_line(c, "for (int64_t %s = 0; %s < %s; %s++) {", t, t, tiles, t);
         c->indent++;
@@ -767,7 +767,7 @@ static void emit_tiles_by_channels(ctx *c, int32_t k, const char *xp, const char
     const char *cols = nm(c, "cols"), *acc = nm(c, "acc"), *q = nm(c, "q"), *ii = nm(c, "ii");
     const char *jj = nm(c, "jj"), *pp = nm(c, "pos");
     em_line(c, "/* %s tiles: images x groups x positions x output channels */", tiles);
-    if (parallel_n(c, w->N, w->G * kt * pt, (long long)ti * tj * cg * w->taps))
+    if (parallel_n(c, w->N, w->G * kt * pt, (double)ti * tj * cg * w->taps))
         em_omp_for(c);
     em_line(c, "for (int64_t %s = 0; %s < %s; %s++) {", t, t, tiles, t);
     c->indent++;
@@ -881,8 +881,8 @@ static void emit_pool(ctx *c, int32_t k)
     int nsp = win->nsp, et = w->x->etype;
     bool max = ne->outs[0].value->op == OP_MAX_POOL;
     const char *T = em_ctype(et);
-    /* per: the taps an image and channel visit, a work estimate in double (a window of 2^31
-     * taps at 2^40 positions passes int64); whole: the window's taps, below 2^62 (ir_window) */
+    /* per: the taps an image and channel visit (parallel's estimate); whole: the window's
+     * taps, below 2^62 (ir_window) */
     double per = 1;
     long long whole = 1;
     char nc[512];
@@ -907,7 +907,7 @@ static void emit_pool(ctx *c, int32_t k)
         hi[i] = nm(c, base[3][i]);
         in[i] = nm(c, base[4][i]);
     }
-    if (parallel_n(c, w->N, w->C, per < 0x1p62 ? (int64_t)per : INT64_C(1) << 62))
+    if (parallel_n(c, w->N, w->C, per))
         em_omp_for(c);
     em_line(c, "for (int64_t %s = 0; %s < %s; %s++) { /* image and channel */", ncv, ncv, nc,
             ncv);
