@@ -41,7 +41,8 @@ enum {
     H_INT_OPS = 7,
     H_CVT = 2 * H_INT_OPS, /* + 2 * to + from: i32/i64 from f32/f64 */
     H_TILE = H_CVT + 4,    /* + 3 * (f64) + (16, 32, 64 vector bytes): tiles of tile.c */
-    H_FOLD = H_TILE + 6,   /* + 4 * (sum, max, min) + 2 * (f64) + (half the lanes): the
+    H_HSUM = H_TILE + 6,   /* + 2 * (f64) + (half the lanes): the sum of a fold's partial sums */
+    H_FOLD = H_HSUM + 4,   /* + 4 * (sum, max, min) + 2 * (f64) + (half the lanes): the
                             * combining of a fold's partial accumulators, in large functions */
     H_NOINLINE = H_FOLD + 12, /* the NEST_NOINLINE macro (tiles, folds, parts) */
     H_SIGMOID = H_NOINLINE + 1, /* + (f64): the op set of real models */
@@ -159,6 +160,8 @@ bool em_is_float(int etype);
 int em_tile_helper(int etype, int vb);
 /* The helper combining `lanes` partial accumulators of a fold, or -1 when there is none. */
 int em_fold_helper(int op, int etype, int lanes);
+/* The helper that sums a fold's lanes partial sums of etype, or -1. */
+int em_hsum_helper(int etype, int lanes);
 const char *em_names_add(names *ns, const char *s);
 /* base, or base_1, base_2, ... : the first that no scope uses; recorded in ns. */
 const char *em_unique(names *ns, const char *base);

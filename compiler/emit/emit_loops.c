@@ -500,18 +500,23 @@ static void emit_fold_end(ctx *c)
             continue;
         /* pairwise: lane u takes lane u + w for halving widths, each width in an array of
          * its own (rewriting the lanes in place, compilers keep them in memory), in a helper in
-         * large functions */
+         * large functions; sums in nest_hsum, in vectors */
         const char *v = a;
         char nb[IR_MAX_NAME + 32];
         int h = c->fold_calls && c->accs > 1 ? em_fold_helper(o->reduce, et, c->accs) : -1;
-        if (h >= 0) {
-            *c->helpers |= 1ull << h;
+        int hs = c->accs > 1 && o->reduce == OP_SUM ? em_hsum_helper(et, c->accs) : -1;
+        if (hs >= 0)
+            *c->helpers |= 1ull << hs;
+        if (h >= 0 || hs >= 0) {
+            if (h >= 0)
+                *c->helpers |= 1ull << h;
             snprintf(nb, sizeof nb, "%s_1", a);
             v = em_unique(&c->local, nb);
-            em_line(c, "const %s %s = nest_fold_%s_%s_%d(%s);", em_ctype(et), v,
-                    ir_ops[o->reduce].name, nest_type_name((nest_type)et), c->accs, a);
+            em_line(c, "const %s %s = nest_%s%s_%s_%d(%s);", em_ctype(et), v,
+                    h >= 0 ? "fold_" : "hsum", h >= 0 ? ir_ops[o->reduce].name : "",
+                    nest_type_name((nest_type)et), c->accs, a);
         }
-        for (int w = h >= 0 ? 0 : c->accs / 2; w >= 1; w /= 2) {
+        for (int w = h >= 0 || hs >= 0 ? 0 : c->accs / 2; w >= 1; w /= 2) {
             char l[IR_MAX_NAME + 64], r[IR_MAX_NAME + 64];
             snprintf(l, sizeof l, w > 1 ? "%s[u]" : "%s[0]", v);
             snprintf(r, sizeof r, w > 1 ? "%s[u + %d]" : "%s[1]", v, w);

@@ -25,19 +25,21 @@ int em_fold_helper(int op, int etype, int lanes)
     return H_FOLD + 4 * k + 2 * (etype == NEST_F64) + (lanes != full);
 }
 
+int em_hsum_helper(int etype, int lanes)
+{
+    int full = ACC_BYTES / (int)nest_type_size((nest_type)etype);
+    if (!em_is_float(etype) || (lanes != full && lanes != full / 2))
+        return -1;
+    return H_HSUM + 2 * (etype == NEST_F64) + (lanes != full);
+}
+
 static void expand(buf *b, const char *tmpl, int etype, const char *const *args);
 
-/* The combining of a fold's lanes, pairwise: lane u takes lane u + w for halving widths. */
-static void emit_fold_helper(buf *b, int h)
+/* The combining of the lanes a[0..lanes) by op, pairwise (lane u takes lane u + w for halving
+ * widths, each width in an array of its own), returned. */
+static void emit_pairwise(buf *b, int op, int et, int lanes)
 {
-    static const int ops[] = {OP_SUM, OP_MAX, OP_MIN};
-    int k = (h - H_FOLD) / 4, et = (h - H_FOLD) / 2 % 2 ? NEST_F64 : NEST_F32;
-    int lanes = ACC_BYTES / (int)nest_type_size((nest_type)et) / ((h - H_FOLD) % 2 ? 2 : 1);
     const char *t = em_ctype(et);
-    const ir_opinfo *info = &ir_ops[ops[k]];
-    buf_printf(b, "/* the %s of a fold's %d partial results */\n"
-                  "static NEST_NOINLINE %s nest_fold_%s_%s_%d(%s *a)\n{\n",
-               info->name, lanes, t, info->name, nest_type_name((nest_type)et), lanes, t);
     for (int w = lanes / 2; w >= 1; w /= 2) {
         char l[32], r[32];
         if (w * 2 == lanes) {
@@ -50,10 +52,62 @@ static void emit_fold_helper(buf *b, int h)
         const char *args[2] = {l, r};
         buf_printf(b, "    %s a%d[%d];\n    for (int u = 0; u < %d; u++)\n        a%d[u] = ", t, w,
                    w, w, w);
-        expand(b, info->cfloat, et, args);
+        expand(b, ir_ops[op].cfloat, et, args);
         buf_puts(b, ";\n");
     }
-    buf_puts(b, "    return a1[0];\n}\n\n");
+    buf_puts(b, "    return a1[0];\n");
+}
+
+/* The sum of a fold's partial sums: the same additions in the same order as the pairwise
+ * arrays, made on vectors of GNU C where the compiler has them. Arrays of lanes went through
+ * memory (a wide store read back a lane at a time): a tenth of an L2 distance of 1K floats. */
+static void emit_hsum_helper(buf *b, int h)
+{
+    int et = (h - H_HSUM) / 2 ? NEST_F64 : NEST_F32, size = (int)nest_type_size((nest_type)et);
+    int lanes = ACC_BYTES / size / ((h - H_HSUM) % 2 ? 2 : 1), nv = lanes * size / 64;
+    const char *t = em_ctype(et);
+    buf_printf(b, "/* the sum of a fold's %d partial sums, pairwise: lane u takes lane u + w for halving\n"
+                  " * widths (under GNU C in vectors: the same additions in the same order) */\n"
+                  "static inline %s nest_hsum_%s_%d(const %s *a)\n{\n#ifdef __GNUC__\n",
+               lanes, t, nest_type_name((nest_type)et), lanes, t);
+    for (int vb = 64; vb >= 16; vb /= 2)
+        buf_printf(b, "    typedef %s v%d __attribute__((vector_size(%d), aligned(%d), may_alias));\n",
+                   t, vb, vb, size);
+    /* whole vectors: vector i takes vector i + nv / 2 (nv is 2 or 4) */
+    if (nv == 4)
+        buf_puts(b, "    v64 x64 = (((const v64 *)a)[0] + ((const v64 *)a)[2]) +\n"
+                    "              (((const v64 *)a)[1] + ((const v64 *)a)[3]);\n");
+    else
+        buf_puts(b, "    v64 x64 = ((const v64 *)a)[0] + ((const v64 *)a)[1];\n");
+    /* then the halves of a vector */
+    for (int vb = 32; vb >= 16; vb /= 2)
+        buf_printf(b, "    v%d x%d = ((const v%d *)&x%d)[0] + ((const v%d *)&x%d)[1];\n", vb, vb, vb,
+                   vb * 2, vb, vb * 2);
+    if (16 / size == 4)
+        buf_puts(b, "    return (x16[0] + x16[2]) + (x16[1] + x16[3]);\n");
+    else
+        buf_puts(b, "    return x16[0] + x16[1];\n");
+    buf_puts(b, "#else\n");
+    emit_pairwise(b, OP_SUM, et, lanes);
+    buf_puts(b, "#endif\n}\n\n");
+}
+
+/* The combining of a fold's lanes, in a function of its own in large functions. */
+static void emit_fold_helper(buf *b, int h)
+{
+    static const int ops[] = {OP_SUM, OP_MAX, OP_MIN};
+    int k = (h - H_FOLD) / 4, et = (h - H_FOLD) / 2 % 2 ? NEST_F64 : NEST_F32;
+    int lanes = ACC_BYTES / (int)nest_type_size((nest_type)et) / ((h - H_FOLD) % 2 ? 2 : 1);
+    const char *t = em_ctype(et), *tn = nest_type_name((nest_type)et);
+    const ir_opinfo *info = &ir_ops[ops[k]];
+    buf_printf(b, "/* the %s of a fold's %d partial results */\n"
+                  "static NEST_NOINLINE %s nest_fold_%s_%s_%d(%s *a)\n{\n",
+               info->name, lanes, t, info->name, tn, lanes, t);
+    if (ops[k] == OP_SUM)
+        buf_printf(b, "    return nest_hsum_%s_%d(a);\n", tn, lanes);
+    else
+        emit_pairwise(b, ops[k], et, lanes);
+    buf_puts(b, "}\n\n");
 }
 
 /* The micro-kernel of a tiled product, a function of its own so that every compiler keeps its
@@ -234,6 +288,10 @@ static void emit_helper(buf *b, int h)
         emit_fold_helper(b, h);
         return;
     }
+    if (h >= H_HSUM) {
+        emit_hsum_helper(b, h);
+        return;
+    }
     if (h >= H_TILE) {
         emit_tile_helper(b, h);
         return;
@@ -334,7 +392,7 @@ void emit_preamble(buf *b, uint64_t helpers, emit_mode mode)
                     "#include <stdlib.h>\n\n");
     bool any = false;
     /* tiles, folds and parts are NEST_NOINLINE: the macro first */
-    if (helpers & ((2ull << H_NOINLINE) - (1ull << H_TILE)))
+    if (helpers & (((2ull << H_NOINLINE) - (1ull << H_FOLD)) | ((1ull << H_HSUM) - (1ull << H_TILE))))
         emit_helper(b, H_NOINLINE);
     for (int h = 0; h < H_COUNT; h++)
         if (h != H_NOINLINE && (helpers & (1ull << h))) {
