@@ -14,7 +14,7 @@
  * batch norm, ReLU, conv, batch norm, the residual, ReLU). nest builds each as a graph with the C
  * API and calls nest_compile's kernel (openmp = 0 for one thread, all cores otherwise);
  * PyTorch runs the same computation in eager mode under torch.no_grad() with
- * torch.set_num_threads matched (bench/conv_peers.py). Both get the same inputs, and their
+ * its threads matched (bench/conv_peers.py: torch.set_num_threads and its BLAS's). Both get the same inputs, and their
  * results must agree. nest's own product of 2048 x 2048 matrices is measured the same way: the
  * 3x3 layers are judged against it.
  *

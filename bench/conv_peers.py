@@ -6,7 +6,7 @@ CPU convolutions are oneDNN's).
   conv_peers.py --serve       read commands on stdin, one reply line each on stdout:
       setup W N ARGS...       the inputs of workload W at batch N (ARGS as bench/conv.c sends
                               them) -> "ok"
-      time T SECONDS [cpu]    seconds per call on T threads (torch.set_num_threads), timed with
+      time T SECONDS [cpu]    seconds per call on T threads (set_threads: torch's and its BLAS's), timed with
                               time.perf_counter (cpu: time.process_time, the process's CPU
                               time) over a batch of at least SECONDS -> "<s>"
       check                   run once -> the checksum of the result (see bench/conv.c)
@@ -23,6 +23,8 @@ import time
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+from torch_threads import set_threads
 
 
 def fill(shape, seed, scale):
@@ -100,7 +102,7 @@ class Workload:
 
 
 def seconds_per_call(wl, threads, target, clock=time.perf_counter):
-    torch.set_num_threads(threads)
+    set_threads(threads)
     with torch.no_grad():
         if threads not in wl.iters:
             wl.run()

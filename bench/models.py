@@ -50,8 +50,9 @@ def fill(shape):
 
 def serve_torch():
     import torch
+    from torch_threads import set_threads
     threads = int(os.environ.get("OMP_NUM_THREADS", "1"))
-    torch.set_num_threads(threads)
+    set_threads(threads)
     torch.set_num_interop_threads(1)
     table = definitions()
     model = x = None

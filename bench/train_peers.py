@@ -5,7 +5,7 @@ Run with Debian's interpreter (/usr/bin/python3), which has python3-torch.
   train_peers.py --serve     read commands on stdin, one reply line each on stdout:
       setup IN H1 H2 OUT BATCH THREADS
                              an MLP IN-H1-H2-OUT (ReLU, cross-entropy, SGD with momentum 0.9),
-                             a random batch, torch.set_num_threads(THREADS) -> "ok"
+                             a random batch, set_threads(THREADS): torch's and its BLAS's -> "ok"
       lenet BATCH THREADS    LeNet-5 on [BATCH, 1, 28, 28] (conv 5x5 1->6 padded, ReLU, max
                              pool 2, conv 5x5 6->16, ReLU, max pool 2, dense 400-120-84-10 with
                              ReLU), the same loss and optimizer -> "ok"
@@ -23,6 +23,8 @@ import time
 
 import torch
 
+from torch_threads import set_threads
+
 net = opt = x = y = None
 
 
@@ -38,7 +40,7 @@ def start(model, n_in, n_out, batch, threads):
 
 
 def setup(n_in, h1, h2, n_out, batch, threads):
-    torch.set_num_threads(threads)
+    set_threads(threads)
     torch.manual_seed(0)
     start(torch.nn.Sequential(torch.nn.Linear(n_in, h1), torch.nn.ReLU(), torch.nn.Linear(h1, h2),
                               torch.nn.ReLU(), torch.nn.Linear(h2, n_out)),
@@ -46,7 +48,7 @@ def setup(n_in, h1, h2, n_out, batch, threads):
 
 
 def lenet(batch, threads):
-    torch.set_num_threads(threads)
+    set_threads(threads)
     torch.manual_seed(0)
     nn = torch.nn
     start(nn.Sequential(nn.Unflatten(1, (1, 28, 28)), nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(),
