@@ -645,6 +645,7 @@ typedef struct nest {
     int tile_vb;         /* tile.c: the vector bytes the tile was sized for (16, 32, 64) */
     fx *tile_a, *tile_b; /* tile.c: its factors: a load ignoring J, an expression ignoring I */
     bool a_first;        /* tile.c: the product is tile_a * tile_b (else tile_b * tile_a) */
+    bool b_direct;       /* tile.c: tile_b is read where it lies, not packed (few blocks of rows) */
     int32_t pack;        /* the workspace buffer private to the nest, or -1: a tiled product's
                           * packed panel (tile.c; -1 for a batch of products: a local array),
                           * a convolution's copy of its input (conv.c) */
@@ -967,6 +968,10 @@ bool nest_permute(plan *p, nest *n, const uint8_t *order);
 /* A tiled batch of products packs its panels into a local array of each thread (pack -1) when
  * they take at most this many bytes (libomp's and glibc's threads have megabytes of stack). */
 #define TILE_LOCAL_PANEL (64 * 1024)
+/* A product with at most this many blocks of rows reads its second factor in place when that
+ * is a load of unit stride along the columns: a packed panel would serve too few blocks to pay
+ * for its copy (a dense layer at a batch of 16 copied its whole weight on every call). */
+#define TILE_DIRECT_BLOCKS 8
 /* Tiles the [batch..., I, K, J] nests of contracting dots and batch_dots (the result block in
  * registers, B packed into panels) and absorbs the element-wise nest that follows into the
  * tile's store. */

@@ -469,6 +469,9 @@ static void build_tile(bctx *b, const void *arg)
     static const int64_t mkn[][3] = {
         {2, 1, 16},   {5, 1, 130},  {7, 3, 16},    {3, 0, 20},   {13, 17, 33},
         {6, 64, 64},  {9, 200, 129}, {4, 5, 17},   {25, 31, 97}, {130, 7, 19},
+        /* up to 8 blocks of rows read the second factor in place (the columns in parallel
+         * past 2^18 multiply-adds, a last block narrower than a tile among them), more pack */
+        {16, 256, 200}, {32, 70, 128}, {33, 70, 128}, {40, 64, 64},
     };
     for (size_t i = 0; i < countof_(mkn); i++) {
         int64_t m = mkn[i][0], k = mkn[i][1], n = mkn[i][2];
@@ -487,6 +490,9 @@ static void build_tile(bctx *b, const void *arg)
     TR(nest_dot(f, M(b, a), M(b, w[1])), 40, "dot(transpose, w)");
     nest_value as = nest_slice(f, big, SHAPE(1, 3), SHAPE(28, 83), SHAPE(3, 2)); /* [9,40] */
     TR(nest_dot(f, M(b, as), M(b, w[2])), 40, "dot(strided slice, w)");
+    nest_value wb = P(b, t, 2, SHAPE(80, 75), da->g); /* rows 2 apart: B in place, its k stride */
+    nest_value ws = nest_slice(f, wb, SHAPE(0, 1), SHAPE(80, 73), SHAPE(2, 1));
+    TR(nest_dot(f, M(b, a), M(b, ws)), 40, "dot(a, strided slice)");
     TR(nest_dot(f, M(b, a), M(b, nest_negative(f, w[3]))), 40, "dot(a, -w)");
     TR(nest_dot(f, M(b, a), M(b, nest_add(f, w[3], w2))), 40, "dot(a, w + w2)");
     /* absorbed consumers: bias and ReLU, a scale, a second output; and ones that read the

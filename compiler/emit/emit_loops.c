@@ -934,21 +934,27 @@ static void emit_tiled(ctx *c, int32_t k)
     for (int d = 0; d < nb; d++)
         nbatch *= ne->dims[d];
     const char *T = em_ctype(et);
-    bool local_panel = ne->pack < 0;
+    bool direct = ne->b_direct, local_panel = ne->pack < 0 && !direct;
     bool par_batch = local_panel && c->p->opts->openmp && nest_work(ne) >= PAR_MIN;
+    /* B read in place: the blocks of columns are independent, so they go in parallel */
+    bool par_cols = direct && c->p->opts->openmp && nest_work(ne) >= PAR_MIN && J > tj;
     c->ne = ne;
     memset(&c->local, 0, sizeof c->local);
     c->local.outer = &c->fn;
     em_nest_comment(c);
     em_line(c, "/* in tiles of %d x %d held in registers over the %lld-long sum, the second factor", ti,
          tj, K);
-    em_line(c, " * packed %d columns at a time%s */", tj,
-            par_batch ? "; the products of the batch in parallel" : "");
+    if (direct)
+        em_line(c, " * read in place %d columns at a time%s */", tj,
+                par_cols ? ", the blocks of columns in parallel" : "");
+    else
+        em_line(c, " * packed %d columns at a time%s */", tj,
+                par_batch ? "; the products of the batch in parallel" : "");
     em_line(c, "{");
     c->indent++;
     declare_temps(c, k, k, -1, false);
     const char *panel = em_unique(&c->local, "panel");
-    if (!local_panel) {
+    if (!local_panel && !direct) {
         em_line(c, "%s *restrict %s = (%s *)(ws + %lld);", T, panel, T,
              (long long)c->p->bufs[ne->pack].offset);
         em_ref_ws(c);
@@ -992,15 +998,14 @@ static void emit_tiled(ctx *c, int32_t k)
     const char *small = Isym ? em_unique(&c->local, "small") : NULL;
     if (small)
         em_line(c, "const int %s = %s < %d;", small, Is ? Is : "0", ti);
+    if (par_cols)
+        omp_parallel_for(c);
     em_line(c, "for (int64_t %s = 0; %s < %lld; %s += %d) {", j0, j0, J, j0, tj);
     c->indent++;
     if (J % tj) /* a last block of fewer columns */
         em_line(c, "const int %s = %lld - %s < %d ? (int)(%lld - %s) : %d;", nj, J, j0, tj, J, j0, tj);
     else
         em_line(c, "const int %s = %d;", nj, tj);
-    /* the panel: B's columns j0 .. j0 + nj, k-major, zero past the edge */
-    if (small)
-        em_line(c, "if (!%s)", small);
     char jexpr[64], dst[128];
     snprintf(jexpr, sizeof jexpr, "%s + jj", j0);
     c->expr[nb] = "0";
@@ -1008,7 +1013,20 @@ static void emit_tiled(ctx *c, int32_t k)
     c->expr[nb + 2] = jexpr;
     snprintf(dst, sizeof dst, "%s[%s * %d + jj]", panel, kv, tj);
     const fx *b = ne->tile_b;
-    if (b->kind == FX_LOAD && !b->nargs && b->buf != FX_IOTA && b->st[nb + 1] == 1 &&
+    /* the panel: B's columns j0 .. j0 + nj, k-major, zero past the edge; or B itself, its rows
+     * k apart by B's stride along k (a last block of fewer columns takes the small path) */
+    if (direct) {
+        em_ref(c, b->buf);
+        em_line(c, "const %s *restrict %s = %s + %lld + %s;", T, panel, c->bufname[b->buf],
+                (long long)b->off, j0);
+        if (J % tj)
+            small = em_unique(&c->local, "small");
+        if (small)
+            em_line(c, "const int %s = %s < %d;", small, nj, tj);
+    } else if (small) {
+        em_line(c, "if (!%s)", small);
+    }
+    if (!direct && b->kind == FX_LOAD && !b->nargs && b->buf != FX_IOTA && b->st[nb + 1] == 1 &&
         b->st[nb + 2] != 1) {
         /* B read transposed (a weight's transpose in a backward pass): blocks of PACK_BLOCK
          * values of k, read along k and written across the panel's rows, which stay in cache */
@@ -1029,7 +1047,7 @@ static void emit_tiled(ctx *c, int32_t k)
         }
         c->indent--;
         em_line(c, "}");
-    } else {
+    } else if (!direct) {
         em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", kv, kv, K, kv);
         c->indent++;
         em_line(c, "for (int jj = 0; jj < %s; jj++) {", nj);
@@ -1044,7 +1062,8 @@ static void emit_tiled(ctx *c, int32_t k)
         c->indent--;
         em_line(c, "}");
     }
-    if (!par_batch && c->p->opts->openmp && nest_work(ne) / nbatch >= PAR_MIN && !Isym && I > ti)
+    if (!par_batch && !par_cols && c->p->opts->openmp && nest_work(ne) / nbatch >= PAR_MIN &&
+        !Isym && I > ti)
         omp_parallel_for(c);
     em_line(c, "for (int64_t %s = 0; %s < %s; %s += %d) {", i0, i0, Is ? Is : "0", i0, ti);
     c->indent++;
@@ -1099,9 +1118,10 @@ static void emit_tiled(ctx *c, int32_t k)
             em_line(c, "} else {");
             c->indent++;
         }
-        em_line(c, "nest_tile_%s_%dx%d(%s, %lld, %s, %lld, %lld, %s, %s);",
+        em_line(c, "nest_tile_%s_%dx%d(%s, %lld, %s, %lld, %lld, %s, %lld, %s);",
              nest_type_name((nest_type)et), ti, tj, ni, K, base ? base : "0",
-             (long long)a->st[nb], (long long)a->st[nb + 1], panel, acc);
+             (long long)a->st[nb], (long long)a->st[nb + 1], panel,
+             (long long)(direct ? b->st[nb + 1] : tj), acc);
         if (small) {
             c->indent--;
             em_line(c, "}");

@@ -118,23 +118,24 @@ static void emit_tile_helper(buf *b, int h)
     tile_shape(et, vb, &ti, &tj);
     const char *t = em_ctype(et), *tn = nest_type_name((nest_type)et);
     buf_printf(b,
-               "/* out[rows x %d] = sum over k < n of a[i * si + k * sk] * panel[k][0..%d), in k\n"
+               "/* out[rows x %d] = sum over k < n of a[i * si + k * sk] * panel[k * sp + 0..%d), in k\n"
                " * order, for rows <= %d: the block of a product of matrices, in registers */\n"
                "static NEST_NOINLINE void nest_tile_%s_%dx%d(int rows, int64_t n, const %s *restrict a, int64_t si,\n"
-               "                             int64_t sk, const %s *restrict panel, %s *restrict out)\n"
+               "                             int64_t sk, const %s *restrict panel, int64_t sp,\n"
+               "                             %s *restrict out)\n"
                "{\n"
                "    %s acc[%d];\n"
                "    for (int t = 0; t < %d; t++)\n"
                "        acc[t] = 0;\n"
                "    if (rows == %d) {\n"
-               "        for (int64_t k = 0; k < n; k++, panel += %d)\n"
+               "        for (int64_t k = 0; k < n; k++, panel += sp)\n"
                "            for (int ii = 0; ii < %d; ii++) {\n"
                "                const %s av = a[ii * si + k * sk];\n"
                "                for (int jj = 0; jj < %d; jj++)\n"
                "                    acc[ii * %d + jj] = acc[ii * %d + jj] + av * panel[jj];\n"
                "            }\n"
                "    } else {\n"
-               "        for (int64_t k = 0; k < n; k++, panel += %d)\n"
+               "        for (int64_t k = 0; k < n; k++, panel += sp)\n"
                "            for (int ii = 0; ii < rows; ii++) {\n"
                "                const %s av = a[ii * si + k * sk];\n"
                "                for (int jj = 0; jj < %d; jj++)\n"
@@ -144,8 +145,8 @@ static void emit_tile_helper(buf *b, int h)
                "    for (int t = 0; t < %d; t++)\n"
                "        out[t] = acc[t];\n"
                "}\n\n",
-               tj, tj, ti, tn, ti, tj, t, t, t, t, ti * tj, ti * tj, ti, tj, ti, t, tj, tj, tj, tj,
-               t, tj, tj, tj, ti * tj);
+               tj, tj, ti, tn, ti, tj, t, t, t, t, ti * tj, ti * tj, ti, ti, t, tj, tj, tj, t, tj,
+               tj, tj, ti * tj);
 }
 
 const char *em_ctype(int etype)

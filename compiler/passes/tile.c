@@ -6,7 +6,9 @@
  * [batch..., I, K, J], whose batch axes (those flatten could not merge into I) run outermost. Computed element by element it
  * reloads B from memory for every row. Tiled, the nest keeps a TI x TJ block of the result in
  * registers while k runs, reads B from a packed panel (TJ columns, contiguous, built once per
- * column block and reused by every row block), and reads each A[i,k] once per TJ columns. Every
+ * column block and reused by every row block), and reads each A[i,k] once per TJ columns. A
+ * product of few blocks of rows reads B's columns where they lie instead (b_direct) when B is
+ * a plain load along them. Every
  * element is still summed in k order, so the result is the same as the untiled nest's.
  *
  * The element-wise nest that follows and reads the product exactly where it is written (a bias
@@ -242,6 +244,13 @@ static bool tile_nest(plan *p, int32_t k, int vbytes, const int32_t *readers)
         nbatch *= n->dims[d];
     if (nbatch >= 2 && bytes <= TILE_LOCAL_PANEL)
         return absorb(p, k, readers);
+    int64_t I = n->dims[r - 3];
+    if (nbatch == 1 && !dim_is_sym(I) && (I + n->tile_i - 1) / n->tile_i <= TILE_DIRECT_BLOCKS &&
+        b->kind == FX_LOAD && !b->nargs && b->buf != FX_IOTA && b->st[r - 1] == 1 &&
+        b->etype == et) {
+        n->b_direct = true;
+        return absorb(p, k, readers);
+    }
     n->pack = plan_buffer(p, BUF_TEMP, -1, o->node, et, n->dims[r - 2] * n->tile_j);
     if (n->pack < 0)
         return false;
