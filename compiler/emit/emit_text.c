@@ -119,8 +119,9 @@ static void emit_tile_helper(buf *b, int h)
     const char *t = em_ctype(et), *tn = nest_type_name((nest_type)et);
     buf_printf(b,
                "/* out[rows x %d] = sum over k < n of a[i * si + k * sk] * panel[k * sp + 0..%d), in k\n"
-               " * order, for rows <= %d: the block of a product of matrices, in registers */\n"
-               "static NEST_NOINLINE void nest_tile_%s_%dx%d(int rows, int64_t n, const %s *restrict a, int64_t si,\n"
+               " * order, for rows <= %d: the block of a product of matrices, in registers, each\n"
+               " * step one multiply-add (fused where the CPU has them) */\n"
+               "static NEST_NOINLINE NEST_CONTRACT void nest_tile_%s_%dx%d(int rows, int64_t n, const %s *restrict a, int64_t si,\n"
                "                             int64_t sk, const %s *restrict panel, int64_t sp,\n"
                "                             %s *restrict out)\n"
                "{\n"
@@ -392,11 +393,16 @@ void emit_preamble(buf *b, uint64_t helpers, emit_mode mode)
                     "#include <math.h>\n#include <stddef.h>\n#include <stdint.h>\n"
                     "#include <stdlib.h>\n\n");
     bool any = false;
-    /* tiles, folds and parts are NEST_NOINLINE: the macro first */
-    if (helpers & (((2ull << H_NOINLINE) - (1ull << H_FOLD)) | ((1ull << H_HSUM) - (1ull << H_TILE))))
+    /* tiles, folds and parts are NEST_NOINLINE: the macro first; tiles are NEST_CONTRACT too */
+    uint64_t tiles = (1ull << H_HSUM) - (1ull << H_TILE);
+    if (helpers & (((2ull << H_NOINLINE) - (1ull << H_FOLD)) | tiles))
         emit_helper(b, H_NOINLINE);
+    if (helpers & tiles)
+        helpers |= 1ull << H_CONTRACT;
+    if (helpers & (1ull << H_CONTRACT))
+        emit_helper(b, H_CONTRACT);
     for (int h = 0; h < H_COUNT; h++)
-        if (h != H_NOINLINE && (helpers & (1ull << h))) {
+        if (h != H_NOINLINE && h != H_CONTRACT && (helpers & (1ull << h))) {
             emit_helper(b, h);
             any = true;
         }
