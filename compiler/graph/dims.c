@@ -371,6 +371,55 @@ int dim_terms_eval(const dim_term *terms, int n, const int64_t *vals, int64_t *o
     return NEST_OK;
 }
 
+/* ---- the order of the text and of the ABI ---- */
+
+/* An expression's terms print, and the ABI meets the names they hold, in an order that depends
+ * on the names alone, never on the order they were declared in (parsing the printed text
+ * declares them in another): higher degree first, then by the names' text factor by factor,
+ * each term's factors by name; the integer last. So printing is idempotent, and a function
+ * printed and parsed back has the same dims in the same order. */
+static int name_cmp(const nest_function *f, int32_t a, int32_t b)
+{
+    return strcmp(f->dims->e[a].name, f->dims->e[b].name);
+}
+
+/* t's factors in the order of their names. */
+static void named_factors(const nest_function *f, const dim_term *t, int32_t *out)
+{
+    for (int i = 0; i < t->nf; i++) {
+        int j = i;
+        for (; j > 0 && name_cmp(f, out[j - 1], t->f[i]) > 0; j--)
+            out[j] = out[j - 1];
+        out[j] = t->f[i];
+    }
+}
+
+static int canon_cmp(const nest_function *f, const dim_term *a, const dim_term *b)
+{
+    if (a->nf != b->nf)
+        return a->nf > b->nf ? -1 : 1;
+    int32_t fa[DIM_MAX_FACTORS], fb[DIM_MAX_FACTORS];
+    named_factors(f, a, fa);
+    named_factors(f, b, fb);
+    for (int i = 0; i < a->nf; i++) {
+        int c = name_cmp(f, fa[i], fb[i]);
+        if (c)
+            return c;
+    }
+    return 0;
+}
+
+/* order[0 .. e->nterms): e's terms in the canonical order. */
+static void canon_order(const nest_function *f, const dim_expr *e, int *order)
+{
+    for (int i = 0; i < e->nterms; i++) {
+        int j = i;
+        for (; j > 0 && canon_cmp(f, &e->terms[order[j - 1]], &e->terms[i]) > 0; j--)
+            order[j] = order[j - 1];
+        order[j] = i;
+    }
+}
+
 int32_t dim_params(const nest_function *f, int32_t *ids)
 {
     int32_t n = 0, ne = dim_entry_count(f);
@@ -383,14 +432,21 @@ int32_t dim_params(const nest_function *f, int32_t *ids)
         const ir_node *x = &f->nodes[f->params[p]];
         for (int i = 0; i < x->rank; i++) {
             const dim_expr *e = dim_entry(f, x->shape[i]);
-            for (int t = 0; e && t < e->nterms; t++)
-                for (int j = 0; j < e->terms[t].nf; j++) {
-                    int32_t k = e->terms[t].f[j];
+            if (!e)
+                continue;
+            int order[DIM_MAX_TERMS];
+            canon_order(f, e, order);
+            for (int t = 0; t < e->nterms; t++) {
+                int32_t fs[DIM_MAX_FACTORS];
+                named_factors(f, &e->terms[order[t]], fs);
+                for (int j = 0; j < e->terms[order[t]].nf; j++) {
+                    int32_t k = fs[j];
                     if (!seen[k]) {
                         seen[k] = true;
                         ids[n++] = k;
                     }
                 }
+            }
         }
     }
     free(seen);
@@ -425,8 +481,10 @@ static void format_term(buf *b, const nest_function *f, const dim_term *t, bool 
     else if (!first)
         buf_putc(b, '+');
     uint64_t m = c < 0 ? 0 - (uint64_t)c : (uint64_t)c;
+    int32_t fs[DIM_MAX_FACTORS];
+    named_factors(f, t, fs);
     for (int j = 0; j < t->nf; j++)
-        buf_printf(b, "%s%s", j ? "*" : "", names ? names[t->f[j]] : f->dims->e[t->f[j]].name);
+        buf_printf(b, "%s%s", j ? "*" : "", names ? names[fs[j]] : f->dims->e[fs[j]].name);
     if (t->nf == 0)
         buf_printf(b, "%llu", (unsigned long long)m);
     else if (m != 1)
@@ -451,16 +509,11 @@ void dim_format_with(buf *b, const nest_function *f, int64_t d, const char *cons
     }
     if (names)
         buf_putc(b, '(');
-    /* the terms with names first, the constant last: N*M*2-M*2, N*64+2, N-1 */
-    bool first = true;
-    for (int i = e->nterms - 1; i >= 0; i--) /* the highest degree first */
-        if (e->terms[i].nf > 0) {
-            format_term(b, f, &e->terms[i], first, names);
-            first = false;
-        }
+    /* the canonical order: M*N*2-M*2, N*64+2, N-1 */
+    int order[DIM_MAX_TERMS];
+    canon_order(f, e, order);
     for (int i = 0; i < e->nterms; i++)
-        if (e->terms[i].nf == 0)
-            format_term(b, f, &e->terms[i], first, names);
+        format_term(b, f, &e->terms[order[i]], i == 0, names);
     if (names)
         buf_putc(b, ')');
 }
