@@ -65,14 +65,19 @@ static nest_state *state_make(nest_module *m, void *const *data)
         d->a = s->init.a;
         d->b = s->init.b;
         d->seed = s->init.seed;
+        d->data = s->data; /* the module's, until the tensors are filled */
         st->bytes[i] = s->count * (int64_t)nest_type_size((nest_type)s->etype);
         st->size += (size_t)st->bytes[i];
     }
     if (!data) {
         if (nest_st_alloc(st->d, n, st->t, &st->block))
             goto nomem;
+        for (int i = 0; i < n; i++) /* the state does not refer to its module */
+            st->d[i].data = NULL;
         return st;
     }
+    for (int i = 0; i < n; i++)
+        st->d[i].data = NULL;
     for (int i = 0; i < n; i++) {
         if (!data[i] && st->bytes[i] > 0) {
             ir_module_error(m, NEST_ERR_ARG, "state of module %s: the array of %s is NULL",

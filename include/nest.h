@@ -408,6 +408,8 @@ typedef enum nest_init_kind {
     NEST_INIT_CONSTANT,/* every element a */
     NEST_INIT_UNIFORM, /* uniform in [a, b) from `seed` (float types) */
     NEST_INIT_NORMAL,  /* normal with mean a and standard deviation b from `seed` (float types) */
+    NEST_INIT_DATA,    /* an array of values: declared by nest_variable_data or
+                          nest_persistent_data, not through a nest_init */
 } nest_init_kind;
 
 typedef struct nest_init {
@@ -425,6 +427,14 @@ int nest_variable(nest_module *m, const char *name, nest_type type, int rank,
                   const int64_t *shape, const nest_init *init);
 int nest_persistent(nest_module *m, const char *name, nest_type type, int rank,
                     const int64_t *shape, const nest_init *init);
+/* The same with an array for initial value: `data` holds the tensor's elements, dense and
+ * row-major, of its type (bool: bytes 0 or 1), and is copied. NAME_state_new of the generated C
+ * starts from a copy too (linked into the shared object as data). NEST_ERR_ARG for a NULL data
+ * of a tensor with elements or a bool byte that is not 0 or 1, with the error kept on m. */
+int nest_variable_data(nest_module *m, const char *name, nest_type type, int rank,
+                       const int64_t *shape, const void *data);
+int nest_persistent_data(nest_module *m, const char *name, nest_type type, int rank,
+                         const int64_t *shape, const void *data);
 
 /* The value of the state tensor `name` of f's module at the call's entry (the same value each
  * time it is asked for in f). NEST_NONE with the error on f if f has no module or the module no

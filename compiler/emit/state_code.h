@@ -15,9 +15,11 @@ typedef struct nest_st_desc {
     int rank;
     const int64_t *shape;
     int64_t count;         /* elements */
-    int init;              /* 0 zeros, 1 the constant a, 2 uniform in [a, b), 3 normal(a, b) */
+    int init;              /* 0 zeros, 1 the constant a, 2 uniform in [a, b), 3 normal(a, b),
+                              4 the elements at data */
     double a, b;
     uint64_t seed;
+    const void *data;      /* init 4: count elements of the type */
 } nest_st_desc;
 
 static size_t nest_st_esize(int type) { return type == 1 || type == 3 ? 8 : type == 4 ? 1 : 4; }
@@ -113,6 +115,11 @@ static double nest_st_value(const nest_st_desc *d, int64_t i)
 static void nest_st_fill(void *data, const nest_st_desc *d)
 {
     int64_t i;
+    if (d->init == 4) {
+        if (d->count > 0)
+            memcpy(data, d->data, (size_t)d->count * nest_st_esize(d->type));
+        return;
+    }
     for (i = 0; i < d->count; i++) {
         double v = nest_st_value(d, i);
         switch (d->type) {

@@ -70,7 +70,7 @@ class Init(ctypes.Structure):
                 ("seed", ctypes.c_uint64)]
 
 
-INIT_ZEROS, INIT_CONSTANT, INIT_UNIFORM, INIT_NORMAL = 0, 1, 2, 3
+INIT_ZEROS, INIT_CONSTANT, INIT_UNIFORM, INIT_NORMAL, INIT_DATA = 0, 1, 2, 3, 4
 
 # name: (restype, argtypes). Values and statuses are int32; handles are void pointers.
 _SIGNATURES = {
@@ -135,6 +135,10 @@ _SIGNATURES = {
                                      _c_int64_p, ctypes.POINTER(Init)]),
     "nest_persistent": (ctypes.c_int, [_vp, ctypes.c_char_p, ctypes.c_int, ctypes.c_int,
                                        _c_int64_p, ctypes.POINTER(Init)]),
+    "nest_variable_data": (ctypes.c_int, [_vp, ctypes.c_char_p, ctypes.c_int, ctypes.c_int,
+                                          _c_int64_p, _vp]),
+    "nest_persistent_data": (ctypes.c_int, [_vp, ctypes.c_char_p, ctypes.c_int, ctypes.c_int,
+                                            _c_int64_p, _vp]),
     "nest_read": (ctypes.c_int32, [_vp, ctypes.c_char_p]),
     "nest_assign": (ctypes.c_int, [_vp, ctypes.c_int32, ctypes.c_int32]),
     "nest_grad": (ctypes.c_int32, [_vp, ctypes.c_int32, ctypes.c_int,

@@ -57,13 +57,15 @@ def normal(mean=0.0, std=1.0, seed=0):
 
 class StateValue:
     """The storage of a state tensor: its array (fixed for the tensor's life: computations
-    hold its address) and the nest_init its declarations carry."""
-    __slots__ = ("array", "addr", "init")
+    hold its address), the nest_init its declarations carry and, for an initial value given
+    as an array, a copy of that array (initial: a .so's NAME_state_new starts from it)."""
+    __slots__ = ("array", "addr", "init", "initial")
 
-    def __init__(self, array, init):
+    def __init__(self, array, init, initial=None):
         self.array = array
         self.addr = array.__array_interface__["data"][0]
         self.init = init
+        self.initial = initial
 
 
 def _generated(init, dtype, shape, name):
@@ -109,9 +111,11 @@ def _state(kind, axes, dtype, initial_value, name):
         arr = np.empty(axes.lengths, dtype)
         with np.errstate(all="ignore"):
             arr[...] = v
-        # the declaration's initializer (a .so's NAME_state_new): a scalar, or zeros for an
-        # array (its values come with a state file: Computation.save_state)
-        scalar = float(arr.flat[0]) if v.ndim == 0 and arr.size else 0.0
+        if v.ndim:  # declared with the array itself (nest_variable_data)
+            init = _capi.Init(_capi.INIT_DATA, 0, 0, 0)
+            return Tensor(kind, (), axes, dtype, name=name,
+                          value=StateValue(arr, init, arr.copy()))
+        scalar = float(arr.flat[0]) if arr.size else 0.0
         init = _capi.Init(_capi.INIT_CONSTANT if scalar else _capi.INIT_ZEROS, scalar, 0, 0)
     return Tensor(kind, (), axes, dtype, name=name, value=StateValue(arr, init))
 
@@ -234,10 +238,16 @@ class Declared:
                     cname, k = "state%d" % k, k + 1
                 taken.add(cname)
                 names.append(cname)
-                declare = lib.nest_variable if t.op == VARIABLE else lib.nest_persistent
-                init = t.value.init
-                if declare(m, cname.encode(), _capi.CODES[t.dtype], len(t.axes),
-                           _capi.int64s(t.axes.lengths), ctypes.byref(init)) != 0:
+                shape = _capi.int64s(t.axes.lengths)
+                if t.value.initial is not None:
+                    declare = (lib.nest_variable_data if t.op == VARIABLE
+                               else lib.nest_persistent_data)
+                    init = t.value.initial.__array_interface__["data"][0]
+                else:
+                    declare = lib.nest_variable if t.op == VARIABLE else lib.nest_persistent
+                    init = ctypes.byref(t.value.init)
+                if declare(m, cname.encode(), _capi.CODES[t.dtype], len(t.axes), shape,
+                           init) != 0:
                     raise module_error(m)
         except BaseException:
             lib.nest_module_free(m)

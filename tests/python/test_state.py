@@ -277,3 +277,57 @@ def test_the_reference_interpreter_reads_and_assigns_state_as_a_call():
     np.testing.assert_array_equal(got, np.arange(4) * 0.5)
     np.testing.assert_array_equal(f(a)[0], (np.arange(4) + 0.5) * 0.5)
     np.testing.assert_array_equal(ng.value_of(w), np.arange(4) + 1.0)
+
+
+def _so_tensor(lib, prefix, st, name, dtype, shape):
+    """A numpy view of the tensor `name` of a .so's state object st."""
+    fn = getattr(lib, prefix + "_state_tensor")
+    fn.restype = ctypes.c_void_p
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    p = fn(st, name.encode())
+    assert p, name
+    n = int(np.prod(shape, dtype=np.int64))
+    buf = (ctypes.c_char * (n * np.dtype(dtype).itemsize)).from_address(p)
+    return np.frombuffer(buf, dtype).reshape(shape)
+
+
+def test_array_initial_values_reach_a_shared_objects_state_new(tmp_path):
+    # NAME_state_new of a .so starts from each declared initial value: arrays too, of every
+    # type, whatever the computation did to the tensors since
+    rng = np.random.default_rng(11)
+    K = ng.make_axis(length=3, name="K")
+    w0 = rng.standard_normal((6, 4)).astype(np.float32)
+    d0 = rng.standard_normal(3)
+    i0 = rng.integers(-2 ** 31, 2 ** 31, 4, dtype=np.int64).astype(np.int32)
+    l0 = np.array([-2 ** 62, 5, 2 ** 63 - 1], np.int64)
+    b0 = np.array([True, False, True, True])
+    w = ng.variable([N, F], initial_value=w0, name="w")
+    d = ng.variable([K], np.float64, initial_value=d0, name="d")
+    i = ng.persistent_tensor([F], np.int32, initial_value=i0, name="i")
+    big = ng.persistent_tensor([K], np.int64, initial_value=l0, name="big")
+    flag = ng.persistent_tensor([F], np.bool_, initial_value=b0, name="flag")
+    u = ng.variable([F], initial_value=ng.uniform(-1, 1, seed=5), name="u")
+    x = ng.placeholder([F], name="x")
+    f = ng.computation([ng.dot(w + u, x), ng.assign(w, w * 2.0), ng.assign(d, d + 1.0),
+                        ng.assign(i, i + 1), ng.assign(big, big - 1),
+                        ng.assign(flag, ~flag)], x, name="init")
+    f(np.ones(4, np.float32))  # the tensors move on; the initializers stay
+    assert ng.value_of(i)[0] == np.int32(i0[0] + 1)
+    so, _ = f.save(str(tmp_path / "init"))
+    lib = ctypes.CDLL(so)
+    lib.init_state_new.restype = ctypes.c_void_p
+    lib.init_state_free.argtypes = [ctypes.c_void_p]
+    st = lib.init_state_new()
+    assert st
+    try:
+        for name, dtype, want in (("w", np.float32, w0), ("d", np.float64, d0),
+                                  ("i", np.int32, i0), ("big", np.int64, l0),
+                                  ("flag", np.bool_, b0)):
+            got = _so_tensor(lib, "init", st, name, dtype, want.shape)
+            np.testing.assert_array_equal(got, want, err_msg=name)
+        got = _so_tensor(lib, "init", st, "u", np.float32, (4,))
+        np.testing.assert_array_equal(got, ng.value_of(u))
+    finally:
+        lib.init_state_free(st)
+    # the module's text says the values too
+    assert "var d: f64[3] = [" in f.ir()
