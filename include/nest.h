@@ -493,8 +493,10 @@ int nest_state_find(const nest_state *st, const char *name);
 void *nest_state_tensor(nest_state *st, const char *name);
 
 /* Writes the state to a file (format: docs/api.md; written to PATH.tmp and renamed), and reads
- * one back. Loading checks the whole file (header, names, types, shapes, size, checksum) before
- * it changes anything: on any error the state is unchanged. NEST_OK, or NEST_ERR_IO with the
+ * one back. A file loads into a state of exactly its tensors, matched by name in any order, each
+ * of the same type and shape; a tensor missing from either side is an error naming it. Loading
+ * checks the whole file (header, size, checksum, then names, types and shapes) before it
+ * changes anything: on any error the state is unchanged. NEST_OK, or NEST_ERR_IO with the
  * reason in nest_state_errmsg (NEST_ERR_NOMEM when out of memory). */
 int nest_state_save(nest_state *st, const char *path);
 int nest_state_load(nest_state *st, const char *path);

@@ -1009,10 +1009,46 @@ static void test_save_load(void **state)
     nest_module *m3 = parse("var w: f32[4,3] = 0\n");
     nest_state *d = nest_state_new(m3);
     assert_int_equal(nest_state_load(d, path), NEST_ERR_IO);
-    assert_non_null(strstr(nest_state_errmsg(d), "the file holds 4 tensors, the state 1"));
+    assert_non_null(strstr(nest_state_errmsg(d), "the file's tensor 2, 'b', is not in the state"));
     assert_int_equal(nest_state_load(d, "/nonexistent/file"), NEST_ERR_IO);
     assert_int_equal(nest_state_save(d, "/nonexistent/dir/file"), NEST_ERR_IO);
     assert_non_null(strstr(nest_state_errmsg(d), "cannot create /nonexistent/dir/file.tmp"));
+    /* a tensor of the state that the file lacks, and one named twice in a file (its checksum
+     * made right again): each is named, nothing changes */
+    nest_module *m4 = parse("var w: f32[4,3] = 0\nvar b: f32[3] = 0\npersistent v: f32[4,3] = 0\n"
+                            "persistent steps: i32[] = 0\npersistent extra: f64[2] = 0\n");
+    nest_state *e = nest_state_new(m4);
+    ((double *)nest_state_tensor(e, "extra"))[1] = 4;
+    assert_int_equal(nest_state_load(e, path), NEST_ERR_IO);
+    assert_non_null(strstr(nest_state_errmsg(e), "tensor 'extra' of the state is not in the file"));
+    assert_true(((double *)nest_state_tensor(e, "extra"))[1] == 4);
+    nest_module *m5 = parse("var a: f32[2] = 1\nvar b: f32[2] = 2\n");
+    nest_state *g = nest_state_new(m5);
+    assert_int_equal(nest_state_save(g, bad), NEST_OK);
+    long len = file_size(bad);
+    unsigned char *twice = malloc((size_t)len);
+    in = fopen(bad, "rb");
+    assert_int_equal(fread(twice, 1, (size_t)len, in), (size_t)len);
+    fclose(in);
+    assert_true(twice[16 + 2] == 'a' && twice[16 + 2 + 1 + 2 + 8 + 2] == 'b');
+    twice[16 + 2 + 1 + 2 + 8 + 2] = 'a';
+    uint64_t h = 0xcbf29ce484222325u;
+    for (long i = 0; i < len - 8; i++)
+        h = (h ^ twice[i]) * 0x100000001b3u;
+    for (int i = 0; i < 8; i++)
+        twice[len - 8 + i] = (unsigned char)(h >> (8 * i));
+    out = fopen(bad, "wb");
+    fwrite(twice, 1, (size_t)len, out);
+    fclose(out);
+    ((float *)nest_state_tensor(g, "a"))[0] = 9;
+    assert_int_equal(nest_state_load(g, bad), NEST_ERR_IO);
+    assert_non_null(strstr(nest_state_errmsg(g), "tensor 'a' is in the file twice"));
+    assert_true(((float *)nest_state_tensor(g, "a"))[0] == 9);
+    free(twice);
+    nest_state_free(e);
+    nest_state_free(g);
+    nest_module_free(m4);
+    nest_module_free(m5);
     /* not a state file at all */
     out = fopen(bad, "wb");
     fputs("hello, this is not a state file", out);

@@ -119,6 +119,17 @@ def test_state_files_save_load_and_errors(tmp_path):
                             ng.assign(ng.persistent_tensor([], np.int64, name="steps"), 0)])
     with pytest.raises(ng.NestError, match="tensor 'w' has dimension 0 of 4 in the file, 6"):
         other.load_state(path)
+    # a file of exactly the computation's tensors: one more or one less is named
+    read_w = ng.computation(w * 1.0, name="read_w")
+    with pytest.raises(ng.NestError, match="the file's tensor 2, 'steps', is not in the state"):
+        read_w.load_state(path)
+    more = ng.persistent_tensor([], np.int64, initial_value=5, name="more")
+    bump2 = ng.computation([ng.assign(w, w * 3), ng.assign(steps, steps + 1),
+                            ng.assign(more, more + 1)], name="bump2")
+    with pytest.raises(ng.NestError, match="tensor 'more' of the state is not in the file"):
+        bump2.load_state(path)
+    assert ng.value_of(more) == 5
+    np.testing.assert_array_equal(ng.value_of(w), np.arange(4) * 3)  # unchanged
     data = open(path, "rb").read()
     open(path, "wb").write(data[:-3])
     with pytest.raises(ng.NestError, match="truncated"):
