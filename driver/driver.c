@@ -419,7 +419,10 @@ int nest_call_state(nest_kernel *k, nest_state *st, void *const *args, int nargs
         free(msg);
         return status;
     }
-    return run(k, st->t, args, results);
+    state_lock(st);
+    status = run(k, st->t, args, results);
+    state_unlock(st);
+    return status;
 }
 
 const char *nest_kernel_errmsg(const nest_kernel *k)

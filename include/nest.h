@@ -20,7 +20,9 @@
  *   compiled in many threads at once (compiles share the compile cache safely, also across
  *   processes). One function or module handle is not safe to use from two threads at once. A
  *   kernel is: nest_call (and the kernel_* getters) may run on one kernel from many threads at
- *   once; nest_kernel_errmsg gives the calling thread's last error.
+ *   once; nest_kernel_errmsg gives the calling thread's last error. A state object is too, for
+ *   calls, saves and loads: they take turns on its lock (nest_call_state); the host reads and
+ *   writes its tensors' data between them.
  */
 #ifndef NEST_H
 #define NEST_H
@@ -473,7 +475,7 @@ void nest_state_free(nest_state *st);
  * and must outlive the state object; they need no alignment beyond their element type's. This
  * is how one array serves the state objects of several modules (a front end's variable read by
  * a training step and by a prediction compiled apart): calls with any of those state objects
- * must then not overlap. NULL with the error on m: NEST_ERR_ARG for a NULL data or a NULL array
+ * must then not overlap (each state object serializes its own calls only). NULL with the error on m: NEST_ERR_ARG for a NULL data or a NULL array
  * of a non-empty tensor, or two arrays that overlap; NEST_ERR_NOMEM. The caller frees it with
  * nest_state_free, which leaves the arrays alone. */
 nest_state *nest_state_wrap(nest_module *m, void *const *data);
@@ -649,9 +651,6 @@ nest_kernel *nest_compile(nest_function *f, const nest_options *opts);
  * own for the call (NEST_ERR_NOMEM if it cannot). */
 int nest_call(nest_kernel *k, void *const *args, int nargs, void *const *results, int nresults);
 
-/* nest_call for a kernel whose function reads or assigns state (nest_call refuses those): as
- * nest_evaluate_state. Kernels of one module may share a state object; calls with one state
- * object must not overlap. */
 /* nest_call for a kernel of a function with symbolic dims (nest_call refuses those): dims[i]
  * is the size of nest_dim_name(f, i). One kernel serves every size. A negative size, or sizes
  * whose shapes overflow or put a slice out of bounds, are NEST_ERR_CALL, and nothing is
@@ -659,6 +658,13 @@ int nest_call(nest_kernel *k, void *const *args, int nargs, void *const *results
 int nest_call_dims(nest_kernel *k, const int64_t *dims, int ndims, void *const *args, int nargs,
                    void *const *results, int nresults);
 
+/* nest_call for a kernel whose function reads or assigns state (nest_call refuses those): as
+ * nest_evaluate_state. Kernels of one module may share a state object. Calls with one state
+ * object take turns: each holds the state object's lock (as nest_evaluate_state,
+ * nest_state_save and nest_state_load do), so calls from several threads with one state object
+ * are serialized and no assignment is lost, while calls with distinct state objects run at
+ * once. State objects that wrap the same arrays (nest_state_wrap) have locks of their own: the
+ * caller keeps their calls apart. */
 int nest_call_state(nest_kernel *k, nest_state *st, void *const *args, int nargs,
                     void *const *results, int nresults);
 
