@@ -17,7 +17,7 @@ from . import _capi
 from ._capi import NestError, lib
 from .axes import Axes, Axis
 from .graph import PLACEHOLDER, STATE_KINDS, Builder, Tensor
-from .state import Declared, call_lock
+from .state import Declared
 
 
 _from_buffer = ctypes.c_char.from_buffer
@@ -156,6 +156,7 @@ class Computation:
         self._k = ctypes.c_void_p(k)
         if self._decl is not None:
             self._st = self._decl.wrap()
+            self._locks = self._decl.locks
         self._nargs, self._nres = len(self.placeholders), len(self._outs)
         self._argv, self._resv = self._pointer_arrays()
         self._tls = threading.local()
@@ -216,8 +217,8 @@ class Computation:
             ptrs.append(_address(a))
         outs = [np.empty(shape, dtype) for shape, dtype in self._outs]
         rptrs = [_address(o) for o in outs]
-        if self._st:
-            with call_lock:  # calls with state take turns (computations share variables)
+        if self._st:  # calls that share a state tensor take turns, each on its pointer arrays
+            with self._locks:
                 self._run(self._argv, self._resv, ptrs, rptrs)
         else:  # calls from several threads run at once, each with its own pointer arrays
             try:
@@ -317,7 +318,7 @@ class Computation:
         argv = (ctypes.c_void_p * max(len(arrays), 1))(*map(_address, arrays))
         resv = (ctypes.c_void_p * max(len(outs), 1))(*map(_address, outs))
         if self._st:
-            with call_lock:
+            with self._locks:
                 rc = lib.nest_evaluate_state(self._b.fn, self._st, argv, len(arrays), resv,
                                              len(outs))
         else:
@@ -333,7 +334,7 @@ class Computation:
         usable name)."""
         if self._decl is None:
             return {}
-        with call_lock:
+        with self._locks:
             return {n: t.value.array.copy() for n, t in self.state_tensors.items()}
 
     @property

@@ -9,6 +9,7 @@ and written in place by the kernel. In a call, reads see the values of the call'
 assignments take effect when it returns (nest.h's semantics).
 """
 import ctypes
+import itertools
 import numbers
 import threading
 
@@ -20,8 +21,43 @@ from .axes import AxisError, as_axes
 from .graph import (PERSISTENT, PLACEHOLDER, STATE_KINDS, VARIABLE, Builder, Tensor, as_tensor,
                     dtype_of, lowering, make, module_error, valid_name)
 
-# Calls of computations with state take turns: two computations may share a variable.
-call_lock = threading.Lock()
+# Each state tensor has a lock; a call takes the locks of the tensors its computation uses, in
+# the order of their creation (the same order everywhere: no deadlock). Calls that share a
+# tensor take turns, calls on distinct tensors run at once.
+_serial = itertools.count()
+
+
+def state_locks(tensors):
+    """The locks of some state tensors as one context manager, taken in creation order: the
+    tensor's own lock when there is one tensor (the cheapest), else a StateLocks."""
+    values = sorted({id(t.value): t.value for t in tensors}.values(), key=lambda v: v.order)
+    return values[0].lock if len(values) == 1 else StateLocks(tuple(v.lock for v in values))
+
+
+class StateLocks:
+    """Several locks as one context manager, taken in the order given (their bound methods
+    kept: a call with state takes them all)."""
+    __slots__ = ("acquires", "releases")
+
+    def __init__(self, locks):
+        self.acquires = tuple(lock.acquire for lock in locks)
+        self.releases = tuple(lock.release for lock in reversed(locks))
+
+    def __enter__(self):
+        got = 0
+        try:
+            for acquire in self.acquires:
+                acquire()
+                got += 1
+        except BaseException:  # interrupted while waiting: give back what was taken
+            for release in self.releases[len(self.releases) - got:]:
+                release()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        for release in self.releases:
+            release()
 
 
 class Initializer:
@@ -58,14 +94,17 @@ def normal(mean=0.0, std=1.0, seed=0):
 class StateValue:
     """The storage of a state tensor: its array (fixed for the tensor's life: computations
     hold its address), the nest_init its declarations carry and, for an initial value given
-    as an array, a copy of that array (initial: a .so's NAME_state_new starts from it)."""
-    __slots__ = ("array", "addr", "init", "initial")
+    as an array, a copy of that array (initial: a .so's NAME_state_new starts from it); the
+    lock that calls using the tensor hold, and its place in the order locks are taken in."""
+    __slots__ = ("array", "addr", "init", "initial", "lock", "order")
 
     def __init__(self, array, init, initial=None):
         self.array = array
         self.addr = array.__array_interface__["data"][0]
         self.init = init
         self.initial = initial
+        self.lock = threading.Lock()
+        self.order = next(_serial)
 
 
 def _generated(init, dtype, shape, name):
@@ -193,7 +232,7 @@ def _lower_deriv(b, node, vals):
 def value_of(tensor):
     """A copy of the current value of a variable or persistent tensor."""
     _check_state(tensor)
-    with call_lock:
+    with tensor.value.lock:
         return tensor.value.array.copy()
 
 
@@ -204,7 +243,7 @@ def set_value(tensor, value):
     if v.ndim and v.shape != tensor.axes.lengths:
         raise AxisError("set_value: %s takes shape %s, not %s"
                         % (tensor.describe(), tensor.axes.lengths, v.shape))
-    with call_lock:
+    with tensor.value.lock:
         np.copyto(tensor.value.array, v, casting="same_kind")
 
 
@@ -217,6 +256,7 @@ class Declared:
         self.names = names
         self.builder = builder
         self.state = None
+        self.locks = state_locks(tensors)
 
     @classmethod
     def declare(cls, name, tensors):
@@ -285,7 +325,7 @@ class Declared:
         self._file(lib.nest_state_load, path)
 
     def _file(self, op, path):
-        with call_lock:
+        with self.locks:
             rc = op(self.state, path)
         if rc != 0:
             raise NestError(lib.nest_state_errmsg(self.state).decode("utf-8", "replace"), rc)

@@ -3,6 +3,8 @@ modules and state objects (shared by computations), initializers, derivatives (n
 against closed forms and central differences, state files read independently, and a .so
 with its state functions."""
 import ctypes
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -342,3 +344,81 @@ def test_array_initial_values_reach_a_shared_objects_state_new(tmp_path):
         lib.init_state_free(st)
     # the module's text says the values too
     assert "var d: f64[3] = [" in f.ir()
+
+
+def _run_threads(fns):
+    errors = []
+
+    def guard(fn):
+        try:
+            fn()
+        except BaseException as e:  # reported by the test, not lost in the thread
+            errors.append(e)
+    ts = [threading.Thread(target=guard, args=(fn,)) for fn in fns]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    if errors:
+        raise errors[0]
+
+
+def test_threads_share_a_variable_without_losing_a_step():
+    # 8 threads: pairs share a step's variables through two computations compiled apart, each
+    # thread also has a variable of its own; every update lands, and every read is of a whole
+    # number of steps
+    B = ng.make_axis(length=4096, name="B")
+    x = ng.placeholder([B], name="x")
+    shared = []
+    for p in range(4):
+        w = ng.variable([B], initial_value=np.zeros(4096, np.float32), name="w")
+        n = ng.persistent_tensor([], np.int64, name="n")
+        updates = [ng.assign(w, w + x), ng.assign(n, n + 1)]
+        shared.append((w, n, ng.computation(updates, x, name="a%d" % p),
+                       ng.computation(updates, x, name="b%d" % p),
+                       ng.computation([ng.sum(w), n], name="peek%d" % p)))
+    own = [ng.variable([B], name="own") for _ in range(8)]
+    own_steps = [ng.computation(ng.assign(v, v + x), x, name="own%d" % i)
+                 for i, v in enumerate(own)]
+    ones = np.ones(4096, np.float32)
+
+    def work(i):
+        w, n, a, b, peek = shared[i // 2]
+        step = a if i % 2 else b
+        for _ in range(100):
+            step(ones)
+            own_steps[i](ones)
+            total, count = peek()
+            assert total == 4096 * count, (total, count)  # a snapshot between steps
+    _run_threads([lambda i=i: work(i) for i in range(8)])
+    for w, n, *_ in shared:
+        assert ng.value_of(n) == 200
+        np.testing.assert_array_equal(ng.value_of(w), np.full(4096, 200))
+    for v in own:
+        np.testing.assert_array_equal(ng.value_of(v), np.full(4096, 100))
+
+
+def test_calls_on_distinct_variables_do_not_wait_for_each_other():
+    # the lock of a variable is held (as a call on it holds it): a computation on another
+    # variable runs, one on it waits, one on both waits, until it is released
+    a = ng.variable([F], name="a")
+    b = ng.variable([F], name="b")
+    on_a = ng.computation(ng.assign(a, a + 1.0), name="on_a")
+    on_b = ng.computation(ng.assign(b, b + 1.0), name="on_b")
+    on_both = ng.computation([ng.assign(a, a + b), ng.assign(b, b + 1.0)], name="on_both")
+    with a.value.lock:
+        tb = threading.Thread(target=on_b)
+        tb.start()
+        tb.join(timeout=30)
+        assert not tb.is_alive()
+        waiting = [threading.Thread(target=on_a), threading.Thread(target=on_both)]
+        for t in waiting:
+            t.start()
+        time.sleep(0.2)
+        assert all(t.is_alive() for t in waiting)
+        np.testing.assert_array_equal(a.value.array, 0)
+    for t in waiting:
+        t.join(timeout=30)
+        assert not t.is_alive()
+    assert ng.value_of(b)[0] == 2
+    assert ng.value_of(a)[0] == 2  # on_a and on_both, in either order
