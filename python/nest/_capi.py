@@ -18,6 +18,7 @@ ROW_MAJOR = 0
 ERR_ARG = 2  # NEST_ERR_ARG
 ERR_IO = 8  # NEST_ERR_IO
 NONE = -1  # NEST_NONE, a failed builder
+DIM_NONE = -(1 << 63)  # NEST_DIM_NONE, a failed dim
 
 DTYPES = {F32: np.dtype(np.float32), F64: np.dtype(np.float64), I32: np.dtype(np.int32),
           I64: np.dtype(np.int64), BOOL: np.dtype(np.bool_)}
@@ -107,6 +108,7 @@ _SIGNATURES = {
     "nest_param": (ctypes.c_int32, [_vp, ctypes.c_int]),
     "nest_value_name": (ctypes.c_char_p, [_vp, ctypes.c_int32]),
     "nest_function_name": (ctypes.c_char_p, [_vp]),
+    "nest_named_dim": (ctypes.c_int64, [_vp, ctypes.c_char_p]),
     "nest_dim_count": (ctypes.c_int, [_vp]),
     "nest_dim_name": (ctypes.c_char_p, [_vp, ctypes.c_int]),
     "nest_import_onnx": (_vp, [ctypes.c_char_p, ctypes.c_void_p]),
@@ -120,6 +122,9 @@ _SIGNATURES = {
     "nest_compile": (_vp, [_vp, ctypes.POINTER(Options)]),
     # nest_call is called with raw pointer arrays on the hot path: no argtypes conversion
     "nest_call": (ctypes.c_int, None),
+    "nest_call_dims": (ctypes.c_int, None),
+    "nest_evaluate_dims": (ctypes.c_int, [_vp, _vp, ctypes.c_int, _vp, ctypes.c_int, _vp,
+                                          ctypes.c_int]),
     "nest_kernel_errmsg": (ctypes.c_char_p, [_vp]),
     "nest_kernel_cache_hit": (ctypes.c_int, [_vp]),
     "nest_kernel_workspace_size": (ctypes.c_size_t, [_vp]),

@@ -133,6 +133,10 @@ def _generated(init, dtype, shape, name):
 
 def _state(kind, axes, dtype, initial_value, name):
     axes = as_axes(axes)
+    for a in axes:
+        if a.symbolic:
+            raise AxisError("%s%s: axis %s is symbolic, and state tensors have fixed lengths"
+                            % (kind, " " + name if name else "", a))
     dtype = dtype_of(dtype)
     if name is not None and not isinstance(name, str):
         raise TypeError("a tensor name is a string, not %r" % (name,))
@@ -187,7 +191,7 @@ def assign(tensor, value):
                         % (value.describe(), ", ".join(map(str, extra)), tensor.describe()))
     for a in value.axes:
         if tensor.axes.find(a.name).length != a.length:
-            raise AxisError("assign: axis %s has length %d in the value and %d in %s"
+            raise AxisError("assign: axis %s has length %s in the value and %s in %s"
                             % (a.name, a.length, tensor.axes.find(a.name).length,
                                tensor.describe()))
     if value.dtype != tensor.dtype:
