@@ -50,7 +50,7 @@ static void state_comment(buf *b, const nest_module *m)
             buf_putc(b, ' ');
             print_double(b, s->init.a);
         } else if (s->init.kind == NEST_INIT_DATA) {
-            buf_printf(b, " nest_init_%s_%d", m->name, i);
+            buf_puts(b, " (the values given)");
         } else if (s->init.kind != NEST_INIT_ZEROS) {
             buf_putc(b, '(');
             print_double(b, s->init.a);
