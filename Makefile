@@ -294,7 +294,8 @@ sanitize:
 	    CFLAGS="-O1 -g" run-tests
 
 # ThreadSanitizer on tests/test_threads.c (8 threads parsing, emitting, compiling with the cache
-# shared, and calling one kernel at once), the library and the JIT shim both built with
+# shared, calling one kernel at once, and calling, saving and loading state objects shared by
+# pairs of threads), the library and the JIT shim both built with
 # -fsanitize=thread. clang and LLVM inside the shim are not instrumented: TSan sees their locks
 # (pthread calls are intercepted wherever they come from) but not their memory accesses. The JIT'd
 # kernels are not instrumented either: the test checks their results against the interpreter.

@@ -10,7 +10,7 @@ For small arrays, per workload and size, the best of several rounds of batches, 
            (which returns at once)
   overhead nest - kernel: what the Python layer adds to a call (the goal: under 20 us)
 The last workload assigns a variable (w = w + x): the path of a training step (a state object,
-the lock that calls with state take turns under).
+the locks of its state tensors, which calls that share one take turns under).
 
 Run with Debian's interpreter from the repository: /usr/bin/python3 bench/python_call.py
 """
@@ -89,8 +89,8 @@ def main():
             nres = 0 if out is None else 1
             res = (ctypes.c_void_p * 1)(None if out is None else out.ctypes.data)
             k, nargs = comp._k, len(arrays)
-            if comp._st:  # as Computation calls it: nest_call_state under the lock
-                st, lock, call = comp._st, ng.state.call_lock, lib.nest_call_state
+            if comp._st:  # as Computation calls it: nest_call_state under its tensors' locks
+                st, lock, call = comp._st, comp._locks, lib.nest_call_state
 
                 def raw():
                     with lock:

@@ -417,6 +417,7 @@ typedef struct ir_state {
     int64_t *shape;
     int64_t count;
     nest_init init;
+    const void *data;    /* init.kind NEST_INIT_DATA: the elements (module arena), else NULL */
     int32_t line, col;   /* where the text form declared it, or 0 */
 } ir_state;
 
@@ -449,6 +450,9 @@ int32_t ir_state_find(const nest_module *m, const char *name, size_t len);
 /* Declares a state tensor (the checks of nest_variable); its index, or -1 with the error on m. */
 int32_t ir_state_declare(nest_module *m, const char *name, bool trainable, nest_type type,
                          int rank, const int64_t *shape, const nest_init *init);
+/* The same with an array of initial values (nest_variable_data), copied. */
+int32_t ir_state_declare_data(nest_module *m, const char *name, bool trainable, nest_type type,
+                              int rank, const int64_t *shape, const void *data);
 /* The read node of state s in f, made on first use; NEST_NONE with the error on f. */
 int32_t ir_state_read(nest_function *f, int32_t s);
 /* Whether f reads (in a node a result or an assignment needs) or assigns module state. The
@@ -1021,6 +1025,8 @@ void emit_preamble(buf *b, uint64_t helpers, emit_mode mode);
  * (nest_const_NAME_K, K their number) and nest_build_so links their bytes in as data. */
 #define EMIT_DATA_BYTES 64
 bool emit_const_is_data(int64_t count, int etype);
+/* "static const T name[count] = {...};": count elements of etype at data, as exact literals. */
+void emit_table(buf *b, const char *name, int etype, const void *data, int64_t count);
 /* The declarations of one function's entry points, with shapes in comments. */
 void emit_header_decls(buf *b, const plan *p);
 /* emit_state.c: the C of a module's state (the NAME_state type; in the .c file, its table and
@@ -1050,6 +1056,9 @@ typedef struct jit_info {
     int32_t nconsts;
     int32_t *const_nodes;
 } jit_info;
+/* The module whose state the C of fns declares: mod if it has state, else the first of the
+ * functions' modules with state, or NULL. */
+const nest_module *pipeline_state_module(const nest_module *mod, nest_function *const *fns, int n);
 /* The graph nodes of f's constants in their numbering (info->const_nodes, malloc'd), as
  * pipeline_emit_jit gives them. Returns NEST_OK or the error on f. */
 int pipeline_consts(nest_function *f, const nest_options *opts, jit_info *info);

@@ -253,7 +253,7 @@ static const char *const suffixes[] = {"", "_call", "_impl", "_workspace_size", 
 
 /* The module whose state the C of fns declares: mod if it has state, else the first of the
  * functions' with state, or NULL. */
-static const nest_module *state_module(const nest_module *mod, nest_function *const *fns, int n)
+const nest_module *pipeline_state_module(const nest_module *mod, nest_function *const *fns, int n)
 {
     if (mod && mod->nstates > 0)
         return mod;
@@ -265,7 +265,7 @@ static const nest_module *state_module(const nest_module *mod, nest_function *co
 
 static int check_names(const nest_module *mod, nest_function *const *fns, int n)
 {
-    const nest_module *m = state_module(mod, fns, n);
+    const nest_module *m = pipeline_state_module(mod, fns, n);
     for (int i = 0; m && i < n; i++) {
         if (fns[i]->module && fns[i]->module != m && fns[i]->module->nstates > 0)
             return ir_error(fns[i], NEST_ERR_ARG,
@@ -347,7 +347,7 @@ static int emit_all(const nest_module *mod, nest_function *const *fns, int n, ne
             return st;
         }
     }
-    const nest_module *m = state_module(mod, fns, n);
+    const nest_module *m = pipeline_state_module(mod, fns, n);
     const char *guard = n ? fns[0]->name : m ? m->name : "EMPTY";
     if (kind == NEST_EMIT_C) {
         emit_preamble(out, helpers, mode);

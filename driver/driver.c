@@ -419,7 +419,10 @@ int nest_call_state(nest_kernel *k, nest_state *st, void *const *args, int nargs
         free(msg);
         return status;
     }
-    return run(k, st->t, args, results);
+    state_lock(st);
+    status = run(k, st->t, args, results);
+    state_unlock(st);
+    return status;
 }
 
 const char *nest_kernel_errmsg(const nest_kernel *k)
@@ -491,6 +494,28 @@ static int build_so(nest_module *m, nest_function *const *fns, int n, const char
             nblobs++;
         }
         free(info.const_nodes);
+    }
+    /* and the state's initial values given as arrays, above EMIT_DATA_BYTES */
+    const nest_module *sm = pipeline_state_module(m, fns, n);
+    for (int32_t i = 0; st == NEST_OK && sm && i < sm->nstates; i++) {
+        const ir_state *s = &sm->states[i];
+        if (s->init.kind != NEST_INIT_DATA || !emit_const_is_data(s->count, s->etype))
+            continue;
+        rt_blob *nb = realloc(blobs, ((size_t)nblobs + 1) * sizeof *nb);
+        char (*ns)[IR_MAX_NAME + 64] = realloc(syms, ((size_t)nblobs + 1) * sizeof *ns);
+        if (nb)
+            blobs = nb;
+        if (ns)
+            syms = ns;
+        if (!nb || !ns) {
+            st = build_error(m, fns, n, NEST_ERR_NOMEM, "building %s: %s", so_path,
+                             "out of memory");
+            break;
+        }
+        snprintf(syms[nblobs], sizeof syms[nblobs], "nest_init_%s_%d", sm->name, i);
+        blobs[nblobs].data = s->data;
+        blobs[nblobs].size = (size_t)s->count * nest_type_size((nest_type)s->etype);
+        nblobs++;
     }
     if (st != NEST_OK) {
         free(blobs);

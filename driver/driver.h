@@ -5,6 +5,8 @@
 #ifndef NEST_DRIVER_H
 #define NEST_DRIVER_H
 
+#include <pthread.h>
+
 #include "internal.h"
 
 /* The values of a module's state. `t` comes first and is what the generated code's NAME_state
@@ -18,7 +20,13 @@ struct nest_state {
     size_t size;            /* bytes of all tensors */
     uint64_t layout;        /* ir_state_layout_hash of the module */
     char errmsg[512];       /* of the last failed save or load: kept without allocating */
+    pthread_mutex_t lock;   /* held by each call, save and load with this state object */
+    bool locked_init;       /* lock was initialized (nest_state_free destroys it) */
 };
+
+/* Take and release st's lock (NULL: nothing), around whatever reads or writes its tensors. */
+void state_lock(nest_state *st);
+void state_unlock(nest_state *st);
 
 /* Checks that st fits a function of a module whose state has `nstates` tensors and layout hash
  * `layout` (ir_state_layout_hash), and that no array of args and results (of the given sizes

@@ -14,6 +14,8 @@ void nest_state_free(nest_state *st)
 {
     if (!st)
         return;
+    if (st->locked_init)
+        pthread_mutex_destroy(&st->lock);
     for (int i = 0; st->d && i < st->n; i++) {
         free((char *)st->d[i].name);
         free((int64_t *)st->d[i].shape);
@@ -43,6 +45,9 @@ static nest_state *state_make(nest_module *m, void *const *data)
         goto nomem;
     st->n = n;
     st->layout = ir_state_layout_hash(m);
+    if (pthread_mutex_init(&st->lock, NULL) != 0)
+        goto nomem;
+    st->locked_init = true;
     st->t = calloc((size_t)n + 1, sizeof *st->t);
     st->d = calloc((size_t)n + 1, sizeof *st->d);
     st->bytes = calloc((size_t)n + 1, sizeof *st->bytes);
@@ -65,14 +70,19 @@ static nest_state *state_make(nest_module *m, void *const *data)
         d->a = s->init.a;
         d->b = s->init.b;
         d->seed = s->init.seed;
+        d->data = s->data; /* the module's, until the tensors are filled */
         st->bytes[i] = s->count * (int64_t)nest_type_size((nest_type)s->etype);
         st->size += (size_t)st->bytes[i];
     }
     if (!data) {
         if (nest_st_alloc(st->d, n, st->t, &st->block))
             goto nomem;
+        for (int i = 0; i < n; i++) /* the state does not refer to its module */
+            st->d[i].data = NULL;
         return st;
     }
+    for (int i = 0; i < n; i++)
+        st->d[i].data = NULL;
     for (int i = 0; i < n; i++) {
         if (!data[i] && st->bytes[i] > 0) {
             ir_module_error(m, NEST_ERR_ARG, "state of module %s: the array of %s is NULL",
@@ -159,11 +169,25 @@ static int file_op(nest_state *st, const char *path, file_fn op, const char *wha
     if (!st)
         return NEST_ERR_ARG;
     char msg[512] = "";
-    if (!path) {
+    state_lock(st);
+    int rc = path ? op(st->d, st->n, st->t, path, msg, sizeof msg) : 1;
+    if (!path)
         snprintf(msg, sizeof msg, "%s: the path is NULL", what);
-        return file_result(st, 1, msg);
-    }
-    return file_result(st, op(st->d, st->n, st->t, path, msg, sizeof msg), msg);
+    rc = file_result(st, rc, msg);
+    state_unlock(st);
+    return rc;
+}
+
+void state_lock(nest_state *st)
+{
+    if (st)
+        pthread_mutex_lock(&st->lock);
+}
+
+void state_unlock(nest_state *st)
+{
+    if (st)
+        pthread_mutex_unlock(&st->lock);
 }
 
 int nest_state_save(nest_state *st, const char *path)
@@ -239,5 +263,8 @@ int nest_evaluate_state(nest_function *f, nest_state *st, void *const *args, int
             return rc;
         }
     }
-    return interp_call(f, st ? st->t : NULL, args, nargs, results, nresults);
+    state_lock(st);
+    int rc = interp_call(f, st ? st->t : NULL, args, nargs, results, nresults);
+    state_unlock(st);
+    return rc;
 }

@@ -20,7 +20,9 @@
  *   compiled in many threads at once (compiles share the compile cache safely, also across
  *   processes). One function or module handle is not safe to use from two threads at once. A
  *   kernel is: nest_call (and the kernel_* getters) may run on one kernel from many threads at
- *   once; nest_kernel_errmsg gives the calling thread's last error.
+ *   once; nest_kernel_errmsg gives the calling thread's last error. A state object is too, for
+ *   calls, saves and loads: they take turns on its lock (nest_call_state); the host reads and
+ *   writes its tensors' data between them.
  */
 #ifndef NEST_H
 #define NEST_H
@@ -408,6 +410,8 @@ typedef enum nest_init_kind {
     NEST_INIT_CONSTANT,/* every element a */
     NEST_INIT_UNIFORM, /* uniform in [a, b) from `seed` (float types) */
     NEST_INIT_NORMAL,  /* normal with mean a and standard deviation b from `seed` (float types) */
+    NEST_INIT_DATA,    /* an array of values: declared by nest_variable_data or
+                          nest_persistent_data, not through a nest_init */
 } nest_init_kind;
 
 typedef struct nest_init {
@@ -425,6 +429,14 @@ int nest_variable(nest_module *m, const char *name, nest_type type, int rank,
                   const int64_t *shape, const nest_init *init);
 int nest_persistent(nest_module *m, const char *name, nest_type type, int rank,
                     const int64_t *shape, const nest_init *init);
+/* The same with an array for initial value: `data` holds the tensor's elements, dense and
+ * row-major, of its type (bool: bytes 0 or 1), and is copied. NAME_state_new of the generated C
+ * starts from a copy too (linked into the shared object as data). NEST_ERR_ARG for a NULL data
+ * of a tensor with elements or a bool byte that is not 0 or 1, with the error kept on m. */
+int nest_variable_data(nest_module *m, const char *name, nest_type type, int rank,
+                       const int64_t *shape, const void *data);
+int nest_persistent_data(nest_module *m, const char *name, nest_type type, int rank,
+                         const int64_t *shape, const void *data);
 
 /* The value of the state tensor `name` of f's module at the call's entry (the same value each
  * time it is asked for in f). NEST_NONE with the error on f if f has no module or the module no
@@ -463,7 +475,7 @@ void nest_state_free(nest_state *st);
  * and must outlive the state object; they need no alignment beyond their element type's. This
  * is how one array serves the state objects of several modules (a front end's variable read by
  * a training step and by a prediction compiled apart): calls with any of those state objects
- * must then not overlap. NULL with the error on m: NEST_ERR_ARG for a NULL data or a NULL array
+ * must then not overlap (each state object serializes its own calls only). NULL with the error on m: NEST_ERR_ARG for a NULL data or a NULL array
  * of a non-empty tensor, or two arrays that overlap; NEST_ERR_NOMEM. The caller frees it with
  * nest_state_free, which leaves the arrays alone. */
 nest_state *nest_state_wrap(nest_module *m, void *const *data);
@@ -483,8 +495,10 @@ int nest_state_find(const nest_state *st, const char *name);
 void *nest_state_tensor(nest_state *st, const char *name);
 
 /* Writes the state to a file (format: docs/api.md; written to PATH.tmp and renamed), and reads
- * one back. Loading checks the whole file (header, names, types, shapes, size, checksum) before
- * it changes anything: on any error the state is unchanged. NEST_OK, or NEST_ERR_IO with the
+ * one back. A file loads into a state of exactly its tensors, matched by name in any order, each
+ * of the same type and shape; a tensor missing from either side is an error naming it. Loading
+ * checks the whole file (header, size, checksum, then names, types and shapes) before it
+ * changes anything: on any error the state is unchanged. NEST_OK, or NEST_ERR_IO with the
  * reason in nest_state_errmsg (NEST_ERR_NOMEM when out of memory). */
 int nest_state_save(nest_state *st, const char *path);
 int nest_state_load(nest_state *st, const char *path);
@@ -637,9 +651,6 @@ nest_kernel *nest_compile(nest_function *f, const nest_options *opts);
  * own for the call (NEST_ERR_NOMEM if it cannot). */
 int nest_call(nest_kernel *k, void *const *args, int nargs, void *const *results, int nresults);
 
-/* nest_call for a kernel whose function reads or assigns state (nest_call refuses those): as
- * nest_evaluate_state. Kernels of one module may share a state object; calls with one state
- * object must not overlap. */
 /* nest_call for a kernel of a function with symbolic dims (nest_call refuses those): dims[i]
  * is the size of nest_dim_name(f, i). One kernel serves every size. A negative size, or sizes
  * whose shapes overflow or put a slice out of bounds, are NEST_ERR_CALL, and nothing is
@@ -647,6 +658,13 @@ int nest_call(nest_kernel *k, void *const *args, int nargs, void *const *results
 int nest_call_dims(nest_kernel *k, const int64_t *dims, int ndims, void *const *args, int nargs,
                    void *const *results, int nresults);
 
+/* nest_call for a kernel whose function reads or assigns state (nest_call refuses those): as
+ * nest_evaluate_state. Kernels of one module may share a state object. Calls with one state
+ * object take turns: each holds the state object's lock (as nest_evaluate_state,
+ * nest_state_save and nest_state_load do), so calls from several threads with one state object
+ * are serialized and no assignment is lost, while calls with distinct state objects run at
+ * once. State objects that wrap the same arrays (nest_state_wrap) have locks of their own: the
+ * caller keeps their calls apart. */
 int nest_call_state(nest_kernel *k, nest_state *st, void *const *args, int nargs,
                     void *const *results, int nresults);
 

@@ -588,13 +588,16 @@ static void state_file_mismatched(void **state)
         const char *text, *msg;
     } others[] = {
         {"var w: f32[3,2] = zeros\nvar b: f64[2] = zeros\npersistent v: f32[3,2] = zeros\n",
-         "the file holds 4 tensors, the state 3"},
+         "the file's tensor 4, 'n', is not in the state"},
+        {"var w: f32[3,2] = zeros\nvar b: f64[2] = zeros\npersistent v: f32[3,2] = zeros\n"
+         "persistent n: i32[] = 0\npersistent more: i64[] = 0\n",
+         "tensor 'more' of the state is not in the file"},
         {"var w: f32[2,3] = zeros\nvar b: f64[2] = zeros\npersistent v: f32[3,2] = zeros\n"
          "persistent n: i32[] = 0\n", "tensor 'w' has dimension 0 of 3 in the file, 2 in the state"},
         {"var w: f32[3,2] = zeros\nvar b: f32[2] = zeros\npersistent v: f32[3,2] = zeros\n"
-         "persistent n: i32[] = 0\n", "tensor 'b' has type 1 and rank 1 in the file, 0 and 1"},
+         "persistent n: i32[] = 0\n", "tensor 'b' is f64 in the file, f32 in the state"},
         {"var w: f32[3,2] = zeros\nvar b: f64[2] = zeros\npersistent v: f32[6] = zeros\n"
-         "persistent n: i32[] = 0\n", "tensor 'v' has type 0 and rank 2 in the file, 0 and 1"},
+         "persistent n: i32[] = 0\n", "tensor 'v' has rank 2 in the file, 1 in the state"},
         {"var w: f32[3,2] = zeros\nvar bias: f64[2] = zeros\npersistent v: f32[3,2] = zeros\n"
          "persistent n: i32[] = 0\n", "the file's tensor 2, 'b', is not in the state"},
     };

@@ -684,8 +684,8 @@ static void oom_call_overlapping(void **state)
 
 /* ---- state: objects, files, calls, gradients ---- */
 
-/* tests/corpus/parse/state.nest: four state tensors (f32, f64, i32; uniform, normal, zeros, a
- * constant) and `step`, which takes a gradient and assigns three of them. */
+/* tests/corpus/parse/state.nest: five state tensors (f32, f64, i32; uniform, normal, zeros, a
+ * constant, an array) and `step`, which takes a gradient and assigns three of them. */
 #define STATE_NEST "tests/corpus/parse/state.nest"
 
 typedef struct state_case {

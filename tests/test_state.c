@@ -14,6 +14,8 @@
 
 static char tmproot[64];
 
+typedef void *(*state_new_fn)(void);
+
 static int group_setup(void **state)
 {
     (void)state;
@@ -210,6 +212,170 @@ static void test_initializers(void **state)
     assert_int_equal(nest_variable(m, "nest_x", NEST_F32, 0, NULL, NULL), NEST_ERR_ARG);
     nest_state_free(st);
     nest_module_free(m);
+}
+
+/* ---- initial values: the library's nest_state_new (interpreter and JIT) and a .so's
+ * NAME_state_new agree bit for bit, for every initializer and type; arrays land as given ---- */
+
+static const char init_text[] =
+    "var a: f32[5] = uniform(-0.5, 0.5, seed=1)\n"
+    "var b: f64[3] = normal(1, 2, seed=42)\n"
+    "var c: f32[40] = normal(0, 1, seed=3)\n"
+    "var u: f64[20] = uniform(-3, 1e-3, seed=9007199254740993)\n"
+    "persistent z: f64[4] = zeros\n"
+    "persistent k: i32[3] = -7\n"
+    "persistent t: bool[2] = true\n"
+    "var w: f32[2,3] = [1, -2.5, 0.003, -0, inf, -1e-45]\n"
+    "persistent n: i64[3] = [-9223372036854775808, 0, 7]\n"
+    "var big: f64[2,20] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19,\n"
+    "  -0.5, 1.5, 2.5, 3.5, 4.5, 5.5, 6.5, 7.5, 8.5, 9.5, 1e300, 11.5, 12.5, 13.5, 14.5, 15.5,\n"
+    "  16.5, 17.5, 18.5, 4.9e-324]\n"
+    "persistent f: bool[3] = [true, false, true]\n"
+    "persistent i: i32[70] = [" /* 280 bytes: linked into the .so as data */
+    "0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, "
+    "25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, "
+    "48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63, 64, 65, 66, 67, 68, -2147483648]\n"
+    "persistent e: f32[0] = []\n"
+    "\n"
+    "func reads() -> (f32[5], f64[3], f32[40], f64[20], f64[4], i32[3], bool[2], f32[2,3], i64[3],\n"
+    "                 f64[2,20], bool[3], i32[70]) {\n"
+    "  return a, b, c, u, z, k, t, w, n, big, f, i\n"
+    "}\n";
+
+enum { INIT_TENSORS = 13, INIT_READS = 12 };
+
+typedef int (*call_fn)(void *, void *const *, void *const *);
+
+static void test_initial_values_everywhere(void **state)
+{
+    (void)state;
+    nest_module *m = parse(init_text);
+    nest_function *f = nest_module_find(m, "reads");
+    nest_state *st = nest_state_new(m);
+    assert_non_null(st);
+    assert_int_equal(nest_state_count(st), INIT_TENSORS);
+    /* the arrays, as written */
+    const float w[6] = {1, -2.5f, 0.003f, -0.0f, INFINITY, -1e-45f};
+    const int64_t n[3] = {INT64_MIN, 0, 7};
+    assert_memory_equal(nest_state_tensor(st, "w"), w, sizeof w);
+    assert_memory_equal(nest_state_tensor(st, "n"), n, sizeof n);
+    const double *big = nest_state_tensor(st, "big");
+    assert_true(big[19] == 19 && big[20] == -0.5 && big[30] == 1e300 && big[39] == 4.9e-324);
+    const int32_t *iv = nest_state_tensor(st, "i");
+    assert_true(iv[68] == 68 && iv[69] == INT32_MIN);
+    const unsigned char *fb = nest_state_tensor(st, "f");
+    assert_true(fb[0] == 1 && fb[1] == 0 && fb[2] == 1);
+    /* the reads of a call, by the interpreter and by the JIT, are the state's bytes */
+    void *want[INIT_READS], *got[INIT_READS];
+    for (int r = 0; r < INIT_READS; r++) {
+        size_t bytes = tu_state_tensor_bytes(st, r);
+        want[r] = malloc(bytes + 1);
+        got[r] = malloc(bytes + 1);
+        assert_true(want[r] && got[r]);
+    }
+    assert_ok(f, nest_evaluate_state(f, st, NULL, 0, want, INIT_READS));
+    for (int r = 0; r < INIT_READS; r++)
+        assert_memory_equal(want[r], nest_state_data(st, r), tu_state_tensor_bytes(st, r));
+    nest_kernel *k = nest_compile(f, NULL);
+    assert_non_null(k);
+    nest_state *fresh = nest_state_new(m);
+    assert_int_equal(nest_call_state(k, fresh, NULL, 0, got, INIT_READS), NEST_OK);
+    for (int r = 0; r < INIT_READS; r++)
+        assert_memory_equal(got[r], want[r], tu_state_tensor_bytes(st, r));
+    /* a .so built by nestc: its NAME_state_new, and a call of reads on it */
+    char path[128], so[128], cmd[512];
+    snprintf(path, sizeof path, "%s/inits.nest", tmproot);
+    snprintf(so, sizeof so, "%s/inits.so", tmproot);
+    tu_write_file(path, init_text);
+    snprintf(cmd, sizeof cmd, "%s %s -o %s", tu_nestc(), path, so);
+    assert_int_equal(system(cmd), 0);
+    void *lib = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+    assert_non_null(lib);
+    state_new_fn snew;
+    void (*sfree)(void *);
+    void *(*sdata)(void *, int);
+    call_fn reads;
+    *(void **)&snew = dlsym(lib, "inits_state_new");
+    *(void **)&sfree = dlsym(lib, "inits_state_free");
+    *(void **)&sdata = dlsym(lib, "inits_state_data");
+    *(void **)&reads = dlsym(lib, "reads_call");
+    assert_true(snew && sfree && sdata && reads);
+    void *sa = snew();
+    assert_non_null(sa);
+    for (int i = 0; i < INIT_TENSORS; i++)
+        if (tu_state_tensor_bytes(st, i))
+            assert_memory_equal(sdata(sa, i), nest_state_data(st, i), tu_state_tensor_bytes(st, i));
+    for (int r = 0; r < INIT_READS; r++)
+        memset(got[r], 0x55, tu_state_tensor_bytes(st, r));
+    assert_int_equal(reads(sa, NULL, got), 0);
+    for (int r = 0; r < INIT_READS; r++)
+        assert_memory_equal(got[r], want[r], tu_state_tensor_bytes(st, r));
+    sfree(sa);
+    dlclose(lib);
+    for (int r = 0; r < INIT_READS; r++) {
+        free(want[r]);
+        free(got[r]);
+    }
+    /* the text form gives the arrays back */
+    char *text = nest_module_print(m);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "var w: f32[2,3] = [1, -2.5, 0.003, -0, inf, -1e-45]\n"));
+    assert_non_null(strstr(text, "persistent e: f32[0] = []\n"));
+    nest_module *m2 = parse(text);
+    nest_state *st2 = nest_state_new(m2);
+    unsigned char *b1 = tu_state_bytes(st), *b2 = tu_state_bytes(st2);
+    assert_memory_equal(b1, b2, nest_state_size(st));
+    free(b1);
+    free(b2);
+    free(text);
+    nest_state_free(st2);
+    nest_module_free(m2);
+    nest_kernel_free(k);
+    nest_state_free(fresh);
+    nest_state_free(st);
+    nest_module_free(m);
+}
+
+/* nest_variable_data and nest_persistent_data: the data is copied when declared; errors. */
+static void test_array_initializers_api(void **state)
+{
+    (void)state;
+    nest_module *m = nest_module_new("arr");
+    double d[4] = {0.5, -1, 2, 1e-300};
+    int32_t k[2] = {3, -4};
+    unsigned char flags[3] = {1, 0, 2};
+    assert_int_equal(nest_variable_data(m, "d", NEST_F64, 2, SHAPE(2, 2), d), NEST_OK);
+    assert_int_equal(nest_persistent_data(m, "k", NEST_I32, 1, SHAPE(2), k), NEST_OK);
+    assert_int_equal(nest_persistent_data(m, "none", NEST_F32, 1, SHAPE(0), NULL), NEST_OK);
+    d[0] = 99; /* copied: the caller's array is free again */
+    nest_state *st = nest_state_new(m);
+    assert_non_null(st);
+    const double dw[4] = {0.5, -1, 2, 1e-300};
+    assert_memory_equal(nest_state_tensor(st, "d"), dw, sizeof dw);
+    assert_memory_equal(nest_state_tensor(st, "k"), k, sizeof k);
+    /* errors, on the module */
+    assert_int_equal(nest_persistent_data(m, "flags", NEST_BOOL, 1, SHAPE(3), flags), NEST_ERR_ARG);
+    assert_non_null(strstr(nest_module_errmsg(m),
+                           "persistent tensor flags: element 2 of the initial value is byte 2, not "
+                           "a bool (0 or 1)"));
+    assert_int_equal(nest_variable_data(m, "v", NEST_F32, 1, SHAPE(2), NULL), NEST_ERR_ARG);
+    assert_non_null(strstr(nest_module_errmsg(m), "given by nest_variable_data, with its data"));
+    nest_init bad = {NEST_INIT_DATA, 0, 0, 0};
+    assert_int_equal(nest_variable(m, "v", NEST_F32, 1, SHAPE(2), &bad), NEST_ERR_ARG);
+    assert_int_equal(nest_variable_data(m, "d", NEST_F64, 0, NULL, d), NEST_ERR_ARG);
+    assert_int_equal(nest_variable_data(NULL, "x", NEST_F64, 0, NULL, d), NEST_ERR_ARG);
+    assert_int_equal(nest_state_count(st), 3);
+    nest_state_free(st);
+    nest_module_free(m);
+    /* the text form */
+    parse_fails("var w: f32[2,2] = [1, 2, 3]\n",
+                "bad.nest:1:20: error: variable w: 3 values given, expected 4");
+    parse_fails("var w: f32[2] = [1, [2]]\n", "nested lists are not allowed");
+    parse_fails("persistent w: i32[2] = [1, 2.5]\n", "i32 constants take integer literals");
+    parse_fails("persistent w: i32[1] = [2147483648]\n", "out of range for i32");
+    parse_fails("persistent w: bool[2] = [true, 1]\n", "bool constants take true or false");
+    parse_fails("var w: f32[1] = [1e39]\n", "number is out of range for f32");
+    parse_fails("var w: f32[2] = []\n", "variable w: 0 values given, expected 2");
 }
 
 /* ---- semantics in the interpreter ---- */
@@ -532,7 +698,6 @@ static void test_swap_in_registers(void **state)
     nest_module_free(m);
 }
 
-typedef void *(*state_new_fn)(void);
 typedef void (*state_free_fn)(void *);
 typedef int (*state_file_fn)(void *, const char *);
 typedef void *(*state_tensor_fn)(void *, const char *);
@@ -844,10 +1009,46 @@ static void test_save_load(void **state)
     nest_module *m3 = parse("var w: f32[4,3] = 0\n");
     nest_state *d = nest_state_new(m3);
     assert_int_equal(nest_state_load(d, path), NEST_ERR_IO);
-    assert_non_null(strstr(nest_state_errmsg(d), "the file holds 4 tensors, the state 1"));
+    assert_non_null(strstr(nest_state_errmsg(d), "the file's tensor 2, 'b', is not in the state"));
     assert_int_equal(nest_state_load(d, "/nonexistent/file"), NEST_ERR_IO);
     assert_int_equal(nest_state_save(d, "/nonexistent/dir/file"), NEST_ERR_IO);
     assert_non_null(strstr(nest_state_errmsg(d), "cannot create /nonexistent/dir/file.tmp"));
+    /* a tensor of the state that the file lacks, and one named twice in a file (its checksum
+     * made right again): each is named, nothing changes */
+    nest_module *m4 = parse("var w: f32[4,3] = 0\nvar b: f32[3] = 0\npersistent v: f32[4,3] = 0\n"
+                            "persistent steps: i32[] = 0\npersistent extra: f64[2] = 0\n");
+    nest_state *e = nest_state_new(m4);
+    ((double *)nest_state_tensor(e, "extra"))[1] = 4;
+    assert_int_equal(nest_state_load(e, path), NEST_ERR_IO);
+    assert_non_null(strstr(nest_state_errmsg(e), "tensor 'extra' of the state is not in the file"));
+    assert_true(((double *)nest_state_tensor(e, "extra"))[1] == 4);
+    nest_module *m5 = parse("var a: f32[2] = 1\nvar b: f32[2] = 2\n");
+    nest_state *g = nest_state_new(m5);
+    assert_int_equal(nest_state_save(g, bad), NEST_OK);
+    long len = file_size(bad);
+    unsigned char *twice = malloc((size_t)len);
+    in = fopen(bad, "rb");
+    assert_int_equal(fread(twice, 1, (size_t)len, in), (size_t)len);
+    fclose(in);
+    assert_true(twice[16 + 2] == 'a' && twice[16 + 2 + 1 + 2 + 8 + 2] == 'b');
+    twice[16 + 2 + 1 + 2 + 8 + 2] = 'a';
+    uint64_t h = 0xcbf29ce484222325u;
+    for (long i = 0; i < len - 8; i++)
+        h = (h ^ twice[i]) * 0x100000001b3u;
+    for (int i = 0; i < 8; i++)
+        twice[len - 8 + i] = (unsigned char)(h >> (8 * i));
+    out = fopen(bad, "wb");
+    fwrite(twice, 1, (size_t)len, out);
+    fclose(out);
+    ((float *)nest_state_tensor(g, "a"))[0] = 9;
+    assert_int_equal(nest_state_load(g, bad), NEST_ERR_IO);
+    assert_non_null(strstr(nest_state_errmsg(g), "tensor 'a' is in the file twice"));
+    assert_true(((float *)nest_state_tensor(g, "a"))[0] == 9);
+    free(twice);
+    nest_state_free(e);
+    nest_state_free(g);
+    nest_module_free(m4);
+    nest_module_free(m5);
     /* not a state file at all */
     out = fopen(bad, "wb");
     fputs("hello, this is not a state file", out);
@@ -983,6 +1184,8 @@ int main(void)
         cmocka_unit_test(test_text_round_trip),
         cmocka_unit_test(test_text_errors),
         cmocka_unit_test(test_initializers),
+        cmocka_unit_test(test_initial_values_everywhere),
+        cmocka_unit_test(test_array_initializers_api),
         cmocka_unit_test(test_swap_and_entry_values),
         cmocka_unit_test(test_sgd_interpreter),
         cmocka_unit_test(test_api),

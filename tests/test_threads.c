@@ -2,7 +2,9 @@
  * test_threads.c - what nest.h promises about threads: functions built, printed, emitted and
  * compiled in many threads at once with the compile cache shared; one kernel called from many
  * threads at once (its workspace taken by one call, the others making their own); each thread
- * sees its own call errors. Every result is compared with the interpreter.
+ * sees its own call errors. Every result is compared with the interpreter. State objects: calls,
+ * saves and loads with one state object from several threads take turns (no update lost, every
+ * save a snapshot between calls), and distinct state objects are called at once.
  *
  * Part of `make test`; `make tsan` runs it under ThreadSanitizer (with the JIT shim built with
  * -fsanitize=thread too: see the Makefile).
@@ -205,11 +207,153 @@ static void threads_call_one_kernel(void **state)
     nest_module_free(m);
 }
 
+/* ---- state objects ---- */
+
+/* Each call scales w by 0.99, adds x (all ones) and counts itself: the state after k calls is
+ * the same whatever threads made them, so ref_w[k] (k calls in one thread) is the value of a
+ * state whose steps is k. */
+static const char step_text[] = "var w: f32[16384] = uniform(-1, 1, seed=5)\n"
+                                "persistent steps: i64[] = 0\n"
+                                "func step(x: f32[16384]) -> f32[] {\n"
+                                "  h = multiply(w, broadcast(constant(f32[], 0.99), shape=[16384], axes=[0]))\n"
+                                "  assign(w, add(h, x))\n"
+                                "  assign(steps, add(steps, constant(i64[], 1)))\n"
+                                "  return sum(w, axes=[0])\n"
+                                "}\n";
+
+enum { STATE_N = 16384, STATE_CALLS = 60, SHARED = THREADS / 2, SAVE_EVERY = 10 };
+
+typedef struct state_job {
+    job j;
+    nest_module *m;
+    nest_kernel *k;
+    nest_state *shared; /* called by this thread and one other */
+    nest_state *own;    /* this thread's alone */
+    nest_state *probe;  /* this thread's, loaded from the files it saves of `shared` */
+    float (*ref_w)[STATE_N]; /* ref_w[k]: w after k calls */
+} state_job;
+
+static float state_x[STATE_N]; /* the argument of every call: ones */
+
+/* Whether st holds the state of `steps` calls exactly (else why, into j). */
+static bool state_is(state_job *s, nest_state *st, int64_t *steps_out)
+{
+    int64_t steps = *(int64_t *)nest_state_tensor(st, "steps");
+    if (steps_out)
+        *steps_out = steps;
+    if (steps < 0 || steps > 2 * STATE_CALLS) {
+        snprintf(s->j.why, sizeof s->j.why, "steps %lld out of range", (long long)steps);
+        return false;
+    }
+    if (memcmp(nest_state_tensor(st, "w"), s->ref_w[steps], sizeof s->ref_w[0]) != 0) {
+        snprintf(s->j.why, sizeof s->j.why, "w is not the value of %lld calls", (long long)steps);
+        return false;
+    }
+    return true;
+}
+
+static void *state_job_run(void *arg)
+{
+    state_job *s = arg;
+    float sum;
+    void *args[1] = {state_x}, *res[1] = {&sum};
+    char path[128];
+    snprintf(path, sizeof path, "%s/shared-%d.state", root, s->j.id);
+    int64_t last = 0;
+    for (int c = 0; c < STATE_CALLS; c++) {
+        if (nest_call_state(s->k, s->shared, args, 1, res, 1) != NEST_OK ||
+            nest_call_state(s->k, s->own, args, 1, res, 1) != NEST_OK) {
+            snprintf(s->j.why, sizeof s->j.why, "call: %s", nest_kernel_errmsg(s->k));
+            s->j.fails++;
+        }
+        if (c % SAVE_EVERY == SAVE_EVERY - 1) { /* a snapshot while the other thread calls */
+            int64_t steps;
+            if (nest_state_save(s->shared, path) != NEST_OK ||
+                nest_state_load(s->probe, path) != NEST_OK) {
+                snprintf(s->j.why, sizeof s->j.why, "save or load: %s / %s",
+                         nest_state_errmsg(s->shared), nest_state_errmsg(s->probe));
+                s->j.fails++;
+            } else if (!state_is(s, s->probe, &steps)) {
+                s->j.fails++;
+            } else if (steps < last + SAVE_EVERY) { /* this thread's own calls came before */
+                snprintf(s->j.why, sizeof s->j.why, "a snapshot of %lld calls after %lld",
+                         (long long)steps, (long long)last);
+                s->j.fails++;
+            } else {
+                last = steps;
+            }
+        }
+    }
+    return NULL;
+}
+
+static void threads_state_objects(void **state)
+{
+    (void)state;
+    nest_module *m = nest_parse(step_text, strlen(step_text), "step.nest");
+    assert_int_equal(nest_module_errcode(m), NEST_OK);
+    nest_options o;
+    nest_options_init(&o);
+    o.openmp = 0;
+    nest_kernel *k = nest_compile(nest_module_find(m, "step"), &o);
+    if (!k && nest_errcode(nest_module_find(m, "step")) == NEST_ERR_UNAVAILABLE)
+        skip();
+    assert_non_null(k);
+    /* the values after k calls, by the same kernel in this thread */
+    float (*ref_w)[STATE_N] = malloc((2 * STATE_CALLS + 1) * sizeof *ref_w);
+    assert_non_null(ref_w);
+    nest_state *ref = nest_state_new(m);
+    float *x = state_x, sum;
+    for (int i = 0; i < STATE_N; i++)
+        x[i] = 1;
+    for (int c = 0; c <= 2 * STATE_CALLS; c++) {
+        memcpy(ref_w[c], nest_state_tensor(ref, "w"), sizeof ref_w[c]);
+        assert_int_equal(nest_call_state(k, ref, (void *[]){x}, 1, (void *[]){&sum}, 1), NEST_OK);
+    }
+    nest_state_free(ref);
+    nest_state *shared[SHARED];
+    for (int i = 0; i < SHARED; i++)
+        assert_non_null(shared[i] = nest_state_new(m));
+    state_job jobs[THREADS];
+    memset(jobs, 0, sizeof jobs);
+    for (int i = 0; i < THREADS; i++) {
+        jobs[i] = (state_job){{.id = i}, m, k, shared[i % SHARED], nest_state_new(m),
+                              nest_state_new(m), ref_w};
+        assert_true(jobs[i].own && jobs[i].probe);
+    }
+    pthread_t t[THREADS];
+    for (int i = 0; i < THREADS; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, state_job_run, &jobs[i]), 0);
+    for (int i = 0; i < THREADS; i++)
+        assert_int_equal(pthread_join(t[i], NULL), 0);
+    for (int i = 0; i < THREADS; i++)
+        if (jobs[i].j.fails)
+            fail_msg("thread %d: %d failures, the last: %s", i, jobs[i].j.fails, jobs[i].j.why);
+    /* no call lost: each shared state saw both its threads' calls, each own state its thread's */
+    for (int i = 0; i < THREADS; i++) {
+        int64_t steps;
+        assert_true(state_is(&jobs[i], jobs[i].own, &steps));
+        assert_int_equal(steps, STATE_CALLS);
+        nest_state_free(jobs[i].own);
+        nest_state_free(jobs[i].probe);
+    }
+    for (int i = 0; i < SHARED; i++) {
+        int64_t steps;
+        assert_true(state_is(&jobs[i], shared[i], &steps));
+        assert_int_equal(steps, 2 * STATE_CALLS);
+        nest_state_free(shared[i]);
+    }
+    free(ref_w);
+    nest_kernel_free(k);
+    nest_module_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(threads_compile, setup, teardown),
         cmocka_unit_test_setup_teardown(threads_call_one_kernel, setup, teardown),
+        cmocka_unit_test_setup_teardown(threads_state_objects, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -234,21 +234,7 @@ static void emit_constants(ctx *c)
                        "aligned(64)));\n", em_ctype(pb->etype), c->bufname[b], (long long)pb->count);
             continue;
         }
-        buf_printf(c->b, "static const %s %s[%lld] = {", em_ctype(pb->etype), c->bufname[b],
-                   (long long)(pb->count > 0 ? pb->count : 1));
-        for (int64_t i = 0; i < pb->count; i++) {
-            buf_puts(c->b, i % 8 ? ", " : (i ? ",\n    " : "\n    "));
-            fx e = {.etype = pb->etype};
-            switch (pb->etype) {
-            case NEST_F32: e.imm.f = ((const float *)n->a.constant.data)[i]; break;
-            case NEST_F64: e.imm.f = ((const double *)n->a.constant.data)[i]; break;
-            case NEST_I32: e.imm.i = ((const int32_t *)n->a.constant.data)[i]; break;
-            case NEST_I64: e.imm.i = ((const int64_t *)n->a.constant.data)[i]; break;
-            default: e.imm.i = ((const uint8_t *)n->a.constant.data)[i]; break;
-            }
-            em_literal(c->b, pb->etype, &e);
-        }
-        buf_puts(c->b, pb->count > 0 ? "\n};\n" : "0};\n");
+        emit_table(c->b, c->bufname[b], pb->etype, n->a.constant.data, pb->count);
     }
     if (c->mode == EMIT_JIT && p->nconsts > 0) {
         char nm[IR_MAX_NAME + 32];
@@ -288,6 +274,25 @@ static void impl_call(ctx *c, const char *ws_bytes, const char *args)
 bool emit_const_is_data(int64_t count, int etype)
 {
     return count * (int64_t)nest_type_size((nest_type)etype) > EMIT_DATA_BYTES;
+}
+
+void emit_table(buf *b, const char *name, int etype, const void *data, int64_t count)
+{
+    buf_printf(b, "static const %s %s[%lld] = {", em_ctype(etype), name,
+               (long long)(count > 0 ? count : 1));
+    for (int64_t i = 0; i < count; i++) {
+        buf_puts(b, i % 8 ? ", " : (i ? ",\n    " : "\n    "));
+        fx e = {.etype = etype};
+        switch (etype) {
+        case NEST_F32: e.imm.f = ((const float *)data)[i]; break;
+        case NEST_F64: e.imm.f = ((const double *)data)[i]; break;
+        case NEST_I32: e.imm.i = ((const int32_t *)data)[i]; break;
+        case NEST_I64: e.imm.i = ((const int64_t *)data)[i]; break;
+        default: e.imm.i = ((const uint8_t *)data)[i]; break;
+        }
+        em_literal(b, etype, &e);
+    }
+    buf_puts(b, count > 0 ? "\n};\n" : "0};\n");
 }
 
 /* ---- parts ---- */

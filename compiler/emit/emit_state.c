@@ -30,7 +30,7 @@ static void print_double(buf *b, double v)
     }
 }
 
-static const char *const init_names[] = {"zeros", "constant", "uniform", "normal"};
+static const char *const init_names[] = {"zeros", "constant", "uniform", "normal", "array"};
 
 /* The comment listing the state's tensors: name, type and shape, kind and initializer. */
 static void state_comment(buf *b, const nest_module *m)
@@ -49,6 +49,8 @@ static void state_comment(buf *b, const nest_module *m)
         if (s->init.kind == NEST_INIT_CONSTANT) {
             buf_putc(b, ' ');
             print_double(b, s->init.a);
+        } else if (s->init.kind == NEST_INIT_DATA) {
+            buf_puts(b, " (the values given)");
         } else if (s->init.kind != NEST_INIT_ZEROS) {
             buf_putc(b, '(');
             print_double(b, s->init.a);
@@ -109,6 +111,21 @@ void emit_state(buf *b, const nest_module *m, emit_mode mode, bool header)
             buf_printf(b, "%s%lld", k ? ", " : "", (long long)s->shape[k]);
         buf_puts(b, s->rank ? "};\n" : "0};\n");
     }
+    for (int32_t i = 0; i < n; i++) { /* the initial values given as arrays */
+        const ir_state *s = &m->states[i];
+        if (s->init.kind != NEST_INIT_DATA)
+            continue;
+        char nm[IR_MAX_NAME + 32];
+        snprintf(nm, sizeof nm, "nest_init_%s_%d", M, i);
+        if (emit_const_is_data(s->count, s->etype))
+            buf_printf(b, "/* %lld bytes of data linked beside this C, not text */\n"
+                          "extern const %s %s[%lld] __attribute__((visibility(\"hidden\"), "
+                          "aligned(64)));\n",
+                       (long long)(s->count * (int64_t)nest_type_size((nest_type)s->etype)),
+                       em_ctype(s->etype), nm, (long long)s->count);
+        else
+            emit_table(b, nm, s->etype, s->data, s->count);
+    }
     buf_printf(b, "static const nest_st_desc %s_desc[%d] = {\n", M, n);
     for (int32_t i = 0; i < n; i++) {
         const ir_state *s = &m->states[i];
@@ -117,7 +134,11 @@ void emit_state(buf *b, const nest_module *m, emit_mode mode, bool header)
         print_double(b, s->init.a);
         buf_puts(b, ", ");
         print_double(b, s->init.b);
-        buf_printf(b, ", UINT64_C(%llu)},\n", (unsigned long long)s->init.seed);
+        buf_printf(b, ", UINT64_C(%llu), ", (unsigned long long)s->init.seed);
+        if (s->init.kind == NEST_INIT_DATA)
+            buf_printf(b, "nest_init_%s_%d},\n", M, i);
+        else
+            buf_puts(b, "0},\n");
     }
     int64_t bytes = 0;
     for (int32_t i = 0; i < n; i++)

@@ -15,9 +15,11 @@ typedef struct nest_st_desc {
     int rank;
     const int64_t *shape;
     int64_t count;         /* elements */
-    int init;              /* 0 zeros, 1 the constant a, 2 uniform in [a, b), 3 normal(a, b) */
+    int init;              /* 0 zeros, 1 the constant a, 2 uniform in [a, b), 3 normal(a, b),
+                              4 the elements at data */
     double a, b;
     uint64_t seed;
+    const void *data;      /* init 4: count elements of the type */
 } nest_st_desc;
 
 static size_t nest_st_esize(int type) { return type == 1 || type == 3 ? 8 : type == 4 ? 1 : 4; }
@@ -113,6 +115,11 @@ static double nest_st_value(const nest_st_desc *d, int64_t i)
 static void nest_st_fill(void *data, const nest_st_desc *d)
 {
     int64_t i;
+    if (d->init == 4) {
+        if (d->count > 0)
+            memcpy(data, d->data, (size_t)d->count * nest_st_esize(d->type));
+        return;
+    }
     for (i = 0; i < d->count; i++) {
         double v = nest_st_value(d, i);
         switch (d->type) {
@@ -292,16 +299,27 @@ static int nest_st_save(const nest_st_desc *d, int n, void *const *t, const char
     return 0;
 }
 
-/* Loads path into the n tensors t of a state, matching tensors by name. Everything is checked
- * before anything is copied: on an error t is unchanged. 0, or 1 for an I/O error, 2 for a file
- * that is not a whole state file, 3 for one of another state, 4 when out of memory, with a
- * message in msg. */
+/* The text of a type code, for messages. */
+static const char *nest_st_type_name(int type)
+{
+    static const char *const names[] = {"f32", "f64", "i32", "i64", "bool"};
+    return type >= 0 && type <= 4 ? names[type] : "?";
+}
+
+/* Loads path into the n tensors t of a state. The file must hold exactly the state's tensors,
+ * matched by name in any order, each of the same type and shape: a tensor of the file that the
+ * state lacks, or one of the state that the file lacks, is an error naming it. The whole file is
+ * checked (its structure, size and checksum, then its tensors against the state's) before
+ * anything is copied: on an error t is unchanged. 0, or 1 for an I/O error, 2 for a file that
+ * is not a whole state file, 3 for one of another state, 4 when out of memory, with a message in
+ * msg. */
 static int nest_st_load(const nest_st_desc *d, int n, void *const *t, const char *path, char *msg,
                         size_t msglen)
 {
     unsigned char *data = NULL, *p, *end;
-    size_t size = 0, cap = 0, got, *offs = NULL;
-    int *which = NULL, rc = 2, i, j, k, count;
+    const unsigned char **ent = NULL; /* per tensor of the file: its name's length field */
+    size_t size = 0, cap = 0, got, *offs = NULL, *bytes = NULL, count, i, left;
+    int *which = NULL, *seen = NULL, rc = 2, j, k;
     uint64_t h;
     char text[400];
     FILE *f;
@@ -349,68 +367,60 @@ static int nest_st_load(const nest_st_desc *d, int n, void *const *t, const char
                  (unsigned)nest_st_get(p + 8, 4));
         goto out;
     }
-    count = (int)(nest_st_get(p + 12, 4) & 0x7fffffff);
-    if (count != n) {
-        rc = 3;
-        snprintf(text, sizeof text, "the file holds %d tensors, the state %d", count, n);
-        goto out;
-    }
-    which = (int *)calloc((size_t)n + 1, sizeof *which);
-    offs = (size_t *)calloc((size_t)n + 1, sizeof *offs);
-    if (!which || !offs) {
+    count = (size_t)nest_st_get(p + 12, 4);
+    if (count > (size - 24) / 4) /* each tensor takes 4 bytes at least */
+        goto truncated;
+    ent = (const unsigned char **)calloc(count + 1, sizeof *ent);
+    offs = (size_t *)calloc(count + 1, sizeof *offs);
+    bytes = (size_t *)calloc(count + 1, sizeof *bytes);
+    which = (int *)calloc(count + 1, sizeof *which);
+    seen = (int *)calloc((size_t)n + 1, sizeof *seen);
+    if (!ent || !offs || !bytes || !which || !seen) {
         rc = 4;
         snprintf(text, sizeof text, "out of memory");
         goto out;
     }
+    /* the structure: each tensor's header, then its data, then the checksum */
     p += 16;
-    for (i = 0; i < n; i++) {
-        size_t len;
+    for (i = 0; i < count; i++) {
+        size_t len, elems = 1;
+        int type, rank;
         if (end - p < 4)
             goto truncated;
         len = (size_t)nest_st_get(p, 2);
         if ((size_t)(end - p) < 4 + len)
             goto truncated;
-        for (j = 0; j < n; j++)
-            if (strlen(d[j].name) == len && memcmp(d[j].name, p + 2, len) == 0)
-                break;
-        if (j == n) {
-            rc = 3;
-            snprintf(text, sizeof text, "the file's tensor %d, '%.*s', is not in the state", i + 1,
-                     (int)(len > 64 ? 64 : len), (const char *)p + 2);
+        ent[i] = p;
+        type = p[2 + len];
+        rank = p[3 + len];
+        if (type > 4) {
+            snprintf(text, sizeof text, "the file's tensor %lu has an unknown type %d: the file "
+                     "is damaged", (unsigned long)i + 1, type);
             goto out;
         }
-        for (k = 0; k < i; k++)
-            if (which[k] == j) {
-                snprintf(text, sizeof text, "tensor '%s' is in the file twice", d[j].name);
-                goto out;
-            }
-        which[i] = j;
-        p += 2 + len;
-        if (p[0] != d[j].type || p[1] != d[j].rank) {
-            rc = 3;
-            snprintf(text, sizeof text,
-                     "tensor '%s' has type %d and rank %d in the file, %d and %d in the state",
-                     d[j].name, p[0], p[1], d[j].type, d[j].rank);
-            goto out;
-        }
-        p += 2;
-        if ((size_t)(end - p) < 8 * (size_t)d[j].rank)
+        p += 4 + len;
+        if ((size_t)(end - p) < 8 * (size_t)rank)
             goto truncated;
-        for (k = 0; k < d[j].rank; k++, p += 8)
-            if ((int64_t)nest_st_get(p, 8) != d[j].shape[k]) {
-                rc = 3;
-                snprintf(text, sizeof text,
-                         "tensor '%s' has dimension %d of %lld in the file, %lld in the state",
-                         d[j].name, k, (long long)nest_st_get(p, 8), (long long)d[j].shape[k]);
+        for (k = 0; k < rank; k++, p += 8) {
+            int64_t dim = (int64_t)nest_st_get(p, 8);
+            if (dim < 0) {
+                snprintf(text, sizeof text, "the file's tensor %lu has a negative dimension: "
+                         "the file is damaged", (unsigned long)i + 1);
                 goto out;
             }
+            if (dim > 0 && elems > size / (size_t)dim) /* more data than the file holds */
+                elems = size + 1;
+            else
+                elems *= (size_t)dim;
+        }
+        bytes[i] = elems > size ? size + 1 : elems * nest_st_esize(type);
     }
-    for (i = 0; i < n; i++) {
-        size_t bytes = (size_t)d[which[i]].count * nest_st_esize(d[which[i]].type);
-        if ((size_t)(end - p) < bytes)
+    for (i = 0; i < count; i++) {
+        left = (size_t)(end - p);
+        if (left < bytes[i])
             goto truncated;
         offs[i] = (size_t)(p - data);
-        p += bytes;
+        p += bytes[i];
     }
     if (end - p < 8)
         goto truncated;
@@ -424,15 +434,62 @@ static int nest_st_load(const nest_st_desc *d, int n, void *const *t, const char
         snprintf(text, sizeof text, "the checksum does not match: the file is damaged");
         goto out;
     }
-    for (i = 0; i < n; i++) {
+    /* the tensors against the state's */
+    for (i = 0; i < count; i++) {
+        const unsigned char *e = ent[i];
+        size_t len = (size_t)nest_st_get(e, 2);
+        int type = e[2 + len], rank = e[3 + len];
+        for (j = 0; j < n; j++)
+            if (strlen(d[j].name) == len && memcmp(d[j].name, e + 2, len) == 0)
+                break;
+        if (j == n) {
+            rc = 3;
+            snprintf(text, sizeof text, "the file's tensor %lu, '%.*s', is not in the state",
+                     (unsigned long)i + 1, (int)(len > 64 ? 64 : len), (const char *)e + 2);
+            goto out;
+        }
+        if (seen[j]) {
+            snprintf(text, sizeof text, "tensor '%s' is in the file twice", d[j].name);
+            goto out;
+        }
+        seen[j] = 1;
+        which[i] = j;
+        rc = 3;
+        if (type != d[j].type) {
+            snprintf(text, sizeof text, "tensor '%s' is %s in the file, %s in the state",
+                     d[j].name, nest_st_type_name(type), nest_st_type_name(d[j].type));
+            goto out;
+        }
+        if (rank != d[j].rank) {
+            snprintf(text, sizeof text, "tensor '%s' has rank %d in the file, %d in the state",
+                     d[j].name, rank, d[j].rank);
+            goto out;
+        }
+        for (k = 0; k < rank; k++)
+            if ((int64_t)nest_st_get(e + 4 + len + 8 * k, 8) != d[j].shape[k]) {
+                snprintf(text, sizeof text,
+                         "tensor '%s' has dimension %d of %lld in the file, %lld in the state",
+                         d[j].name, k, (long long)nest_st_get(e + 4 + len + 8 * k, 8),
+                         (long long)d[j].shape[k]);
+                goto out;
+            }
+        rc = 2;
+    }
+    for (j = 0; j < n; j++)
+        if (!seen[j]) {
+            rc = 3;
+            snprintf(text, sizeof text, "tensor '%s' of the state is not in the file", d[j].name);
+            goto out;
+        }
+    for (i = 0; i < count; i++) {
         const nest_st_desc *e = &d[which[i]];
-        size_t es = nest_st_esize(e->type), bytes = (size_t)e->count * es, b, c;
+        size_t es = nest_st_esize(e->type), b, c;
         unsigned char *dst = (unsigned char *)t[which[i]];
         if (nest_st_little() || es == 1) {
-            if (bytes)
-                memcpy(dst, data + offs[i], bytes);
+            if (bytes[i])
+                memcpy(dst, data + offs[i], bytes[i]);
         } else {
-            for (b = 0; b < bytes; b += es)
+            for (b = 0; b < bytes[i]; b += es)
                 for (c = 0; c < es; c++)
                     dst[b + c] = data[offs[i] + b + es - 1 - c];
         }
@@ -440,12 +497,16 @@ static int nest_st_load(const nest_st_desc *d, int n, void *const *t, const char
     rc = 0;
     goto out;
 truncated:
+    rc = 2;
     snprintf(text, sizeof text, "the file is truncated (%lu bytes)", (unsigned long)size);
 out:
     if (rc && msg && msglen)
         snprintf(msg, msglen, "%s: %s", path, text);
-    free(which);
+    free(ent);
     free(offs);
+    free(bytes);
+    free(which);
+    free(seen);
     free(data);
     return rc;
 }

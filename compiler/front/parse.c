@@ -3,7 +3,8 @@
  *
  *   file   := (func | state)*
  *   state  := ("var" | "persistent") NAME ":" type "=" init
- *   init   := "zeros" | value | ("uniform" | "normal") "(" value "," value "," "seed" "=" INT ")"
+ *   init   := "zeros" | value | "[" values "]" | ("uniform" | "normal") "(" value "," value ","
+ *             "seed" "=" INT ")"
  *   func   := "func" NAME "(" [param {"," param}] ")" "->" rets "{" stmt* "}"
  *   param  := NAME ":" type [layout]
  *   rets   := type [layout] | "(" [type [layout] {"," type [layout]}] ")"
@@ -1336,6 +1337,7 @@ static void parse_state(parser *ps)
     parse_type(ps, &ty, false, DIMS_NONE);
     expect(ps, T_EQ);
     nest_init in = {NEST_INIT_ZEROS, 0, 0, 0};
+    void *data = NULL;
     token it = ps->tok;
     if (is_word(ps, "zeros")) {
         next(ps);
@@ -1363,12 +1365,31 @@ static void parse_state(parser *ps)
         expect(ps, T_RPAREN);
         in.a = a.f;
         in.b = b.f;
+    } else if (is_tok(ps, T_LBRACK)) { /* the elements, flat and row-major */
+        lits vals = {0};
+        parse_values(ps, &vals);
+        int64_t count = 1;
+        for (int i = 0; i < ty.rank; i++)
+            count *= ty.shape[i]; /* bounded by parse_type */
+        if ((int64_t)vals.n != count)
+            error_tok(ps, vals.n ? &vals.v[0].at : &it, "%s %s: %zu values given, expected %lld",
+                      trainable ? "variable" : "persistent tensor", name, vals.n, (long long)count);
+        data = arena_array(&ps->scratch, vals.n + 1, nest_type_size((nest_type)ty.etype));
+        if (!data)
+            oom(ps);
+        for (size_t i = 0; i < vals.n; i++)
+            store_literal(ps, ty.etype, data, i, &vals.v[i]);
+        in.kind = NEST_INIT_DATA;
     } else {
         lit x = parse_literal(ps);
         in.kind = NEST_INIT_CONSTANT;
         in.a = init_number(ps, &x, ty.etype);
     }
-    int32_t s = ir_state_declare(ps->m, name, trainable, (nest_type)ty.etype, ty.rank, ty.shape, &in);
+    int32_t s = in.kind == NEST_INIT_DATA
+                    ? ir_state_declare_data(ps->m, name, trainable, (nest_type)ty.etype, ty.rank,
+                                            ty.shape, data)
+                    : ir_state_declare(ps->m, name, trainable, (nest_type)ty.etype, ty.rank,
+                                       ty.shape, &in);
     if (s < 0)
         error_at(ps, it.line, it.col, ps->m->status, "%s", nest_module_errmsg(ps->m));
     ps->m->states[s].line = nt.line;

@@ -339,6 +339,15 @@ static void print_states(buf *b, const nest_module *m)
             print_init_number(b, s->etype, s->init.b);
             buf_printf(b, ", seed=%llu)", (unsigned long long)s->init.seed);
             break;
+        case NEST_INIT_DATA:
+            buf_putc(b, '[');
+            for (int64_t k = 0; k < s->count; k++) {
+                if (k)
+                    buf_puts(b, ", ");
+                print_scalar(b, s->etype, s->data, k);
+            }
+            buf_putc(b, ']');
+            break;
         }
         buf_putc(b, '\n');
     }

@@ -166,8 +166,11 @@ static bool constant_fits(int t, double v)
     return false;
 }
 
-int32_t ir_state_declare(nest_module *m, const char *name, bool trainable, nest_type type,
-                         int rank, const int64_t *shape, const nest_init *init)
+/* Declares a state tensor with initializer init, or with the elements at data when init is
+ * NEST_INIT_DATA. */
+static int32_t declare_state(nest_module *m, const char *name, bool trainable, nest_type type,
+                             int rank, const int64_t *shape, const nest_init *init,
+                             const void *data)
 {
     const char *what = trainable ? "variable" : "persistent tensor";
     if (!m)
@@ -242,10 +245,37 @@ int32_t ir_state_declare(nest_module *m, const char *name, bool trainable, nest_
             return -1;
         }
         break;
+    case NEST_INIT_DATA:
+        if (!data && count > 0) {
+            ir_module_error(m, NEST_ERR_ARG,
+                            "%s %s: an array initializer is given by nest_%s_data, with its data",
+                            what, name, trainable ? "variable" : "persistent");
+            return -1;
+        }
+        for (int64_t i = 0; type == NEST_BOOL && i < count; i++)
+            if (((const unsigned char *)data)[i] > 1) {
+                ir_module_error(m, NEST_ERR_ARG,
+                                "%s %s: element %lld of the initial value is byte %d, not a bool "
+                                "(0 or 1)",
+                                what, name, (long long)i, ((const unsigned char *)data)[i]);
+                return -1;
+            }
+        in.a = in.b = 0;
+        in.seed = 0;
+        break;
     default:
         ir_module_error(m, NEST_ERR_ARG, "%s %s: invalid initializer kind %d", what, name,
                         (int)in.kind);
         return -1;
+    }
+    size_t bytes = (size_t)count * nest_type_size(type);
+    void *copy = NULL;
+    if (in.kind == NEST_INIT_DATA && bytes > 0) {
+        if (!(copy = arena_alloc(&m->arena, bytes))) {
+            ir_module_error(m, NEST_ERR_NOMEM, "out of memory");
+            return -1;
+        }
+        memcpy(copy, data, bytes);
     }
     ir_state *s = arena_grow(&m->arena, m->states, (size_t)m->nstates, &m->capstates, sizeof *s);
     char *nm = arena_strdup(&m->arena, name);
@@ -257,7 +287,7 @@ int32_t ir_state_declare(nest_module *m, const char *name, bool trainable, nest_
     if (rank > 0)
         memcpy(sh, shape, (size_t)rank * sizeof *sh);
     m->states = s;
-    s[m->nstates] = (ir_state){nm, (uint8_t)type, (uint8_t)rank, trainable, sh, count, in, 0, 0};
+    s[m->nstates] = (ir_state){nm, (uint8_t)type, (uint8_t)rank, trainable, sh, count, in, copy, 0, 0};
     if (!index_state(m, m->nstates)) {
         ir_module_error(m, NEST_ERR_NOMEM, "out of memory");
         return -1;
@@ -265,12 +295,25 @@ int32_t ir_state_declare(nest_module *m, const char *name, bool trainable, nest_
     return m->nstates++;
 }
 
+int32_t ir_state_declare(nest_module *m, const char *name, bool trainable, nest_type type,
+                         int rank, const int64_t *shape, const nest_init *init)
+{
+    return declare_state(m, name, trainable, type, rank, shape, init, NULL);
+}
+
+int32_t ir_state_declare_data(nest_module *m, const char *name, bool trainable, nest_type type,
+                              int rank, const int64_t *shape, const void *data)
+{
+    nest_init in = {NEST_INIT_DATA, 0, 0, 0};
+    return declare_state(m, name, trainable, type, rank, shape, &in, data);
+}
+
 static int declare(nest_module *m, const char *name, bool trainable, nest_type type, int rank,
-                   const int64_t *shape, const nest_init *init)
+                   const int64_t *shape, const nest_init *init, const void *data)
 {
     if (!m)
         return NEST_ERR_ARG;
-    if (ir_state_declare(m, name, trainable, type, rank, shape, init) >= 0)
+    if (declare_state(m, name, trainable, type, rank, shape, init, data) >= 0)
         return NEST_OK;
     return m->status ? m->status : NEST_ERR_ARG;
 }
@@ -278,13 +321,27 @@ static int declare(nest_module *m, const char *name, bool trainable, nest_type t
 int nest_variable(nest_module *m, const char *name, nest_type type, int rank,
                   const int64_t *shape, const nest_init *init)
 {
-    return declare(m, name, true, type, rank, shape, init);
+    return declare(m, name, true, type, rank, shape, init, NULL);
 }
 
 int nest_persistent(nest_module *m, const char *name, nest_type type, int rank,
                     const int64_t *shape, const nest_init *init)
 {
-    return declare(m, name, false, type, rank, shape, init);
+    return declare(m, name, false, type, rank, shape, init, NULL);
+}
+
+int nest_variable_data(nest_module *m, const char *name, nest_type type, int rank,
+                       const int64_t *shape, const void *data)
+{
+    nest_init in = {NEST_INIT_DATA, 0, 0, 0};
+    return declare(m, name, true, type, rank, shape, &in, data);
+}
+
+int nest_persistent_data(nest_module *m, const char *name, nest_type type, int rank,
+                         const int64_t *shape, const void *data)
+{
+    nest_init in = {NEST_INIT_DATA, 0, 0, 0};
+    return declare(m, name, false, type, rank, shape, &in, data);
 }
 
 /* ---- reads and assignments ---- */

@@ -18,6 +18,7 @@ ROW_MAJOR = 0
 ERR_ARG = 2  # NEST_ERR_ARG
 ERR_IO = 8  # NEST_ERR_IO
 NONE = -1  # NEST_NONE, a failed builder
+DIM_NONE = -(1 << 63)  # NEST_DIM_NONE, a failed dim
 
 DTYPES = {F32: np.dtype(np.float32), F64: np.dtype(np.float64), I32: np.dtype(np.int32),
           I64: np.dtype(np.int64), BOOL: np.dtype(np.bool_)}
@@ -70,7 +71,7 @@ class Init(ctypes.Structure):
                 ("seed", ctypes.c_uint64)]
 
 
-INIT_ZEROS, INIT_CONSTANT, INIT_UNIFORM, INIT_NORMAL = 0, 1, 2, 3
+INIT_ZEROS, INIT_CONSTANT, INIT_UNIFORM, INIT_NORMAL, INIT_DATA = 0, 1, 2, 3, 4
 
 # name: (restype, argtypes). Values and statuses are int32; handles are void pointers.
 _SIGNATURES = {
@@ -107,6 +108,7 @@ _SIGNATURES = {
     "nest_param": (ctypes.c_int32, [_vp, ctypes.c_int]),
     "nest_value_name": (ctypes.c_char_p, [_vp, ctypes.c_int32]),
     "nest_function_name": (ctypes.c_char_p, [_vp]),
+    "nest_named_dim": (ctypes.c_int64, [_vp, ctypes.c_char_p]),
     "nest_dim_count": (ctypes.c_int, [_vp]),
     "nest_dim_name": (ctypes.c_char_p, [_vp, ctypes.c_int]),
     "nest_import_onnx": (_vp, [ctypes.c_char_p, ctypes.c_void_p]),
@@ -120,6 +122,9 @@ _SIGNATURES = {
     "nest_compile": (_vp, [_vp, ctypes.POINTER(Options)]),
     # nest_call is called with raw pointer arrays on the hot path: no argtypes conversion
     "nest_call": (ctypes.c_int, None),
+    "nest_call_dims": (ctypes.c_int, None),
+    "nest_evaluate_dims": (ctypes.c_int, [_vp, _vp, ctypes.c_int, _vp, ctypes.c_int, _vp,
+                                          ctypes.c_int]),
     "nest_kernel_errmsg": (ctypes.c_char_p, [_vp]),
     "nest_kernel_cache_hit": (ctypes.c_int, [_vp]),
     "nest_kernel_workspace_size": (ctypes.c_size_t, [_vp]),
@@ -135,6 +140,10 @@ _SIGNATURES = {
                                      _c_int64_p, ctypes.POINTER(Init)]),
     "nest_persistent": (ctypes.c_int, [_vp, ctypes.c_char_p, ctypes.c_int, ctypes.c_int,
                                        _c_int64_p, ctypes.POINTER(Init)]),
+    "nest_variable_data": (ctypes.c_int, [_vp, ctypes.c_char_p, ctypes.c_int, ctypes.c_int,
+                                          _c_int64_p, _vp]),
+    "nest_persistent_data": (ctypes.c_int, [_vp, ctypes.c_char_p, ctypes.c_int, ctypes.c_int,
+                                            _c_int64_p, _vp]),
     "nest_read": (ctypes.c_int32, [_vp, ctypes.c_char_p]),
     "nest_assign": (ctypes.c_int, [_vp, ctypes.c_int32, ctypes.c_int32]),
     "nest_grad": (ctypes.c_int32, [_vp, ctypes.c_int32, ctypes.c_int,

@@ -2,6 +2,9 @@
 an ordered set. Operations match axes by name, not by position: a tensor with axes (C, H, W, N)
 minus one with axes (W, H) has rank 4. Two axes with the same name and different lengths in
 one operation are an error naming both.
+
+An axis made with a name and no length is symbolic: its length is a Symbolic (one of the C
+library's named dims, nest_named_dim), taken from the arrays when a computation is called.
 """
 import itertools
 import numbers
@@ -14,11 +17,55 @@ class AxisError(ValueError):
     axis."""
 
 
+class Symbolic:
+    """The length of a symbolic axis: the C library's named dim `name`, known only when a
+    computation is called (from the arrays' shapes). Lengths compare equal when their names
+    are; arithmetic and order on one are an AxisError, since it has no value yet."""
+    __slots__ = ("name",)
+
+    def __init__(self, name):
+        self.name = name
+
+    def __eq__(self, other):
+        return isinstance(other, Symbolic) and other.name == self.name
+
+    def __ne__(self, other):
+        return not self == other
+
+    def __hash__(self):
+        return hash((Symbolic, self.name))
+
+    def __repr__(self):
+        return self.name
+
+    def _refuse(self, *args):
+        raise AxisError("axis %s is symbolic: its length is known only when the computation is "
+                        "called, and this operation needs it (symbolic axes go through "
+                        "element-wise ops, reductions and ng.dot)" % self.name)
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _refuse
+    __floordiv__ = __rfloordiv__ = __truediv__ = __rtruediv__ = __mod__ = __rmod__ = _refuse
+    __lt__ = __le__ = __gt__ = __ge__ = __int__ = __index__ = __float__ = __bool__ = _refuse
+
+
+def length_text(n):
+    """'length 5', or 'a symbolic length', for messages."""
+    return "a symbolic length" if isinstance(n, Symbolic) else "length %d" % n
+
+
 class Axis:
-    """A dimension: `name` and `length`. Axes are equal when their names and lengths are."""
+    """A dimension: `name` and `length` (an int, or a Symbolic for a symbolic axis). Axes are
+    equal when their names and lengths are."""
     __slots__ = ("name", "length")
 
     def __init__(self, length, name=None):
+        if isinstance(length, Symbolic):
+            if name is None:
+                name = length.name
+            if not isinstance(name, str) or not name:
+                raise AxisError("an axis name must be a non-empty string, not %r" % (name,))
+            self.name, self.length = name, length
+            return
         if isinstance(length, bool) or not isinstance(length, numbers.Integral) or length < 0:
             raise AxisError("axis %s: the length must be an integer >= 0, not %r"
                             % (name if name is not None else "", length))
@@ -40,10 +87,17 @@ class Axis:
         return hash((self.name, self.length))
 
     def __repr__(self):
-        return "Axis(%s=%d)" % (self.name, self.length)
+        return "Axis(%s)" % self
 
     def __str__(self):
-        return "%s=%d" % (self.name, self.length)
+        if isinstance(self.length, Symbolic) and self.length.name == self.name:
+            return self.name  # symbolic
+        return "%s=%s" % (self.name, self.length)
+
+    @property
+    def symbolic(self):
+        """Whether the length is known only when a computation is called."""
+        return isinstance(self.length, Symbolic)
 
     def named(self, name):
         """An axis of the same length under another name."""
@@ -51,10 +105,16 @@ class Axis:
 
 
 def make_axis(length=None, name=None):
-    """A new axis: make_axis(length=32, name="N"). Without a name, a unique one is made."""
+    """A new axis: make_axis(length=32, name="N"). Without a name, a unique one is made.
+    make_axis(name="N") without a length is a symbolic axis: its length is taken from the
+    arrays each time a computation is called (one compiled kernel serves every length)."""
     if length is None:
-        raise AxisError("make_axis: give the length (make_axis(length=32, name=%r))"
-                        % (name or "N",))
+        if name is None:
+            raise AxisError("make_axis: give the length (make_axis(length=32, name='N')), or a "
+                            "name alone for a symbolic axis (make_axis(name='N'))")
+        if not isinstance(name, str) or not name:
+            raise AxisError("an axis name must be a non-empty string, not %r" % (name,))
+        return Axis(Symbolic(name), name)
     return Axis(length, name)
 
 
@@ -124,6 +184,10 @@ class Axes:
 
     @property
     def size(self):
+        """The number of elements: an int, or the Symbolic length of a single symbolic axis
+        (a product with one is refused: AxisError)."""
+        if len(self._axes) == 1:
+            return self._axes[0].length
         n = 1
         for a in self._axes:
             n *= a.length
@@ -178,6 +242,7 @@ def check_compatible(*groups, what="operands"):
         for a in g:
             b = seen.setdefault(a.name, a)
             if b.length != a.length:
-                raise AxisError("%s: axis %s has length %d in one operand and %d in another "
+                raise AxisError("%s: axis %s has %s in one operand and %s in another "
                                 "(same name, different lengths: %r and %r)"
-                                % (what, a.name, b.length, a.length, b, a))
+                                % (what, a.name, length_text(b.length), length_text(a.length),
+                                   b, a))

@@ -15,9 +15,9 @@ import numpy as np
 
 from . import _capi
 from ._capi import NestError, lib
-from .axes import Axes, Axis
+from .axes import Axes, Axis, Symbolic
 from .graph import PLACEHOLDER, STATE_KINDS, Builder, Tensor
-from .state import Declared, call_lock
+from .state import Declared
 
 
 _from_buffer = ctypes.c_char.from_buffer
@@ -78,6 +78,18 @@ class Computation:
             raise ValueError("computation: %s is assigned twice" % twice.describe())
         self._state = [n for n in nodes if n.op in STATE_KINDS]
         self.placeholders = tuple(placeholders)
+        # symbolic axes: each length is taken from the first placeholder that has it
+        self._dim_from = {}
+        for i, p in enumerate(self.placeholders):
+            for k, a in enumerate(p.axes):
+                if a.symbolic:
+                    self._dim_from.setdefault(a.length, (i, k))
+        for n in nodes:
+            for a in n.axes:
+                if a.symbolic and a.length not in self._dim_from:
+                    raise ValueError("computation: axis %s of %s is symbolic and no placeholder "
+                                     "has it: its length could not be taken from the arguments"
+                                     % (a, n.describe()))
         self._build(results, assigns, nodes)
         self._compile()
 
@@ -88,6 +100,7 @@ class Computation:
         self._b = None
         self._decl = None
         self._st = None
+        self._dims = ()  # the C function's dims, in the order of its ABI (Symbolic lengths)
 
     @classmethod
     def of_function(cls, builder, options):
@@ -105,6 +118,7 @@ class Computation:
             phs.append(Tensor(PLACEHOLDER, (), Axes(axes), builder.dtype(v), name=pname))
         self.placeholders = tuple(phs)
         self._state = []
+        self._dim_from = {}
         outs = [lib.nest_result(builder.fn, i) for i in range(lib.nest_result_count(builder.fn))]
         self._outs = [(builder.shape(v), builder.dtype(v)) for v in outs]
         self._slots = list(range(len(outs)))
@@ -156,12 +170,21 @@ class Computation:
         self._k = ctypes.c_void_p(k)
         if self._decl is not None:
             self._st = self._decl.wrap()
+            self._locks = self._decl.locks
         self._nargs, self._nres = len(self.placeholders), len(self._outs)
         self._argv, self._resv = self._pointer_arrays()
         self._tls = threading.local()
         # (dtype, shape, alignment mask) of each argument
         self._specs = [(p.dtype, tuple(p.axes.lengths), p.dtype.alignment - 1)
                        for p in self.placeholders]
+        ndims = lib.nest_dim_count(b.fn)
+        if ndims:
+            names = [lib.nest_dim_name(b.fn, i).decode() for i in range(ndims)]
+            self._dims = tuple(Symbolic(n) for n in names)
+            missing = [d for d in self._dims if d not in self._dim_from]
+            if missing:  # a front end bug: every dim comes from a placeholder's axis
+                raise AssertionError("computation %s: dims %s have no placeholder"
+                                     % (self.name, missing))
 
     def __del__(self):
         if getattr(self, "_k", None):
@@ -187,7 +210,8 @@ class Computation:
         if a.dtype != dtype:
             raise TypeError("%s: expected %s elements, got %s (convert with .astype(np.%s))"
                             % (what, dtype, a.dtype, dtype))
-        if a.shape != shape:
+        if a.shape != shape and (len(a.shape) != len(shape) or any(
+                n != m for n, m in zip(a.shape, shape) if not isinstance(m, Symbolic))):
             raise ValueError("%s: expected shape %s, got %s" % (what, shape, a.shape))
         if not a.flags.c_contiguous:
             raise ValueError("%s: the array is not contiguous in row-major order (pass "
@@ -198,6 +222,8 @@ class Computation:
 
     def __call__(self, *args):
         specs = self._specs
+        if self._dims:
+            return self._call_dims(args)
         if len(args) != len(specs):
             raise TypeError("%s takes %d argument%s (%s), given %d"
                             % (self.name, len(specs), "" if len(specs) == 1 else "s",
@@ -216,8 +242,8 @@ class Computation:
             ptrs.append(_address(a))
         outs = [np.empty(shape, dtype) for shape, dtype in self._outs]
         rptrs = [_address(o) for o in outs]
-        if self._st:
-            with call_lock:  # calls with state take turns (computations share variables)
+        if self._st:  # calls that share a state tensor take turns, each on its pointer arrays
+            with self._locks:
                 self._run(self._argv, self._resv, ptrs, rptrs)
         else:  # calls from several threads run at once, each with its own pointer arrays
             try:
@@ -225,6 +251,51 @@ class Computation:
             except AttributeError:
                 argv, resv = self._tls.arrays = self._pointer_arrays()
             self._run(argv, resv, ptrs, rptrs)
+        return self._pick(outs)
+
+    def _sizes(self, arrays):
+        """{Symbolic: its length} from the arguments (checked: ValueError when two arguments
+        give one symbolic axis two lengths)."""
+        sizes = {}
+        for i, (a, p) in enumerate(zip(arrays, self.placeholders)):
+            for k, ax in enumerate(p.axes):
+                if ax.symbolic:
+                    n = a.shape[k]
+                    first = sizes.setdefault(ax.length, (n, i))
+                    if first[0] != n:
+                        j = first[1]
+                        raise ValueError(
+                            "%s: symbolic axis %s has length %d in argument %d (%s) and %d in "
+                            "argument %d (%s)" % (self.name, ax.length, first[0], j + 1,
+                                                  self.placeholders[j].describe(), n, i + 1,
+                                                  p.describe()))
+        return {d: n for d, (n, _) in sizes.items()}
+
+    def _result_arrays(self, sizes):
+        return [np.empty(tuple(sizes[n] if isinstance(n, Symbolic) else n for n in shape), dtype)
+                for shape, dtype in self._outs]
+
+    def _call_dims(self, args):
+        """A call of a computation with symbolic axes: their lengths from the arrays."""
+        if len(args) != len(self._specs):
+            raise TypeError("%s takes %d argument%s (%s), given %d"
+                            % (self.name, len(self._specs), "" if len(self._specs) == 1 else "s",
+                               ", ".join(p.describe() for p in self.placeholders), len(args)))
+        arrays = [self._argument(i, a) for i, a in enumerate(args)]
+        sizes = self._sizes(arrays)
+        dims = (ctypes.c_int64 * len(self._dims))(*[sizes[d] for d in self._dims])
+        outs = self._result_arrays(sizes)
+        try:
+            argv, resv = self._tls.arrays
+        except AttributeError:
+            argv, resv = self._tls.arrays = self._pointer_arrays()
+        argv[:len(arrays)] = [_address(a) for a in arrays]
+        resv[:len(outs)] = [_address(o) for o in outs]
+        rc = lib.nest_call_dims(self._k, dims, len(self._dims), argv, self._nargs, resv,
+                                self._nres)
+        if rc != 0:
+            msg = lib.nest_kernel_errmsg(self._k)
+            raise NestError(msg.decode("utf-8", "replace") if msg else "call failed", rc)
         return self._pick(outs)
 
     def _pointer_arrays(self):
@@ -313,11 +384,16 @@ class Computation:
             raise TypeError("%s takes %d arguments, given %d"
                             % (self.name, len(self._specs), len(args)))
         arrays = [self._argument(i, a) for i, a in enumerate(args)]
-        outs = [np.empty(shape, dtype) for shape, dtype in self._outs]
+        sizes = self._sizes(arrays)
+        outs = self._result_arrays(sizes)
         argv = (ctypes.c_void_p * max(len(arrays), 1))(*map(_address, arrays))
         resv = (ctypes.c_void_p * max(len(outs), 1))(*map(_address, outs))
-        if self._st:
-            with call_lock:
+        if self._dims:
+            dims = (ctypes.c_int64 * len(self._dims))(*[sizes[d] for d in self._dims])
+            rc = lib.nest_evaluate_dims(self._b.fn, dims, len(self._dims), argv, len(arrays),
+                                        resv, len(outs))
+        elif self._st:
+            with self._locks:
                 rc = lib.nest_evaluate_state(self._b.fn, self._st, argv, len(arrays), resv,
                                              len(outs))
         else:
@@ -333,7 +409,7 @@ class Computation:
         usable name)."""
         if self._decl is None:
             return {}
-        with call_lock:
+        with self._locks:
             return {n: t.value.array.copy() for n, t in self.state_tensors.items()}
 
     @property

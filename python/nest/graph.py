@@ -15,7 +15,7 @@ import numpy as np
 
 from . import _capi
 from ._capi import NONE, NestError, lib
-from .axes import Axes, AxisError, as_axes
+from .axes import Axes, AxisError, Symbolic, as_axes, length_text
 
 LOWER = {}
 
@@ -116,6 +116,10 @@ def as_tensor(x, like=None):
 
 def constant_node(value, axes, dtype=None):
     axes = as_axes(axes)
+    for a in axes:
+        if a.symbolic:
+            raise AxisError("constant: axis %s is symbolic, and a constant has fixed lengths (a "
+                            "scalar meets a tensor with symbolic axes by itself: x * 2)" % a)
     if dtype is None:
         v = np.asarray(value)
         dtype = v.dtype if v.dtype.kind in "bi" and v.dtype in _capi.CODES else np.float32
@@ -192,6 +196,8 @@ class Builder:
         self.grads = {}         # loss node -> (the tuple of nest_grad, {wrt node: index})
         self.deriv_groups = {}  # loss node -> every wrt node it is derived for, in order
         self.shared = {}        # values that several nodes share (a topk's tuple), by key
+        self.dims = {}          # Symbolic -> its dim in fn (nest_named_dim), and back
+        self.dim_lengths = {}
         if module is not None:
             self.fn = lib.nest_module_add_function(module, name.encode())
             if not self.fn:
@@ -213,6 +219,7 @@ class Builder:
         b = cls.__new__(cls)
         b.fn, b.m = fn, None
         b._names, b.memo, b.grads, b.deriv_groups, b.shared = set(), {}, {}, {}, {}
+        b.dims, b.dim_lengths = {}, {}
         return b
 
     def free(self):
@@ -256,9 +263,24 @@ class Builder:
         self._names.add(cand)
         return cand
 
+    def c_shape(self, lengths):
+        """The lengths as the C library's shape: a Symbolic becomes its named dim in fn."""
+        out = []
+        for n in lengths:
+            if isinstance(n, Symbolic):
+                d = self.dims.get(n)
+                if d is None:
+                    d = lib.nest_named_dim(self.fn, n.name.encode())
+                    if d == _capi.DIM_NONE:
+                        raise self.error()
+                    self.dims[n], self.dim_lengths[d] = d, n
+                n = d
+            out.append(n)
+        return _capi.int64s(out)
+
     def parameter(self, name, dtype, shape):
         v = lib.nest_parameter(self.fn, name.encode(), _capi.CODES[dtype], len(shape),
-                               _capi.int64s(shape), _capi.ROW_MAJOR)
+                               self.c_shape(shape), _capi.ROW_MAJOR)
         if v < 0 and lib.nest_errcode(self.fn) == _capi.ERR_ARG:  # a C keyword, a reserved name
             lib.nest_clear_error(self.fn)
             return self.parameter(self.unique(None, "p"), dtype, shape)
@@ -276,9 +298,11 @@ class Builder:
         return _capi.DTYPES[lib.nest_value_type(self.fn, v)]
 
     def shape(self, v):
+        """The shape of v: ints, and the Symbolic of each named dim (another dim expression
+        stays the C library's negative number)."""
         rank = lib.nest_value_rank(self.fn, v)
         p = lib.nest_value_shape(self.fn, v)
-        return tuple(p[i] for i in range(rank))
+        return tuple(self.dim_lengths.get(p[i], p[i]) for i in range(rank))
 
     def constant(self, arr):
         arr = np.require(arr, requirements="C")
@@ -297,10 +321,10 @@ class Builder:
 
     def reshape(self, v, shape, order=None):
         return self.check(lib.nest_reshape(self.fn, v, _capi.int64s(order) if order else None,
-                                           len(shape), _capi.int64s(shape)))
+                                           len(shape), self.c_shape(shape)))
 
     def broadcast(self, v, shape, new_axes):
-        return self.check(lib.nest_broadcast(self.fn, v, len(shape), _capi.int64s(shape),
+        return self.check(lib.nest_broadcast(self.fn, v, len(shape), self.c_shape(shape),
                                              len(new_axes), _capi.int64s(new_axes)))
 
     def reduce(self, kind, v, positions):
@@ -308,7 +332,7 @@ class Builder:
                                                        _capi.int64s(positions)))
 
     def slice(self, v, lower, upper, strides):
-        return self.check(lib.nest_slice(self.fn, v, _capi.int64s(lower), _capi.int64s(upper),
+        return self.check(lib.nest_slice(self.fn, v, _capi.int64s(lower), self.c_shape(upper),
                                          _capi.int64s(strides)))
 
     def concat(self, vals, position):
@@ -391,7 +415,7 @@ def union_axes(tensors, what):
             if prev is None:
                 seen[a.name] = (a, t)
             elif prev[0].length != a.length:
-                raise AxisError("%s: axis %s has length %d in %s and %d in %s"
-                                % (what, a.name, prev[0].length, prev[1].describe(), a.length,
-                                   t.describe()))
+                raise AxisError("%s: axis %s has %s in %s and %s in %s"
+                                % (what, a.name, length_text(prev[0].length),
+                                   prev[1].describe(), length_text(a.length), t.describe()))
     return Axes(a for a, _ in seen.values())

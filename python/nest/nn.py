@@ -33,7 +33,7 @@ def one_hot(indices, axis, dtype=None):
 @lowering("one_hot")
 def _lower_one_hot(b, node, vals):
     shape = node.axes.lengths
-    return b.check(lib.nest_one_hot(b.fn, vals[0], len(shape), _capi.int64s(shape), 0))
+    return b.check(lib.nest_one_hot(b.fn, vals[0], len(shape), b.c_shape(shape), 0))
 
 
 def gather(x, indices, axis):

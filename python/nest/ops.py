@@ -346,6 +346,11 @@ def _lower_arg(b, node, vals):
 def mean(x, reduction_axes=None, out_axes=None):
     x = as_tensor(x)
     red, _ = _reduction_axes(x, reduction_axes, out_axes, "mean")
+    for a in red:
+        if a.symbolic:
+            raise AxisError("mean: axis %s of %s is symbolic: its length is not a value of the "
+                            "graph (sum over it, and divide by the length in numpy)"
+                            % (a, x.describe()))
     return divide(sum(x, reduction_axes, out_axes), red.size)
 
 
@@ -465,7 +470,15 @@ def tensor_slice(x, key):
     per_axis = _slice_key(x, key)
     lower, upper, strides, out = [], [], [], []
     for a, k in zip(x.axes, per_axis):
-        if isinstance(k, slice):
+        if a.symbolic:
+            if k != slice(None):
+                raise AxisError("tensor_slice: axis %s of %s is symbolic: only the whole axis "
+                                "(:) can be taken" % (a, x.describe()))
+            lower.append(0)
+            upper.append(a.length)
+            strides.append(1)
+            out.append(a)
+        elif isinstance(k, slice):
             start, stop, step = k.indices(a.length)
             if step <= 0:
                 raise ValueError("tensor_slice: axis %s: the step must be positive, not %d"
@@ -539,7 +552,7 @@ def concat_along_axis(tensors, axis):
                             % (first.describe(), t.describe(), name))
         for a in others:
             if first.axes.find(a.name).length != a.length:
-                raise AxisError("concat_along_axis: axis %s has length %d in %s and %d in %s"
+                raise AxisError("concat_along_axis: axis %s has length %s in %s and %s in %s"
                                 % (a.name, first.axes.find(a.name).length, first.describe(),
                                    a.length, t.describe()))
     total = 0

@@ -9,6 +9,7 @@ and written in place by the kernel. In a call, reads see the values of the call'
 assignments take effect when it returns (nest.h's semantics).
 """
 import ctypes
+import itertools
 import numbers
 import threading
 
@@ -20,8 +21,43 @@ from .axes import AxisError, as_axes
 from .graph import (PERSISTENT, PLACEHOLDER, STATE_KINDS, VARIABLE, Builder, Tensor, as_tensor,
                     dtype_of, lowering, make, module_error, valid_name)
 
-# Calls of computations with state take turns: two computations may share a variable.
-call_lock = threading.Lock()
+# Each state tensor has a lock; a call takes the locks of the tensors its computation uses, in
+# the order of their creation (the same order everywhere: no deadlock). Calls that share a
+# tensor take turns, calls on distinct tensors run at once.
+_serial = itertools.count()
+
+
+def state_locks(tensors):
+    """The locks of some state tensors as one context manager, taken in creation order: the
+    tensor's own lock when there is one tensor (the cheapest), else a StateLocks."""
+    values = sorted({id(t.value): t.value for t in tensors}.values(), key=lambda v: v.order)
+    return values[0].lock if len(values) == 1 else StateLocks(tuple(v.lock for v in values))
+
+
+class StateLocks:
+    """Several locks as one context manager, taken in the order given (their bound methods
+    kept: a call with state takes them all)."""
+    __slots__ = ("acquires", "releases")
+
+    def __init__(self, locks):
+        self.acquires = tuple(lock.acquire for lock in locks)
+        self.releases = tuple(lock.release for lock in reversed(locks))
+
+    def __enter__(self):
+        got = 0
+        try:
+            for acquire in self.acquires:
+                acquire()
+                got += 1
+        except BaseException:  # interrupted while waiting: give back what was taken
+            for release in self.releases[len(self.releases) - got:]:
+                release()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        for release in self.releases:
+            release()
 
 
 class Initializer:
@@ -57,13 +93,18 @@ def normal(mean=0.0, std=1.0, seed=0):
 
 class StateValue:
     """The storage of a state tensor: its array (fixed for the tensor's life: computations
-    hold its address) and the nest_init its declarations carry."""
-    __slots__ = ("array", "addr", "init")
+    hold its address), the nest_init its declarations carry and, for an initial value given
+    as an array, a copy of that array (initial: a .so's NAME_state_new starts from it); the
+    lock that calls using the tensor hold, and its place in the order locks are taken in."""
+    __slots__ = ("array", "addr", "init", "initial", "lock", "order")
 
-    def __init__(self, array, init):
+    def __init__(self, array, init, initial=None):
         self.array = array
         self.addr = array.__array_interface__["data"][0]
         self.init = init
+        self.initial = initial
+        self.lock = threading.Lock()
+        self.order = next(_serial)
 
 
 def _generated(init, dtype, shape, name):
@@ -92,6 +133,10 @@ def _generated(init, dtype, shape, name):
 
 def _state(kind, axes, dtype, initial_value, name):
     axes = as_axes(axes)
+    for a in axes:
+        if a.symbolic:
+            raise AxisError("%s%s: axis %s is symbolic, and state tensors have fixed lengths"
+                            % (kind, " " + name if name else "", a))
     dtype = dtype_of(dtype)
     if name is not None and not isinstance(name, str):
         raise TypeError("a tensor name is a string, not %r" % (name,))
@@ -109,9 +154,11 @@ def _state(kind, axes, dtype, initial_value, name):
         arr = np.empty(axes.lengths, dtype)
         with np.errstate(all="ignore"):
             arr[...] = v
-        # the declaration's initializer (a .so's NAME_state_new): a scalar, or zeros for an
-        # array (its values come with a state file: Computation.save_state)
-        scalar = float(arr.flat[0]) if v.ndim == 0 and arr.size else 0.0
+        if v.ndim:  # declared with the array itself (nest_variable_data)
+            init = _capi.Init(_capi.INIT_DATA, 0, 0, 0)
+            return Tensor(kind, (), axes, dtype, name=name,
+                          value=StateValue(arr, init, arr.copy()))
+        scalar = float(arr.flat[0]) if arr.size else 0.0
         init = _capi.Init(_capi.INIT_CONSTANT if scalar else _capi.INIT_ZEROS, scalar, 0, 0)
     return Tensor(kind, (), axes, dtype, name=name, value=StateValue(arr, init))
 
@@ -144,7 +191,7 @@ def assign(tensor, value):
                         % (value.describe(), ", ".join(map(str, extra)), tensor.describe()))
     for a in value.axes:
         if tensor.axes.find(a.name).length != a.length:
-            raise AxisError("assign: axis %s has length %d in the value and %d in %s"
+            raise AxisError("assign: axis %s has length %s in the value and %s in %s"
                             % (a.name, a.length, tensor.axes.find(a.name).length,
                                tensor.describe()))
     if value.dtype != tensor.dtype:
@@ -189,7 +236,7 @@ def _lower_deriv(b, node, vals):
 def value_of(tensor):
     """A copy of the current value of a variable or persistent tensor."""
     _check_state(tensor)
-    with call_lock:
+    with tensor.value.lock:
         return tensor.value.array.copy()
 
 
@@ -200,7 +247,7 @@ def set_value(tensor, value):
     if v.ndim and v.shape != tensor.axes.lengths:
         raise AxisError("set_value: %s takes shape %s, not %s"
                         % (tensor.describe(), tensor.axes.lengths, v.shape))
-    with call_lock:
+    with tensor.value.lock:
         np.copyto(tensor.value.array, v, casting="same_kind")
 
 
@@ -213,6 +260,7 @@ class Declared:
         self.names = names
         self.builder = builder
         self.state = None
+        self.locks = state_locks(tensors)
 
     @classmethod
     def declare(cls, name, tensors):
@@ -234,10 +282,16 @@ class Declared:
                     cname, k = "state%d" % k, k + 1
                 taken.add(cname)
                 names.append(cname)
-                declare = lib.nest_variable if t.op == VARIABLE else lib.nest_persistent
-                init = t.value.init
-                if declare(m, cname.encode(), _capi.CODES[t.dtype], len(t.axes),
-                           _capi.int64s(t.axes.lengths), ctypes.byref(init)) != 0:
+                shape = _capi.int64s(t.axes.lengths)
+                if t.value.initial is not None:
+                    declare = (lib.nest_variable_data if t.op == VARIABLE
+                               else lib.nest_persistent_data)
+                    init = t.value.initial.__array_interface__["data"][0]
+                else:
+                    declare = lib.nest_variable if t.op == VARIABLE else lib.nest_persistent
+                    init = ctypes.byref(t.value.init)
+                if declare(m, cname.encode(), _capi.CODES[t.dtype], len(t.axes), shape,
+                           init) != 0:
                     raise module_error(m)
         except BaseException:
             lib.nest_module_free(m)
@@ -275,7 +329,7 @@ class Declared:
         self._file(lib.nest_state_load, path)
 
     def _file(self, op, path):
-        with call_lock:
+        with self.locks:
             rc = op(self.state, path)
         if rc != 0:
             raise NestError(lib.nest_state_errmsg(self.state).decode("utf-8", "replace"), rc)

@@ -32,8 +32,9 @@ def test_make_axis_and_axes():
         ng.make_axes([C, H, C])
     with pytest.raises(ng.AxisError):
         ng.make_axis(length=-1, name="X")
-    with pytest.raises(ng.AxisError):
-        ng.make_axis(name="X")
+    with pytest.raises(ng.AxisError, match="a name alone for a symbolic axis"):
+        ng.make_axis()
+    assert ng.make_axis(name="X").symbolic and not C.symbolic  # no length: symbolic
 
 
 def test_the_seed_example_chwn_minus_wh_is_rank_4():

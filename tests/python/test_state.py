@@ -3,6 +3,8 @@ modules and state objects (shared by computations), initializers, derivatives (n
 against closed forms and central differences, state files read independently, and a .so
 with its state functions."""
 import ctypes
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -119,6 +121,17 @@ def test_state_files_save_load_and_errors(tmp_path):
                             ng.assign(ng.persistent_tensor([], np.int64, name="steps"), 0)])
     with pytest.raises(ng.NestError, match="tensor 'w' has dimension 0 of 4 in the file, 6"):
         other.load_state(path)
+    # a file of exactly the computation's tensors: one more or one less is named
+    read_w = ng.computation(w * 1.0, name="read_w")
+    with pytest.raises(ng.NestError, match="the file's tensor 2, 'steps', is not in the state"):
+        read_w.load_state(path)
+    more = ng.persistent_tensor([], np.int64, initial_value=5, name="more")
+    bump2 = ng.computation([ng.assign(w, w * 3), ng.assign(steps, steps + 1),
+                            ng.assign(more, more + 1)], name="bump2")
+    with pytest.raises(ng.NestError, match="tensor 'more' of the state is not in the file"):
+        bump2.load_state(path)
+    assert ng.value_of(more) == 5
+    np.testing.assert_array_equal(ng.value_of(w), np.arange(4) * 3)  # unchanged
     data = open(path, "rb").read()
     open(path, "wb").write(data[:-3])
     with pytest.raises(ng.NestError, match="truncated"):
@@ -277,3 +290,135 @@ def test_the_reference_interpreter_reads_and_assigns_state_as_a_call():
     np.testing.assert_array_equal(got, np.arange(4) * 0.5)
     np.testing.assert_array_equal(f(a)[0], (np.arange(4) + 0.5) * 0.5)
     np.testing.assert_array_equal(ng.value_of(w), np.arange(4) + 1.0)
+
+
+def _so_tensor(lib, prefix, st, name, dtype, shape):
+    """A numpy view of the tensor `name` of a .so's state object st."""
+    fn = getattr(lib, prefix + "_state_tensor")
+    fn.restype = ctypes.c_void_p
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    p = fn(st, name.encode())
+    assert p, name
+    n = int(np.prod(shape, dtype=np.int64))
+    buf = (ctypes.c_char * (n * np.dtype(dtype).itemsize)).from_address(p)
+    return np.frombuffer(buf, dtype).reshape(shape)
+
+
+def test_array_initial_values_reach_a_shared_objects_state_new(tmp_path):
+    # NAME_state_new of a .so starts from each declared initial value: arrays too, of every
+    # type, whatever the computation did to the tensors since
+    rng = np.random.default_rng(11)
+    K = ng.make_axis(length=3, name="K")
+    w0 = rng.standard_normal((6, 4)).astype(np.float32)
+    d0 = rng.standard_normal(3)
+    i0 = rng.integers(-2 ** 31, 2 ** 31, 4, dtype=np.int64).astype(np.int32)
+    l0 = np.array([-2 ** 62, 5, 2 ** 63 - 1], np.int64)
+    b0 = np.array([True, False, True, True])
+    w = ng.variable([N, F], initial_value=w0, name="w")
+    d = ng.variable([K], np.float64, initial_value=d0, name="d")
+    i = ng.persistent_tensor([F], np.int32, initial_value=i0, name="i")
+    big = ng.persistent_tensor([K], np.int64, initial_value=l0, name="big")
+    flag = ng.persistent_tensor([F], np.bool_, initial_value=b0, name="flag")
+    u = ng.variable([F], initial_value=ng.uniform(-1, 1, seed=5), name="u")
+    x = ng.placeholder([F], name="x")
+    f = ng.computation([ng.dot(w + u, x), ng.assign(w, w * 2.0), ng.assign(d, d + 1.0),
+                        ng.assign(i, i + 1), ng.assign(big, big - 1),
+                        ng.assign(flag, ~flag)], x, name="init")
+    f(np.ones(4, np.float32))  # the tensors move on; the initializers stay
+    assert ng.value_of(i)[0] == np.int32(i0[0] + 1)
+    so, _ = f.save(str(tmp_path / "init"))
+    lib = ctypes.CDLL(so)
+    lib.init_state_new.restype = ctypes.c_void_p
+    lib.init_state_free.argtypes = [ctypes.c_void_p]
+    st = lib.init_state_new()
+    assert st
+    try:
+        for name, dtype, want in (("w", np.float32, w0), ("d", np.float64, d0),
+                                  ("i", np.int32, i0), ("big", np.int64, l0),
+                                  ("flag", np.bool_, b0)):
+            got = _so_tensor(lib, "init", st, name, dtype, want.shape)
+            np.testing.assert_array_equal(got, want, err_msg=name)
+        got = _so_tensor(lib, "init", st, "u", np.float32, (4,))
+        np.testing.assert_array_equal(got, ng.value_of(u))
+    finally:
+        lib.init_state_free(st)
+    # the module's text says the values too
+    assert "var d: f64[3] = [" in f.ir()
+
+
+def _run_threads(fns):
+    errors = []
+
+    def guard(fn):
+        try:
+            fn()
+        except BaseException as e:  # reported by the test, not lost in the thread
+            errors.append(e)
+    ts = [threading.Thread(target=guard, args=(fn,)) for fn in fns]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    if errors:
+        raise errors[0]
+
+
+def test_threads_share_a_variable_without_losing_a_step():
+    # 8 threads: pairs share a step's variables through two computations compiled apart, each
+    # thread also has a variable of its own; every update lands, and every read is of a whole
+    # number of steps
+    B = ng.make_axis(length=4096, name="B")
+    x = ng.placeholder([B], name="x")
+    shared = []
+    for p in range(4):
+        w = ng.variable([B], initial_value=np.zeros(4096, np.float32), name="w")
+        n = ng.persistent_tensor([], np.int64, name="n")
+        updates = [ng.assign(w, w + x), ng.assign(n, n + 1)]
+        shared.append((w, n, ng.computation(updates, x, name="a%d" % p),
+                       ng.computation(updates, x, name="b%d" % p),
+                       ng.computation([ng.sum(w), n], name="peek%d" % p)))
+    own = [ng.variable([B], name="own") for _ in range(8)]
+    own_steps = [ng.computation(ng.assign(v, v + x), x, name="own%d" % i)
+                 for i, v in enumerate(own)]
+    ones = np.ones(4096, np.float32)
+
+    def work(i):
+        w, n, a, b, peek = shared[i // 2]
+        step = a if i % 2 else b
+        for _ in range(100):
+            step(ones)
+            own_steps[i](ones)
+            total, count = peek()
+            assert total == 4096 * count, (total, count)  # a snapshot between steps
+    _run_threads([lambda i=i: work(i) for i in range(8)])
+    for w, n, *_ in shared:
+        assert ng.value_of(n) == 200
+        np.testing.assert_array_equal(ng.value_of(w), np.full(4096, 200))
+    for v in own:
+        np.testing.assert_array_equal(ng.value_of(v), np.full(4096, 100))
+
+
+def test_calls_on_distinct_variables_do_not_wait_for_each_other():
+    # the lock of a variable is held (as a call on it holds it): a computation on another
+    # variable runs, one on it waits, one on both waits, until it is released
+    a = ng.variable([F], name="a")
+    b = ng.variable([F], name="b")
+    on_a = ng.computation(ng.assign(a, a + 1.0), name="on_a")
+    on_b = ng.computation(ng.assign(b, b + 1.0), name="on_b")
+    on_both = ng.computation([ng.assign(a, a + b), ng.assign(b, b + 1.0)], name="on_both")
+    with a.value.lock:
+        tb = threading.Thread(target=on_b)
+        tb.start()
+        tb.join(timeout=30)
+        assert not tb.is_alive()
+        waiting = [threading.Thread(target=on_a), threading.Thread(target=on_both)]
+        for t in waiting:
+            t.start()
+        time.sleep(0.2)
+        assert all(t.is_alive() for t in waiting)
+        np.testing.assert_array_equal(a.value.array, 0)
+    for t in waiting:
+        t.join(timeout=30)
+        assert not t.is_alive()
+    assert ng.value_of(b)[0] == 2
+    assert ng.value_of(a)[0] == 2  # on_a and on_both, in either order
