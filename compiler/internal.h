@@ -907,6 +907,7 @@ typedef struct wplan {
     int ti, nv, lanes, vb;
     int64_t kpad, packoff;
     bool filters_outer;         /* tiles of positions run innermost (see emit_conv.c) */
+    bool images_inner;          /* by_channels: and the images inside each tile of channels */
     /* a group's planes fit in CONV_LOCAL_PLANES bytes and there are groups enough for the
      * threads (depthwise, small grouped convolutions, small images in a batch): each image
      * and group copies its planes into a local array of its thread just before its tiles,

@@ -596,6 +596,10 @@ static const spec CONV_BIG[] = {
     {2, 1, 64, 48, 1, S3(14, 14, 0), S3(1, 1, 0), {0}, {0}, {0}, {0}, {0}, E_RES | E_RELU},
     {2, 2, 16, 16, 16, S3(30, 30, 0), S3(3, 3, 0), S3(2, 2, 0), {0}, S3(1, 1, 0), S3(1, 1, 0),
      {0}, 0},
+    /* channels in lanes at 4x4 with the images inside each tile of channels (AVX-512: 3 tiles
+     * of 32 channels, the 3 images' 2 tiles of 8 positions each) */
+    {2, 3, 128, 96, 1, S3(4, 4, 0), S3(3, 3, 0), {0}, {0}, S3(1, 1, 0), S3(1, 1, 0), {0},
+     E_BN | E_RELU},
 };
 
 static void test_conv_big(void **state)

@@ -114,6 +114,13 @@ static void choose_tile(wplan *w, int etype, int vb)
      * channels (the positions' innermost). */
     double filters = (double)kg * steps, input = (double)cg * (double)w->cstride;
     w->filters_outer = filters * (double)ptiles > input * (double)ktiles;
+    /* With the filters packed, the images may run inside each tile of channels: its packed
+     * filters then come from beyond the cache once per call instead of once per image, and
+     * the images' planes once per tile of channels instead of once (512 channels at 7x7,
+     * batch 8: 9.4 MB of packed filters a call against 1.3 MB of planes; 1.4x faster). */
+    double n = (double)w->N;
+    w->images_inner = w->by_channels && w->filters_outer && !dim_is_sym(w->N) && w->N > 1 &&
+                      filters + (double)ktiles * n * input < n * (filters + input);
 }
 
 /* Whether e is a load of a dense row-major tensor of `shape` (any offset). */
@@ -368,8 +375,8 @@ void conv_describe(buf *b, const nest *ne)
         return;
     }
     if (w->by_channels)
-        buf_printf(b, "    (direct: tiles of %d positions x %d channels, filters packed, ", w->ti,
-                   w->nv * w->lanes);
+        buf_printf(b, "    (direct: tiles of %d positions x %d channels, filters packed%s, ",
+                   w->ti, w->nv * w->lanes, w->images_inner ? ", images inside" : "");
     else
         buf_printf(b, "    (direct: tiles of %d channels x %d positions, %lld per image in ",
                    w->ti, w->nv * w->lanes, (long long)w->q);
