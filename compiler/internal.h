@@ -912,6 +912,7 @@ typedef struct wplan {
     int ti, nv, lanes, vb;
     int64_t kpad, packoff;
     bool filters_outer;         /* tiles of positions run innermost (see emit_conv.c) */
+    bool images_inner;          /* by_channels: and the images inside each tile of channels */
     /* a group's planes fit in CONV_LOCAL_PLANES bytes and there are groups enough for the
      * threads (depthwise, small grouped convolutions, small images in a batch): each image
      * and group copies its planes into a local array of its thread just before its tiles,
@@ -931,10 +932,11 @@ int64_t conv_tapoff(const wplan *w, int64_t t);
 
 /* A 1x1 convolution with nothing to pad or skip, whose input x and filters are dense in
  * memory, is a product of matrices per image: out[n, k, p] = sum over c of w[k, c] * x[n, c, p].
- * When its positions fill the columns of tile.c's tiles well (at most a tenth wasted; 7x7 and
- * 14x14 do better in the direct form, which can hold channels in the lanes), its value over
- * [N, K, positions.., C] (C to fold, batch_dot's form) with that space's extents in dims (the
- * node's rank + 1); else NULL (also when out of memory: p->status says so). (fuse.c) */
+ * When its positions fill the columns of tile.c's tiles well (at most a quarter of them wasted:
+ * 7x7 and 14x14 waste 23% of 64-wide tiles and still run faster so than in the direct form),
+ * its value over [N, K, positions.., C] (C to fold, batch_dot's form) with that space's
+ * extents in dims (the node's rank + 1); else NULL (also when out of memory: p->status says
+ * so). (fuse.c) */
 fx *conv_as_product(plan *p, int32_t node, const fx *x, const fx *filters, int64_t *dims);
 /* Makes ne, a nest over node's output that stores its value, a convolution or pooling nest:
  * x is the input's expression, filters (convolution) a dense load of the filters. */

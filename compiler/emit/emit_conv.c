@@ -611,7 +611,8 @@ static void emit_tile_store(ctx *c, const nest *ne, const char *n, const char *k
  * pn). The images run outermost (an image's planes stay in the cache for all its tiles); then
  * the channels' tile runs innermost (a tile of positions stays in the cache for all of them),
  * or with filters_outer the positions' (a tile of channels' filters stays in the cache for
- * every position). */
+ * every position), and with images_inner the images run inside each tile of channels too (its
+ * packed filters stay in the cache for every image). */
 static void emit_tile_indexes(ctx *c, const wplan *w, const char *t, const char *n, const char *g,
                               const char *kt, const char *pt, long long kn, long long pn)
 {
@@ -621,6 +622,11 @@ static void emit_tile_indexes(ctx *c, const wplan *w, const char *t, const char 
                 pn);
         em_line(c, "const int64_t %s = %s / %lld %% %lld, %s = %s / %lld;", g, t, kn * pn, G, n, t,
                 kn * pn * G);
+    } else if (w->images_inner) {
+        long long N = w->N;
+        em_line(c, "const int64_t %s = %s %% %lld, %s = %s / %lld %% %lld;", pt, t, pn, n, t, pn, N);
+        em_line(c, "const int64_t %s = %s / %lld %% %lld, %s = %s / %lld;", kt, t, pn * N, kn, g, t,
+                pn * N * kn);
     } else {
         em_line(c, "const int64_t %s = %s %% %lld, %s = %s / %lld %% %lld;", pt, t, pn, kt, t, pn, kn);
         em_line(c, "const int64_t %s = %s / %lld %% %lld, %s = %s / %lld;", g, t, pn * kn, G, n, t,
