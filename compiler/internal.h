@@ -717,6 +717,8 @@ typedef struct plan {
 /* Records NEST_ERR_LIMIT on p (unless an error is already there) with what went over it, for
  * the message of the compile that fails; returns false. */
 bool plan_limit(plan *p, const char *fmt, ...) FORMAT(2, 3);
+/* The same with another status (what the plan cannot compile yet: NEST_ERR_ARG). */
+bool plan_fail(plan *p, int status, const char *fmt, ...) FORMAT(3, 4);
 
 /* Adds a buffer; -1 when out of memory (recorded in p->status). */
 int32_t plan_buffer(plan *p, pbuf_kind kind, int32_t index, int32_t node, int etype, int64_t count);
