@@ -272,6 +272,80 @@ static void test_train_aot(void **state)
     nest_module_free(m);
 }
 
+/* Each function of text compiled once and called at N = 0, 1, 5, 33 and 130 against the
+ * interpreter at that N (one symbolic dim N; float parameters and results). */
+static void compile_at_sizes(const char *text)
+{
+    nest_module *m = parse_ok(text);
+    static const int64_t sizes[] = {0, 1, 5, 33, 130};
+    for (int fi = 0; fi < nest_module_count(m); fi++) {
+        nest_function *f = nest_module_function(m, fi);
+        nest_kernel *k = nest_compile(f, NULL);
+        if (!k)
+            fail_msg("%s: %s", nest_function_name(f), nest_errmsg(f));
+        int np = nest_param_count(f), nr = nest_result_count(f);
+        for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
+            int64_t n = sizes[si];
+            nest_function *g = nest_specialize(f, &n, 1);
+            assert_non_null(g);
+            void *args[4], *res[4], *ref[4];
+            int64_t cnt[4];
+            for (int i = 0; i < np + nr; i++) {
+                nest_value v = i < np ? nest_param(g, i) : nest_result(g, i - np);
+                cnt[i] = 1;
+                for (int d = 0; d < nest_value_rank(g, v); d++)
+                    cnt[i] *= nest_value_shape(g, v)[d];
+                float *a = calloc((size_t)cnt[i] + 1, sizeof *a);
+                for (int64_t j = 0; i < np && j < cnt[i]; j++)
+                    a[j] = (float)((7 * j + 3 * i) % 11 - 5) / 8;
+                if (i < np) {
+                    args[i] = a;
+                } else {
+                    res[i - np] = a;
+                    ref[i - np] = calloc((size_t)cnt[i] + 1, sizeof(float));
+                }
+            }
+            assert_ok(f, nest_evaluate_dims(f, &n, 1, args, np, ref, nr));
+            if (nest_call_dims(k, &n, 1, args, np, res, nr) != NEST_OK)
+                fail_msg("%s at N=%lld: %s", nest_function_name(f), (long long)n,
+                         nest_kernel_errmsg(k));
+            for (int i = 0; i < nr; i++) {
+                assert_close(NEST_F32, res[i], ref[i], cnt[np + i], 1e-5, 1e-5);
+                free(res[i]);
+                free(ref[i]);
+            }
+            for (int i = 0; i < np; i++)
+                free(args[i]);
+            nest_function_free(g);
+        }
+        nest_kernel_free(k);
+    }
+    nest_module_free(m);
+}
+
+/* Transposes of a batch read by products and reductions: x^T . g (tiled: K is N), with a
+ * bias-like store after it, a narrow one (not tiled), a sum over the transposed batch, and
+ * a batch_dot whose summed axis is N. */
+static void test_fold_over_batch(void **state)
+{
+    (void)state;
+    compile_at_sizes("func xtg(x: f32[N,20], g: f32[N,40], b: f32[20,40]) -> f32[20,40] {\n"
+                     "  xt = reshape(x, order=[1,0], shape=[20,N])\n"
+                     "  return add(dot(xt, g), b)\n"
+                     "}\n"
+                     "func narrow(x: f32[N,6], g: f32[N,3]) -> f32[6,3] {\n"
+                     "  return dot(reshape(x, order=[1,0], shape=[6,N]), g)\n"
+                     "}\n"
+                     "func tsum(x: f32[N,5]) -> f32[5] {\n"
+                     "  return sum(reshape(x, order=[1,0], shape=[5,N]), axes=[1])\n"
+                     "}\n"
+                     "func bdot(a: f32[N,3,4], b: f32[N,3,5]) -> f32[4,5] {\n"
+                     "  at = reshape(a, order=[1,2,0], shape=[3,4,N])\n"
+                     "  bt = reshape(b, order=[1,0,2], shape=[3,N,5])\n"
+                     "  return sum(batch_dot(at, bt), axes=[0])\n"
+                     "}\n");
+}
+
 /* Gradients whose rule does not take a symbolic axis yet are errors naming the op and the dim;
  * the transposed views the compiler takes are read, never stored. */
 static void test_train_refused(void **state)
@@ -310,6 +384,7 @@ int main(void)
         cmocka_unit_test(test_train_calls),
         cmocka_unit_test(test_train_aot),
         cmocka_unit_test(test_train_refused),
+        cmocka_unit_test(test_fold_over_batch),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

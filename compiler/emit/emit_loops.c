@@ -925,7 +925,12 @@ static void emit_tiled(ctx *c, int32_t k)
     const nest *ne = &c->p->nests[k];
     const nout *prod = &ne->outs[0];
     int et = prod->value->etype, ti = ne->tile_i, tj = ne->tile_j, nb = ne->rank - 3;
-    long long K = ne->dims[nb + 1], J = ne->dims[nb + 2];
+    long long J = ne->dims[nb + 2];
+    /* the summed K may be symbolic (x^T . g sums over a batch): its C, and a panel of K rows
+     * in the workspace placed at run time */
+    int64_t K = ne->dims[nb + 1];
+    char *Ks = em_dim_text(c, K);
+    const char *KS = Ks ? Ks : "0";
     /* the rows I may be symbolic: their blocks are counted at run time */
     int64_t I = ne->dims[nb];
     bool Isym = dim_is_sym(I);
@@ -940,15 +945,18 @@ static void emit_tiled(ctx *c, int32_t k)
     memset(&c->local, 0, sizeof c->local);
     c->local.outer = &c->fn;
     em_nest_comment(c);
-    em_line(c, "/* in tiles of %d x %d held in registers over the %lld-long sum, the second factor", ti,
-         tj, K);
+    em_line(c, "/* in tiles of %d x %d held in registers over the %s-long sum, the second factor", ti,
+         tj, KS);
     em_line(c, " * packed %d columns at a time%s */", tj,
             par_batch ? "; the products of the batch in parallel" : "");
     em_line(c, "{");
     c->indent++;
     declare_temps(c, k, k, -1, false);
     const char *panel = em_unique(&c->local, "panel");
-    if (!local_panel) {
+    if (!local_panel && c->p->bufs[ne->pack].offset < 0) { /* symbolic: placed at run time */
+        em_line(c, "%s *restrict %s = (%s *)(ws + nest_off%d);", T, panel, T, ne->pack);
+        em_ref_ws(c);
+    } else if (!local_panel) {
         em_line(c, "%s *restrict %s = (%s *)(ws + %lld);", T, panel, T,
              (long long)c->p->bufs[ne->pack].offset);
         em_ref_ws(c);
@@ -986,7 +994,7 @@ static void emit_tiled(ctx *c, int32_t k)
         }
     }
     if (local_panel)
-        em_line(c, "%s %s[%lld];", T, panel, K * tj);
+        em_line(c, "%s %s[%lld];", T, panel, (long long)K * tj); /* K is plain (tile.c) */
     /* symbolic rows: fewer than a tile's take the small path, which reads B in place (packing
      * all of B for a row or two costs more than the product) */
     const char *small = Isym ? em_unique(&c->local, "small") : NULL;
@@ -1013,10 +1021,10 @@ static void emit_tiled(ctx *c, int32_t k)
         /* B read transposed (a weight's transpose in a backward pass): blocks of PACK_BLOCK
          * values of k, read along k and written across the panel's rows, which stay in cache */
         const char *k0 = em_unique(&c->local, "k0"), *k1 = em_unique(&c->local, "k1");
-        em_line(c, "for (int64_t %s = 0; %s < %lld; %s += %d) {", k0, k0, K, k0, PACK_BLOCK);
+        em_line(c, "for (int64_t %s = 0; %s < %s; %s += %d) {", k0, k0, KS, k0, PACK_BLOCK);
         c->indent++;
-        em_line(c, "const int64_t %s = %s + %d < %lld ? %s + %d : %lld;", k1, k0, PACK_BLOCK, K, k0,
-                PACK_BLOCK, K);
+        em_line(c, "const int64_t %s = %s + %d < %s ? %s + %d : %s;", k1, k0, PACK_BLOCK, KS, k0,
+                PACK_BLOCK, KS);
         em_line(c, "for (int jj = 0; jj < %s; jj++)", nj);
         em_line(c, "    for (int64_t %s = %s; %s < %s; %s++)", kv, k0, kv, k1, kv);
         c->indent += 2;
@@ -1030,7 +1038,7 @@ static void emit_tiled(ctx *c, int32_t k)
         c->indent--;
         em_line(c, "}");
     } else {
-        em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", kv, kv, K, kv);
+        em_line(c, "for (int64_t %s = 0; %s < %s; %s++) {", kv, kv, KS, kv);
         c->indent++;
         em_line(c, "for (int jj = 0; jj < %s; jj++) {", nj);
         c->indent++;
@@ -1076,7 +1084,7 @@ static void emit_tiled(ctx *c, int32_t k)
             c->indent++;
             em_line(c, "for (int u = 0; u < %s * %d; u++)", ni, tj);
             em_line(c, "    %s[u] = 0;", acc);
-            em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", kv, kv, K, kv);
+            em_line(c, "for (int64_t %s = 0; %s < %s; %s++) {", kv, kv, KS, kv);
             c->indent++;
             em_line(c, "for (int ii = 0; ii < %s; ii++) {", ni);
             c->indent++;
@@ -1099,8 +1107,8 @@ static void emit_tiled(ctx *c, int32_t k)
             em_line(c, "} else {");
             c->indent++;
         }
-        em_line(c, "nest_tile_%s_%dx%d(%s, %lld, %s, %lld, %lld, %s, %s);",
-             nest_type_name((nest_type)et), ti, tj, ni, K, base ? base : "0",
+        em_line(c, "nest_tile_%s_%dx%d(%s, %s, %s, %lld, %lld, %s, %s);",
+             nest_type_name((nest_type)et), ti, tj, ni, KS, base ? base : "0",
              (long long)a->st[nb], (long long)a->st[nb + 1], panel, acc);
         if (small) {
             c->indent--;
@@ -1145,6 +1153,7 @@ static void emit_tiled(ctx *c, int32_t k)
     c->indent--;
     em_line(c, "}");
     em_names_free(&c->local);
+    free(Ks);
 }
 
 void em_nest_open(ctx *c, int32_t k)

@@ -56,12 +56,13 @@ static void ignores_axis(fx *e, void *ctx)
         d->ok = false;
 }
 
-/* Whether a product's nest has a symbolic extent other than its rows I (the emitter counts
- * I's blocks at run time; a symbolic batch, K or J is not tiled yet). */
+/* Whether a product's nest has a symbolic extent other than its rows I and its summed K (the
+ * emitter counts I's blocks at run time, and K is a bound of the k loops and of the panel,
+ * which the workspace places at run time; a symbolic batch or J is not tiled yet). */
 static bool symbolic(const nest *n)
 {
     for (int d = 0; d < n->rank; d++)
-        if (dim_is_sym(n->dims[d]) && d != n->rank - 3)
+        if (dim_is_sym(n->dims[d]) && d != n->rank - 3 && d != n->rank - 2)
             return true;
     return false;
 }
@@ -237,12 +238,18 @@ static bool tile_nest(plan *p, int32_t k, int vbytes, const int32_t *readers)
     tile_shape(et, n->tile_vb, &n->tile_i, &n->tile_j);
     /* a batch of products packs its panels into a local array of each thread when they are
      * small (the emitter runs the batch in parallel then), else into the workspace */
-    int64_t nbatch = 1, bytes = n->dims[r - 2] * n->tile_j * (int64_t)nest_type_size((nest_type)et);
+    bool ksym = dim_is_sym(n->dims[r - 2]); /* a symbolic K: the panel is in the workspace */
+    int64_t nbatch = 1, bytes = ksym ? 0 : n->dims[r - 2] * n->tile_j * (int64_t)nest_type_size((nest_type)et);
     for (int d = 0; d < r - 3; d++)
         nbatch *= n->dims[d];
-    if (nbatch >= 2 && bytes <= TILE_LOCAL_PANEL)
+    if (!ksym && nbatch >= 2 && bytes <= TILE_LOCAL_PANEL)
         return absorb(p, k, readers);
-    n->pack = plan_buffer(p, BUF_TEMP, -1, o->node, et, n->dims[r - 2] * n->tile_j);
+    int64_t panel = dim_mul(p->f, n->dims[r - 2], n->tile_j);
+    if (panel == DIM_NONE) {
+        p->status = p->f->status;
+        return false;
+    }
+    n->pack = plan_buffer(p, BUF_TEMP, -1, o->node, et, panel);
     if (n->pack < 0)
         return false;
     return absorb(p, k, readers);
