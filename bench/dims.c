@@ -3,6 +3,8 @@
  * element-wise chain, each compiled once with a symbolic batch N and called at N = 1, 7, 64,
  * 1000, 4096, a convolution layer at N = 1, 7, 64, and a training step (an MLP's forward,
  * backward and SGD update of its weights, in place in a state object) at N = 1 to 4096,
+ * and a layer norm and projection over a batch of 4 sequences of S (x f32[B,S,256], both dims
+ * symbolic; the "N" column is B x S) at S = 1 to 1000,
  * against the same function compiled for that exact N (nest_specialize). The training step's
  * two kernels each update a state object of their own; they are compared after one call from
  * the same initial weights.
@@ -63,6 +65,15 @@ static const char TEXT[] =
     "  assign(w2, subtract(w2, multiply(broadcast(lr, shape=[256,10], axes=[0,1]), get(g, 2))))\n"
     "  assign(b2, subtract(b2, multiply(broadcast(lr, shape=[10], axes=[0]), get(g, 3))))\n"
     "  return loss\n"
+    "}\n"
+    "func seq(x: f32[B,S,256], g: f32[256], w: f32[256,256]) -> f32[B,S,256] {\n"
+    "  m = multiply(sum(x, axes=[2]), constant(f32[B,S], 0.00390625))\n"
+    "  xc = subtract(x, broadcast(m, shape=[B,S,256], axes=[2]))\n"
+    "  v = multiply(sum(multiply(xc, xc), axes=[2]), constant(f32[B,S], 0.00390625))\n"
+    "  r = divide(constant(f32[B,S], 1), sqrt(add(v, constant(f32[B,S], 0.00001))))\n"
+    "  y = multiply(multiply(xc, broadcast(r, shape=[B,S,256], axes=[2])),\n"
+    "               broadcast(g, shape=[B,S,256], axes=[0,1]))\n"
+    "  return maximum(dot(y, w), constant(f32[B,S,256], 0))\n"
     "}\n";
 
 static const char *const WHAT[] = {
@@ -71,9 +82,10 @@ static const char *const WHAT[] = {
     "chain: tanh(0.5 x + y), f32[N,1024]",
     "conv: relu(conv3x3(x, W) + b), x f32[N,32,28,28], W f32[32,32,3,3], padded",
     "train: an SGD step of a 64-256-10 perceptron (ReLU, softmax cross-entropy), x f32[N,64]",
+    "seq: relu(layernorm(x) W), x f32[B,S,256] at B = 4 (N is B x S), W f32[256,256]",
 };
 /* the largest N each is called at */
-static const int64_t MAXN[] = {4096, 4096, 4096, 64, 4096};
+static const int64_t MAXN[] = {4096, 4096, 4096, 64, 4096, 1000};
 static const int64_t SIZES[] = {1, 7, 64, 1000, 4096};
 #define NS ((int)(sizeof SIZES / sizeof *SIZES))
 
@@ -181,7 +193,10 @@ int main(int argc, char **argv)
             int64_t n = SIZES[s];
             if (n > MAXN[fi])
                 continue;
-            nest_function *g = nest_specialize(f, &n, 1);
+            /* two dims: a batch of 4 sequences of n */
+            int nd = nest_dim_count(f);
+            int64_t dv[2] = {nd == 2 ? 4 : n, n};
+            nest_function *g = nest_specialize(f, dv, nd);
             nest_kernel *ke = g ? nest_compile(g, &o) : NULL;
             if (!ke)
                 die("%s at N=%lld: %s", nest_function_name(f), (long long)n,
@@ -217,7 +232,7 @@ int main(int argc, char **argv)
                 die("out of memory");
             if (state) /* the scale of the loss: 1/N */
                 *(float *)args[2] = 1.0f / (float)n;
-            call cs = {ks, sts, &n, 1, np, nr, args, res[0]},
+            call cs = {ks, sts, dv, nd, np, nr, args, res[0]},
                  ce = {ke, ste, NULL, 0, np, nr, args, res[1]};
             run(&cs);
             run(&ce);
@@ -246,7 +261,10 @@ int main(int argc, char **argv)
                 t = time_call(&ce);
                 best[1] = t < best[1] ? t : best[1];
             }
-            ADD("| %s | %lld | %.3g us | %.3g us | %.2f |\n", nest_function_name(f), (long long)n,
+            char nt[48];
+            snprintf(nt, sizeof nt, nd == 2 ? "%lld x %lld" : "%lld", (long long)dv[0],
+                     (long long)n);
+            ADD("| %s | %s | %.3g us | %.3g us | %.2f |\n", nest_function_name(f), nt,
                 best[0] * 1e6, best[1] * 1e6, best[0] / best[1]);
             for (int i = 0; i < np; i++)
                 free(args[i]);

@@ -250,13 +250,24 @@ int pipeline_plan(plan *p, nest_function *f, arena *a, const nest_options *opts,
     if (!f->has_return)
         return ir_error(f, NEST_ERR_ARG, "function %s has no results (nest_return was not called)",
                         f->name);
-    if (ir_is_symbolic(f) && check_symbolic(f) != NEST_OK)
-        return f->status;
+    /* symbolic dims beyond the first axis: the leading run of them merged into one axis (the
+     * copy is f's until the next plan of f or its free) */
+    ir_function_destroy(f->collapsed);
+    f->collapsed = NULL;
+    if (ir_is_symbolic(f) && ir_collapse_needed(f)) {
+        if (!(f->collapsed = ir_collapse(f)))
+            return f->status;
+        p->f = f->collapsed;
+    }
+    if (ir_is_symbolic(p->f) && check_symbolic(p->f) != NEST_OK)
+        return p->f == f ? f->status : ir_error(f, p->f->status, "%s", p->f->errmsg);
     for (size_t i = 0; i < countof(passes); i++) {
         if (passes[i].run(p) != NEST_OK) {
             int st = p->status ? p->status : NEST_ERR_NOMEM;
             free(p->table);
             p->table = NULL;
+            if (p->f != f && p->f->status && !p->why[0])
+                return ir_error(f, st, "%s", p->f->errmsg);
             return ir_error(f, st, "compiling %s: %s (in pass %s)", f->name,
                             p->why[0] ? p->why : nest_status_str(st), passes[i].name);
         }

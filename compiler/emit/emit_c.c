@@ -183,7 +183,7 @@ static void call_args(ctx *c, buf *b, const char *ws, const char *args, const ch
 
 static void signature_comment(ctx *c)
 {
-    const nest_function *f = c->f;
+    const nest_function *f = c->f->origin ? c->f->origin : c->f; /* as declared */
     buf t = {0};
     buf_printf(&t, "/* %s(", f->name);
     for (int32_t i = 0; i < f->nparams; i++) {
