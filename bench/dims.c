@@ -4,7 +4,8 @@
  * 1000, 4096, a convolution layer at N = 1, 7, 64, and a training step (an MLP's forward,
  * backward and SGD update of its weights, in place in a state object) at N = 1 to 4096,
  * and a layer norm and projection over a batch of 4 sequences of S (x f32[B,S,256], both dims
- * symbolic; the "N" column is B x S) at S = 1 to 1000,
+ * symbolic; the "N" column is B x S) at S = 1 to 1000, a batch of N products of 64 x 64
+ * matrices at N = 1 to 1000,
  * against the same function compiled for that exact N (nest_specialize). The training step's
  * two kernels each update a state object of their own; they are compared after one call from
  * the same initial weights.
@@ -74,6 +75,9 @@ static const char TEXT[] =
     "  y = multiply(multiply(xc, broadcast(r, shape=[B,S,256], axes=[2])),\n"
     "               broadcast(g, shape=[B,S,256], axes=[0,1]))\n"
     "  return maximum(dot(y, w), constant(f32[B,S,256], 0))\n"
+    "}\n"
+    "func bdot(a: f32[N,64,64], b: f32[N,64,64]) -> f32[N,64,64] {\n"
+    "  return batch_dot(a, b)\n"
     "}\n";
 
 static const char *const WHAT[] = {
@@ -83,9 +87,10 @@ static const char *const WHAT[] = {
     "conv: relu(conv3x3(x, W) + b), x f32[N,32,28,28], W f32[32,32,3,3], padded",
     "train: an SGD step of a 64-256-10 perceptron (ReLU, softmax cross-entropy), x f32[N,64]",
     "seq: relu(layernorm(x) W), x f32[B,S,256] at B = 4 (N is B x S), W f32[256,256]",
+    "bdot: batch_dot(a, b), a, b f32[N,64,64] (a batch of N products of 64 x 64 matrices)",
 };
 /* the largest N each is called at */
-static const int64_t MAXN[] = {4096, 4096, 4096, 64, 4096, 1000};
+static const int64_t MAXN[] = {4096, 4096, 4096, 64, 4096, 1000, 1000};
 static const int64_t SIZES[] = {1, 7, 64, 1000, 4096};
 #define NS ((int)(sizeof SIZES / sizeof *SIZES))
 

@@ -346,6 +346,25 @@ static void test_fold_over_batch(void **state)
                      "}\n");
 }
 
+/* batch_dot over a symbolic batch, tiled: one batch axis, two (the products of the batch in
+ * parallel, their index split from one loop), a bias absorbed, a summed K of N. */
+static void test_batch_tiled(void **state)
+{
+    (void)state;
+    compile_at_sizes("func one(a: f32[N,8,32], b: f32[N,32,40]) -> f32[N,8,40] {\n"
+                     "  return batch_dot(a, b)\n"
+                     "}\n"
+                     "func two(a: f32[N,3,9,20], b: f32[N,3,20,33], c: f32[33]) -> f32[N,3,9,33] {\n"
+                     "  y = batch_dot(a, b)\n"
+                     "  return add(y, broadcast(c, shape=[N,3,9,33], axes=[0,1,2]))\n"
+                     "}\n"
+                     "func ksum(a: f32[N,3,5], b: f32[N,3,24]) -> f32[3,5,24] {\n"
+                     "  at = reshape(a, order=[1,2,0], shape=[3,5,N])\n"
+                     "  bt = reshape(b, order=[1,0,2], shape=[3,N,24])\n"
+                     "  return batch_dot(at, bt)\n"
+                     "}\n");
+}
+
 /* Gradients whose rule does not take a symbolic axis yet are errors naming the op and the dim;
  * the transposed views the compiler takes are read, never stored. */
 static void test_train_refused(void **state)
@@ -385,6 +404,7 @@ int main(void)
         cmocka_unit_test(test_train_aot),
         cmocka_unit_test(test_train_refused),
         cmocka_unit_test(test_fold_over_batch),
+        cmocka_unit_test(test_batch_tiled),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -935,9 +935,13 @@ static void emit_tiled(ctx *c, int32_t k)
     int64_t I = ne->dims[nb];
     bool Isym = dim_is_sym(I);
     char *Is = em_dim_text(c, I);
+    /* the batch axes may be symbolic: their bounds as C, and the count of products */
     int64_t nbatch = 1;
-    for (int d = 0; d < nb; d++)
-        nbatch *= ne->dims[d];
+    bool bsym = false;
+    for (int d = 0; d < nb; d++) {
+        bsym |= dim_is_sym(ne->dims[d]);
+        nbatch = bsym ? nbatch : nbatch * ne->dims[d];
+    }
     const char *T = em_ctype(et);
     bool local_panel = ne->pack < 0;
     bool par_batch = local_panel && c->p->opts->openmp && nest_work(ne) >= PAR_MIN;
@@ -978,18 +982,34 @@ static void emit_tiled(ctx *c, int32_t k)
     const char *bflat = NULL;
     if (par_batch && nb > 1) {
         bflat = em_unique(&c->local, "b");
-        em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", bflat, bflat, (long long)nbatch, bflat);
-        c->indent++;
-        int64_t inner = nbatch;
+        buf all = {0};
         for (int d = 0; d < nb; d++) {
-            inner /= ne->dims[d];
-            em_line(c, "const int64_t %s = %s / %lld %% %lld;", c->var[d], bflat, (long long)inner,
-                    (long long)ne->dims[d]);
+            buf_puts(&all, d ? " * " : "");
+            em_dim(c, &all, ne->dims[d]);
+        }
+        char *alls = em_finish(c, &all);
+        em_line(c, "for (int64_t %s = 0; %s < %s; %s++) {", bflat, bflat, alls ? alls : "0", bflat);
+        free(alls);
+        c->indent++;
+        for (int d = 0; d < nb; d++) { /* b / (the extents inside d) % extent d */
+            buf ix = {0};
+            buf_printf(&ix, "const int64_t %s = %s", c->var[d], bflat);
+            for (int e = d + 1; e < nb; e++) {
+                buf_puts(&ix, " / ");
+                em_dim(c, &ix, ne->dims[e]);
+            }
+            buf_puts(&ix, " % ");
+            em_dim(c, &ix, ne->dims[d]);
+            char *ixs = em_finish(c, &ix);
+            em_line(c, "%s;", ixs ? ixs : "");
+            free(ixs);
         }
     } else {
         for (int d = 0; d < nb; d++) {
-            em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", c->var[d], c->var[d],
-                    (long long)ne->dims[d], c->var[d]);
+            char *ext = em_dim_text(c, ne->dims[d]);
+            em_line(c, "for (int64_t %s = 0; %s < %s; %s++) {", c->var[d], c->var[d],
+                    ext ? ext : "0", c->var[d]);
+            free(ext);
             c->indent++;
         }
     }
@@ -1052,7 +1072,8 @@ static void emit_tiled(ctx *c, int32_t k)
         c->indent--;
         em_line(c, "}");
     }
-    if (!par_batch && c->p->opts->openmp && nest_work(ne) / nbatch >= PAR_MIN && !Isym && I > ti)
+    if (!par_batch && c->p->opts->openmp && !bsym && nest_work(ne) / nbatch >= PAR_MIN && !Isym &&
+        I > ti)
         omp_parallel_for(c);
     em_line(c, "for (int64_t %s = 0; %s < %s; %s += %d) {", i0, i0, Is ? Is : "0", i0, ti);
     c->indent++;

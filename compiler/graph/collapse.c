@@ -333,10 +333,14 @@ nest_function *ir_collapse(nest_function *f)
         ir_function_destroy(g);
         return NULL;
     }
-    memcpy(g->results, f->results, (size_t)f->nresults * sizeof *f->results);
-    memcpy(g->result_layout, f->result_layout, (size_t)f->nresults);
-    memcpy(g->returned, f->returned, (size_t)f->nreturned * sizeof *f->returned);
-    memcpy(g->assigns, f->assigns, (size_t)f->nassigns * sizeof *f->assigns);
+    if (f->nresults) {
+        memcpy(g->results, f->results, (size_t)f->nresults * sizeof *f->results);
+        memcpy(g->result_layout, f->result_layout, (size_t)f->nresults);
+    }
+    if (f->nreturned)
+        memcpy(g->returned, f->returned, (size_t)f->nreturned * sizeof *f->returned);
+    if (f->nassigns)
+        memcpy(g->assigns, f->assigns, (size_t)f->nassigns * sizeof *f->assigns);
     g->nresults = f->nresults;
     g->nreturned = f->nreturned;
     g->nassigns = f->nassigns;

@@ -56,16 +56,10 @@ static void ignores_axis(fx *e, void *ctx)
         d->ok = false;
 }
 
-/* Whether a product's nest has a symbolic extent other than its rows I and its summed K (the
- * emitter counts I's blocks at run time, and K is a bound of the k loops and of the panel,
- * which the workspace places at run time; a symbolic batch or J is not tiled yet). */
-static bool symbolic(const nest *n)
-{
-    for (int d = 0; d < n->rank; d++)
-        if (dim_is_sym(n->dims[d]) && d != n->rank - 3 && d != n->rank - 2)
-            return true;
-    return false;
-}
+/* Whether a product's nest has a symbolic columns J (the emitter counts I's blocks at run
+ * time, K is a bound of the k loops and of the panel, which the workspace places at run time,
+ * and batch axes are bounds of the loops around the tiles; a symbolic J is not tiled yet). */
+static bool symbolic(const nest *n) { return dim_is_sym(n->dims[n->rank - 1]); }
 
 static bool ignores(plan *p, fx *e, int axis)
 {
@@ -240,9 +234,12 @@ static bool tile_nest(plan *p, int32_t k, int vbytes, const int32_t *readers)
      * small (the emitter runs the batch in parallel then), else into the workspace */
     bool ksym = dim_is_sym(n->dims[r - 2]); /* a symbolic K: the panel is in the workspace */
     int64_t nbatch = 1, bytes = ksym ? 0 : n->dims[r - 2] * n->tile_j * (int64_t)nest_type_size((nest_type)et);
-    for (int d = 0; d < r - 3; d++)
-        nbatch *= n->dims[d];
-    if (!ksym && nbatch >= 2 && bytes <= TILE_LOCAL_PANEL)
+    bool bsym = false; /* a symbolic batch counts as many products */
+    for (int d = 0; d < r - 3; d++) {
+        bsym |= dim_is_sym(n->dims[d]);
+        nbatch = bsym ? nbatch : nbatch * n->dims[d];
+    }
+    if (!ksym && (bsym || nbatch >= 2) && bytes <= TILE_LOCAL_PANEL)
         return absorb(p, k, readers);
     int64_t panel = dim_mul(p->f, n->dims[r - 2], n->tile_j);
     if (panel == DIM_NONE) {
