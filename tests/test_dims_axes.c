@@ -188,12 +188,30 @@ static void test_refused(void **state)
     }
 }
 
+/* The header of such a function: the dims first, the types as declared. */
+static void test_header(void **state)
+{
+    (void)state;
+    nest_module *m = parse_ok("func proj(x: f32[B,S,16], w: f32[16,24]) -> f32[B,S,24] {\n"
+                              "  return dot(x, w)\n"
+                              "}\n");
+    nest_function *f = nest_module_function(m, 0);
+    char *h = nest_emit(&f, 1, NEST_EMIT_H, NULL);
+    assert_non_null(h);
+    assert_non_null(strstr(h, "/* proj(x: f32[B,S,16], w: f32[16,24]) -> f32[B,S,24] */"));
+    assert_non_null(strstr(h, "/* symbolic dims, in this order: B, S */"));
+    assert_non_null(strstr(h, "int proj(int64_t B, int64_t S, const float *x, const float *w, "));
+    free(h);
+    nest_module_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sequences),
         cmocka_unit_test(test_sequence_training),
         cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_header),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
