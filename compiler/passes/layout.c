@@ -466,8 +466,12 @@ static bool nocopy_reshape(nest_function *f, int ord, const int64_t *odims, cons
     while (ni < nrd && oi < oldnd) {
         int64_t np = ndims[ni], op = od[oi];
         while (np != op) {
-            /* a symbolic extent (the outermost, N) groups as a product: [N,256] is [N*256] */
-            int c = dim_is_sym(np) || dim_is_sym(op) ? dim_compare(f, np, op) : np < op ? -1 : 1;
+            /* a symbolic extent (the outermost, N) groups as a product: [N,256] is [N*256];
+             * a new axis of extent 1 joins the next whatever it is ([N,1] as [1,N]) */
+            int c = np == 1                            ? -1
+                    : dim_is_sym(np) || dim_is_sym(op) ? dim_compare(f, np, op)
+                    : np < op                          ? -1
+                                                       : 1;
             bool grow_new = c == -1 || c == DIM_LE;
             if (c == DIM_UNKNOWN || (grow_new ? nj >= nrd : oj >= oldnd))
                 return false;
@@ -479,11 +483,15 @@ static bool nocopy_reshape(nest_function *f, int ord, const int64_t *odims, cons
                 return false;
         }
         for (int ok = oi; ok < oj - 1; ok++)
-            if (os[ok] != od[ok + 1] * os[ok + 1])
+            if (dim_is_sym(od[ok + 1]) || os[ok] != od[ok + 1] * os[ok + 1])
                 return false;
         nst[nj - 1] = os[oj - 1];
-        for (int nk = nj - 1; nk > ni; nk--)
-            nst[nk - 1] = nst[nk] * ndims[nk];
+        for (int nk = nj - 1; nk > ni; nk--) { /* outside a symbolic extent, only an axis of
+                                                   * extent 1, which takes any stride */
+            if (ndims[nk - 1] != 1 && dim_is_sym(ndims[nk]))
+                return false;
+            nst[nk - 1] = dim_is_sym(ndims[nk]) ? 0 : nst[nk] * ndims[nk];
+        }
         ni = nj++;
         oi = oj++;
     }
