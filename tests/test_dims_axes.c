@@ -149,6 +149,28 @@ static void test_sequence_training(void **state)
         "}\n");
 }
 
+/* Structural ops along the trailing axes (concat, slice, pad, reverse, select), and their
+ * gradients into a state: each moves or cuts the last axis only. */
+static void test_trailing_ops(void **state)
+{
+    (void)state;
+    compile_at_sizes(
+        "var w: f32[6,4] = uniform(-0.5, 0.5, seed=7)\n"
+        "func mix(x: f32[B,S,4], y: f32[B,S,2]) -> (f32[B,S,8], f32[]) {\n"
+        "  c = concat(x, y, axis=2)\n"
+        "  s = slice(c, lower=[0,0,1], upper=[B,S,6])\n"
+        "  p = pad(s, constant(f32[], 0.5), below=[0,0,2], above=[0,0,1])\n"
+        "  r = reverse(p, axes=[2])\n"
+        "  h = dot(c, w)\n"
+        "  m = select(greater(h, constant(f32[B,S,4], 0)), h, multiply(h, h))\n"
+        "  loss = sum(multiply(m, m), axes=[0,1,2])\n"
+        "  g = grad(loss, w)\n"
+        "  assign(w, subtract(w, multiply(broadcast(constant(f32[], 0.05), shape=[6,4], axes=[0,1]),\n"
+        "                                 get(g, 0))))\n"
+        "  return r, loss\n"
+        "}\n");
+}
+
 /* What takes [B,S] apart is refused naming the value, its type and the run of dims. */
 static void test_refused(void **state)
 {
@@ -210,6 +232,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sequences),
         cmocka_unit_test(test_sequence_training),
+        cmocka_unit_test(test_trailing_ops),
         cmocka_unit_test(test_refused),
         cmocka_unit_test(test_header),
     };
