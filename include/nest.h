@@ -642,9 +642,6 @@ nest_kernel *nest_compile(nest_function *f, const nest_options *opts);
  * own for the call (NEST_ERR_NOMEM if it cannot). */
 int nest_call(nest_kernel *k, void *const *args, int nargs, void *const *results, int nresults);
 
-/* nest_call for a kernel whose function reads or assigns state (nest_call refuses those): as
- * nest_evaluate_state. Kernels of one module may share a state object; calls with one state
- * object must not overlap. */
 /* nest_call for a kernel of a function with symbolic dims (nest_call refuses those): dims[i]
  * is the size of nest_dim_name(f, i). One kernel serves every size. A negative size, or sizes
  * whose shapes overflow or put a slice out of bounds, are NEST_ERR_CALL, and nothing is
@@ -652,6 +649,9 @@ int nest_call(nest_kernel *k, void *const *args, int nargs, void *const *results
 int nest_call_dims(nest_kernel *k, const int64_t *dims, int ndims, void *const *args, int nargs,
                    void *const *results, int nresults);
 
+/* nest_call for a kernel whose function reads or assigns state (nest_call refuses those): as
+ * nest_evaluate_state. Kernels of one module may share a state object; calls with one state
+ * object must not overlap. */
 int nest_call_state(nest_kernel *k, nest_state *st, void *const *args, int nargs,
                     void *const *results, int nresults);
 
