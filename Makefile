@@ -61,7 +61,7 @@ GEN        := $(B)/gen
 # front/, passes/, emit/); the runtime turns C text into code; the driver joins the two.
 COMMON_SRC   := common/util.c
 COMPILER_SRC := compiler/graph/types.c compiler/graph/ir.c compiler/graph/dims.c \
-                compiler/graph/bind.c compiler/graph/window.c \
+                compiler/graph/bind.c compiler/graph/collapse.c compiler/graph/window.c \
                 compiler/graph/print.c compiler/graph/interp.c compiler/graph/interp_window.c \
                 compiler/graph/prune.c compiler/graph/state.c compiler/graph/grad.c \
                 compiler/front/api.c compiler/front/parse.c \
@@ -81,7 +81,7 @@ NESTC_SRC    := driver/cli.c driver/npy.c driver/run.c driver/nestc.c
 TEST_NAMES   := test_ir test_parse test_parse_errors test_parse_ops test_interp test_interp_ops \
                 test_runtime test_fuse test_diff test_diff_abi test_diff_ops test_random test_onnx \
                 test_oom test_faults test_threads test_sizes test_npy test_nestc test_state test_grad \
-                test_scale test_conv test_dims
+                test_scale test_conv test_dims test_dims_train test_dims_axes
 
 LIB_OBJ   := $(patsubst %.c,$(B)/obj/%.o,$(COMMON_SRC) $(COMPILER_SRC) $(RUNTIME_SRC) $(DRIVER_SRC)) \
              $(B)/obj/gen/onnx.pb-c.o

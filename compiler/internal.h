@@ -191,6 +191,10 @@ struct nest_function {
     size_t capassigns;
     struct ir_dims *dims; /* the symbolic dims its shapes use (graph/dims.c), or NULL */
     bool detached;  /* a copy (ir_bind) of a module's function that the module does not hold */
+    /* a copy with its leading symbolic axes merged (ir_collapse): the function it stands for;
+     * and the copy that pipeline_plan made of this one, which it owns */
+    const struct nest_function *origin;
+    struct nest_function *collapsed;
 };
 
 /* One assignment of a function: state tensor `state` takes the value of node `node` when the
@@ -403,6 +407,34 @@ nest_function *ir_bind(nest_function *f, const int64_t *vals, int nvals);
 /* The entries of f's dims in the order of the ABI (*ids malloc'd, the caller frees), after
  * checking that each name appears in a parameter's shape. NEST_OK or the error on f. */
 int ir_dims_of(nest_function *f, int32_t **ids, int32_t *n);
+/* A map of dims (entry i of list `what` of node `node`): false stops, with the error on f. */
+typedef bool (*ir_dim_map)(void *ctx, int64_t d, int64_t *out, const char *what, int32_t node,
+                           int i);
+/* The attributes of a node as ir_build takes them; the arrays they point into. */
+typedef struct ir_node_attrs {
+    ir_attrs at;
+    int64_t shape[NEST_MAX_RANK], lo[NEST_MAX_RANK], up[NEST_MAX_RANK], step[NEST_MAX_RANK],
+        axes[NEST_MAX_RANK], order[NEST_MAX_RANK];
+} ir_node_attrs;
+/* Node i's attributes into *s, every dim of its shape and lists mapped by map. */
+bool ir_node_attrs_of(const nest_function *f, int32_t i, ir_dim_map map, void *ctx,
+                      ir_node_attrs *s);
+/* Builds node i of f into g with the attributes at, as node i of g (its operands are g's
+ * nodes of the same indices), with f's name and place; false with the error on f. */
+bool ir_rebuild_node(nest_function *f, nest_function *g, int32_t i, const ir_attrs *at);
+
+/* ---------------------------------------------------------------------------------------------
+ * graph/collapse.c: symbolic dims beyond the first axis, as a leading run of axes merged
+ * ------------------------------------------------------------------------------------------- */
+
+/* Whether a value of f has symbolic dims on its first axis and one further in. */
+bool ir_collapse_needed(const nest_function *f);
+/* A copy of f whose values have the leading run of axes with symbolic dims that they share
+ * ([B,S,D]) merged into one axis ([B*S,D]): the same arrays, the same dims in the same order,
+ * every rule checked again by ir_build. A value or op that takes the run's axes apart is
+ * refused naming the value and the run. Its origin is f; free it with ir_function_destroy.
+ * NULL with the error on f. */
+nest_function *ir_collapse(nest_function *f);
 
 /* ---------------------------------------------------------------------------------------------
  * graph/state.c: modules and their state: variables and persistent tensors, reads, assignments
@@ -722,6 +754,8 @@ typedef struct plan {
 /* Records NEST_ERR_LIMIT on p (unless an error is already there) with what went over it, for
  * the message of the compile that fails; returns false. */
 bool plan_limit(plan *p, const char *fmt, ...) FORMAT(2, 3);
+/* The same with another status (what the plan cannot compile yet: NEST_ERR_ARG). */
+bool plan_fail(plan *p, int status, const char *fmt, ...) FORMAT(3, 4);
 
 /* Adds a buffer; -1 when out of memory (recorded in p->status). */
 int32_t plan_buffer(plan *p, pbuf_kind kind, int32_t index, int32_t node, int etype, int64_t count);

@@ -138,29 +138,47 @@ static bool symbolic_shape(const ir_node *n, bool *outer_only)
     return any;
 }
 
+/* Whether node n is a reshape that only permutes its operand a's axes (a transpose: a view). */
+static bool is_transpose(const ir_node *n, const ir_node *a)
+{
+    if (ir_kind_of(n) != K_RESHAPE || n->rank != a->rank)
+        return false;
+    for (int k = 0; k < n->rank; k++)
+        if (n->shape[k] != a->shape[n->a.order[k]])
+            return false;
+    return true;
+}
+
 /* What the passes take of symbolic dims so far: every value's symbolic dim is its first axis
  * (so that every stored tensor, row-major, has plain strides; a symbolic extent is a loop
- * bound), and no view moves an offset by a symbolic amount. NEST_OK, or an error on f that
- * names the value and says how to compile it at plain sizes. */
+ * bound), except transposes (views, with plain strides, that plan_buffer refuses to store)
+ * read by a dot, a batch_dot or a reduction (the weights' gradient of a dense layer, x^T . g,
+ * folds over the batch); and no view moves an offset by a symbolic amount. NEST_OK, or an
+ * error on f that names the value and says how to compile it at plain sizes. */
 static int check_symbolic(nest_function *f)
 {
     int32_t *ids, nd;
     if (ir_dims_of(f, &ids, &nd) != NEST_OK)
         return f->status;
     free(ids);
-    if (ir_uses_state(f))
-        return ir_error(f, NEST_ERR_ARG,
-                        "compiling %s: a function with state and symbolic dims is not compiled "
-                        "yet; nest_specialize or nestc --dim NAME=N give plain sizes",
-                        f->name);
     for (int32_t i = 0; i < f->nnodes; i++) {
         const ir_node *n = &f->nodes[i];
         const ir_node *a = n->nin > 0 ? &f->nodes[ir_resolve(f, n->in[0])] : NULL;
         bool outer, aouter, sym = n->etype != IR_TUPLE && symbolic_shape(n, &outer);
         bool asym = a && a->etype != IR_TUPLE && symbolic_shape(a, &aouter);
+        bool inner_in = false; /* an operand with a symbolic dim further in than its first */
+        for (int j = 0; j < n->nin; j++) {
+            const ir_node *x = &f->nodes[ir_resolve(f, n->in[j])];
+            bool xo;
+            inner_in |= x->etype != IR_TUPLE && symbolic_shape(x, &xo) && !xo;
+        }
+        ir_kind kind = ir_kind_of(n);
         const char *why = NULL;
-        if (sym && !outer)
+        if (sym && !outer && !is_transpose(n, a))
             why = "a symbolic dim other than the first axis";
+        else if (inner_in && kind != K_DOT && kind != K_BATCH_DOT && kind != K_REDUCE &&
+                 !is_transpose(n, a))
+            why = "an operand with a symbolic dim other than the first axis";
         else if (!sym && !asym)
             continue;
         else if (n->op == OP_PARAMETER && n->a.param.layout == NEST_COL_MAJOR)
@@ -168,7 +186,7 @@ static int check_symbolic(nest_function *f)
         else
             switch (ir_kind_of(n)) {
             case K_RESHAPE:
-                for (int k = 0; k < a->rank && !why; k++)
+                for (int k = 0; k < a->rank && !why && !is_transpose(n, a); k++)
                     if (n->a.order[k] != k)
                         why = "a reshape with an axis order";
                 break;
@@ -232,13 +250,24 @@ int pipeline_plan(plan *p, nest_function *f, arena *a, const nest_options *opts,
     if (!f->has_return)
         return ir_error(f, NEST_ERR_ARG, "function %s has no results (nest_return was not called)",
                         f->name);
-    if (ir_is_symbolic(f) && check_symbolic(f) != NEST_OK)
-        return f->status;
+    /* symbolic dims beyond the first axis: the leading run of them merged into one axis (the
+     * copy is f's until the next plan of f or its free) */
+    ir_function_destroy(f->collapsed);
+    f->collapsed = NULL;
+    if (ir_is_symbolic(f) && ir_collapse_needed(f)) {
+        if (!(f->collapsed = ir_collapse(f)))
+            return f->status;
+        p->f = f->collapsed;
+    }
+    if (ir_is_symbolic(p->f) && check_symbolic(p->f) != NEST_OK)
+        return p->f == f ? f->status : ir_error(f, p->f->status, "%s", p->f->errmsg);
     for (size_t i = 0; i < countof(passes); i++) {
         if (passes[i].run(p) != NEST_OK) {
             int st = p->status ? p->status : NEST_ERR_NOMEM;
             free(p->table);
             p->table = NULL;
+            if (p->f != f && p->f->status && !p->why[0])
+                return ir_error(f, st, "%s", p->f->errmsg);
             return ir_error(f, st, "compiling %s: %s (in pass %s)", f->name,
                             p->why[0] ? p->why : nest_status_str(st), passes[i].name);
         }

@@ -32,9 +32,12 @@ struct nest_kernel {
      * result's count as a polynomial of the dims (factors: their positions in dims) */
     int ndims;
     int (*call_ws_dims)(const int64_t *dims, void *const *args, void *const *results, void *ws);
+    int (*call_st_ws_dims)(void *st, const int64_t *dims, void *const *args,
+                           void *const *results, void *ws); /* ... with state */
     size_t (*ws_size_dims)(const int64_t *dims);
     dim_expr *count_exprs;
     int64_t *bytes;     /* ... and their sizes in bytes */
+    int *esize;         /* ... and the bytes of their elements */
     char *name;
     bool cache_hit;
     char *cache_note;   /* why the cache was not used, or NULL */
@@ -65,6 +68,7 @@ void nest_kernel_free(nest_kernel *k)
     free(k->ws);
     free(k->counts);
     free(k->bytes);
+    free(k->esize);
     for (int i = 0; k->count_exprs && i < k->nparams + k->nresults; i++)
         free(k->count_exprs[i].terms);
     free(k->count_exprs);
@@ -157,14 +161,16 @@ nest_kernel *nest_compile(nest_function *f, const nest_options *opts)
     }
     k->counts = malloc(((size_t)f->nparams + (size_t)f->nresults + 1) * sizeof *k->counts);
     k->bytes = malloc(((size_t)f->nparams + (size_t)f->nresults + 1) * sizeof *k->bytes);
+    k->esize = malloc(((size_t)f->nparams + (size_t)f->nresults + 1) * sizeof *k->esize);
     k->name = strdup(f->name);
     k->consts = calloc((size_t)info.nconsts + 1, sizeof *k->consts);
-    if (!k->counts || !k->bytes || !k->name || !k->consts)
+    if (!k->counts || !k->bytes || !k->esize || !k->name || !k->consts)
         goto nomem;
     for (int32_t i = 0; i < f->nparams + f->nresults; i++) {
         const ir_node *n = &f->nodes[i < f->nparams ? f->params[i] : f->results[i - f->nparams]];
         k->counts[i] = ir_count(n);
-        k->bytes[i] = k->counts[i] * (int64_t)nest_type_size((nest_type)n->etype);
+        k->esize[i] = (int)nest_type_size((nest_type)n->etype);
+        k->bytes[i] = k->counts[i] * k->esize[i];
     }
     if (ir_is_symbolic(f) && !count_polys(k, f))
         goto nomem;
@@ -205,7 +211,10 @@ nest_kernel *nest_compile(nest_function *f, const nest_options *opts)
                      sym);
             goto fail;
         }
-        memcpy(&k->call_ws_dims, &e1, sizeof e1);
+        if (k->state)
+            memcpy(&k->call_st_ws_dims, &e1, sizeof e1);
+        else
+            memcpy(&k->call_ws_dims, &e1, sizeof e1);
         memcpy(&k->ws_size_dims, &e2, sizeof e2);
         goto entered;
     }
@@ -267,9 +276,10 @@ static int call_error(nest_kernel *k, int status, const char *fmt, ...)
 static int call_ws(nest_kernel *k, const int64_t *dims, void *st, void *const *args,
                    void *const *results, void *ws)
 {
-    return k->count_exprs ? k->call_ws_dims(dims, args, results, ws)
-           : k->state     ? k->call_st_ws(st, args, results, ws)
-                          : k->call_ws(args, results, ws);
+    if (k->count_exprs)
+        return k->state ? k->call_st_ws_dims(st, dims, args, results, ws)
+                        : k->call_ws_dims(dims, args, results, ws);
+    return k->state ? k->call_st_ws(st, args, results, ws) : k->call_ws(args, results, ws);
 }
 
 /* Runs the kernel with a workspace of `size` bytes: its own (grown to the largest size called
@@ -350,8 +360,8 @@ int nest_call(nest_kernel *k, void *const *args, int nargs, void *const *results
     if (!k)
         return NEST_ERR_ARG;
     if (k->count_exprs)
-        return call_error(k, NEST_ERR_CALL, "%s has symbolic dims: call it with nest_call_dims",
-                          k->name);
+        return call_error(k, NEST_ERR_CALL, "%s has symbolic dims: call it with %s", k->name,
+                          k->state ? "nest_call_state_dims" : "nest_call_dims");
     if (k->state)
         return call_error(k, NEST_ERR_CALL,
                           "%s reads or assigns state: call it with nest_call_state", k->name);
@@ -359,13 +369,10 @@ int nest_call(nest_kernel *k, void *const *args, int nargs, void *const *results
     return st != NEST_OK ? st : run(k, NULL, args, results);
 }
 
-int nest_call_dims(nest_kernel *k, const int64_t *dims, int ndims, void *const *args, int nargs,
-                   void *const *results, int nresults)
+/* A call of a kernel with symbolic dims, with the state st (NULL for a function without). */
+static int call_dims(nest_kernel *k, nest_state *st, const int64_t *dims, int ndims,
+                     void *const *args, int nargs, void *const *results, int nresults)
 {
-    if (!k)
-        return NEST_ERR_ARG;
-    if (!k->count_exprs && ndims == 0)
-        return nest_call(k, args, nargs, results, nresults);
     if (ndims != k->ndims || (ndims > 0 && !dims))
         return call_error(k, NEST_ERR_CALL, "%s takes %d dim%s; given %d", k->name, k->ndims,
                           k->ndims == 1 ? "" : "s", ndims);
@@ -373,22 +380,33 @@ int nest_call_dims(nest_kernel *k, const int64_t *dims, int ndims, void *const *
         if (dims[i] < 0)
             return call_error(k, NEST_ERR_CALL, "%s: dim %d is negative (%lld)", k->name, i + 1,
                               (long long)dims[i]);
-    /* the arrays' counts at these sizes, for the checks of NULL and aliased arrays (on the
-     * stack for up to 32 of them: small calls pay no allocation) */
-    int64_t small[32] = {0};
+    /* the arrays' counts at these sizes, for the checks of NULL and aliased arrays, and their
+     * bytes for those of the state (on the stack for up to 32 arrays: small calls pay no
+     * allocation) */
+    int64_t small[64] = {0};
     size_t nc = (size_t)k->nparams + (size_t)k->nresults;
-    int64_t *counts = nc <= 32 ? small : malloc(nc * sizeof *counts);
+    int64_t *counts = nc <= 32 ? small : malloc(2 * nc * sizeof *counts);
     if (!counts)
         return call_error(k, NEST_ERR_NOMEM, "%s: out of memory", k->name);
-    for (size_t i = 0; i < nc; i++)
+    int64_t *bytes = counts + nc;
+    for (size_t i = 0; i < nc; i++) {
         counts[i] = count_at(&k->count_exprs[i], dims);
-    int st = check_call(k, counts, args, nargs, results, nresults);
+        bytes[i] = counts[i] > INT64_MAX / k->esize[i] ? INT64_MAX : counts[i] * k->esize[i];
+    }
+    int status = check_call(k, counts, args, nargs, results, nresults);
+    char *msg = NULL;
+    if (status == NEST_OK && k->state &&
+        (status = state_check_call(st, k->nstates, k->layout, k->name, args, nargs, bytes,
+                                   results, nresults, bytes + nargs, &msg)) != NEST_OK) {
+        call_error(k, status, "%s", msg ? msg : "out of memory");
+        free(msg);
+    }
     if (counts != small)
         free(counts);
-    if (st != NEST_OK)
-        return st;
+    if (status != NEST_OK)
+        return status;
     size_t size = k->ws_size_dims(dims);
-    int rc = run_with_workspace(k, size, dims, NULL, args, results);
+    int rc = run_with_workspace(k, size, dims, st ? st->t : NULL, args, results);
     if (rc < 0)
         return call_error(k, NEST_ERR_NOMEM, "%s: out of memory for a workspace of %zu bytes",
                           k->name, size);
@@ -401,6 +419,31 @@ int nest_call_dims(nest_kernel *k, const int64_t *dims, int ndims, void *const *
     return NEST_OK;
 }
 
+int nest_call_dims(nest_kernel *k, const int64_t *dims, int ndims, void *const *args, int nargs,
+                   void *const *results, int nresults)
+{
+    if (!k)
+        return NEST_ERR_ARG;
+    if (!k->count_exprs && ndims == 0)
+        return nest_call(k, args, nargs, results, nresults);
+    if (k->state)
+        return call_error(k, NEST_ERR_CALL,
+                          "%s reads or assigns state: call it with nest_call_state_dims", k->name);
+    return call_dims(k, NULL, dims, ndims, args, nargs, results, nresults);
+}
+
+int nest_call_state_dims(nest_kernel *k, nest_state *st, const int64_t *dims, int ndims,
+                         void *const *args, int nargs, void *const *results, int nresults)
+{
+    if (!k)
+        return NEST_ERR_ARG;
+    if (!k->count_exprs && ndims == 0)
+        return nest_call_state(k, st, args, nargs, results, nresults);
+    if (!k->state) /* a function without state ignores the state object */
+        return nest_call_dims(k, dims, ndims, args, nargs, results, nresults);
+    return call_dims(k, st, dims, ndims, args, nargs, results, nresults);
+}
+
 int nest_call_state(nest_kernel *k, nest_state *st, void *const *args, int nargs,
                     void *const *results, int nresults)
 {
@@ -408,6 +451,9 @@ int nest_call_state(nest_kernel *k, nest_state *st, void *const *args, int nargs
         return NEST_ERR_ARG;
     if (!k->state) /* a function without state ignores the state object */
         return nest_call(k, args, nargs, results, nresults);
+    if (k->count_exprs)
+        return call_error(k, NEST_ERR_CALL,
+                          "%s has symbolic dims: call it with nest_call_state_dims", k->name);
     int status = check_call(k, k->counts, args, nargs, results, nresults);
     if (status != NEST_OK)
         return status;

@@ -268,3 +268,18 @@ int nest_evaluate_state(nest_function *f, nest_state *st, void *const *args, int
     state_unlock(st);
     return rc;
 }
+
+int nest_evaluate_state_dims(nest_function *f, nest_state *st, const int64_t *dims, int ndims,
+                             void *const *args, int nargs, void *const *results, int nresults)
+{
+    if (!f)
+        return NEST_ERR_ARG;
+    nest_function *g = ir_bind(f, dims, ndims);
+    if (!g)
+        return f->status;
+    int rc = nest_evaluate_state(g, st, args, nargs, results, nresults);
+    if (rc)
+        ir_error(f, rc, "%s", g->errmsg ? g->errmsg : nest_status_str(rc));
+    ir_function_destroy(g);
+    return rc;
+}

@@ -610,6 +610,11 @@ int nest_evaluate_dims(nest_function *f, const int64_t *dims, int ndims, void *c
 int nest_evaluate_state(nest_function *f, nest_state *st, void *const *args, int nargs,
                         void *const *results, int nresults);
 
+/* nest_evaluate_state for a function with state and symbolic dims, at the sizes dims (as
+ * nest_evaluate_dims): the state's tensors have plain shapes, the function's values the sizes. */
+int nest_evaluate_state_dims(nest_function *f, nest_state *st, const int64_t *dims, int ndims,
+                             void *const *args, int nargs, void *const *results, int nresults);
+
 /* ---------------------------------------------------------------------------------------------
  * Compilation
  * ------------------------------------------------------------------------------------------- */
@@ -667,6 +672,12 @@ int nest_call_dims(nest_kernel *k, const int64_t *dims, int ndims, void *const *
  * caller keeps their calls apart. */
 int nest_call_state(nest_kernel *k, nest_state *st, void *const *args, int nargs,
                     void *const *results, int nresults);
+
+/* nest_call_state for a kernel of a function with state and symbolic dims: dims and their
+ * checks as nest_call_dims, the state as nest_call_state. A kernel without state ignores st;
+ * one without symbolic dims takes ndims 0. */
+int nest_call_state_dims(nest_kernel *k, nest_state *st, const int64_t *dims, int ndims,
+                         void *const *args, int nargs, void *const *results, int nresults);
 
 /* The message of the last failed nest_call on k in the calling thread ("" if none). It lives in
  * the thread until its next failing call or the kernel's free. */

@@ -951,6 +951,74 @@ static void test_random_graphs(void **state)
     }
 }
 
+/* The generator's graphs differentiated: the sum of the last value as the loss, its gradient
+ * by every parameter (folds over N where the batch is summed), one kernel at N = 0, 1, 5, 33
+ * against the interpreter. */
+static void test_random_gradients(void **state)
+{
+    (void)state;
+    int seeds = getenv("NEST_DIMS_SEEDS") ? atoi(getenv("NEST_DIMS_SEEDS")) : 40;
+    for (int seed = 1; seed <= seeds; seed++) {
+        rgen g = {.s = (uint64_t)seed * 104729};
+        g.f = nest_function_new("r");
+        g.N = nest_named_dim(g.f, "N");
+        int np = 0;
+        static const int64_t ks[] = {1, 3, 8, 16};
+        int64_t k0 = ks[pick(&g, 4)];
+        push(&g, nest_parameter(g.f, "x", NEST_F32, 2, SHAPE(g.N, k0), NEST_ROW_MAJOR), k0);
+        int steps = 2 + pick(&g, 10);
+        for (int i = 0; i < steps; i++)
+            step(&g, &np);
+        nest_value last = g.v[g.n - 1];
+        int r = nest_value_rank(g.f, last);
+        nest_value loss = nest_sum(g.f, last, r, SHAPE(0, 1));
+        int nparams = nest_param_count(g.f);
+        nest_value wrt[64], res[65];
+        for (int i = 0; i < nparams; i++)
+            wrt[i] = nest_param(g.f, i);
+        nest_value gr = nest_grad(g.f, loss, nparams, wrt);
+        assert_value(g.f, gr);
+        res[0] = loss;
+        for (int i = 0; i < nparams; i++)
+            res[i + 1] = nest_get(g.f, gr, i);
+        int nr = nparams + 1;
+        assert_ok(g.f, nest_return(g.f, nr, res, NULL));
+        nest_kernel *k = nest_compile(g.f, NULL);
+        if (!k) {
+            char *t = nest_print(&g.f, 1);
+            fail_msg("seed %d: %s\n%s", seed, nest_errmsg(g.f), t ? t : "");
+        }
+        static const int64_t sizes[] = {0, 1, 5, 33};
+        for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
+            int64_t n = sizes[si];
+            void *args[64], *out[65], *ref[65];
+            int64_t cnt[65];
+            for (int i = 0; i < nparams; i++) {
+                int64_t c = count_at(g.f, nest_param(g.f, i), &n, 1);
+                args[i] = malloc((size_t)c * sizeof(float) + 4);
+                fill(args[i], NEST_F32, c, i);
+            }
+            for (int i = 0; i < nr; i++) {
+                cnt[i] = count_at(g.f, nest_result(g.f, i), &n, 1);
+                out[i] = calloc((size_t)cnt[i] + 1, sizeof(float));
+                ref[i] = calloc((size_t)cnt[i] + 1, sizeof(float));
+            }
+            assert_ok(g.f, nest_evaluate_dims(g.f, &n, 1, args, nparams, ref, nr));
+            if (nest_call_dims(k, &n, 1, args, nparams, out, nr) != NEST_OK)
+                fail_msg("seed %d, N = %lld: %s", seed, (long long)n, nest_kernel_errmsg(k));
+            for (int i = 0; i < nr; i++) {
+                assert_close(NEST_F32, out[i], ref[i], cnt[i], 1e-4, 1e-3);
+                free(out[i]);
+                free(ref[i]);
+            }
+            for (int i = 0; i < nparams; i++)
+                free(args[i]);
+        }
+        nest_kernel_free(k);
+        nest_function_free(g.f);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -969,6 +1037,7 @@ int main(void)
         cmocka_unit_test(test_aot),
         cmocka_unit_test(test_windows),
         cmocka_unit_test(test_random_graphs),
+        cmocka_unit_test(test_random_gradients),
         cmocka_unit_test(test_emit_warnings),
         cmocka_unit_test(test_every_op_interpreted),
     };

@@ -114,12 +114,14 @@ static void param_list(ctx *c, buf *b, bool with_restrict, bool with_ws, bool wi
     const nest_function *f = c->f;
     const char *r = with_restrict ? "restrict " : "";
     bool any = false;
-    if (c->dimname && c->ndims > 0) { /* symbolic dims first */
-        em_dims_params(c, b, NULL);
-        any = true;
-    }
     if (st_first) {
         buf_printf(b, "%s_state *%s", f->module->name, c->stn);
+        any = true;
+    }
+    if (c->dimname && c->ndims > 0) { /* symbolic dims first, after the state */
+        if (any)
+            buf_puts(b, ", ");
+        em_dims_params(c, b, NULL);
         any = true;
     }
     for (int32_t i = 0; i < f->nparams; i++) {
@@ -181,7 +183,7 @@ static void call_args(ctx *c, buf *b, const char *ws, const char *args, const ch
 
 static void signature_comment(ctx *c)
 {
-    const nest_function *f = c->f;
+    const nest_function *f = c->f->origin ? c->f->origin : c->f; /* as declared */
     buf t = {0};
     buf_printf(&t, "/* %s(", f->name);
     for (int32_t i = 0; i < f->nparams; i++) {
@@ -413,11 +415,16 @@ static void emit_nests(ctx *c, buf *defs, buf *direct)
 
 /* The entry points of a function with symbolic dims (its sizes first, checked before anything
  * is written): NAME(int64_t N, ..., arrays), NAME_call_dims, NAME_workspace_size_dims and
- * NAME_call_ws_dims. */
+ * NAME_call_ws_dims; with state, each but the workspace's size takes the state object first
+ * (NAME(M_state *st, int64_t N, ...), NAME_call_dims(st, dims, args, results)). */
 static void dims_entries(ctx *c, const char **abi, bool ws)
 {
     const nest_function *f = c->f;
     const char *name = f->name;
+    bool state = c->nst > 0;
+    char pre[IR_MAX_NAME + 32] = ""; /* "M_state *st, " */
+    if (state)
+        snprintf(pre, sizeof pre, "%s_state *%s, ", f->module->name, c->stn);
     buf ca = {0};
     em_line(c, "size_t %s_workspace_size_dims(const int64_t *dims)", name);
     em_line(c, "{");
@@ -425,11 +432,11 @@ static void dims_entries(ctx *c, const char **abi, bool ws)
     em_line(c, "    return n < 0 ? 0 : (size_t)n;");
     em_line(c, "}");
     em_line(c, "%s", "");
-    call_args(c, &ca, ws ? "(unsigned char *)workspace" : NULL, "args", "results", false, false);
+    call_args(c, &ca, ws ? "(unsigned char *)workspace" : NULL, "args", "results", state, false);
     char *a = em_finish(c, &ca);
-    em_line(c, "int %s_call_ws_dims(const int64_t *dims, void *const *args, void *const *results, "
-               "void *workspace)",
-            name);
+    em_line(c, "int %s_call_ws_dims(%sconst int64_t *dims, void *const *args, "
+               "void *const *results, void *workspace)",
+            name, pre);
     open_wrapper(c, "args", "results");
     if (!ws)
         em_line(c, "    (void)workspace;");
@@ -445,14 +452,14 @@ static void dims_entries(ctx *c, const char **abi, bool ws)
         const char **save = c->bufname;
         c->bufname = abi;
         if (by_arrays)
-            call_args(c, &pl, ws ? "ws" : NULL, "args", "results", false, false);
+            call_args(c, &pl, ws ? "ws" : NULL, "args", "results", state, false);
         else
-            param_list(c, &pl, true, false, false, false);
+            param_list(c, &pl, true, false, false, state);
         char *ps = em_finish(c, &pl);
         if (by_arrays) {
-            em_line(c, "int %s_call_dims(const int64_t *dims, void *const *args, "
+            em_line(c, "int %s_call_dims(%sconst int64_t *dims, void *const *args, "
                        "void *const *results)",
-                    name);
+                    name, pre);
         } else {
             em_line(c, "int %s(%s)", name, ps ? ps : "");
             buf dv = {0}; /* "N, M" */
@@ -463,6 +470,10 @@ static void dims_entries(ctx *c, const char **abi, bool ws)
             buf_printf(&cl, "%s", dvs ? dvs : "");
             for (int32_t i = 0; i < f->nparams + f->nresults; i++)
                 buf_printf(&cl, ", %s", abi[i]);
+            for (int i = 0; i < c->nst; i++)
+                buf_printf(&cl, ", (%s%s *)%s->t[%d]", c->st_written[i] ? "" : "const ",
+                           em_ctype(f->module->states[c->st_index[i]].etype), c->stn,
+                           c->st_index[i]);
             if (ws)
                 buf_puts(&cl, ", ws");
             free(ps);
@@ -703,6 +714,18 @@ out:
     namer_free(&c.nm);
 }
 
+/* The header's comment on the state tensors a function uses. */
+static void state_comment(ctx *c)
+{
+    buf t = {0};
+    for (int i = 0; i < c->nst; i++)
+        buf_printf(&t, "%s%s%s", i ? ", " : "", c->f->module->states[c->st_index[i]].name,
+                   c->st_written[i] ? " (assigned)" : "");
+    char *ts = em_finish(c, &t);
+    em_line(c, "/* with the state of %s: %s */", c->f->module->name, ts ? ts : "");
+    free(ts);
+}
+
 void emit_header_decls(buf *b, const plan *p)
 {
     const nest_function *f = p->f;
@@ -735,16 +758,22 @@ void emit_header_decls(buf *b, const plan *p)
             signature_comment(&c);
             em_line(&c, "/* symbolic dims, in this order: %s */", dns ? dns : "");
             free(dns);
+            bool state = c.nst > 0;
+            char pre[IR_MAX_NAME + 32] = "";
+            if (state) {
+                snprintf(pre, sizeof pre, "%s_state *%s, ", f->module->name, c.stn);
+                state_comment(&c);
+            }
             buf pl = {0};
-            param_list(&c, &pl, false, false, false, false);
+            param_list(&c, &pl, false, false, false, state);
             char *ps = em_finish(&c, &pl);
             em_line(&c, "int %s(%s);", f->name, ps ? ps : "");
             free(ps);
-            em_line(&c, "int %s_call_dims(const int64_t *dims, void *const *args, "
-                        "void *const *results);", f->name);
+            em_line(&c, "int %s_call_dims(%sconst int64_t *dims, void *const *args, "
+                        "void *const *results);", f->name, pre);
             em_line(&c, "size_t %s_workspace_size_dims(const int64_t *dims);", f->name);
-            em_line(&c, "int %s_call_ws_dims(const int64_t *dims, void *const *args, "
-                        "void *const *results, void *workspace);", f->name);
+            em_line(&c, "int %s_call_ws_dims(%sconst int64_t *dims, void *const *args, "
+                        "void *const *results, void *workspace);", f->name, pre);
             em_line(&c, "%s", "");
         }
         em_dims_free(&c);
@@ -757,15 +786,8 @@ void emit_header_decls(buf *b, const plan *p)
         snprintf(pre, sizeof pre, "%s_state *%s, ", sp, c.stn);
     c.bufname = names_;
     signature_comment(&c);
-    if (state) {
-        buf t = {0};
-        for (int i = 0; i < c.nst; i++)
-            buf_printf(&t, "%s%s%s", i ? ", " : "", f->module->states[c.st_index[i]].name,
-                       c.st_written[i] ? " (assigned)" : "");
-        char *ts = em_finish(&c, &t);
-        em_line(&c, "/* with the state of %s: %s */", sp, ts ? ts : "");
-        free(ts);
-    }
+    if (state)
+        state_comment(&c);
     buf pl = {0};
     param_list(&c, &pl, false, false, false, state);
     char *ps = em_finish(&c, &pl);

@@ -925,14 +925,23 @@ static void emit_tiled(ctx *c, int32_t k)
     const nest *ne = &c->p->nests[k];
     const nout *prod = &ne->outs[0];
     int et = prod->value->etype, ti = ne->tile_i, tj = ne->tile_j, nb = ne->rank - 3;
-    long long K = ne->dims[nb + 1], J = ne->dims[nb + 2];
+    long long J = ne->dims[nb + 2];
+    /* the summed K may be symbolic (x^T . g sums over a batch): its C, and a panel of K rows
+     * in the workspace placed at run time */
+    int64_t K = ne->dims[nb + 1];
+    char *Ks = em_dim_text(c, K);
+    const char *KS = Ks ? Ks : "0";
     /* the rows I may be symbolic: their blocks are counted at run time */
     int64_t I = ne->dims[nb];
     bool Isym = dim_is_sym(I);
     char *Is = em_dim_text(c, I);
+    /* the batch axes may be symbolic: their bounds as C, and the count of products */
     int64_t nbatch = 1;
-    for (int d = 0; d < nb; d++)
-        nbatch *= ne->dims[d];
+    bool bsym = false;
+    for (int d = 0; d < nb; d++) {
+        bsym |= dim_is_sym(ne->dims[d]);
+        nbatch = bsym ? nbatch : nbatch * ne->dims[d];
+    }
     const char *T = em_ctype(et);
     bool direct = ne->b_direct, local_panel = ne->pack < 0 && !direct;
     bool par_batch = local_panel && c->p->opts->openmp && nest_work(ne) >= PAR_MIN;
@@ -942,8 +951,8 @@ static void emit_tiled(ctx *c, int32_t k)
     memset(&c->local, 0, sizeof c->local);
     c->local.outer = &c->fn;
     em_nest_comment(c);
-    em_line(c, "/* in tiles of %d x %d held in registers over the %lld-long sum, the second factor", ti,
-         tj, K);
+    em_line(c, "/* in tiles of %d x %d held in registers over the %s-long sum, the second factor", ti,
+         tj, KS);
     if (direct)
         em_line(c, " * read in place %d columns at a time%s */", tj,
                 par_cols ? ", the blocks of columns in parallel" : "");
@@ -954,7 +963,10 @@ static void emit_tiled(ctx *c, int32_t k)
     c->indent++;
     declare_temps(c, k, k, -1, false);
     const char *panel = em_unique(&c->local, "panel");
-    if (!local_panel && !direct) {
+    if (!local_panel && !direct && c->p->bufs[ne->pack].offset < 0) { /* symbolic: at run time */
+        em_line(c, "%s *restrict %s = (%s *)(ws + nest_off%d);", T, panel, T, ne->pack);
+        em_ref_ws(c);
+    } else if (!local_panel && !direct) {
         em_line(c, "%s *restrict %s = (%s *)(ws + %lld);", T, panel, T,
              (long long)c->p->bufs[ne->pack].offset);
         em_ref_ws(c);
@@ -976,23 +988,39 @@ static void emit_tiled(ctx *c, int32_t k)
     const char *bflat = NULL;
     if (par_batch && nb > 1) {
         bflat = em_unique(&c->local, "b");
-        em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", bflat, bflat, (long long)nbatch, bflat);
-        c->indent++;
-        int64_t inner = nbatch;
+        buf all = {0};
         for (int d = 0; d < nb; d++) {
-            inner /= ne->dims[d];
-            em_line(c, "const int64_t %s = %s / %lld %% %lld;", c->var[d], bflat, (long long)inner,
-                    (long long)ne->dims[d]);
+            buf_puts(&all, d ? " * " : "");
+            em_dim(c, &all, ne->dims[d]);
+        }
+        char *alls = em_finish(c, &all);
+        em_line(c, "for (int64_t %s = 0; %s < %s; %s++) {", bflat, bflat, alls ? alls : "0", bflat);
+        free(alls);
+        c->indent++;
+        for (int d = 0; d < nb; d++) { /* b / (the extents inside d) % extent d */
+            buf ix = {0};
+            buf_printf(&ix, "const int64_t %s = %s", c->var[d], bflat);
+            for (int e = d + 1; e < nb; e++) {
+                buf_puts(&ix, " / ");
+                em_dim(c, &ix, ne->dims[e]);
+            }
+            buf_puts(&ix, " % ");
+            em_dim(c, &ix, ne->dims[d]);
+            char *ixs = em_finish(c, &ix);
+            em_line(c, "%s;", ixs ? ixs : "");
+            free(ixs);
         }
     } else {
         for (int d = 0; d < nb; d++) {
-            em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", c->var[d], c->var[d],
-                    (long long)ne->dims[d], c->var[d]);
+            char *ext = em_dim_text(c, ne->dims[d]);
+            em_line(c, "for (int64_t %s = 0; %s < %s; %s++) {", c->var[d], c->var[d],
+                    ext ? ext : "0", c->var[d]);
+            free(ext);
             c->indent++;
         }
     }
     if (local_panel)
-        em_line(c, "%s %s[%lld];", T, panel, K * tj);
+        em_line(c, "%s %s[%lld];", T, panel, (long long)K * tj); /* K is plain (tile.c) */
     /* symbolic rows: fewer than a tile's take the small path, which reads B in place (packing
      * all of B for a row or two costs more than the product) */
     const char *small = Isym ? em_unique(&c->local, "small") : NULL;
@@ -1031,10 +1059,10 @@ static void emit_tiled(ctx *c, int32_t k)
         /* B read transposed (a weight's transpose in a backward pass): blocks of PACK_BLOCK
          * values of k, read along k and written across the panel's rows, which stay in cache */
         const char *k0 = em_unique(&c->local, "k0"), *k1 = em_unique(&c->local, "k1");
-        em_line(c, "for (int64_t %s = 0; %s < %lld; %s += %d) {", k0, k0, K, k0, PACK_BLOCK);
+        em_line(c, "for (int64_t %s = 0; %s < %s; %s += %d) {", k0, k0, KS, k0, PACK_BLOCK);
         c->indent++;
-        em_line(c, "const int64_t %s = %s + %d < %lld ? %s + %d : %lld;", k1, k0, PACK_BLOCK, K, k0,
-                PACK_BLOCK, K);
+        em_line(c, "const int64_t %s = %s + %d < %s ? %s + %d : %s;", k1, k0, PACK_BLOCK, KS, k0,
+                PACK_BLOCK, KS);
         em_line(c, "for (int jj = 0; jj < %s; jj++)", nj);
         em_line(c, "    for (int64_t %s = %s; %s < %s; %s++)", kv, k0, kv, k1, kv);
         c->indent += 2;
@@ -1048,7 +1076,7 @@ static void emit_tiled(ctx *c, int32_t k)
         c->indent--;
         em_line(c, "}");
     } else if (!direct) {
-        em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", kv, kv, K, kv);
+        em_line(c, "for (int64_t %s = 0; %s < %s; %s++) {", kv, kv, KS, kv);
         c->indent++;
         em_line(c, "for (int jj = 0; jj < %s; jj++) {", nj);
         c->indent++;
@@ -1062,7 +1090,7 @@ static void emit_tiled(ctx *c, int32_t k)
         c->indent--;
         em_line(c, "}");
     }
-    if (!par_batch && !par_cols && c->p->opts->openmp && nest_work(ne) / nbatch >= PAR_MIN &&
+    if (!par_batch && !par_cols && c->p->opts->openmp && !bsym && nest_work(ne) / nbatch >= PAR_MIN &&
         !Isym && I > ti)
         omp_parallel_for(c);
     em_line(c, "for (int64_t %s = 0; %s < %s; %s += %d) {", i0, i0, Is ? Is : "0", i0, ti);
@@ -1095,7 +1123,7 @@ static void emit_tiled(ctx *c, int32_t k)
             c->indent++;
             em_line(c, "for (int u = 0; u < %s * %d; u++)", ni, tj);
             em_line(c, "    %s[u] = 0;", acc);
-            em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", kv, kv, K, kv);
+            em_line(c, "for (int64_t %s = 0; %s < %s; %s++) {", kv, kv, KS, kv);
             c->indent++;
             em_line(c, "for (int ii = 0; ii < %s; ii++) {", ni);
             c->indent++;
@@ -1118,8 +1146,8 @@ static void emit_tiled(ctx *c, int32_t k)
             em_line(c, "} else {");
             c->indent++;
         }
-        em_line(c, "nest_tile_%s_%dx%d(%s, %lld, %s, %lld, %lld, %s, %lld, %s);",
-             nest_type_name((nest_type)et), ti, tj, ni, K, base ? base : "0",
+        em_line(c, "nest_tile_%s_%dx%d(%s, %s, %s, %lld, %lld, %s, %lld, %s);",
+             nest_type_name((nest_type)et), ti, tj, ni, KS, base ? base : "0",
              (long long)a->st[nb], (long long)a->st[nb + 1], panel,
              (long long)(direct ? b->st[nb + 1] : tj), acc);
         if (small) {
@@ -1165,6 +1193,7 @@ static void emit_tiled(ctx *c, int32_t k)
     c->indent--;
     em_line(c, "}");
     em_names_free(&c->local);
+    free(Ks);
 }
 
 void em_nest_open(ctx *c, int32_t k)

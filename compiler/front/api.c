@@ -540,7 +540,8 @@ int nest_evaluate_dims(nest_function *f, const int64_t *dims, int ndims, void *c
         return NEST_ERR_ARG;
     if (ir_uses_state(f))
         return ir_error(f, NEST_ERR_CALL,
-                        "function %s reads or assigns state of module %s: use nest_evaluate_state",
+                        "function %s reads or assigns state of module %s: use "
+                        "nest_evaluate_state_dims",
                         f->name, f->module->name);
     nest_function *g = ir_bind(f, dims, ndims);
     if (!g)

@@ -14,60 +14,69 @@ typedef struct binder {
     int64_t *vals; /* per entry of f's table: the values of the names */
 } binder;
 
-/* Evaluates n entries of a list of f into out; false with the error on f. */
-static bool eval_list(binder *b, int n, const int64_t *v, int64_t *out, const char *what,
-                      int32_t node)
+/* The value of dim d at the binder's sizes; false with the error on f. */
+static bool eval_dim(void *ctx, int64_t d, int64_t *out, const char *what, int32_t node, int i)
 {
-    for (int i = 0; i < n; i++) {
-        int st = dim_eval(b->f, v[i], b->vals, &out[i]);
-        if (st == NEST_OK && out[i] <= DIM_SYM0)
-            st = NEST_ERR_LIMIT;
-        if (st != NEST_OK) {
-            char *t = dim_text(b->f, v[i]);
-            ir_error(b->f, NEST_ERR_ARG, "%s (node %d, %s %d): %s overflows at these dims",
-                     b->f->name, node, what, i, t ? t : "");
-            free(t);
-            return false;
-        }
+    binder *b = ctx;
+    int st = dim_eval(b->f, d, b->vals, out);
+    if (st == NEST_OK && *out <= DIM_SYM0)
+        st = NEST_ERR_LIMIT;
+    if (st != NEST_OK) {
+        char *t = dim_text(b->f, d);
+        ir_error(b->f, NEST_ERR_ARG, "%s (node %d, %s %d): %s overflows at these dims",
+                 b->f->name, node, what, i, t ? t : "");
+        free(t);
+        return false;
     }
     return true;
 }
 
-/* Builds node i of f into g (as node i); false with the error on f. */
-static bool bind_node(binder *b, int32_t i)
+/* n entries of a list of node `node` mapped into out; false with the error on f. */
+static bool map_list(ir_dim_map map, void *ctx, int n, const int64_t *v, int64_t *out,
+                     const char *what, int32_t node)
 {
-    const ir_node *n = &b->f->nodes[i];
+    for (int i = 0; i < n; i++)
+        if (!map(ctx, v[i], &out[i], what, node, i))
+            return false;
+    return true;
+}
+
+bool ir_node_attrs_of(const nest_function *f, int32_t i, ir_dim_map map, void *ctx,
+                      ir_node_attrs *s)
+{
+    const ir_node *n = &f->nodes[i];
     ir_kind k = ir_kind_of(n);
-    int64_t shape[NEST_MAX_RANK], lo[NEST_MAX_RANK], up[NEST_MAX_RANK], step[NEST_MAX_RANK];
-    int64_t axes[NEST_MAX_RANK], order[NEST_MAX_RANK];
-    ir_attrs at = {.rank = n->rank, .shape = shape};
-    const ir_node *a = n->nin > 0 ? &b->f->nodes[n->in[0]] : NULL;
-    if (!eval_list(b, n->rank, n->shape, shape, "dimension", i))
+    memset(&s->at, 0, sizeof s->at);
+    ir_attrs *at = &s->at;
+    at->rank = n->rank;
+    at->shape = s->shape;
+    const ir_node *a = n->nin > 0 ? &f->nodes[n->in[0]] : NULL;
+    if (!map_list(map, ctx, n->rank, n->shape, s->shape, "dimension", i))
         return false;
     switch (k) {
     case K_PARAM:
-        at.type = n->etype;
-        at.name = n->name;
-        at.layout = n->a.param.layout;
+        at->type = n->etype;
+        at->name = n->name;
+        at->layout = n->a.param.layout;
         break;
     case K_CONST:
-        at.type = n->etype;
-        at.data = n->a.constant.data;
-        at.count = n->a.constant.count;
+        at->type = n->etype;
+        at->data = n->a.constant.data;
+        at->count = n->a.constant.count;
         break;
-    case K_STATE: at.state = n->a.state; break;
-    case K_CONVERT: at.type = n->etype; break;
+    case K_STATE: at->state = n->a.state; break;
+    case K_CONVERT: at->type = n->etype; break;
     case K_BROADCAST:
     case K_REDUCE:
     case K_REVERSE:
     case K_SOFTMAX:
-        at.naxes = ir_mask_axes(n->a.axes, axes);
-        at.axes = axes;
+        at->naxes = ir_mask_axes(n->a.axes, s->axes);
+        at->axes = s->axes;
         break;
     case K_RESHAPE:
         for (int j = 0; j < a->rank; j++)
-            order[j] = n->a.order[j];
-        at.order = order;
+            s->order[j] = n->a.order[j];
+        at->order = s->order;
         break;
     case K_SLICE:
     case K_REPLACE_SLICE:
@@ -79,39 +88,39 @@ static bool bind_node(binder *b, int32_t i)
             l[1] = n->a.pad.above;
             l[2] = n->a.pad.interior;
         }
-        if (!eval_list(b, a->rank, l[0], lo, pad ? "below" : "lower bound", i) ||
-            !eval_list(b, a->rank, l[1], up, pad ? "above" : "upper bound", i) ||
-            !eval_list(b, a->rank, l[2], step, pad ? "interior" : "stride", i))
+        if (!map_list(map, ctx, a->rank, l[0], s->lo, pad ? "below" : "lower bound", i) ||
+            !map_list(map, ctx, a->rank, l[1], s->up, pad ? "above" : "upper bound", i) ||
+            !map_list(map, ctx, a->rank, l[2], s->step, pad ? "interior" : "stride", i))
             return false;
-        at.lower = at.below = lo;
-        at.upper = at.above = up;
-        at.step = at.interior = step;
+        at->lower = at->below = s->lo;
+        at->upper = at->above = s->up;
+        at->step = at->interior = s->step;
         break;
     }
     case K_CONCAT:
     case K_ARGREDUCE:
     case K_ONE_HOT:
     case K_GATHER:
-    case K_SCATTER_ADD: at.index = n->a.axis; break;
-    case K_GET: at.index = n->a.get.index; break;
+    case K_SCATTER_ADD: at->index = n->a.axis; break;
+    case K_GET: at->index = n->a.get.index; break;
     case K_CONV:
     case K_POOL: {
         const ir_window *w = n->a.win;
-        at.window = w->window;
-        at.step = w->stride;
-        at.dilation = w->dilation;
-        at.pad_below = w->pad_below;
-        at.pad_above = w->pad_above;
-        at.data_dilation = w->data_dilation;
-        at.groups = w->groups;
-        at.include_pad = w->include_pad;
+        at->window = w->window;
+        at->step = w->stride;
+        at->dilation = w->dilation;
+        at->pad_below = w->pad_below;
+        at->pad_above = w->pad_above;
+        at->data_dilation = w->data_dilation;
+        at->groups = w->groups;
+        at->include_pad = w->include_pad;
         break;
     }
     case K_TOPK:
-        at.k = n->a.topk.k;
-        at.index = n->a.topk.axis;
-        at.largest = n->a.topk.largest;
-        at.which = n->a.topk.which;
+        at->k = n->a.topk.k;
+        at->index = n->a.topk.axis;
+        at->largest = n->a.topk.largest;
+        at->which = n->a.topk.which;
         break;
     case K_EW: /* operands only: every kind is listed, so a new one must say what it takes */
     case K_CMP:
@@ -120,20 +129,33 @@ static bool bind_node(binder *b, int32_t i)
     case K_TUPLE:
     case K_BATCH_DOT: break;
     }
-    int32_t v = ir_build(b->g, (ir_op)n->op, n->nin, n->in, &at);
+    return true;
+}
+
+bool ir_rebuild_node(nest_function *f, nest_function *g, int32_t i, const ir_attrs *at)
+{
+    const ir_node *n = &f->nodes[i];
+    int32_t v = ir_build(g, (ir_op)n->op, n->nin, n->in, at);
     if (v < 0) {
-        ir_error(b->f, b->g->status, "%s", b->g->errmsg ? b->g->errmsg : "out of memory");
+        ir_error(f, g->status, "%s", g->errmsg ? g->errmsg : "out of memory");
         return false;
     }
     assert(v == i);
-    ir_node *m = &b->g->nodes[v];
+    ir_node *m = &g->nodes[v];
     m->line = n->line;
     m->col = n->col;
-    if (n->name && k != K_PARAM && ir_set_name(b->g, v, n->name) != NEST_OK) {
-        ir_error(b->f, NEST_ERR_NOMEM, "out of memory");
+    if (n->name && ir_kind_of(n) != K_PARAM && ir_set_name(g, v, n->name) != NEST_OK) {
+        ir_error(f, NEST_ERR_NOMEM, "out of memory");
         return false;
     }
     return true;
+}
+
+/* Builds node i of f into g (as node i); false with the error on f. */
+static bool bind_node(binder *b, int32_t i)
+{
+    ir_node_attrs s;
+    return ir_node_attrs_of(b->f, i, eval_dim, b, &s) && ir_rebuild_node(b->f, b->g, i, &s.at);
 }
 
 /* The function's dims must all appear in its parameters' shapes: a size no argument has is a

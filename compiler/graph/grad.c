@@ -142,12 +142,16 @@ static void acc(gctx *g, int32_t x, int32_t v)
 
 /* ---- the rules that need more than a line ---- */
 
-static int64_t prod(const int64_t *v, int n)
+/* Refuses a rule that does not take symbolic dims yet: an error on f naming the op and the dim. */
+static void refuse_sym(gctx *g, int32_t node, int64_t dim, const char *what)
 {
-    int64_t p = 1;
-    for (int i = 0; i < n; i++)
-        p *= v[i]; /* a product of dims of a tensor nest accepted: no overflow */
-    return p;
+    char *t = dim_text(g->f, dim);
+    const ir_node *n = &g->f->nodes[node];
+    ir_error(g->f, NEST_ERR_ARG, "grad: %s of %s (node %d) along the symbolic dim %s is not "
+             "differentiated yet; nest_specialize gives plain sizes",
+             what, n->name ? n->name : ir_ops[n->op].name, node, t ? t : "?");
+    free(t);
+    g->failed = true;
 }
 
 /* out = dot(a, b): a [I.., K] and b [K, J..] contract K. With the free axes of each side merged
@@ -174,7 +178,13 @@ static void rule_dot(gctx *g, int32_t gi, int32_t a, int32_t b)
         return;
     }
     int ra = A.rank, rb = B.rank;
-    int64_t K = A.shape[ra - 1], I = prod(A.shape, ra - 1), J = prod(B.shape + 1, rb - 1);
+    /* the merged free axes: products of dims (N*64 when a batch N is symbolic) */
+    int64_t K = A.shape[ra - 1], I = ir_dims_count(f, ra - 1, A.shape),
+            J = ir_dims_count(f, rb - 1, B.shape + 1);
+    if (I == DIM_NONE || J == DIM_NONE) {
+        g->failed = true;
+        return;
+    }
     int64_t order[NEST_MAX_RANK];
     if (na) { /* ga [I, K] = g [I, J] . bt [J, K] */
         int64_t gs[2] = {I, J}, bts[2] = {J, K};
@@ -224,11 +234,18 @@ static void rule_slice(gctx *g, int32_t gi, int32_t node, int32_t a)
     const int64_t *full = A->shape; /* in the arena: building moves only the nodes */
     int64_t cur[NEST_MAX_RANK + 1];
     memcpy(cur, n.shape, (size_t)r * sizeof *cur);
-    if (prod(cur, r) == 0)
+    if (ir_dims_count(f, r, cur) == 0)
         return; /* nothing was taken: the gradient is zero */
     int32_t x = gi;
     for (int d = 0; d < r && !g->failed; d++) {
         int64_t cnt = cur[d], step = n.a.slice.step[d], lo = n.a.slice.lower[d];
+        if (dim_is_sym(full[d]) || dim_is_sym(cnt) || dim_is_sym(lo)) {
+            if (lo == 0 && cnt == full[d] && step == 1)
+                continue; /* a symbolic axis taken whole */
+            refuse_sym(g, node, dim_is_sym(full[d]) ? full[d] : dim_is_sym(cnt) ? cnt : lo,
+                       "a slice");
+            return;
+        }
         if (step > 1 && cnt > 1) {
             /* [.., cnt, ..] -> [.., cnt, 1, ..] ++ zeros [.., cnt, step - 1, ..] -> [.., cnt * step, ..] */
             if (r + 1 > NEST_MAX_RANK) {
@@ -331,7 +348,14 @@ static void rule_pad(gctx *g, int32_t gi, int32_t node, int32_t a, int32_t v)
         lo[k] = -n.a.pad.below[k];
         hi[k] = -n.a.pad.above[k];
         step[k] = n.a.pad.interior[k] + 1;
-        up[k] = A->shape[k] ? (A->shape[k] - 1) * step[k] + 1 : 0; /* the dilated extent */
+        if (dim_is_sym(A->shape[k]) && (lo[k] || hi[k] || step[k] != 1)) {
+            refuse_sym(g, node, A->shape[k], "a pad");
+            return;
+        }
+        /* the dilated extent (a symbolic axis is not dilated) */
+        up[k] = dim_is_sym(A->shape[k]) ? A->shape[k]
+                : A->shape[k]           ? (A->shape[k] - 1) * step[k] + 1
+                                        : 0;
         pads |= lo[k] != 0 || hi[k] != 0;
         steps |= step[k] != 1;
     }
@@ -490,6 +514,10 @@ static void rule_conv(gctx *g, int32_t gi, int32_t node, int32_t x, int32_t w)
         ir_attrs at = {.step = win->data_dilation, .dilation = win->dilation, .pad_below = pb,
                        .pad_above = pa, .data_dilation = win->stride, .groups = G};
         acc(g, x, build(g, OP_CONVOLUTION, 2, (int32_t[]){gi, wt}, &at));
+    }
+    if (g->need[w] && dim_is_sym(N)) { /* the images would be channels of a symbolic count */
+        refuse_sym(g, node, N, "the filters of a convolution");
+        return;
     }
     if (g->need[w]) {
         /* x [N, C, d..] as [N, G, C/G, d..], read as [C/G, G, N, d..]: [C/G, G N, d..] */
@@ -899,10 +927,10 @@ static void rule(gctx *g, int32_t i)
             int32_t x = ir_resolve(f, n.in[j]);
             int64_t len = f->nodes[x].shape[n.a.axis];
             lo[n.a.axis] = start;
-            up[n.a.axis] = start + len;
+            up[n.a.axis] = dim_add(f, start, len); /* symbolic along a symbolic axis */
             if (g->need[x])
                 acc(g, x, slice(g, gi, lo, up, NULL));
-            start += len;
+            start = up[n.a.axis];
         }
         break;
     }
@@ -980,10 +1008,6 @@ nest_value nest_grad(nest_function *f, nest_value loss, int n, const nest_value 
                NEST_NONE;
     if (loss >= f->nnodes)
         return ir_error(f, NEST_ERR_ARG, "grad: %d is not a value of function %s", loss, f->name),
-               NEST_NONE;
-    if (ir_is_symbolic(f))
-        return ir_error(f, NEST_ERR_ARG, "grad: function %s has symbolic dims (not supported yet)",
-                        f->name),
                NEST_NONE;
     int32_t L = ir_resolve(f, loss);
     const ir_node *ln = &f->nodes[L];

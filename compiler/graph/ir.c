@@ -49,6 +49,7 @@ void ir_function_destroy(nest_function *f)
 {
     if (!f)
         return;
+    ir_function_destroy(f->collapsed);
     arena_free(&f->arena);
     free(f->nodes);
     free(f->names);

@@ -182,12 +182,23 @@ static int32_t home_of(lower *lw, int32_t node, int64_t *st)
 
 /* Stores node's expression in its home with a nest of its own; the node is read from there
  * afterwards. */
+static bool lower_reshape(lower *lw, int32_t node);
+
 static bool store(lower *lw, int32_t node)
 {
     if (lw->home[node] >= 0)
         return true;
     plan *p = lw->p;
     const ir_node *n = &lw->f->nodes[node];
+    /* a transpose that moves a symbolic dim inward (x^T of a batch) would have symbolic
+     * strides stored: its operand is stored instead, and it stays a view of that */
+    bool inner_sym = false;
+    for (int k = 1; n->etype != IR_TUPLE && k < n->rank; k++)
+        inner_sym |= dim_is_sym(n->shape[k]);
+    if (inner_sym && ir_kind_of(n) == K_RESHAPE && lw->result[node] < 0) {
+        int32_t ia = ir_resolve(lw->f, n->in[0]);
+        return store(lw, ia) && lower_reshape(lw, node);
+    }
     int64_t st[NEST_MAX_RANK];
     int32_t b = home_of(lw, node, st);
     nest *ne = b >= 0 ? new_nest(p, n->rank, n->shape, 0) : NULL;
@@ -296,9 +307,17 @@ static bool lower_reshape(lower *lw, int32_t node)
     int64_t pshape[NEST_MAX_RANK];
     for (int k = 0; k < a->rank; k++)
         pshape[k] = a->shape[n->a.order[k]];
-    /* a view when strides can say it */
+    /* a view when strides can say it (a transpose that moves a symbolic dim inward is the
+     * permuted operand, a concat's parts included: it cannot be stored) */
+    bool inner_sym = false, same = n->rank == a->rank;
+    for (int k = 0; k < n->rank; k++) {
+        inner_sym |= k > 0 && dim_is_sym(n->shape[k]);
+        same = same && pshape[k] == n->shape[k];
+    }
     fx *perm = fx_permute(p, lw->val[ia], a->rank, n->a.order);
-    fx *v = perm ? fx_reshape(p, perm, a->rank, pshape, n->rank, n->shape) : NULL;
+    fx *v = perm && inner_sym && same ? perm
+            : perm                    ? fx_reshape(p, perm, a->rank, pshape, n->rank, n->shape)
+                                      : NULL;
     if (v || p->status) {
         lw->val[node] = v;
         return v != NULL;

@@ -18,33 +18,55 @@
 
 #include "internal.h"
 
+/* s times a dim d: DIM_NONE once a symbolic dim is in it. */
+static int64_t stride_times(int64_t s, int64_t d)
+{
+    return s == DIM_NONE || dim_is_sym(d) ? DIM_NONE : s * d;
+}
+
 void layout_strides(int rank, const int64_t *shape, int layout, int64_t *st)
 {
-    /* no stride takes the outermost dim, which may be symbolic (pipeline.c checks the rest) */
+    /* no stride takes the outermost dim, which may be symbolic; a symbolic dim further in
+     * makes the strides outside it DIM_NONE: such a value is a view of a stored tensor
+     * (pipeline.c), never stored itself (plan_buffer) */
     int64_t s = 1;
     if (layout == NEST_COL_MAJOR) {
         for (int k = 0; k < rank; k++) {
             st[k] = s;
             if (k + 1 < rank)
-                s *= shape[k];
+                s = stride_times(s, shape[k]);
         }
     } else {
         for (int k = rank - 1; k >= 0; k--) {
             st[k] = s;
             if (k > 0)
-                s *= shape[k];
+                s = stride_times(s, shape[k]);
         }
     }
 }
 
-bool plan_limit(plan *p, const char *fmt, ...)
+static void plan_failv(plan *p, int status, const char *fmt, va_list ap)
 {
     if (p->status)
-        return false;
-    p->status = NEST_ERR_LIMIT;
+        return;
+    p->status = status;
+    vsnprintf(p->why, sizeof p->why, fmt, ap);
+}
+
+bool plan_limit(plan *p, const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(p->why, sizeof p->why, fmt, ap);
+    plan_failv(p, NEST_ERR_LIMIT, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+bool plan_fail(plan *p, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    plan_failv(p, status, fmt, ap);
     va_end(ap);
     return false;
 }
@@ -68,8 +90,22 @@ int32_t plan_buffer(plan *p, pbuf_kind kind, int32_t index, int32_t node, int et
     const ir_node *n = node >= 0 ? &p->f->nodes[node] : NULL;
     if (n && n->etype != IR_TUPLE && count == ir_count(n)) {
         bool sym = false;
-        for (int k = 0; k < n->rank; k++)
+        for (int k = 0; k < n->rank; k++) {
             sym |= dim_is_sym(n->shape[k]);
+            /* stored, a symbolic dim further in would make the strides symbolic */
+            if (k > 0 && dim_is_sym(n->shape[k]) && (kind == BUF_TEMP || kind == BUF_RESULT)) {
+                buf t = {0};
+                ir_format_type(&t, p->f, node);
+                char *ts = buf_finish(&t);
+                plan_fail(p, NEST_ERR_ARG,
+                          "value %s (%s) would be stored with a symbolic dim other than the "
+                          "first axis, which is not compiled yet; nest_specialize or nestc "
+                          "--dim NAME=N give plain sizes",
+                          n->name ? n->name : ir_ops[n->op].name, ts ? ts : "?");
+                free(ts);
+                return -1;
+            }
+        }
         if (sym && (b->count = ir_dims_count(p->f, n->rank, n->shape)) == DIM_NONE) {
             p->status = p->f->status;
             return -1;
@@ -430,8 +466,12 @@ static bool nocopy_reshape(nest_function *f, int ord, const int64_t *odims, cons
     while (ni < nrd && oi < oldnd) {
         int64_t np = ndims[ni], op = od[oi];
         while (np != op) {
-            /* a symbolic extent (the outermost, N) groups as a product: [N,256] is [N*256] */
-            int c = dim_is_sym(np) || dim_is_sym(op) ? dim_compare(f, np, op) : np < op ? -1 : 1;
+            /* a symbolic extent (the outermost, N) groups as a product: [N,256] is [N*256];
+             * a new axis of extent 1 joins the next whatever it is ([N,1] as [1,N]) */
+            int c = np == 1                            ? -1
+                    : dim_is_sym(np) || dim_is_sym(op) ? dim_compare(f, np, op)
+                    : np < op                          ? -1
+                                                       : 1;
             bool grow_new = c == -1 || c == DIM_LE;
             if (c == DIM_UNKNOWN || (grow_new ? nj >= nrd : oj >= oldnd))
                 return false;
@@ -443,11 +483,15 @@ static bool nocopy_reshape(nest_function *f, int ord, const int64_t *odims, cons
                 return false;
         }
         for (int ok = oi; ok < oj - 1; ok++)
-            if (os[ok] != od[ok + 1] * os[ok + 1])
+            if (dim_is_sym(od[ok + 1]) || os[ok] != od[ok + 1] * os[ok + 1])
                 return false;
         nst[nj - 1] = os[oj - 1];
-        for (int nk = nj - 1; nk > ni; nk--)
-            nst[nk - 1] = nst[nk] * ndims[nk];
+        for (int nk = nj - 1; nk > ni; nk--) { /* outside a symbolic extent, only an axis of
+                                                   * extent 1, which takes any stride */
+            if (ndims[nk - 1] != 1 && dim_is_sym(ndims[nk]))
+                return false;
+            nst[nk - 1] = dim_is_sym(ndims[nk]) ? 0 : nst[nk] * ndims[nk];
+        }
         ni = nj++;
         oi = oj++;
     }

@@ -58,15 +58,10 @@ static void ignores_axis(fx *e, void *ctx)
         d->ok = false;
 }
 
-/* Whether a product's nest has a symbolic extent other than its rows I (the emitter counts
- * I's blocks at run time; a symbolic batch, K or J is not tiled yet). */
-static bool symbolic(const nest *n)
-{
-    for (int d = 0; d < n->rank; d++)
-        if (dim_is_sym(n->dims[d]) && d != n->rank - 3)
-            return true;
-    return false;
-}
+/* Whether a product's nest has a symbolic columns J (the emitter counts I's blocks at run
+ * time, K is a bound of the k loops and of the panel, which the workspace places at run time,
+ * and batch axes are bounds of the loops around the tiles; a symbolic J is not tiled yet). */
+static bool symbolic(const nest *n) { return dim_is_sym(n->dims[n->rank - 1]); }
 
 static bool ignores(plan *p, fx *e, int axis)
 {
@@ -239,19 +234,28 @@ static bool tile_nest(plan *p, int32_t k, int vbytes, const int32_t *readers)
     tile_shape(et, n->tile_vb, &n->tile_i, &n->tile_j);
     /* a batch of products packs its panels into a local array of each thread when they are
      * small (the emitter runs the batch in parallel then), else into the workspace */
-    int64_t nbatch = 1, bytes = n->dims[r - 2] * n->tile_j * (int64_t)nest_type_size((nest_type)et);
-    for (int d = 0; d < r - 3; d++)
-        nbatch *= n->dims[d];
-    if (nbatch >= 2 && bytes <= TILE_LOCAL_PANEL)
+    bool ksym = dim_is_sym(n->dims[r - 2]); /* a symbolic K: the panel is in the workspace */
+    int64_t nbatch = 1, bytes = ksym ? 0 : n->dims[r - 2] * n->tile_j * (int64_t)nest_type_size((nest_type)et);
+    bool bsym = false; /* a symbolic batch counts as many products */
+    for (int d = 0; d < r - 3; d++) {
+        bsym |= dim_is_sym(n->dims[d]);
+        nbatch = bsym ? nbatch : nbatch * n->dims[d];
+    }
+    if (!ksym && (bsym || nbatch >= 2) && bytes <= TILE_LOCAL_PANEL)
         return absorb(p, k, readers);
     int64_t I = n->dims[r - 3];
-    if (nbatch == 1 && !dim_is_sym(I) && (I + n->tile_i - 1) / n->tile_i <= TILE_DIRECT_BLOCKS &&
-        b->kind == FX_LOAD && !b->nargs && b->buf != FX_IOTA && b->st[r - 1] == 1 &&
-        b->etype == et) {
+    if (nbatch == 1 && !bsym && !ksym && !dim_is_sym(I) &&
+        (I + n->tile_i - 1) / n->tile_i <= TILE_DIRECT_BLOCKS && b->kind == FX_LOAD &&
+        !b->nargs && b->buf != FX_IOTA && b->st[r - 1] == 1 && b->etype == et) {
         n->b_direct = true;
         return absorb(p, k, readers);
     }
-    n->pack = plan_buffer(p, BUF_TEMP, -1, o->node, et, n->dims[r - 2] * n->tile_j);
+    int64_t panel = dim_mul(p->f, n->dims[r - 2], n->tile_j);
+    if (panel == DIM_NONE) {
+        p->status = p->f->status;
+        return false;
+    }
+    n->pack = plan_buffer(p, BUF_TEMP, -1, o->node, et, panel);
     if (n->pack < 0)
         return false;
     return absorb(p, k, readers);
