@@ -406,7 +406,9 @@ static int call_dims(nest_kernel *k, nest_state *st, const int64_t *dims, int nd
     if (status != NEST_OK)
         return status;
     size_t size = k->ws_size_dims(dims);
+    state_lock(st); /* calls with one state object take turns, as nest_call_state's */
     int rc = run_with_workspace(k, size, dims, st ? st->t : NULL, args, results);
+    state_unlock(st);
     if (rc < 0)
         return call_error(k, NEST_ERR_NOMEM, "%s: out of memory for a workspace of %zu bytes",
                           k->name, size);
