@@ -94,15 +94,19 @@ int32_t plan_buffer(plan *p, pbuf_kind kind, int32_t index, int32_t node, int et
             sym |= dim_is_sym(n->shape[k]);
             /* stored, a symbolic dim further in would make the strides symbolic */
             if (k > 0 && dim_is_sym(n->shape[k]) && (kind == BUF_TEMP || kind == BUF_RESULT)) {
+                namer nm;
+                bool named = namer_init(&nm, p->f);
                 buf t = {0};
                 ir_format_type(&t, p->f, node);
                 char *ts = buf_finish(&t);
                 plan_fail(p, NEST_ERR_ARG,
-                          "value %s (%s) would be stored with a symbolic dim other than the "
+                          "value %s (%s: %s) would be stored with a symbolic dim other than the "
                           "first axis, which is not compiled yet; nest_specialize or nestc "
                           "--dim NAME=N give plain sizes",
-                          n->name ? n->name : ir_ops[n->op].name, ts ? ts : "?");
+                          named ? namer_name(&nm, node) : "?", ir_ops[n->op].name,
+                          ts ? ts : "?");
                 free(ts);
+                namer_free(&nm);
                 return -1;
             }
         }
