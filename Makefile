@@ -494,11 +494,11 @@ BENCH_BIN     := $(B)/bench/bench $(B)/bench/trivial_plain $(B)/bench/trivial_ne
                  $(B)/bench/conv $(B)/bench/models_run $(B)/bench/dims
 
 # the training table: nest's step kernels against PyTorch eager (bench/train_peers.py)
-$(B)/bench/train: bench/train.c bench/peer.h bench/benchutil.h $(B)/bench/peer.o \
-                  $(B)/bench/benchutil.o $(B)/lib/libnest.a include/nest.h
+$(B)/bench/train: bench/train.c bench/peer.h bench/benchutil.h bench/blascore.h $(B)/bench/peer.o \
+                  $(B)/bench/benchutil.o $(B)/bench/blascore.o $(B)/lib/libnest.a include/nest.h
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(NCFLAGS) -O2 -o $@ $< $(B)/bench/peer.o $(B)/bench/benchutil.o $(B)/lib/libnest.a \
-	    $(LDLIBS)
+	$(Q)$(CC) $(NCFLAGS) -O2 -o $@ $< $(B)/bench/peer.o $(B)/bench/benchutil.o \
+	    $(B)/bench/blascore.o $(B)/lib/libnest.a $(LDLIBS)
 
 $(B)/bench/handfused.o: bench/handfused.c bench/handfused.h
 	@mkdir -p $(dir $@)
@@ -528,7 +528,8 @@ $(B)/bench/bench: $(B)/bench/bench.o $(B)/bench/benchutil.o $(B)/bench/blascore.
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(BENCH_CXX) -fopenmp -o $@ $^ -Wl,-rpath,$(LLVM)/lib -lmvec $(LDLIBS)
 
-$(B)/bench/conv: $(B)/bench/conv.o $(B)/bench/benchutil.o $(B)/bench/peer.o $(B)/lib/libnest.a
+$(B)/bench/conv: $(B)/bench/conv.o $(B)/bench/benchutil.o $(B)/bench/peer.o $(B)/bench/blascore.o \
+                 $(B)/lib/libnest.a
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) -o $@ $^ $(LDLIBS)
 
@@ -554,9 +555,10 @@ $(B)/bench/ops: bench/ops.c bench/benchutil.h bench/peer.h bench/blascore.h $(B)
 	    $(B)/lib/libnest.a $(LDLIBS)
 
 # The models table (bench/models.py): nest's side, a server that imports, compiles and times.
-$(B)/bench/models_run: bench/models.c $(B)/lib/libnest.a include/nest.h
+$(B)/bench/models_run: bench/models.c bench/blascore.h $(B)/bench/blascore.o $(B)/lib/libnest.a \
+                       include/nest.h
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(NCFLAGS) -O2 -o $@ $< $(B)/lib/libnest.a $(LDLIBS)
+	$(Q)$(CC) $(NCFLAGS) -O2 -Ibench -o $@ $< $(B)/bench/blascore.o $(B)/lib/libnest.a $(LDLIBS)
 
 # Symbolic dims: one kernel for every N against the kernel for that N (bench/dims.c).
 $(B)/bench/dims: bench/dims.c bench/benchutil.h $(B)/bench/benchutil.o $(B)/lib/libnest.a \

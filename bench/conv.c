@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "benchutil.h"
+#include "blascore.h"
 #include "peer.h"
 #include "nest.h"
 
@@ -396,6 +397,9 @@ int main(int argc, char **argv)
             die("usage: conv [--quick] [--cpu-time] [--only TEXT]");
     }
     setenv("NEST_CACHE", "0", 0); /* every kernel compiled by this run */
+    char blas_note[320];
+    blascore_force(blas_note, sizeof blas_note); /* before PyTorch loads OpenBLAS */
+    printf("PyTorch's OpenBLAS: %s.\n", blas_note);
     peer py;
     peer_start(&py, PEER, "--serve");
     const char *info = peer_cmd(&py, "info");

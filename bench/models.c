@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "blascore.h"
 #include "nest.h"
 
 typedef int (*call_fn)(void *const *args, void *const *results);
@@ -161,9 +162,17 @@ static void time_calls(model *m, double seconds)
 
 int main(int argc, char **argv)
 {
+    if (argc == 2 && strcmp(argv[1], "--openblas-core") == 0) {
+        /* the OpenBLAS kernel PyTorch is to run with: the variable to set, then what it means */
+        char note[320];
+        blascore_force(note, sizeof note);
+        const char *core = getenv("OPENBLAS_CORETYPE");
+        printf("%s\n%s\n", core ? core : "", note);
+        return 0;
+    }
     if (argc != 3 || strcmp(argv[1], "--serve") != 0 ||
         (strcmp(argv[2], "jit") != 0 && strcmp(argv[2], "aot") != 0)) {
-        fprintf(stderr, "usage: models --serve jit|aot\n");
+        fprintf(stderr, "usage: models --serve jit|aot | --openblas-core\n");
         return 2;
     }
     bool aot = strcmp(argv[2], "aot") == 0;

@@ -130,6 +130,15 @@ def main():
         elif a == "--only":
             only, args = args, []
     os.makedirs(WORK, exist_ok=True)
+    # PyTorch's OpenBLAS runs the best kernel the CPU's flags allow (bench/blascore.c): its own
+    # choice is a generic one on CPUs it does not know
+    core, blas_note = subprocess.run([RUNNER, "--openblas-core"], capture_output=True, text=True,
+                                     check=True).stdout.split("\n")[:2]
+    os.environ.pop("OPENBLAS_L2_SIZE", None)
+    if core:
+        os.environ["OPENBLAS_CORETYPE"] = core
+    else:
+        os.environ.pop("OPENBLAS_CORETYPE", None)
     table = definitions()
     names = only or list(MODELS)
     me = [sys.executable, os.path.abspath(__file__), "--serve-torch"]
@@ -144,7 +153,7 @@ def main():
              f" Median of {rounds} interleaved rounds, milliseconds per inference; the ratio is "
              "PyTorch's time over nest's (above 1: nest is faster). "
              f"Machine: {os.uname().nodename}, {os.cpu_count()} cores, load average "
-             f"{os.getloadavg()[0]:.1f} at the start.", "",
+             f"{os.getloadavg()[0]:.1f} at the start. PyTorch's OpenBLAS: {blas_note}.", "",
              "| model | batch | threads | PyTorch | nest JIT | nest AOT | PyTorch / JIT | "
              "PyTorch / AOT |", "|---|---|---|---|---|---|---|---|"]
     compile_lines = ["", "Import and compile (nest, no compile cache), milliseconds:", "",

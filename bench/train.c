@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "benchutil.h"
+#include "blascore.h"
 #include "nest.h"
 #include "peer.h"
 
@@ -262,6 +263,8 @@ int main(int argc, char **argv)
     int rounds = nrounds ? nrounds : quick ? 3 : 7;
     double secs = quick ? 0.1 : 0.2;
     FILE *rep = report ? fopen(report, "a") : NULL;
+    char blas_note[320];
+    blascore_force(blas_note, sizeof blas_note); /* before PyTorch loads OpenBLAS */
     peer py;
     peer_start(&py, "bench/train_peers.py", "--serve");
     const char *info = peer_cmd(&py, "info");
@@ -272,13 +275,14 @@ int main(int argc, char **argv)
     int tl = snprintf(table, sizeof table,
                       "\n## Training: one step (forward, backward, SGD with momentum), ms\n\n"
                       "nest's step is one compiled kernel; PyTorch (%s) runs eager. Medians of %d "
-                      "rounds, contenders in turn%s.\n\n"
+                      "rounds, contenders in turn%s. PyTorch's OpenBLAS: %s.\n\n"
                       "| model | batch | threads | nest | PyTorch | PyTorch / nest |\n"
                       "|---|---|---|---|---|---|\n",
                       torch_version, rounds,
                       cpu_time ? "; one-thread rows in CPU time of each side's process "
                                  "(--cpu-time), two-thread rows in wall time"
-                               : "");
+                               : "",
+                      blas_note);
     for (int mi = 0; mi < NMODELS; mi++) {
         const model *m = &models[mi];
         for (int threads = 1; threads <= 2; threads++) {
