@@ -159,6 +159,9 @@ _SIGNATURES = {
     "nest_evaluate_state": (ctypes.c_int, [_vp, _vp, _vp, ctypes.c_int, _vp, ctypes.c_int]),
     # as nest_call: raw pointer arrays, no argtypes conversion
     "nest_call_state": (ctypes.c_int, None),
+    "nest_call_state_dims": (ctypes.c_int, None),
+    "nest_evaluate_state_dims": (ctypes.c_int, [_vp, _vp, _vp, ctypes.c_int, _vp, ctypes.c_int,
+                                                _vp, ctypes.c_int]),
     # windows: x, w, strides, dilation, pad_below, pad_above, data_dilation, groups
     "nest_convolution": (ctypes.c_int32, [_vp, ctypes.c_int32, ctypes.c_int32] +
                          [_c_int64_p] * 5 + [ctypes.c_int64]),

@@ -291,8 +291,13 @@ class Computation:
             argv, resv = self._tls.arrays = self._pointer_arrays()
         argv[:len(arrays)] = [_address(a) for a in arrays]
         resv[:len(outs)] = [_address(o) for o in outs]
-        rc = lib.nest_call_dims(self._k, dims, len(self._dims), argv, self._nargs, resv,
-                                self._nres)
+        if self._st:  # calls that share a state tensor take turns
+            with self._locks:
+                rc = lib.nest_call_state_dims(self._k, self._st, dims, len(self._dims), argv,
+                                              self._nargs, resv, self._nres)
+        else:
+            rc = lib.nest_call_dims(self._k, dims, len(self._dims), argv, self._nargs, resv,
+                                    self._nres)
         if rc != 0:
             msg = lib.nest_kernel_errmsg(self._k)
             raise NestError(msg.decode("utf-8", "replace") if msg else "call failed", rc)
@@ -388,7 +393,12 @@ class Computation:
         outs = self._result_arrays(sizes)
         argv = (ctypes.c_void_p * max(len(arrays), 1))(*map(_address, arrays))
         resv = (ctypes.c_void_p * max(len(outs), 1))(*map(_address, outs))
-        if self._dims:
+        if self._dims and self._st:
+            dims = (ctypes.c_int64 * len(self._dims))(*[sizes[d] for d in self._dims])
+            with self._locks:
+                rc = lib.nest_evaluate_state_dims(self._b.fn, self._st, dims, len(self._dims),
+                                                  argv, len(arrays), resv, len(outs))
+        elif self._dims:
             dims = (ctypes.c_int64 * len(self._dims))(*[sizes[d] for d in self._dims])
             rc = lib.nest_evaluate_dims(self._b.fn, dims, len(self._dims), argv, len(arrays),
                                         resv, len(outs))

@@ -1,8 +1,9 @@
 """Symbolic axes: ng.make_axis(name="N") without a length is one of the C library's named dims
 (nest_named_dim); one compiled kernel serves every length, taken from the arrays at each call
 (nest_call_dims). Element-wise ops, reductions and dot with the symbolic axis first, against
-numpy at several lengths (0 included); what the C core refuses is a NestError with its message,
-what the front end cannot do without a length an AxisError."""
+numpy at several lengths (0 included), a contraction over it, state and gradients; what the C
+core refuses is a NestError with its message, what the front end cannot do without a length an
+AxisError."""
 import ctypes
 
 import numpy as np
@@ -140,19 +141,33 @@ def test_the_shared_object_takes_the_lengths_first(tmp_path):
     np.testing.assert_array_equal(out, (xs * xs).sum(1))
 
 
-def test_what_is_refused():
+def test_contraction_state_and_gradients_over_the_symbolic_axis():
+    """The C core compiles a sum over N (x transposed read by a product), state tensors of
+    plain lengths updated from [N, ...] arguments, and gradients over N."""
+    rng = np.random.default_rng(4)
     x = ng.placeholder([N, F], name="x")
     y = ng.placeholder([N, K], name="y")
-    # the C core: the symbolic axis moved from the front, state, gradients
-    with pytest.raises(ng.NestError, match="a symbolic dim other than the first axis"):
-        ng.computation(ng.dot(x, y), x, y)            # contracting N: x transposed
+    xty = ng.computation(ng.dot(x, y), x, y, name="xty")   # contracts N: [F, K]
+    w = ng.variable([F], name="w_sym")
+    step = ng.computation(ng.assign(w, w + ng.sum(x, reduction_axes=[N])), x, name="acc")
+    g = ng.computation(ng.deriv(ng.sum(x * x), x), x, name="grad")
+    total = np.zeros(5, np.float32)
+    for n in SIZES:
+        a, b = rand(rng, n, 5), rand(rng, n, 3)
+        np.testing.assert_allclose(xty(a, b), a.T @ b, rtol=1e-4, atol=1e-4)
+        step(a)
+        total += a.sum(axis=0)
+        np.testing.assert_allclose(step.state["w_sym"], total, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(g(a), 2 * a, rtol=1e-6)
+    step.evaluate(np.ones((2, 5), np.float32))   # the interpreter, with state and a length
+    np.testing.assert_allclose(step.state["w_sym"], total + 2, rtol=1e-4, atol=1e-4)
+
+
+def test_what_is_refused():
+    x = ng.placeholder([N, F], name="x")
+    # the C core: the symbolic axis stored away from the front
     with pytest.raises(ng.NestError, match="a symbolic dim other than the first axis"):
         ng.computation(x.T, x)
-    w = ng.variable([F], name="w")
-    with pytest.raises(ng.NestError, match="a function with state and symbolic dims"):
-        ng.computation(ng.assign(w, w + ng.sum(x, reduction_axes=[N])), x)
-    with pytest.raises(ng.NestError, match="symbolic dims"):
-        ng.deriv(ng.sum(x * x), x)
     # the front end, which would need the length
     with pytest.raises(ng.AxisError, match="mean: axis N .* is symbolic"):
         ng.mean(x, reduction_axes=[N])
