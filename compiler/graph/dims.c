@@ -509,11 +509,20 @@ void dim_format_with(buf *b, const nest_function *f, int64_t d, const char *cons
     }
     if (names)
         buf_putc(b, '(');
-    /* the canonical order: M*N*2-M*2, N*64+2, N-1 */
-    int order[DIM_MAX_TERMS];
+    /* the canonical order (M*N*2-M*2, N*64+2, N-1), except that the first term with a positive
+     * coefficient leads (a type's dim cannot start with a minus: 2-N, N-M), or 0 when none has */
+    int order[DIM_MAX_TERMS], lead = -1;
     canon_order(f, e, order);
+    for (int i = 0; i < e->nterms && lead < 0; i++)
+        if (e->terms[order[i]].coef > 0)
+            lead = i;
+    if (lead >= 0)
+        format_term(b, f, &e->terms[order[lead]], true, names);
+    else
+        buf_putc(b, '0');
     for (int i = 0; i < e->nterms; i++)
-        format_term(b, f, &e->terms[order[i]], i == 0, names);
+        if (i != lead)
+            format_term(b, f, &e->terms[order[i]], false, names);
     if (names)
         buf_putc(b, ')');
 }
