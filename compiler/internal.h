@@ -973,6 +973,13 @@ bool nest_permute(plan *p, nest *n, const uint8_t *order);
 int pass_tile(plan *p);
 /* The register tile (rows ti, columns tj) for an element type and a vector width in bytes. */
 void tile_shape(int etype, int vector_bytes, int *ti, int *tj);
+/* The register tile of a product with fewer columns than tile_shape's: nv vectors of columns
+ * (nv below tile_shape's) and as many rows as the accumulators allow (16 x 16 floats with
+ * 512-bit vectors). nv is 0 for tile_shape's own. */
+void tile_thin_shape(int etype, int vector_bytes, int nv, int *ti, int *tj);
+/* The vectors of columns of tile_shape's tile, and the thin tile for J columns (0: none). */
+int tile_vectors(int etype, int vector_bytes);
+int tile_thin_vectors(int etype, int vector_bytes, int64_t J);
 /* The vector width in bytes of the CPU the code is compiled for (opts->march): 64 with
  * AVX-512, 32 with AVX2, 16 for baseline x86-64 and x86-64-v2. */
 int tile_vector_bytes(const nest_options *o);

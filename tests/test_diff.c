@@ -341,6 +341,11 @@ static const dot_form DOTS[] = {
     {{2, {5, 17}}, {2, {17, 33}}},
     {{2, {33, 65}}, {2, {65, 47}}},
     {{2, {64, 65}}, {2, {65, 67}}},
+    /* thin products (fewer columns than a register tile's: the thin tiles of tile.c), with
+     * whole and partial blocks of rows */
+    {{2, {37, 29}}, {2, {29, 10}}},
+    {{2, {40, 33}}, {2, {33, 3}}},
+    {{2, {19, 70}}, {2, {70, 40}}},
     /* zero-length contraction with an output, zero-size outputs */
     {{2, {3, 0}}, {2, {0, 4}}},
     {{2, {0, 3}}, {2, {3, 4}}},

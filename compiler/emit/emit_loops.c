@@ -1060,7 +1060,8 @@ static void emit_tiled(ctx *c, int32_t k)
     {
         /* the first factor's rows start at a[off + batch + i0 * si] and step k by sk */
         const fx *a = ne->tile_a;
-        int h = em_tile_helper(et, ne->tile_vb);
+        int nlanes = ne->tile_vb / (int)nest_type_size((nest_type)et);
+        int h = em_tile_helper(et, ne->tile_vb, tj < tile_vectors(et, ne->tile_vb) * nlanes);
         *c->helpers |= 1ull << h;
         buf t = {0};
         buf_printf(&t, "%s + %lld", c->bufname[a->buf], (long long)a->off);

@@ -7,7 +7,9 @@
  * reloads B from memory for every row. Tiled, the nest keeps a TI x TJ block of the result in
  * registers while k runs, reads B from a packed panel (TJ columns, contiguous, built once per
  * column block and reused by every row block), and reads each A[i,k] once per TJ columns. Every
- * element is still summed in k order, so the result is the same as the untiled nest's.
+ * element is still summed in k order, so the result is the same as the untiled nest's. A
+ * product with fewer columns than a tile's takes a thin tile (tile_thin_shape): the vectors that
+ * cover its columns, and more rows.
  *
  * The element-wise nest that follows and reads the product exactly where it is written (a bias
  * and a ReLU) is absorbed: it runs on the tile as it leaves the registers, and the product is
@@ -156,7 +158,30 @@ void tile_shape(int etype, int vector_bytes, int *ti, int *tj)
     /* 16 vector accumulators with 512-bit vectors, 12 with narrower ones */
     int lanes = vector_bytes / (int)nest_type_size((nest_type)etype);
     *ti = vector_bytes >= 64 ? 4 : 6;
-    *tj = vector_bytes >= 64 ? 4 * lanes : 2 * lanes;
+    *tj = tile_vectors(etype, vector_bytes) * lanes;
+}
+
+int tile_vectors(int etype, int vector_bytes)
+{
+    (void)etype;
+    return vector_bytes >= 64 ? 4 : 2;
+}
+
+/* A product with fewer columns than a tile's (the ten scores of a classifier, their
+ * gradients) holds as many vectors of columns as cover them and more rows: the same number
+ * of accumulators (16 with 512-bit vectors, 12 with narrower ones) over the short side. */
+void tile_thin_shape(int etype, int vector_bytes, int nv, int *ti, int *tj)
+{
+    int lanes = vector_bytes / (int)nest_type_size((nest_type)etype);
+    *ti = (vector_bytes >= 64 ? 16 : 12) / nv;
+    *tj = nv * lanes;
+}
+
+int tile_thin_vectors(int etype, int vector_bytes, int64_t J)
+{
+    int64_t lanes = vector_bytes / (int64_t)nest_type_size((nest_type)etype);
+    int64_t nv = (J + lanes - 1) / lanes;
+    return nv < tile_vectors(etype, vector_bytes) ? (int)nv : 0;
 }
 
 /* A product whose folded axis is the outermost (a^T . b: the weights' gradient in the backward
@@ -225,7 +250,7 @@ static bool tile_nest(plan *p, int32_t k, int vbytes, const int32_t *readers)
     if (n->reduced != (1u << (r - 2)) || (et != NEST_F32 && et != NEST_F64) ||
         o->reduce != OP_SUM || o->st[r - 2] != 0 || o->st[r - 1] != 1 ||
         (n->dims[r - 3] < 2 && !dim_is_sym(n->dims[r - 3])) ||
-        n->dims[r - 1] < 16 || symbolic(n) || !factors(p, o->value, r, &a, &b)) {
+        n->dims[r - 1] < 2 || symbolic(n) || !factors(p, o->value, r, &a, &b)) {
         if (swapped) /* either order is correct: this one only when tiled */
             swap_last_axes(p, n);
         return p->status == NEST_OK;
@@ -234,7 +259,11 @@ static bool tile_nest(plan *p, int32_t k, int vbytes, const int32_t *readers)
     n->tile_b = b;
     n->a_first = o->value->args[0] == a;
     n->tile_vb = vbytes >= 64 ? 64 : vbytes >= 32 ? 32 : 16;
-    tile_shape(et, n->tile_vb, &n->tile_i, &n->tile_j);
+    int thin = tile_thin_vectors(et, n->tile_vb, n->dims[r - 1]);
+    if (thin)
+        tile_thin_shape(et, n->tile_vb, thin, &n->tile_i, &n->tile_j);
+    else
+        tile_shape(et, n->tile_vb, &n->tile_i, &n->tile_j);
     /* a batch of products packs its panels into a local array of each thread when they are
      * small (the emitter runs the batch in parallel then), else into the workspace */
     int64_t nbatch = 1, bytes = n->dims[r - 2] * n->tile_j * (int64_t)nest_type_size((nest_type)et);
