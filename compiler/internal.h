@@ -645,6 +645,8 @@ typedef struct nest {
     int tile_vb;         /* tile.c: the vector bytes the tile was sized for (16, 32, 64) */
     fx *tile_a, *tile_b; /* tile.c: its factors: a load ignoring J, an expression ignoring I */
     bool a_first;        /* tile.c: the product is tile_a * tile_b (else tile_b * tile_a) */
+    bool tile_par;       /* tile.c: its tiles run on several cores (each product of a batch in
+                          * one parallel region): B packed whole, then the tiles */
     int32_t pack;        /* the workspace buffer private to the nest, or -1: a tiled product's
                           * packed panel (tile.c; -1 for a batch of products: a local array),
                           * a convolution's copy of its input (conv.c) */
@@ -967,6 +969,11 @@ bool nest_permute(plan *p, nest *n, const uint8_t *order);
 /* A tiled batch of products packs its panels into a local array of each thread (pack -1) when
  * they take at most this many bytes (libomp's and glibc's threads have megabytes of stack). */
 #define TILE_LOCAL_PANEL (64 * 1024)
+/* Products and convolutions run on several cores (with OpenMP) from this many multiply-adds
+ * (about 80 us of one core at 100 GFLOP/s): a parallel region costs microseconds of a quiet
+ * machine, and tens when the cores are shared; the smaller products of a training step (the
+ * digits MLP's, 2^21 multiply-adds at most) lost more to it than they gained. */
+#define PAR_MIN_MACS ((int64_t)1 << 22)
 /* Tiles the [batch..., I, K, J] nests of contracting dots and batch_dots (the result block in
  * registers, B packed into panels) and absorbs the element-wise nest that follows into the
  * tile's store. */

@@ -915,94 +915,15 @@ static void emit_assign(ctx *c, const char *dst, fx *value)
  * 64 floats each) and PACK_BLOCK values of each of its columns stay in L1. */
 #define PACK_BLOCK 16
 
-/* A product of matrices tiled by tile.c: for each block of TJ columns, B's panel is packed;
- * for each block of TI rows, the block of the product accumulates in registers over k; then
- * the block leaves through the absorbed element-wise outputs (and the product's own store).
- * Batch axes (a batch_dot's) run outside: in parallel when there are several and the panel fits
- * a local array of each thread, else one after the other with the rows in parallel. */
-static void emit_tiled(ctx *c, int32_t k)
+/* The panel `panel` of B's columns j0 .. j0 + nj (j0 and nj named by c->var[nb + 2] and nj),
+ * k-major, zero past the edge. */
+static void emit_pack_panel(ctx *c, const nest *ne, const char *panel, const char *nj)
 {
-    const nest *ne = &c->p->nests[k];
-    const nout *prod = &ne->outs[0];
-    int et = prod->value->etype, ti = ne->tile_i, tj = ne->tile_j, nb = ne->rank - 3;
+    int tj = ne->tile_j, nb = ne->rank - 3;
     long long K = ne->dims[nb + 1], J = ne->dims[nb + 2];
-    /* the rows I may be symbolic: their blocks are counted at run time */
-    int64_t I = ne->dims[nb];
-    bool Isym = dim_is_sym(I);
-    char *Is = em_dim_text(c, I);
-    int64_t nbatch = 1;
-    for (int d = 0; d < nb; d++)
-        nbatch *= ne->dims[d];
-    const char *T = em_ctype(et);
-    bool local_panel = ne->pack < 0;
-    bool par_batch = local_panel && c->p->opts->openmp && nest_work(ne) >= PAR_MIN;
-    c->ne = ne;
-    memset(&c->local, 0, sizeof c->local);
-    c->local.outer = &c->fn;
-    em_nest_comment(c);
-    em_line(c, "/* in tiles of %d x %d held in registers over the %lld-long sum, the second factor", ti,
-         tj, K);
-    em_line(c, " * packed %d columns at a time%s */", tj,
-            par_batch ? "; the products of the batch in parallel" : "");
-    em_line(c, "{");
-    c->indent++;
-    declare_temps(c, k, k, -1, false);
-    const char *panel = em_unique(&c->local, "panel");
-    if (!local_panel) {
-        em_line(c, "%s *restrict %s = (%s *)(ws + %lld);", T, panel, T,
-             (long long)c->p->bufs[ne->pack].offset);
-        em_ref_ws(c);
-    }
-    for (int d = 0; d < nb; d++) {
-        char v[16];
-        snprintf(v, sizeof v, "b%d", d);
-        c->var[d] = c->expr[d] = em_unique(&c->local, v);
-    }
-    const char *i0 = em_unique(&c->local, "i0"), *kv = em_unique(&c->local, "k"),
-               *j0 = em_unique(&c->local, "j0"), *ni = em_unique(&c->local, "ni"),
-               *nj = em_unique(&c->local, "nj"), *acc = em_unique(&c->local, "acc");
-    c->var[nb] = i0;
-    c->var[nb + 1] = kv;
-    c->var[nb + 2] = j0;
-    if (par_batch)
-        omp_parallel_for(c);
-    /* the batch axes: in parallel, one loop over their product whose index splits */
-    const char *bflat = NULL;
-    if (par_batch && nb > 1) {
-        bflat = em_unique(&c->local, "b");
-        em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", bflat, bflat, (long long)nbatch, bflat);
-        c->indent++;
-        int64_t inner = nbatch;
-        for (int d = 0; d < nb; d++) {
-            inner /= ne->dims[d];
-            em_line(c, "const int64_t %s = %s / %lld %% %lld;", c->var[d], bflat, (long long)inner,
-                    (long long)ne->dims[d]);
-        }
-    } else {
-        for (int d = 0; d < nb; d++) {
-            em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", c->var[d], c->var[d],
-                    (long long)ne->dims[d], c->var[d]);
-            c->indent++;
-        }
-    }
-    if (local_panel)
-        em_line(c, "%s %s[%lld];", T, panel, K * tj);
-    /* symbolic rows: fewer than a tile's take the small path, which reads B in place (packing
-     * all of B for a row or two costs more than the product) */
-    const char *small = Isym ? em_unique(&c->local, "small") : NULL;
-    if (small)
-        em_line(c, "const int %s = %s < %d;", small, Is ? Is : "0", ti);
-    em_line(c, "for (int64_t %s = 0; %s < %lld; %s += %d) {", j0, j0, J, j0, tj);
-    c->indent++;
-    if (J % tj) /* a last block of fewer columns */
-        em_line(c, "const int %s = %lld - %s < %d ? (int)(%lld - %s) : %d;", nj, J, j0, tj, J, j0, tj);
-    else
-        em_line(c, "const int %s = %d;", nj, tj);
-    /* the panel: B's columns j0 .. j0 + nj, k-major, zero past the edge */
-    if (small)
-        em_line(c, "if (!%s)", small);
+    const char *kv = c->var[nb + 1];
     char jexpr[64], dst[128];
-    snprintf(jexpr, sizeof jexpr, "%s + jj", j0);
+    snprintf(jexpr, sizeof jexpr, "%s + jj", c->var[nb + 2]);
     c->expr[nb] = "0";
     c->expr[nb + 1] = kv;
     c->expr[nb + 2] = jexpr;
@@ -1044,10 +965,35 @@ static void emit_tiled(ctx *c, int32_t k)
         c->indent--;
         em_line(c, "}");
     }
-    if (!par_batch && c->p->opts->openmp && nest_work(ne) / nbatch >= PAR_MIN && !Isym && I > ti)
-        omp_parallel_for(c);
-    em_line(c, "for (int64_t %s = 0; %s < %s; %s += %d) {", i0, i0, Is ? Is : "0", i0, ti);
-    c->indent++;
+}
+
+/* const int nj = the columns of the block at j0 (c->var[nb + 2]). */
+static void emit_block_cols(ctx *c, const nest *ne, const char *nj)
+{
+    int tj = ne->tile_j, nb = ne->rank - 3;
+    long long J = ne->dims[nb + 2];
+    const char *j0 = c->var[nb + 2];
+    if (J % tj) /* a last block of fewer columns */
+        em_line(c, "const int %s = %lld - %s < %d ? (int)(%lld - %s) : %d;", nj, J, j0, tj, J, j0, tj);
+    else
+        em_line(c, "const int %s = %d;", nj, tj);
+}
+
+/* One tile: the block of rows i0 .. i0 + ni by columns j0 .. j0 + nj (c->var[nb], c->var[nb +
+ * 2]) accumulates in registers over k from the panel, then leaves through the absorbed outputs
+ * and into the product if it is kept. `small` (or NULL): the name of the flag of symbolic rows
+ * fewer than a tile's, which read B in place. */
+static void emit_tile_block(ctx *c, const nest *ne, const char *panel, const char *nj,
+                            const char *small)
+{
+    const nout *prod = &ne->outs[0];
+    int et = prod->value->etype, ti = ne->tile_i, tj = ne->tile_j, nb = ne->rank - 3;
+    long long K = ne->dims[nb + 1];
+    int64_t I = ne->dims[nb];
+    bool Isym = dim_is_sym(I);
+    const char *T = em_ctype(et), *i0 = c->var[nb], *kv = c->var[nb + 1], *j0 = c->var[nb + 2];
+    const char *ni = em_unique(&c->local, "ni"), *acc = em_unique(&c->local, "acc");
+    char *Is = em_dim_text(c, I);
     if (Isym || I % ti)
         em_line(c, "const int %s = %s - %s < %d ? (int)(%s - %s) : %d;", ni, Is ? Is : "0", i0, ti,
                 Is ? Is : "0", i0, ti);
@@ -1055,8 +1001,9 @@ static void emit_tiled(ctx *c, int32_t k)
         em_line(c, "const int %s = %d;", ni, ti);
     free(Is);
     em_line(c, "%s %s[%d];", T, acc, ti * tj);
-    char iexpr[64];
+    char iexpr[64], jexpr[64];
     snprintf(iexpr, sizeof iexpr, "%s + ii", i0);
+    snprintf(jexpr, sizeof jexpr, "%s + jj", j0);
     {
         /* the first factor's rows start at a[off + batch + i0 * si] and step k by sk */
         const fx *a = ne->tile_a;
@@ -1138,7 +1085,145 @@ static void emit_tiled(ctx *c, int32_t k)
     }
     c->tile_view = NULL;
     c->tile_text = NULL;
-    for (int close = 0; close < 4 + (bflat ? 1 : nb); close++) {
+    for (int close = 0; close < 2; close++) {
+        c->indent--;
+        em_line(c, "}");
+    }
+}
+
+/* A product of matrices tiled by tile.c: for each block of TJ columns, B's panel is packed;
+ * for each block of TI rows, the block of the product accumulates in registers over k; then
+ * the block leaves through the absorbed element-wise outputs (and the product's own store).
+ * Batch axes (a batch_dot's) run outside: in parallel when there are several and the panel fits
+ * a local array of each thread, else one after the other. A product worth several cores
+ * (tile_par) runs one parallel region: every panel packed (one thread each), then the tiles. */
+static void emit_tiled(ctx *c, int32_t k)
+{
+    const nest *ne = &c->p->nests[k];
+    const nout *prod = &ne->outs[0];
+    int et = prod->value->etype, ti = ne->tile_i, tj = ne->tile_j, nb = ne->rank - 3;
+    long long K = ne->dims[nb + 1], J = ne->dims[nb + 2];
+    /* the rows I may be symbolic: their blocks are counted at run time */
+    int64_t I = ne->dims[nb];
+    bool Isym = dim_is_sym(I);
+    char *Is = em_dim_text(c, I);
+    int64_t nbatch = 1;
+    for (int d = 0; d < nb; d++)
+        nbatch *= ne->dims[d];
+    const char *T = em_ctype(et);
+    bool local_panel = ne->pack < 0;
+    bool par_batch = local_panel && c->p->opts->openmp && nest_work(ne) >= PAR_MIN_MACS;
+    c->ne = ne;
+    memset(&c->local, 0, sizeof c->local);
+    c->local.outer = &c->fn;
+    em_nest_comment(c);
+    em_line(c, "/* in tiles of %d x %d held in registers over the %lld-long sum, the second factor", ti,
+         tj, K);
+    em_line(c, " * packed %d columns at a time%s */", tj,
+            par_batch      ? "; the products of the batch in parallel"
+            : ne->tile_par ? "; the panels, then the tiles, in parallel"
+                           : "");
+    em_line(c, "{");
+    c->indent++;
+    declare_temps(c, k, k, -1, false);
+    const char *panel = em_unique(&c->local, "panel");
+    if (!local_panel) {
+        em_line(c, "%s *restrict %s = (%s *)(ws + %lld);", T, panel, T,
+             (long long)c->p->bufs[ne->pack].offset);
+        em_ref_ws(c);
+    }
+    for (int d = 0; d < nb; d++) {
+        char v[16];
+        snprintf(v, sizeof v, "b%d", d);
+        c->var[d] = c->expr[d] = em_unique(&c->local, v);
+    }
+    const char *i0 = em_unique(&c->local, "i0"), *kv = em_unique(&c->local, "k"),
+               *j0 = em_unique(&c->local, "j0"), *nj = em_unique(&c->local, "nj");
+    c->var[nb] = i0;
+    c->var[nb + 1] = kv;
+    c->var[nb + 2] = j0;
+    if (par_batch)
+        omp_parallel_for(c);
+    /* the batch axes: in parallel, one loop over their product whose index splits */
+    const char *bflat = NULL;
+    if (par_batch && nb > 1) {
+        bflat = em_unique(&c->local, "b");
+        em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", bflat, bflat, (long long)nbatch, bflat);
+        c->indent++;
+        int64_t inner = nbatch;
+        for (int d = 0; d < nb; d++) {
+            inner /= ne->dims[d];
+            em_line(c, "const int64_t %s = %s / %lld %% %lld;", c->var[d], bflat, (long long)inner,
+                    (long long)ne->dims[d]);
+        }
+    } else {
+        for (int d = 0; d < nb; d++) {
+            em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", c->var[d], c->var[d],
+                    (long long)ne->dims[d], c->var[d]);
+            c->indent++;
+        }
+    }
+    if (local_panel)
+        em_line(c, "%s %s[%lld];", T, panel, K * tj);
+    if (ne->tile_par) {
+        /* one parallel region: the panels of every block of columns, then the tiles, j-major
+         * (a thread's tiles read the panels it packed when the blocks divide evenly) */
+        long long jblocks = (J + tj - 1) / tj, iblocks = (I + ti - 1) / ti;
+        const char *jb = em_unique(&c->local, "jb"), *t = em_unique(&c->local, "t"),
+                   *pj = em_unique(&c->local, "pj");
+        em_line(c, "#ifdef _OPENMP");
+        em_line(c, "#pragma omp parallel");
+        em_line(c, "#endif");
+        em_line(c, "{");
+        c->indent++;
+        em_line(c, "#ifdef _OPENMP");
+        em_line(c, "#pragma omp for schedule(static)");
+        em_line(c, "#endif");
+        em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", jb, jb, jblocks, jb);
+        c->indent++;
+        em_line(c, "const int64_t %s = %s * %d;", j0, jb, tj);
+        emit_block_cols(c, ne, nj);
+        em_line(c, "%s *restrict %s = %s + %s * %lld;", T, pj, panel, jb, K * tj);
+        emit_pack_panel(c, ne, pj, nj);
+        c->indent--;
+        em_line(c, "}");
+        em_line(c, "#ifdef _OPENMP");
+        em_line(c, "#pragma omp for schedule(static)");
+        em_line(c, "#endif");
+        em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", t, t, jblocks * iblocks, t);
+        c->indent++;
+        em_line(c, "const int64_t %s = %s / %lld * %d, %s = %s %% %lld * %d;", j0, t, iblocks, tj,
+                i0, t, iblocks, ti);
+        emit_block_cols(c, ne, nj);
+        em_line(c, "const %s *restrict %s = %s + %s / %lld * %lld;", T, pj, panel, t, iblocks,
+                K * tj);
+        emit_tile_block(c, ne, pj, nj, NULL);
+        c->indent--;
+        em_line(c, "}");
+        c->indent--;
+        em_line(c, "}");
+    } else {
+        /* symbolic rows: fewer than a tile's take the small path, which reads B in place
+         * (packing all of B for a row or two costs more than the product) */
+        const char *small = Isym ? em_unique(&c->local, "small") : NULL;
+        if (small)
+            em_line(c, "const int %s = %s < %d;", small, Is ? Is : "0", ti);
+        em_line(c, "for (int64_t %s = 0; %s < %lld; %s += %d) {", j0, j0, J, j0, tj);
+        c->indent++;
+        emit_block_cols(c, ne, nj);
+        if (small)
+            em_line(c, "if (!%s)", small);
+        emit_pack_panel(c, ne, panel, nj);
+        em_line(c, "for (int64_t %s = 0; %s < %s; %s += %d) {", i0, i0, Is ? Is : "0", i0, ti);
+        c->indent++;
+        emit_tile_block(c, ne, panel, nj, small);
+        c->indent--;
+        em_line(c, "}");
+        c->indent--;
+        em_line(c, "}");
+    }
+    free(Is);
+    for (int close = 0; close < (bflat ? 1 : nb); close++) {
         c->indent--;
         em_line(c, "}");
     }

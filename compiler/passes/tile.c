@@ -271,7 +271,13 @@ static bool tile_nest(plan *p, int32_t k, int vbytes, const int32_t *readers)
         nbatch *= n->dims[d];
     if (nbatch >= 2 && bytes <= TILE_LOCAL_PANEL)
         return absorb(p, k, readers);
-    n->pack = plan_buffer(p, BUF_TEMP, -1, o->node, et, n->dims[r - 2] * n->tile_j);
+    /* the tiles of one product on several cores when it is worth a parallel region (its rows
+     * known, more than one tile): then B is packed whole first, each panel by one thread */
+    int64_t I = n->dims[r - 3], K = n->dims[r - 2], J = n->dims[r - 1];
+    int64_t jblocks = (J + n->tile_j - 1) / n->tile_j, iblocks = (I + n->tile_i - 1) / n->tile_i;
+    n->tile_par = p->opts->openmp && !dim_is_sym(I) && jblocks * iblocks >= 2 &&
+                  (double)I * (double)K * (double)J >= (double)PAR_MIN_MACS;
+    n->pack = plan_buffer(p, BUF_TEMP, -1, o->node, et, K * n->tile_j * (n->tile_par ? jblocks : 1));
     if (n->pack < 0)
         return false;
     return absorb(p, k, readers);
