@@ -1057,10 +1057,14 @@ static void emit_tile_block(ctx *c, const nest *ne, const char *panel, const cha
         free(base);
     }
     c->expr[nb] = iexpr;
-    /* the block leaves: through the absorbed outputs, and into the product if it is kept */
-    em_line(c, "for (int ii = 0; ii < %s; ii++) {", ni);
+    /* the block leaves: through the absorbed outputs, and into the product if it is kept;
+     * along the product's rows when they are its contiguous axis (a transposed product) */
+    bool cols_outer = prod->st[nb] == 1 && prod->st[nb + 2] != 1;
+    em_line(c, "for (int %s = 0; %s < %s; %s++) {", cols_outer ? "jj" : "ii", cols_outer ? "jj" : "ii",
+            cols_outer ? nj : ni, cols_outer ? "jj" : "ii");
     c->indent++;
-    em_line(c, "for (int jj = 0; jj < %s; jj++) {", nj);
+    em_line(c, "for (int %s = 0; %s < %s; %s++) {", cols_outer ? "ii" : "jj", cols_outer ? "ii" : "jj",
+            cols_outer ? ni : nj, cols_outer ? "ii" : "jj");
     c->indent++;
     c->expr[nb + 1] = "0";
     c->expr[nb + 2] = jexpr;

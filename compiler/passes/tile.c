@@ -230,6 +230,34 @@ static bool swap_last_axes(plan *p, nest *n)
     return true;
 }
 
+/* A product whose second factor is read across its rows (B = w^T: dot(g, w^T), the backward of
+ * a dense layer) and has more columns than the first has rows is computed transposed, C^T =
+ * B^T . A^T, its rows and columns swapped: the panel packs A (I x K, the batch's gradient)
+ * rather than B (K x J, the weight, read across its rows once per call), and w is read in place,
+ * each row of the tile along a row of w. The transposed product then absorbs nothing (the
+ * nest after it runs over C's space). *a and *b become its factors; false when out of memory. */
+static bool transposed_rather(plan *p, nest *n, fx **a, fx **b, bool *trans)
+{
+    int r = n->rank;
+    const fx *B = *b;
+    if (B->kind != FX_LOAD || B->nargs || B->buf == FX_IOTA || B->st[r - 2] != 1 ||
+        B->st[r - 1] == 1 || dim_is_sym(n->dims[r - 3]) || n->dims[r - 3] >= n->dims[r - 1])
+        return true;
+    uint8_t order[NEST_MAX_RANK];
+    for (int d = 0; d < r; d++)
+        order[d] = (uint8_t)d;
+    order[r - 3] = (uint8_t)(r - 1);
+    order[r - 1] = (uint8_t)(r - 3);
+    if (!nest_permute(p, n, order))
+        return false;
+    if (factors(p, n->outs[0].value, r, a, b)) {
+        *trans = true;
+        return true;
+    }
+    /* (not expected: the factors swap roles) back, the factors found again */
+    return nest_permute(p, n, order) && factors(p, n->outs[0].value, r, a, b);
+}
+
 static bool tile_nest(plan *p, int32_t k, int vbytes, const int32_t *readers)
 {
     nest *n = &p->nests[k];
@@ -255,6 +283,10 @@ static bool tile_nest(plan *p, int32_t k, int vbytes, const int32_t *readers)
             swap_last_axes(p, n);
         return p->status == NEST_OK;
     }
+    bool trans = false;
+    if (!transposed_rather(p, n, &a, &b, &trans))
+        return false;
+    o = &n->outs[0];
     n->tile_a = a;
     n->tile_b = b;
     n->a_first = o->value->args[0] == a;
@@ -270,7 +302,7 @@ static bool tile_nest(plan *p, int32_t k, int vbytes, const int32_t *readers)
     for (int d = 0; d < r - 3; d++)
         nbatch *= n->dims[d];
     if (nbatch >= 2 && bytes <= TILE_LOCAL_PANEL)
-        return absorb(p, k, readers);
+        return trans || absorb(p, k, readers);
     /* the tiles of one product on several cores when it is worth a parallel region (its rows
      * known, more than one tile): then B is packed whole first, each panel by one thread */
     int64_t I = n->dims[r - 3], K = n->dims[r - 2], J = n->dims[r - 1];
@@ -280,7 +312,7 @@ static bool tile_nest(plan *p, int32_t k, int vbytes, const int32_t *readers)
     n->pack = plan_buffer(p, BUF_TEMP, -1, o->node, et, K * n->tile_j * (n->tile_par ? jblocks : 1));
     if (n->pack < 0)
         return false;
-    return absorb(p, k, readers);
+    return trans || absorb(p, k, readers);
 }
 
 int pass_tile(plan *p)
