@@ -682,6 +682,8 @@ typedef struct nest {
     fx *tile_a, *tile_b; /* tile.c: its factors: a load ignoring J, an expression ignoring I */
     bool a_first;        /* tile.c: the product is tile_a * tile_b (else tile_b * tile_a) */
     bool b_direct;       /* tile.c: tile_b is read where it lies, not packed (few blocks of rows) */
+    bool tile_par;       /* tile.c: its tiles run on several cores (each product of a batch in
+                          * one parallel region): B packed whole, then the tiles */
     int32_t pack;        /* the workspace buffer private to the nest, or -1: a tiled product's
                           * packed panel (tile.c; -1 for a batch of products: a local array),
                           * a convolution's copy of its input (conv.c) */
@@ -1012,12 +1014,24 @@ bool nest_permute(plan *p, nest *n, const uint8_t *order);
  * is a load of unit stride along the columns: a packed panel would serve too few blocks to pay
  * for its copy (a dense layer at a batch of 16 copied its whole weight on every call). */
 #define TILE_DIRECT_BLOCKS 8
+/* Products and convolutions run on several cores (with OpenMP) from this many multiply-adds
+ * (about 80 us of one core at 100 GFLOP/s): a parallel region costs microseconds of a quiet
+ * machine, and tens when the cores are shared; the smaller products of a training step (the
+ * digits MLP's, 2^21 multiply-adds at most) lost more to it than they gained. */
+#define PAR_MIN_MACS ((int64_t)1 << 22)
 /* Tiles the [batch..., I, K, J] nests of contracting dots and batch_dots (the result block in
  * registers, B packed into panels) and absorbs the element-wise nest that follows into the
  * tile's store. */
 int pass_tile(plan *p);
 /* The register tile (rows ti, columns tj) for an element type and a vector width in bytes. */
 void tile_shape(int etype, int vector_bytes, int *ti, int *tj);
+/* The register tile of a product with fewer columns than tile_shape's: nv vectors of columns
+ * (nv below tile_shape's) and as many rows as the accumulators allow (16 x 16 floats with
+ * 512-bit vectors). nv is 0 for tile_shape's own. */
+void tile_thin_shape(int etype, int vector_bytes, int nv, int *ti, int *tj);
+/* The vectors of columns of tile_shape's tile, and the thin tile for J columns (0: none). */
+int tile_vectors(int etype, int vector_bytes);
+int tile_thin_vectors(int etype, int vector_bytes, int64_t J);
 /* The vector width in bytes of the CPU the code is compiled for (opts->march): 64 with
  * AVX-512, 32 with AVX2, 16 for baseline x86-64 and x86-64-v2. */
 int tile_vector_bytes(const nest_options *o);

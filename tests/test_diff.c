@@ -341,6 +341,11 @@ static const dot_form DOTS[] = {
     {{2, {5, 17}}, {2, {17, 33}}},
     {{2, {33, 65}}, {2, {65, 47}}},
     {{2, {64, 65}}, {2, {65, 67}}},
+    /* thin products (fewer columns than a register tile's: the thin tiles of tile.c), with
+     * whole and partial blocks of rows */
+    {{2, {37, 29}}, {2, {29, 10}}},
+    {{2, {40, 33}}, {2, {33, 3}}},
+    {{2, {19, 70}}, {2, {70, 40}}},
     /* zero-length contraction with an output, zero-size outputs */
     {{2, {3, 0}}, {2, {0, 4}}},
     {{2, {0, 3}}, {2, {3, 4}}},
@@ -391,7 +396,7 @@ static void build_dot_expr(bctx *b, const void *arg)
     nest_function *f = b->f;
     bool fl = is_float_t(t);
     shp m = {2, {5, 17}}, n = {2, {17, 33}}, tr = {2, {17, 5}}, v = {1, {1000003}},
-        v33 = {1, {33}}, o = {2, {5, 33}};
+        v33 = {1, {33}}, o = {2, {5, 33}}, wn = {2, {33, 17}};
     nest_value a = PS(b, t, &m, da->g), a2 = PS(b, t, &m, da->g), c = PS(b, t, &n, da->g);
     nest_value at = PS(b, t, &tr, da->g), x = PS(b, t, &v, da->g), y = PS(b, t, &v, da->g);
     nest_value w = PS(b, t, &v33, da->g), bias = PS(b, t, &o, da->g);
@@ -406,7 +411,14 @@ static void build_dot_expr(bctx *b, const void *arg)
     nest_value wb = nest_broadcast(f, w, 2, SHAPE(17, 33), 1, SHAPE(0));
     nest_value r5 = nest_dot(f, M(b, a), M(b, wb));
     nest_value r6 = nest_dot(f, M(b, nest_negative(f, a)), M(b, nest_multiply(f, c, c)));
+    /* a . w^T with fewer rows than columns (a dense layer's backward: tile.c computes it
+     * transposed, w read in place), and a bias after it */
+    nest_value wt = nest_reshape(f, PS(b, t, &wn, da->g), SHAPE(1, 0), 2, SHAPE(17, 33));
+    nest_value r7 = nest_dot(f, M(b, a), M(b, wt));
+    nest_value h7 = nest_add(f, r7, b->mag ? nest_abs(f, bias) : bias);
     if (fl) {
+        RS(b, r7, 17, "dot(a, w^T)");
+        RS(b, h7, 18, "dot(a, w^T) + bias");
         RS(b, r1, 17, "dot(add, c)");
         RS(b, r2, 17, "dot(transpose, c)");
         RS(b, r3, 17, "dot(a, transpose of transpose)");
@@ -425,6 +437,8 @@ static void build_dot_expr(bctx *b, const void *arg)
         R(b, r4, R_EXACT, "dot(d, d)");
         R(b, r5, R_EXACT, "dot(a, broadcast)");
         R(b, r6, R_EXACT, "dot(negative, multiply)");
+        R(b, r7, R_EXACT, "dot(a, w^T)");
+        R(b, h7, R_EXACT, "dot(a, w^T) + bias");
         nest_value h = nest_add(f, r1, bias);
         R(b, nest_maximum(f, h, nest_negative(f, h)), R_EXACT, "|dot + bias|");
     }

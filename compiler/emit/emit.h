@@ -51,7 +51,8 @@ enum {
     H_VEC = H_TOPK + 4,    /* + 3 * (f64) + (16, 32, 64 vector bytes): vector types (conv.c) */
     H_CONTRACT = H_VEC + 6, /* NEST_CONTRACT: multiply-adds fused by gcc in ISO C mode too */
     H_DIMS = H_CONTRACT + 1, /* the checked arithmetic of symbolic dims (emit_dims.c) */
-    H_COUNT = H_DIMS + 1,
+    H_THIN = H_DIMS + 1,   /* + 3 * (f64) + (16, 32, 64 vector bytes): the thin tiles of tile.c */
+    H_COUNT = H_THIN + 6,
 };
 
 /* An int per expression node, by id (walk.c's dense ids), growing with the plan's nodes; new
@@ -157,7 +158,8 @@ int32_t *em_id_int(ctx *c, id_ints *ix, const fx *e);
 void em_id_ints_free(id_ints *ix);
 const char *em_ctype(int etype);
 bool em_is_float(int etype);
-int em_tile_helper(int etype, int vb);
+/* The helper of a tile of tile.c (thin: the thin tiles narrower than tile_shape's). */
+int em_tile_helper(int etype, int vb, bool thin);
 /* The helper combining `lanes` partial accumulators of a fold, or -1 when there is none. */
 int em_fold_helper(int op, int etype, int lanes);
 /* The helper that sums a fold's lanes partial sums of etype, or -1. */

@@ -275,20 +275,21 @@ static const char *bufname(ctx *c, int32_t b)
     return c->bufname[b];
 }
 
-/* Whether a loop of `items` iterations of `per_item` work each is worth several cores (the
- * work an estimate in double: a window's taps times its positions may pass int64). */
-static bool parallel(const ctx *c, int64_t items, double per_item)
+/* Whether a loop of `items` iterations of `per_item` work each is worth several cores: at
+ * least `min` of it (PAR_MIN elements copied or visited, PAR_MIN_MACS multiply-adds of the
+ * tiles; the work an estimate in double: a window's taps times its positions may pass int64). */
+static bool parallel(const ctx *c, int64_t items, double per_item, int64_t min)
 {
-    return c->p->opts->openmp && items >= 2 && (double)items * per_item >= (double)PAR_MIN;
+    return c->p->opts->openmp && items >= 2 && (double)items * per_item >= (double)min;
 }
 
 /* The same for N (the batch) times per_image items: for a symbolic batch, decided at run time
  * (em_omp_for's if() on the nest's size). */
-static bool parallel_n(const ctx *c, int64_t N, int64_t per_image, double per_item)
+static bool parallel_n(const ctx *c, int64_t N, int64_t per_image, double per_item, int64_t min)
 {
     if (dim_is_sym(N))
         return c->p->opts->openmp;
-    return parallel(c, N * per_image, per_item);
+    return parallel(c, N * per_image, per_item, min);
 }
 
 /* A count as C into s: the number, or for a symbolic one its expression (of the dims) in
@@ -510,7 +511,7 @@ static void emit_copy(ctx *c, const wplan *w, const char *xp, int64_t count, con
         ncv = one;
     }
     image_channel(ncv, w->C, n, ch, sizeof n);
-    if (!nc0 && parallel_n(c, w->N, w->C, w->cstride))
+    if (!nc0 && parallel_n(c, w->N, w->C, w->cstride, PAR_MIN))
         em_omp_for(c);
     em_line(c, "for (int64_t %s = 0; %s < %s; %s++) { /* %s */", cc, cc, ncs, cc,
             nc0 ? "the group's channels" : "image and channel");
@@ -657,7 +658,7 @@ static void emit_tiles_by_positions(ctx *c, int32_t k, const char *xp)
     if (w->local_planes) {
         const char *ng = nm(c, "ng"), *nc0 = nm(c, "nc0");
         long long count = cg * cs + tj;
-        if (parallel_n(c, w->N, w->G, (double)kg * w->q * cg * w->taps))
+        if (parallel_n(c, w->N, w->G, (double)kg * w->q * cg * w->taps, PAR_MIN_MACS))
             em_omp_for(c);
         em_line(c, "for (int64_t %s = 0; %s < %s; %s++) { /* image and group */", ng, ng, images,
                 ng);
@@ -670,7 +671,8 @@ static void emit_tiles_by_positions(ctx *c, int32_t k, const char *xp)
         c->indent++;
         em_line(c, "const int64_t %s = %s %% %lld, %s = %s / %lld;", ktv, t, kt, qbv, t, kt);
     } else {
-        if (parallel_n(c, w->N, w->G * kt * qb, (double)ti * tj * cg * w->taps))
+        if (parallel_n(c, w->N, w->G * kt * qb, (double)ti * tj * cg * w->taps,
+                       PAR_MIN_MACS))
             em_omp_for(c);
         em_line(c, "for (int64_t %s = 0; %s < %s; %s++) {", t, t, tiles, t);
         c->indent++;
@@ -726,7 +728,7 @@ static void emit_pack(ctx *c, const wplan *w, const char *wp)
     em_line(c, "/* the filters packed: per group and %lld output channels, [%lld input channels x "
                "taps][%lld] */",
             tj, ct, tj);
-    if (parallel(c, blocks, ct * tj))
+    if (parallel(c, blocks, ct * tj, PAR_MIN))
         em_omp_for(c);
     em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", gb, gb, blocks, gb);
     c->indent++;
@@ -773,7 +775,7 @@ static void emit_tiles_by_channels(ctx *c, int32_t k, const char *xp, const char
     const char *cols = nm(c, "cols"), *acc = nm(c, "acc"), *q = nm(c, "q"), *ii = nm(c, "ii");
     const char *jj = nm(c, "jj"), *pp = nm(c, "pos");
     em_line(c, "/* %s tiles: images x groups x positions x output channels */", tiles);
-    if (parallel_n(c, w->N, w->G * kt * pt, (double)ti * tj * cg * w->taps))
+    if (parallel_n(c, w->N, w->G * kt * pt, (double)ti * tj * cg * w->taps, PAR_MIN_MACS))
         em_omp_for(c);
     em_line(c, "for (int64_t %s = 0; %s < %s; %s++) {", t, t, tiles, t);
     c->indent++;
@@ -913,7 +915,7 @@ static void emit_pool(ctx *c, int32_t k)
         hi[i] = nm(c, base[3][i]);
         in[i] = nm(c, base[4][i]);
     }
-    if (parallel_n(c, w->N, w->C, per))
+    if (parallel_n(c, w->N, w->C, per, PAR_MIN))
         em_omp_for(c);
     em_line(c, "for (int64_t %s = 0; %s < %s; %s++) { /* image and channel */", ncv, ncv, nc,
             ncv);

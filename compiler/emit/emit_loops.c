@@ -915,146 +915,22 @@ static void emit_assign(ctx *c, const char *dst, fx *value)
  * 64 floats each) and PACK_BLOCK values of each of its columns stay in L1. */
 #define PACK_BLOCK 16
 
-/* A product of matrices tiled by tile.c: for each block of TJ columns, B's panel is packed;
- * for each block of TI rows, the block of the product accumulates in registers over k; then
- * the block leaves through the absorbed element-wise outputs (and the product's own store).
- * Batch axes (a batch_dot's) run outside: in parallel when there are several and the panel fits
- * a local array of each thread, else one after the other with the rows in parallel. */
-static void emit_tiled(ctx *c, int32_t k)
+/* The panel `panel` of B's columns j0 .. j0 + nj (j0 and nj named by c->var[nb + 2] and nj),
+ * k-major, zero past the edge. */
+static void emit_pack_panel(ctx *c, const nest *ne, const char *panel, const char *nj)
 {
-    const nest *ne = &c->p->nests[k];
-    const nout *prod = &ne->outs[0];
-    int et = prod->value->etype, ti = ne->tile_i, tj = ne->tile_j, nb = ne->rank - 3;
+    int tj = ne->tile_j, nb = ne->rank - 3;
     long long J = ne->dims[nb + 2];
-    /* the summed K may be symbolic (x^T . g sums over a batch): its C, and a panel of K rows
-     * in the workspace placed at run time */
-    int64_t K = ne->dims[nb + 1];
-    char *Ks = em_dim_text(c, K);
-    const char *KS = Ks ? Ks : "0";
-    /* the rows I may be symbolic: their blocks are counted at run time */
-    int64_t I = ne->dims[nb];
-    bool Isym = dim_is_sym(I);
-    char *Is = em_dim_text(c, I);
-    /* the batch axes may be symbolic: their bounds as C, and the count of products */
-    int64_t nbatch = 1;
-    bool bsym = false;
-    for (int d = 0; d < nb; d++) {
-        bsym |= dim_is_sym(ne->dims[d]);
-        nbatch = bsym ? nbatch : nbatch * ne->dims[d];
-    }
-    const char *T = em_ctype(et);
-    bool direct = ne->b_direct, local_panel = ne->pack < 0 && !direct;
-    bool par_batch = local_panel && c->p->opts->openmp && nest_work(ne) >= PAR_MIN;
-    /* B read in place: the blocks of columns are independent, so they go in parallel */
-    bool par_cols = direct && c->p->opts->openmp && nest_work(ne) >= PAR_MIN && J > tj;
-    c->ne = ne;
-    memset(&c->local, 0, sizeof c->local);
-    c->local.outer = &c->fn;
-    em_nest_comment(c);
-    em_line(c, "/* in tiles of %d x %d held in registers over the %s-long sum, the second factor", ti,
-         tj, KS);
-    if (direct)
-        em_line(c, " * read in place %d columns at a time%s */", tj,
-                par_cols ? ", the blocks of columns in parallel" : "");
-    else
-        em_line(c, " * packed %d columns at a time%s */", tj,
-                par_batch ? "; the products of the batch in parallel" : "");
-    em_line(c, "{");
-    c->indent++;
-    declare_temps(c, k, k, -1, false);
-    const char *panel = em_unique(&c->local, "panel");
-    if (!local_panel && !direct && c->p->bufs[ne->pack].offset < 0) { /* symbolic: at run time */
-        em_line(c, "%s *restrict %s = (%s *)(ws + nest_off%d);", T, panel, T, ne->pack);
-        em_ref_ws(c);
-    } else if (!local_panel && !direct) {
-        em_line(c, "%s *restrict %s = (%s *)(ws + %lld);", T, panel, T,
-             (long long)c->p->bufs[ne->pack].offset);
-        em_ref_ws(c);
-    }
-    for (int d = 0; d < nb; d++) {
-        char v[16];
-        snprintf(v, sizeof v, "b%d", d);
-        c->var[d] = c->expr[d] = em_unique(&c->local, v);
-    }
-    const char *i0 = em_unique(&c->local, "i0"), *kv = em_unique(&c->local, "k"),
-               *j0 = em_unique(&c->local, "j0"), *ni = em_unique(&c->local, "ni"),
-               *nj = em_unique(&c->local, "nj"), *acc = em_unique(&c->local, "acc");
-    c->var[nb] = i0;
-    c->var[nb + 1] = kv;
-    c->var[nb + 2] = j0;
-    if (par_batch)
-        omp_parallel_for(c);
-    /* the batch axes: in parallel, one loop over their product whose index splits */
-    const char *bflat = NULL;
-    if (par_batch && nb > 1) {
-        bflat = em_unique(&c->local, "b");
-        buf all = {0};
-        for (int d = 0; d < nb; d++) {
-            buf_puts(&all, d ? " * " : "");
-            em_dim(c, &all, ne->dims[d]);
-        }
-        char *alls = em_finish(c, &all);
-        em_line(c, "for (int64_t %s = 0; %s < %s; %s++) {", bflat, bflat, alls ? alls : "0", bflat);
-        free(alls);
-        c->indent++;
-        for (int d = 0; d < nb; d++) { /* b / (the extents inside d) % extent d */
-            buf ix = {0};
-            buf_printf(&ix, "const int64_t %s = %s", c->var[d], bflat);
-            for (int e = d + 1; e < nb; e++) {
-                buf_puts(&ix, " / ");
-                em_dim(c, &ix, ne->dims[e]);
-            }
-            buf_puts(&ix, " % ");
-            em_dim(c, &ix, ne->dims[d]);
-            char *ixs = em_finish(c, &ix);
-            em_line(c, "%s;", ixs ? ixs : "");
-            free(ixs);
-        }
-    } else {
-        for (int d = 0; d < nb; d++) {
-            char *ext = em_dim_text(c, ne->dims[d]);
-            em_line(c, "for (int64_t %s = 0; %s < %s; %s++) {", c->var[d], c->var[d],
-                    ext ? ext : "0", c->var[d]);
-            free(ext);
-            c->indent++;
-        }
-    }
-    if (local_panel)
-        em_line(c, "%s %s[%lld];", T, panel, (long long)K * tj); /* K is plain (tile.c) */
-    /* symbolic rows: fewer than a tile's take the small path, which reads B in place (packing
-     * all of B for a row or two costs more than the product) */
-    const char *small = Isym ? em_unique(&c->local, "small") : NULL;
-    if (small)
-        em_line(c, "const int %s = %s < %d;", small, Is ? Is : "0", ti);
-    if (par_cols)
-        omp_parallel_for(c);
-    em_line(c, "for (int64_t %s = 0; %s < %lld; %s += %d) {", j0, j0, J, j0, tj);
-    c->indent++;
-    if (J % tj) /* a last block of fewer columns */
-        em_line(c, "const int %s = %lld - %s < %d ? (int)(%lld - %s) : %d;", nj, J, j0, tj, J, j0, tj);
-    else
-        em_line(c, "const int %s = %d;", nj, tj);
+    char *Ks = em_dim_text(c, ne->dims[nb + 1]); /* K may be symbolic (a sum over a batch) */
+    const char *KS = Ks ? Ks : "0", *kv = c->var[nb + 1];
     char jexpr[64], dst[128];
-    snprintf(jexpr, sizeof jexpr, "%s + jj", j0);
+    snprintf(jexpr, sizeof jexpr, "%s + jj", c->var[nb + 2]);
     c->expr[nb] = "0";
     c->expr[nb + 1] = kv;
     c->expr[nb + 2] = jexpr;
     snprintf(dst, sizeof dst, "%s[%s * %d + jj]", panel, kv, tj);
     const fx *b = ne->tile_b;
-    /* the panel: B's columns j0 .. j0 + nj, k-major, zero past the edge; or B itself, its rows
-     * k apart by B's stride along k (a last block of fewer columns takes the small path) */
-    if (direct) {
-        em_ref(c, b->buf);
-        em_line(c, "const %s *restrict %s = %s + %lld + %s;", T, panel, c->bufname[b->buf],
-                (long long)b->off, j0);
-        if (J % tj)
-            small = em_unique(&c->local, "small");
-        if (small)
-            em_line(c, "const int %s = %s < %d;", small, nj, tj);
-    } else if (small) {
-        em_line(c, "if (!%s)", small);
-    }
-    if (!direct && b->kind == FX_LOAD && !b->nargs && b->buf != FX_IOTA && b->st[nb + 1] == 1 &&
+    if (b->kind == FX_LOAD && !b->nargs && b->buf != FX_IOTA && b->st[nb + 1] == 1 &&
         b->st[nb + 2] != 1) {
         /* B read transposed (a weight's transpose in a backward pass): blocks of PACK_BLOCK
          * values of k, read along k and written across the panel's rows, which stay in cache */
@@ -1075,7 +951,7 @@ static void emit_tiled(ctx *c, int32_t k)
         }
         c->indent--;
         em_line(c, "}");
-    } else if (!direct) {
+    } else {
         em_line(c, "for (int64_t %s = 0; %s < %s; %s++) {", kv, kv, KS, kv);
         c->indent++;
         em_line(c, "for (int jj = 0; jj < %s; jj++) {", nj);
@@ -1090,11 +966,38 @@ static void emit_tiled(ctx *c, int32_t k)
         c->indent--;
         em_line(c, "}");
     }
-    if (!par_batch && !par_cols && c->p->opts->openmp && !bsym && nest_work(ne) / nbatch >= PAR_MIN &&
-        !Isym && I > ti)
-        omp_parallel_for(c);
-    em_line(c, "for (int64_t %s = 0; %s < %s; %s += %d) {", i0, i0, Is ? Is : "0", i0, ti);
-    c->indent++;
+    free(Ks);
+}
+
+/* const int nj = the columns of the block at j0 (c->var[nb + 2]). */
+static void emit_block_cols(ctx *c, const nest *ne, const char *nj)
+{
+    int tj = ne->tile_j, nb = ne->rank - 3;
+    long long J = ne->dims[nb + 2];
+    const char *j0 = c->var[nb + 2];
+    if (J % tj) /* a last block of fewer columns */
+        em_line(c, "const int %s = %lld - %s < %d ? (int)(%lld - %s) : %d;", nj, J, j0, tj, J, j0, tj);
+    else
+        em_line(c, "const int %s = %d;", nj, tj);
+}
+
+/* One tile: the block of rows i0 .. i0 + ni by columns j0 .. j0 + nj (c->var[nb], c->var[nb +
+ * 2]) accumulates in registers over k from the panel, whose rows k are sp apart, then leaves
+ * through the absorbed outputs and into the product if it is kept. `small` (or NULL): the name
+ * of the flag of a block that reads B in place element by element (symbolic rows fewer than a
+ * tile's; a last block of fewer columns than a tile's when B is read in place). */
+static void emit_tile_block(ctx *c, const nest *ne, const char *panel, long long sp,
+                            const char *nj, const char *small)
+{
+    const nout *prod = &ne->outs[0];
+    int et = prod->value->etype, ti = ne->tile_i, tj = ne->tile_j, nb = ne->rank - 3;
+    char *Ks = em_dim_text(c, ne->dims[nb + 1]);
+    const char *KS = Ks ? Ks : "0";
+    int64_t I = ne->dims[nb];
+    bool Isym = dim_is_sym(I);
+    const char *T = em_ctype(et), *i0 = c->var[nb], *kv = c->var[nb + 1], *j0 = c->var[nb + 2];
+    const char *ni = em_unique(&c->local, "ni"), *acc = em_unique(&c->local, "acc");
+    char *Is = em_dim_text(c, I);
     if (Isym || I % ti)
         em_line(c, "const int %s = %s - %s < %d ? (int)(%s - %s) : %d;", ni, Is ? Is : "0", i0, ti,
                 Is ? Is : "0", i0, ti);
@@ -1102,12 +1005,14 @@ static void emit_tiled(ctx *c, int32_t k)
         em_line(c, "const int %s = %d;", ni, ti);
     free(Is);
     em_line(c, "%s %s[%d];", T, acc, ti * tj);
-    char iexpr[64];
+    char iexpr[64], jexpr[64];
     snprintf(iexpr, sizeof iexpr, "%s + ii", i0);
+    snprintf(jexpr, sizeof jexpr, "%s + jj", j0);
     {
         /* the first factor's rows start at a[off + batch + i0 * si] and step k by sk */
         const fx *a = ne->tile_a;
-        int h = em_tile_helper(et, ne->tile_vb);
+        int nlanes = ne->tile_vb / (int)nest_type_size((nest_type)et);
+        int h = em_tile_helper(et, ne->tile_vb, tj < tile_vectors(et, ne->tile_vb) * nlanes);
         *c->helpers |= 1ull << h;
         buf t = {0};
         buf_printf(&t, "%s + %lld", c->bufname[a->buf], (long long)a->off);
@@ -1148,8 +1053,7 @@ static void emit_tiled(ctx *c, int32_t k)
         }
         em_line(c, "nest_tile_%s_%dx%d(%s, %s, %s, %lld, %lld, %s, %lld, %s);",
              nest_type_name((nest_type)et), ti, tj, ni, KS, base ? base : "0",
-             (long long)a->st[nb], (long long)a->st[nb + 1], panel,
-             (long long)(direct ? b->st[nb + 1] : tj), acc);
+             (long long)a->st[nb], (long long)a->st[nb + 1], panel, sp, acc);
         if (small) {
             c->indent--;
             em_line(c, "}");
@@ -1157,10 +1061,14 @@ static void emit_tiled(ctx *c, int32_t k)
         free(base);
     }
     c->expr[nb] = iexpr;
-    /* the block leaves: through the absorbed outputs, and into the product if it is kept */
-    em_line(c, "for (int ii = 0; ii < %s; ii++) {", ni);
+    /* the block leaves: through the absorbed outputs, and into the product if it is kept;
+     * along the product's rows when they are its contiguous axis (a transposed product) */
+    bool cols_outer = prod->st[nb] == 1 && prod->st[nb + 2] != 1;
+    em_line(c, "for (int %s = 0; %s < %s; %s++) {", cols_outer ? "jj" : "ii", cols_outer ? "jj" : "ii",
+            cols_outer ? nj : ni, cols_outer ? "jj" : "ii");
     c->indent++;
-    em_line(c, "for (int jj = 0; jj < %s; jj++) {", nj);
+    em_line(c, "for (int %s = 0; %s < %s; %s++) {", cols_outer ? "ii" : "jj", cols_outer ? "ii" : "jj",
+            cols_outer ? ni : nj, cols_outer ? "ii" : "jj");
     c->indent++;
     c->expr[nb + 1] = "0";
     c->expr[nb + 2] = jexpr;
@@ -1185,7 +1093,203 @@ static void emit_tiled(ctx *c, int32_t k)
     }
     c->tile_view = NULL;
     c->tile_text = NULL;
-    for (int close = 0; close < 4 + (bflat ? 1 : nb); close++) {
+    for (int close = 0; close < 2; close++) {
+        c->indent--;
+        em_line(c, "}");
+    }
+    free(Ks);
+}
+
+/* A product of matrices tiled by tile.c: for each block of TJ columns, B's panel is packed;
+ * for each block of TI rows, the block of the product accumulates in registers over k; then
+ * the block leaves through the absorbed element-wise outputs (and the product's own store).
+ * Batch axes (a batch_dot's) run outside: in parallel when there are several and the panel fits
+ * a local array of each thread, else one after the other. A product worth several cores
+ * (tile_par) runs one parallel region: every panel packed (one thread each), then the tiles. A
+ * product of few blocks of rows (b_direct) packs nothing: its tiles read B where it lies, the
+ * blocks of columns in parallel when it is worth it. */
+static void emit_tiled(ctx *c, int32_t k)
+{
+    const nest *ne = &c->p->nests[k];
+    const nout *prod = &ne->outs[0];
+    int et = prod->value->etype, ti = ne->tile_i, tj = ne->tile_j, nb = ne->rank - 3;
+    long long J = ne->dims[nb + 2];
+    /* the summed K may be symbolic (x^T . g sums over a batch): its C, and a panel of K rows
+     * in the workspace placed at run time */
+    int64_t K = ne->dims[nb + 1];
+    char *Ks = em_dim_text(c, K);
+    const char *KS = Ks ? Ks : "0";
+    /* the rows I may be symbolic: their blocks are counted at run time */
+    int64_t I = ne->dims[nb];
+    bool Isym = dim_is_sym(I);
+    char *Is = em_dim_text(c, I);
+    const char *T = em_ctype(et);
+    bool direct = ne->b_direct, local_panel = ne->pack < 0 && !direct;
+    bool par_batch = local_panel && c->p->opts->openmp && nest_work(ne) >= PAR_MIN_MACS;
+    /* B read in place: the blocks of columns are independent, so they go in parallel */
+    bool par_cols = direct && c->p->opts->openmp && nest_work(ne) >= PAR_MIN_MACS && J > tj;
+    c->ne = ne;
+    memset(&c->local, 0, sizeof c->local);
+    c->local.outer = &c->fn;
+    em_nest_comment(c);
+    em_line(c, "/* in tiles of %d x %d held in registers over the %s-long sum, the second factor", ti,
+         tj, KS);
+    if (direct)
+        em_line(c, " * read in place %d columns at a time%s */", tj,
+                par_cols ? ", the blocks of columns in parallel" : "");
+    else
+        em_line(c, " * packed %d columns at a time%s */", tj,
+                par_batch      ? "; the products of the batch in parallel"
+                : ne->tile_par ? "; the panels, then the tiles, in parallel"
+                               : "");
+    em_line(c, "{");
+    c->indent++;
+    declare_temps(c, k, k, -1, false);
+    const char *panel = em_unique(&c->local, "panel");
+    if (!local_panel && !direct && c->p->bufs[ne->pack].offset < 0) { /* symbolic: at run time */
+        em_line(c, "%s *restrict %s = (%s *)(ws + nest_off%d);", T, panel, T, ne->pack);
+        em_ref_ws(c);
+    } else if (!local_panel && !direct) {
+        em_line(c, "%s *restrict %s = (%s *)(ws + %lld);", T, panel, T,
+             (long long)c->p->bufs[ne->pack].offset);
+        em_ref_ws(c);
+    }
+    for (int d = 0; d < nb; d++) {
+        char v[16];
+        snprintf(v, sizeof v, "b%d", d);
+        c->var[d] = c->expr[d] = em_unique(&c->local, v);
+    }
+    const char *i0 = em_unique(&c->local, "i0"), *kv = em_unique(&c->local, "k"),
+               *j0 = em_unique(&c->local, "j0"), *nj = em_unique(&c->local, "nj");
+    c->var[nb] = i0;
+    c->var[nb + 1] = kv;
+    c->var[nb + 2] = j0;
+    if (par_batch)
+        omp_parallel_for(c);
+    /* the batch axes (they may be symbolic): in parallel, one loop over their product whose
+     * index splits */
+    const char *bflat = NULL;
+    if (par_batch && nb > 1) {
+        bflat = em_unique(&c->local, "b");
+        buf all = {0};
+        for (int d = 0; d < nb; d++) {
+            buf_puts(&all, d ? " * " : "");
+            em_dim(c, &all, ne->dims[d]);
+        }
+        char *alls = em_finish(c, &all);
+        em_line(c, "for (int64_t %s = 0; %s < %s; %s++) {", bflat, bflat, alls ? alls : "0", bflat);
+        free(alls);
+        c->indent++;
+        for (int d = 0; d < nb; d++) { /* b / (the extents inside d) % extent d */
+            buf ix = {0};
+            buf_printf(&ix, "const int64_t %s = %s", c->var[d], bflat);
+            for (int e = d + 1; e < nb; e++) {
+                buf_puts(&ix, " / ");
+                em_dim(c, &ix, ne->dims[e]);
+            }
+            buf_puts(&ix, " % ");
+            em_dim(c, &ix, ne->dims[d]);
+            char *ixs = em_finish(c, &ix);
+            em_line(c, "%s;", ixs ? ixs : "");
+            free(ixs);
+        }
+    } else {
+        for (int d = 0; d < nb; d++) {
+            char *ext = em_dim_text(c, ne->dims[d]);
+            em_line(c, "for (int64_t %s = 0; %s < %s; %s++) {", c->var[d], c->var[d],
+                    ext ? ext : "0", c->var[d]);
+            free(ext);
+            c->indent++;
+        }
+    }
+    if (local_panel)
+        em_line(c, "%s %s[%lld];", T, panel, (long long)K * tj); /* K is plain (tile.c) */
+    if (ne->tile_par) {
+        /* one parallel region: the panels of every block of columns, then the tiles, j-major
+         * (a thread's tiles read the panels it packed when the blocks divide evenly); I and K
+         * are plain (tile.c) */
+        long long jblocks = (J + tj - 1) / tj, iblocks = (I + ti - 1) / ti;
+        const char *jb = em_unique(&c->local, "jb"), *t = em_unique(&c->local, "t"),
+                   *pj = em_unique(&c->local, "pj");
+        em_line(c, "#ifdef _OPENMP");
+        em_line(c, "#pragma omp parallel");
+        em_line(c, "#endif");
+        em_line(c, "{");
+        c->indent++;
+        em_line(c, "#ifdef _OPENMP");
+        em_line(c, "#pragma omp for schedule(static)");
+        em_line(c, "#endif");
+        em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", jb, jb, jblocks, jb);
+        c->indent++;
+        em_line(c, "const int64_t %s = %s * %d;", j0, jb, tj);
+        emit_block_cols(c, ne, nj);
+        em_line(c, "%s *restrict %s = %s + %s * %lld;", T, pj, panel, jb, (long long)K * tj);
+        emit_pack_panel(c, ne, pj, nj);
+        c->indent--;
+        em_line(c, "}");
+        em_line(c, "#ifdef _OPENMP");
+        em_line(c, "#pragma omp for schedule(static)");
+        em_line(c, "#endif");
+        em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", t, t, jblocks * iblocks, t);
+        c->indent++;
+        em_line(c, "const int64_t %s = %s / %lld * %d, %s = %s %% %lld * %d;", j0, t, iblocks, tj,
+                i0, t, iblocks, ti);
+        emit_block_cols(c, ne, nj);
+        em_line(c, "const %s *restrict %s = %s + %s / %lld * %lld;", T, pj, panel, t, iblocks,
+                (long long)K * tj);
+        emit_tile_block(c, ne, pj, tj, nj, NULL);
+        c->indent--;
+        em_line(c, "}");
+        c->indent--;
+        em_line(c, "}");
+    } else if (direct) {
+        /* B's rows k are its stride along k apart; a last block of fewer columns than a tile's
+         * takes the element-wise path (the micro-kernel would read past B's rows); I, K and the
+         * batch are plain (tile.c) */
+        const fx *b = ne->tile_b;
+        em_ref(c, b->buf);
+        if (par_cols)
+            omp_parallel_for(c);
+        em_line(c, "for (int64_t %s = 0; %s < %lld; %s += %d) {", j0, j0, J, j0, tj);
+        c->indent++;
+        emit_block_cols(c, ne, nj);
+        em_line(c, "const %s *restrict %s = %s + %lld + %s;", T, panel, c->bufname[b->buf],
+                (long long)b->off, j0);
+        const char *small = NULL;
+        if (J % tj) {
+            small = em_unique(&c->local, "small");
+            em_line(c, "const int %s = %s < %d;", small, nj, tj);
+        }
+        em_line(c, "for (int64_t %s = 0; %s < %s; %s += %d) {", i0, i0, Is ? Is : "0", i0, ti);
+        c->indent++;
+        emit_tile_block(c, ne, panel, (long long)b->st[nb + 1], nj, small);
+        c->indent--;
+        em_line(c, "}");
+        c->indent--;
+        em_line(c, "}");
+    } else {
+        /* symbolic rows: fewer than a tile's take the small path, which reads B in place
+         * (packing all of B for a row or two costs more than the product) */
+        const char *small = Isym ? em_unique(&c->local, "small") : NULL;
+        if (small)
+            em_line(c, "const int %s = %s < %d;", small, Is ? Is : "0", ti);
+        em_line(c, "for (int64_t %s = 0; %s < %lld; %s += %d) {", j0, j0, J, j0, tj);
+        c->indent++;
+        emit_block_cols(c, ne, nj);
+        if (small)
+            em_line(c, "if (!%s)", small);
+        emit_pack_panel(c, ne, panel, nj);
+        em_line(c, "for (int64_t %s = 0; %s < %s; %s += %d) {", i0, i0, Is ? Is : "0", i0, ti);
+        c->indent++;
+        emit_tile_block(c, ne, panel, tj, nj, small);
+        c->indent--;
+        em_line(c, "}");
+        c->indent--;
+        em_line(c, "}");
+    }
+    free(Is);
+    free(Ks);
+    for (int close = 0; close < (bflat ? 1 : nb); close++) {
         c->indent--;
         em_line(c, "}");
     }
@@ -1193,7 +1297,6 @@ static void emit_tiled(ctx *c, int32_t k)
     c->indent--;
     em_line(c, "}");
     em_names_free(&c->local);
-    free(Ks);
 }
 
 void em_nest_open(ctx *c, int32_t k)

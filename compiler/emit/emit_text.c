@@ -11,9 +11,9 @@
 #include "emit.h"
 
 
-int em_tile_helper(int etype, int vb)
+int em_tile_helper(int etype, int vb, bool thin)
 {
-    return H_TILE + 3 * (etype == NEST_F64) + (vb >= 64 ? 2 : vb >= 32 ? 1 : 0);
+    return (thin ? H_THIN : H_TILE) + 3 * (etype == NEST_F64) + (vb >= 64 ? 2 : vb >= 32 ? 1 : 0);
 }
 
 int em_fold_helper(int op, int etype, int lanes)
@@ -110,18 +110,16 @@ static void emit_fold_helper(buf *b, int h)
     buf_puts(b, "}\n\n");
 }
 
-/* The micro-kernel of a tiled product, a function of its own so that every compiler keeps its
- * accumulators in registers (inside an OpenMP-outlined loop some do not). */
-static void emit_tile_helper(buf *b, int h)
+/* The micro-kernel of a tiled product, ti x tj, a function of its own so that every compiler
+ * keeps its accumulators in registers (inside an OpenMP-outlined loop some do not). */
+static void emit_tile_fn(buf *b, int et, int ti, int tj, bool maybe_unused)
 {
-    int et = (h - H_TILE) / 3 ? NEST_F64 : NEST_F32, vb = 16 << ((h - H_TILE) % 3), ti, tj;
-    tile_shape(et, vb, &ti, &tj);
     const char *t = em_ctype(et), *tn = nest_type_name((nest_type)et);
     buf_printf(b,
                "/* out[rows x %d] = sum over k < n of a[i * si + k * sk] * panel[k * sp + 0..%d), in k\n"
                " * order, for rows <= %d: the block of a product of matrices, in registers, each\n"
                " * step one multiply-add (fused where the CPU has them) */\n"
-               "static NEST_NOINLINE NEST_CONTRACT void nest_tile_%s_%dx%d(int rows, int64_t n, const %s *restrict a, int64_t si,\n"
+               "static NEST_NOINLINE NEST_CONTRACT%s void nest_tile_%s_%dx%d(int rows, int64_t n, const %s *restrict a, int64_t si,\n"
                "                             int64_t sk, const %s *restrict panel, int64_t sp,\n"
                "                             %s *restrict out)\n"
                "{\n"
@@ -146,8 +144,26 @@ static void emit_tile_helper(buf *b, int h)
                "    for (int t = 0; t < %d; t++)\n"
                "        out[t] = acc[t];\n"
                "}\n\n",
-               tj, tj, ti, tn, ti, tj, t, t, t, t, ti * tj, ti * tj, ti, ti, t, tj, tj, tj, t, tj,
-               tj, tj, ti * tj);
+               tj, tj, ti, maybe_unused ? " NEST_UNUSED" : "", tn, ti, tj, t, t, t, t, ti * tj,
+               ti * tj, ti, ti, t, tj, tj, tj, t, tj, tj, tj, ti * tj);
+}
+
+/* The tile of tile_shape, or (thin) every thin tile narrower than it (tile_thin_shape; a bit of
+ * the helpers' mask for each would take more bits than it has: those a function does not call
+ * are NEST_UNUSED). */
+static void emit_tile_helper(buf *b, int h, bool thin)
+{
+    int base = thin ? H_THIN : H_TILE;
+    int et = (h - base) / 3 ? NEST_F64 : NEST_F32, vb = 16 << ((h - base) % 3), ti, tj;
+    if (!thin) {
+        tile_shape(et, vb, &ti, &tj);
+        emit_tile_fn(b, et, ti, tj, false);
+        return;
+    }
+    for (int nv = 1; nv < tile_vectors(et, vb); nv++) {
+        tile_thin_shape(et, vb, nv, &ti, &tj);
+        emit_tile_fn(b, et, ti, tj, tile_vectors(et, vb) > 2);
+    }
 }
 
 const char *em_ctype(int etype)
@@ -263,6 +279,10 @@ static void emit_model_helper(buf *b, int h)
 
 static void emit_helper(buf *b, int h)
 {
+    if (h >= H_THIN) {
+        emit_tile_helper(b, h, true);
+        return;
+    }
     if (h == H_DIMS) {
         buf_puts(b, "/* the checked arithmetic of symbolic dims: 0 when it overflows */\n"
                     "static inline int nest_dim_mul(int64_t *a, int64_t b)\n{\n"
@@ -279,7 +299,8 @@ static void emit_helper(buf *b, int h)
         buf_puts(b, "/* helpers and the parts of a large function stay functions of their own: "
                     "compiling\n * them once is faster, and calling them costs little */\n"
                     "#if defined(__GNUC__)\n#define NEST_NOINLINE __attribute__((noinline))\n"
-                    "#else\n#define NEST_NOINLINE\n#endif\n\n");
+                    "#define NEST_UNUSED __attribute__((unused))\n"
+                    "#else\n#define NEST_NOINLINE\n#define NEST_UNUSED\n#endif\n\n");
         return;
     }
     if (h >= H_SIGMOID) {
@@ -295,7 +316,7 @@ static void emit_helper(buf *b, int h)
         return;
     }
     if (h >= H_TILE) {
-        emit_tile_helper(b, h);
+        emit_tile_helper(b, h, false);
         return;
     }
     if (h >= H_CVT) {
@@ -394,7 +415,7 @@ void emit_preamble(buf *b, uint64_t helpers, emit_mode mode)
                     "#include <stdlib.h>\n\n");
     bool any = false;
     /* tiles, folds and parts are NEST_NOINLINE: the macro first; tiles are NEST_CONTRACT too */
-    uint64_t tiles = (1ull << H_HSUM) - (1ull << H_TILE);
+    uint64_t tiles = ((1ull << H_HSUM) - (1ull << H_TILE)) | ((1ull << H_COUNT) - (1ull << H_THIN));
     if (helpers & (((2ull << H_NOINLINE) - (1ull << H_FOLD)) | tiles))
         emit_helper(b, H_NOINLINE);
     if (helpers & tiles)

@@ -6,10 +6,11 @@
  * [batch..., I, K, J], whose batch axes (those flatten could not merge into I) run outermost. Computed element by element it
  * reloads B from memory for every row. Tiled, the nest keeps a TI x TJ block of the result in
  * registers while k runs, reads B from a packed panel (TJ columns, contiguous, built once per
- * column block and reused by every row block), and reads each A[i,k] once per TJ columns. A
- * product of few blocks of rows reads B's columns where they lie instead (b_direct) when B is
- * a plain load along them. Every
- * element is still summed in k order, so the result is the same as the untiled nest's.
+ * column block and reused by every row block), and reads each A[i,k] once per TJ columns. Every
+ * element is still summed in k order, so the result is the same as the untiled nest's. A
+ * product with fewer columns than a tile's takes a thin tile (tile_thin_shape): the vectors that
+ * cover its columns, and more rows. A product of few blocks of rows reads B's columns where
+ * they lie instead of packing them (b_direct) when B is a plain load along them.
  *
  * The element-wise nest that follows and reads the product exactly where it is written (a bias
  * and a ReLU) is absorbed: it runs on the tile as it leaves the registers, and the product is
@@ -153,7 +154,30 @@ void tile_shape(int etype, int vector_bytes, int *ti, int *tj)
     /* 16 vector accumulators with 512-bit vectors, 12 with narrower ones */
     int lanes = vector_bytes / (int)nest_type_size((nest_type)etype);
     *ti = vector_bytes >= 64 ? 4 : 6;
-    *tj = vector_bytes >= 64 ? 4 * lanes : 2 * lanes;
+    *tj = tile_vectors(etype, vector_bytes) * lanes;
+}
+
+int tile_vectors(int etype, int vector_bytes)
+{
+    (void)etype;
+    return vector_bytes >= 64 ? 4 : 2;
+}
+
+/* A product with fewer columns than a tile's (the ten scores of a classifier, their
+ * gradients) holds as many vectors of columns as cover them and more rows: the same number
+ * of accumulators (16 with 512-bit vectors, 12 with narrower ones) over the short side. */
+void tile_thin_shape(int etype, int vector_bytes, int nv, int *ti, int *tj)
+{
+    int lanes = vector_bytes / (int)nest_type_size((nest_type)etype);
+    *ti = (vector_bytes >= 64 ? 16 : 12) / nv;
+    *tj = nv * lanes;
+}
+
+int tile_thin_vectors(int etype, int vector_bytes, int64_t J)
+{
+    int64_t lanes = vector_bytes / (int64_t)nest_type_size((nest_type)etype);
+    int64_t nv = (J + lanes - 1) / lanes;
+    return nv < tile_vectors(etype, vector_bytes) ? (int)nv : 0;
 }
 
 /* A product whose folded axis is the outermost (a^T . b: the weights' gradient in the backward
@@ -202,6 +226,34 @@ static bool swap_last_axes(plan *p, nest *n)
     return true;
 }
 
+/* A product whose second factor is read across its rows (B = w^T: dot(g, w^T), the backward of
+ * a dense layer) and has more columns than the first has rows is computed transposed, C^T =
+ * B^T . A^T, its rows and columns swapped: the panel packs A (I x K, the batch's gradient)
+ * rather than B (K x J, the weight, read across its rows once per call), and w is read in place,
+ * each row of the tile along a row of w. The transposed product then absorbs nothing (the
+ * nest after it runs over C's space). *a and *b become its factors; false when out of memory. */
+static bool transposed_rather(plan *p, nest *n, fx **a, fx **b, bool *trans)
+{
+    int r = n->rank;
+    const fx *B = *b;
+    if (B->kind != FX_LOAD || B->nargs || B->buf == FX_IOTA || B->st[r - 2] != 1 ||
+        B->st[r - 1] == 1 || dim_is_sym(n->dims[r - 3]) || n->dims[r - 3] >= n->dims[r - 1])
+        return true;
+    uint8_t order[NEST_MAX_RANK];
+    for (int d = 0; d < r; d++)
+        order[d] = (uint8_t)d;
+    order[r - 3] = (uint8_t)(r - 1);
+    order[r - 1] = (uint8_t)(r - 3);
+    if (!nest_permute(p, n, order))
+        return false;
+    if (factors(p, n->outs[0].value, r, a, b)) {
+        *trans = true;
+        return true;
+    }
+    /* (not expected: the factors swap roles) back, the factors found again */
+    return nest_permute(p, n, order) && factors(p, n->outs[0].value, r, a, b);
+}
+
 static bool tile_nest(plan *p, int32_t k, int vbytes, const int32_t *readers)
 {
     nest *n = &p->nests[k];
@@ -222,16 +274,24 @@ static bool tile_nest(plan *p, int32_t k, int vbytes, const int32_t *readers)
     if (n->reduced != (1u << (r - 2)) || (et != NEST_F32 && et != NEST_F64) ||
         o->reduce != OP_SUM || o->st[r - 2] != 0 || o->st[r - 1] != 1 ||
         (n->dims[r - 3] < 2 && !dim_is_sym(n->dims[r - 3])) ||
-        n->dims[r - 1] < 16 || symbolic(n) || !factors(p, o->value, r, &a, &b)) {
+        n->dims[r - 1] < 2 || symbolic(n) || !factors(p, o->value, r, &a, &b)) {
         if (swapped) /* either order is correct: this one only when tiled */
             swap_last_axes(p, n);
         return p->status == NEST_OK;
     }
+    bool trans = false;
+    if (!transposed_rather(p, n, &a, &b, &trans))
+        return false;
+    o = &n->outs[0];
     n->tile_a = a;
     n->tile_b = b;
     n->a_first = o->value->args[0] == a;
     n->tile_vb = vbytes >= 64 ? 64 : vbytes >= 32 ? 32 : 16;
-    tile_shape(et, n->tile_vb, &n->tile_i, &n->tile_j);
+    int thin = tile_thin_vectors(et, n->tile_vb, n->dims[r - 1]);
+    if (thin)
+        tile_thin_shape(et, n->tile_vb, thin, &n->tile_i, &n->tile_j);
+    else
+        tile_shape(et, n->tile_vb, &n->tile_i, &n->tile_j);
     /* a batch of products packs its panels into a local array of each thread when they are
      * small (the emitter runs the batch in parallel then), else into the workspace */
     bool ksym = dim_is_sym(n->dims[r - 2]); /* a symbolic K: the panel is in the workspace */
@@ -242,15 +302,22 @@ static bool tile_nest(plan *p, int32_t k, int vbytes, const int32_t *readers)
         nbatch = bsym ? nbatch : nbatch * n->dims[d];
     }
     if (!ksym && (bsym || nbatch >= 2) && bytes <= TILE_LOCAL_PANEL)
-        return absorb(p, k, readers);
-    int64_t I = n->dims[r - 3];
-    if (nbatch == 1 && !bsym && !ksym && !dim_is_sym(I) &&
+        return trans || absorb(p, k, readers);
+    int64_t I = n->dims[r - 3], K = n->dims[r - 2], J = n->dims[r - 1];
+    if (nbatch == 1 && !bsym && !ksym && !dim_is_sym(I) && J >= n->tile_j &&
         (I + n->tile_i - 1) / n->tile_i <= TILE_DIRECT_BLOCKS && b->kind == FX_LOAD &&
         !b->nargs && b->buf != FX_IOTA && b->st[r - 1] == 1 && b->etype == et) {
         n->b_direct = true;
-        return absorb(p, k, readers);
+        return trans || absorb(p, k, readers);
     }
-    int64_t panel = dim_mul(p->f, n->dims[r - 2], n->tile_j);
+    /* the tiles of one product on several cores when it is worth a parallel region (its rows
+     * and sum known, more than one tile): then B is packed whole first, each panel by one
+     * thread */
+    int64_t jblocks = (J + n->tile_j - 1) / n->tile_j;
+    int64_t iblocks = dim_is_sym(I) ? 0 : (I + n->tile_i - 1) / n->tile_i;
+    n->tile_par = p->opts->openmp && !dim_is_sym(I) && !ksym && !bsym && jblocks * iblocks >= 2 &&
+                  (double)I * (double)K * (double)J >= (double)PAR_MIN_MACS;
+    int64_t panel = dim_mul(p->f, n->dims[r - 2], n->tile_j * (n->tile_par ? jblocks : 1));
     if (panel == DIM_NONE) {
         p->status = p->f->status;
         return false;
@@ -258,7 +325,7 @@ static bool tile_nest(plan *p, int32_t k, int vbytes, const int32_t *readers)
     n->pack = plan_buffer(p, BUF_TEMP, -1, o->node, et, panel);
     if (n->pack < 0)
         return false;
-    return absorb(p, k, readers);
+    return trans || absorb(p, k, readers);
 }
 
 int pass_tile(plan *p)
