@@ -225,6 +225,12 @@ void em_omp_for(ctx *c);
 void em_assign(ctx *c, const char *dst, fx *value);
 /* A row group: one loop over the rows, each member nest's inner loops inside it. */
 void em_group(ctx *c, int32_t lead);
+/* The iterations of a nest (saturating at INT64_MAX): what decides its parallel loops. */
+int64_t em_nest_work(const nest *ne);
+
+/* emit_topk.c */
+/* A topk nest (fuse.c): loops over every axis but the searched one, a helper call per row. */
+void em_topk(ctx *c, int32_t k);
 
 /* emit_conv.c */
 /* A convolution or pooling nest (conv.c): its loops, its kernel's call, its store. */

@@ -846,7 +846,7 @@ static void cast_unused_temps(ctx *c)
     c->ndecl = 0;
 }
 
-static int64_t nest_work(const nest *ne)
+int64_t em_nest_work(const nest *ne)
 {
     int64_t work = 1;
     for (int k = 0; k < ne->rank; k++)
@@ -881,7 +881,7 @@ static void emit_nest_loops(ctx *c, const nest *ne, int from, bool may_par)
         c->b->failed = true;
     /* several cores for big nests: over the outermost loop when it is kept, else in chunks of
      * a whole-array fold */
-    bool par = may_par && c->p->opts->openmp && nest_work(ne) >= PAR_MIN && ne->rank > 0;
+    bool par = may_par && c->p->opts->openmp && em_nest_work(ne) >= PAR_MIN && ne->rank > 0;
     c->par_outer = par && !(ne->reduced & 1u) && (ne->dims[0] >= 2 || dim_is_sym(ne->dims[0]));
     c->par_chunks = par && nest_folds(ne) && (ne->reduced & 1u) && folds_in_registers(ne) &&
                     !nest_has_arg(ne) &&
@@ -1125,9 +1125,9 @@ static void emit_tiled(ctx *c, int32_t k)
     char *Is = em_dim_text(c, I);
     const char *T = em_ctype(et);
     bool direct = ne->b_direct, local_panel = ne->pack < 0 && !direct;
-    bool par_batch = local_panel && c->p->opts->openmp && nest_work(ne) >= PAR_MIN_MACS;
+    bool par_batch = local_panel && c->p->opts->openmp && em_nest_work(ne) >= PAR_MIN_MACS;
     /* B read in place: the blocks of columns are independent, so they go in parallel */
-    bool par_cols = direct && c->p->opts->openmp && nest_work(ne) >= PAR_MIN_MACS && J > tj;
+    bool par_cols = direct && c->p->opts->openmp && em_nest_work(ne) >= PAR_MIN_MACS && J > tj;
     c->ne = ne;
     memset(&c->local, 0, sizeof c->local);
     c->local.outer = &c->fn;
@@ -1318,75 +1318,6 @@ void em_nest_close(ctx *c)
     em_names_free(&c->local);
 }
 
-/* topk (fuse.c): loops over every axis but the searched one, and a helper call per row. Rows
- * run in parallel unless they share the merge sort's scratch. */
-static void emit_topk(ctx *c, int32_t k)
-{
-    const nest *ne = &c->p->nests[k];
-    const ir_node *n = &c->f->nodes[ne->outs[0].node];
-    int axis = n->a.topk.axis, r = ne->rank, et = ne->outs[0].value->etype;
-    const fx *x = ne->outs[0].value;
-    em_nest_open(c, k);
-    const char *scratch = "0";
-    if (ne->pack >= 0) {
-        scratch = em_unique(&c->local, "scratch");
-        em_line(c, "int64_t *restrict %s = (int64_t *)(ws + %lld);", scratch,
-                (long long)c->p->bufs[ne->pack].offset);
-        em_ref_ws(c);
-    }
-    *c->helpers |= 1ull << (H_TOPK + (et - NEST_F32));
-    int64_t rows = 1;
-    for (int d = 0; d < r; d++)
-        if (d != axis)
-            rows *= ne->dims[d];
-    bool par = c->p->opts->openmp && ne->pack < 0 && nest_work(ne) >= PAR_MIN && rows >= 2;
-    int opened = 0, first = 1;
-    for (int d = 0; d < r; d++) {
-        if (d == axis) {
-            c->var[d] = c->expr[d] = "0";
-            continue;
-        }
-        char v[16];
-        snprintf(v, sizeof v, "i%d", d);
-        c->var[d] = c->expr[d] = em_unique(&c->local, v);
-        if (par && first)
-            omp_parallel_for(c);
-        first = 0;
-        em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", c->var[d], c->var[d],
-                (long long)ne->dims[d], c->var[d]);
-        c->indent++;
-        opened++;
-    }
-    /* the row's start in each array: the index with the axis at 0 */
-    buf t = {0};
-    int64_t st[NEST_MAX_RANK];
-    const int64_t *strides[3] = {x->st, ne->outs[0].st, ne->outs[1].st};
-    int32_t bufs[3] = {x->buf, ne->outs[0].buf, ne->outs[1].buf};
-    int64_t offs[3] = {x->off, ne->outs[0].off, ne->outs[1].off};
-    char *ptr[3];
-    for (int j = 0; j < 3; j++) {
-        buf_reset(&t);
-        memcpy(st, strides[j], (size_t)r * sizeof *st);
-        st[axis] = 0;
-        buf_printf(&t, "%s + ", c->bufname[bufs[j]]);
-        em_ref(c, bufs[j]);
-        em_index(c, &t, bufs[j], offs[j], st, r);
-        ptr[j] = em_finish(c, &t);
-    }
-    em_line(c, "nest_topk_%s(%s, %lld, %lld, %lld, %d, %s, %lld, %s, %lld, %s);",
-            nest_type_name((nest_type)et), ptr[0] ? ptr[0] : "0", (long long)ne->dims[axis],
-            (long long)x->st[axis], (long long)n->a.topk.k, n->a.topk.largest,
-            ptr[1] ? ptr[1] : "0", (long long)ne->outs[0].st[axis], ptr[2] ? ptr[2] : "0",
-            (long long)ne->outs[1].st[axis], scratch);
-    for (int j = 0; j < 3; j++)
-        free(ptr[j]);
-    for (; opened > 0; opened--) {
-        c->indent--;
-        em_line(c, "}");
-    }
-    em_nest_close(c);
-}
-
 /* scatter_add (fuse.c): loops over the updates' space, each update added to the element its
  * index points at. The axes before the indices' run in parallel: they add to distinct elements,
  * and each element takes its updates in their order whatever the threads. */
@@ -1399,7 +1330,7 @@ static void emit_scatter(ctx *c, int32_t k)
     /* (a symbolic batch: in parallel as decided at run time, by omp_parallel_for's if()) */
     bool sym0 = r > 0 && dim_is_sym(ne->dims[0]);
     bool par = c->p->opts->openmp && n->a.axis > 0 &&
-               (sym0 || (nest_work(ne) >= PAR_MIN && ne->dims[0] >= 2));
+               (sym0 || (em_nest_work(ne) >= PAR_MIN && ne->dims[0] >= 2));
     for (int d = 0; d < r; d++) {
         char v[16];
         snprintf(v, sizeof v, "i%d", d);
@@ -1452,7 +1383,7 @@ void em_nest(ctx *c, int32_t k)
         return;
     }
     if (c->p->nests[k].special == OP_TOPK) {
-        emit_topk(c, k);
+        em_topk(c, k);
         return;
     }
     if (c->p->nests[k].special == OP_SCATTER_ADD) {
@@ -1477,7 +1408,7 @@ void em_group(ctx *c, int32_t lead)
         if (ne->group != lead)
             break;
         last = k;
-        int64_t w = nest_work(ne);
+        int64_t w = em_nest_work(ne);
         work = work > INT64_MAX - w ? INT64_MAX : work + w;
     }
     const nest *head = &p->nests[lead];
