@@ -769,6 +769,11 @@ void layout_strides(int rank, const int64_t *shape, int layout, int64_t *st);
 fx *fx_load(plan *p, int32_t buf, int64_t off, int rank, const int64_t *st, int32_t node);
 /* The buffer of a load that reads no memory: its value is its index (an i64). */
 #define FX_IOTA (-1)
+/* Whether e reads a buffer through a plain strided view (a load with no gather term). */
+static inline bool fx_is_view(const fx *e)
+{
+    return e->kind == FX_LOAD && !e->nargs && e->buf != FX_IOTA;
+}
 /* The most gather terms of one load (more: the caller stores the operand): a pad with interior
  * padding or a strided replace_slice takes one per axis. */
 #define FX_MAX_TERMS NEST_MAX_RANK

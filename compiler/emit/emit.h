@@ -158,8 +158,9 @@ int32_t *em_id_int(ctx *c, id_ints *ix, const fx *e);
 void em_id_ints_free(id_ints *ix);
 const char *em_ctype(int etype);
 bool em_is_float(int etype);
-/* The helper of a tile of tile.c (thin: the thin tiles narrower than tile_shape's). */
-int em_tile_helper(int etype, int vb, bool thin);
+/* The helper of a tile of tile.c tj columns wide (the thin tiles' when narrower than
+ * tile_shape's). */
+int em_tile_helper(int etype, int vb, int tj);
 /* The helper combining `lanes` partial accumulators of a fold, or -1 when there is none. */
 int em_fold_helper(int op, int etype, int lanes);
 /* The helper that sums a fold's lanes partial sums of etype, or -1. */

@@ -270,8 +270,7 @@ static void hoist_one(fx *e, void *ctx_)
 {
     hoist_scan *hs = ctx_;
     ctx *c = hs->c;
-    if (e->kind != FX_LOAD || e->nargs || e->buf == FX_IOTA || e == c->tile_view ||
-        nest_writes(c->ne, e->buf) || c->b->failed)
+    if (!fx_is_view(e) || e == c->tile_view || nest_writes(c->ne, e->buf) || c->b->failed)
         return;
     for (int k = hs->lvl; k < c->ne->rank; k++)
         if (e->st[k] != 0)
@@ -916,13 +915,13 @@ static void emit_assign(ctx *c, const char *dst, fx *value)
 #define PACK_BLOCK 16
 
 /* The panel `panel` of B's columns j0 .. j0 + nj (j0 and nj named by c->var[nb + 2] and nj),
- * k-major, zero past the edge. */
-static void emit_pack_panel(ctx *c, const nest *ne, const char *panel, const char *nj)
+ * k-major, zero past the edge; KS is the sum's extent as C (symbolic: a sum over a batch). */
+static void emit_pack_panel(ctx *c, const nest *ne, const char *KS, const char *panel,
+                            const char *nj)
 {
     int tj = ne->tile_j, nb = ne->rank - 3;
     long long J = ne->dims[nb + 2];
-    char *Ks = em_dim_text(c, ne->dims[nb + 1]); /* K may be symbolic (a sum over a batch) */
-    const char *KS = Ks ? Ks : "0", *kv = c->var[nb + 1];
+    const char *kv = c->var[nb + 1];
     char jexpr[64], dst[128];
     snprintf(jexpr, sizeof jexpr, "%s + jj", c->var[nb + 2]);
     c->expr[nb] = "0";
@@ -930,8 +929,7 @@ static void emit_pack_panel(ctx *c, const nest *ne, const char *panel, const cha
     c->expr[nb + 2] = jexpr;
     snprintf(dst, sizeof dst, "%s[%s * %d + jj]", panel, kv, tj);
     const fx *b = ne->tile_b;
-    if (b->kind == FX_LOAD && !b->nargs && b->buf != FX_IOTA && b->st[nb + 1] == 1 &&
-        b->st[nb + 2] != 1) {
+    if (fx_is_view(b) && b->st[nb + 1] == 1 && b->st[nb + 2] != 1) {
         /* B read transposed (a weight's transpose in a backward pass): blocks of PACK_BLOCK
          * values of k, read along k and written across the panel's rows, which stay in cache */
         const char *k0 = em_unique(&c->local, "k0"), *k1 = em_unique(&c->local, "k1");
@@ -966,7 +964,6 @@ static void emit_pack_panel(ctx *c, const nest *ne, const char *panel, const cha
         c->indent--;
         em_line(c, "}");
     }
-    free(Ks);
 }
 
 /* const int nj = the columns of the block at j0 (c->var[nb + 2]). */
@@ -982,17 +979,16 @@ static void emit_block_cols(ctx *c, const nest *ne, const char *nj)
 }
 
 /* One tile: the block of rows i0 .. i0 + ni by columns j0 .. j0 + nj (c->var[nb], c->var[nb +
- * 2]) accumulates in registers over k from the panel, whose rows k are sp apart, then leaves
- * through the absorbed outputs and into the product if it is kept. `small` (or NULL): the name
- * of the flag of a block that reads B in place element by element (symbolic rows fewer than a
- * tile's; a last block of fewer columns than a tile's when B is read in place). */
-static void emit_tile_block(ctx *c, const nest *ne, const char *panel, long long sp,
-                            const char *nj, const char *small)
+ * 2]) accumulates in registers over the KS values of k from the panel, whose rows k are sp
+ * apart, then leaves through the absorbed outputs and into the product if it is kept. `small`
+ * (or NULL): the name of the flag of a block that reads B in place element by element
+ * (symbolic rows fewer than a tile's; a last block of fewer columns than a tile's when B is
+ * read in place). */
+static void emit_tile_block(ctx *c, const nest *ne, const char *KS, const char *panel,
+                            long long sp, const char *nj, const char *small)
 {
     const nout *prod = &ne->outs[0];
     int et = prod->value->etype, ti = ne->tile_i, tj = ne->tile_j, nb = ne->rank - 3;
-    char *Ks = em_dim_text(c, ne->dims[nb + 1]);
-    const char *KS = Ks ? Ks : "0";
     int64_t I = ne->dims[nb];
     bool Isym = dim_is_sym(I);
     const char *T = em_ctype(et), *i0 = c->var[nb], *kv = c->var[nb + 1], *j0 = c->var[nb + 2];
@@ -1011,8 +1007,7 @@ static void emit_tile_block(ctx *c, const nest *ne, const char *panel, long long
     {
         /* the first factor's rows start at a[off + batch + i0 * si] and step k by sk */
         const fx *a = ne->tile_a;
-        int nlanes = ne->tile_vb / (int)nest_type_size((nest_type)et);
-        int h = em_tile_helper(et, ne->tile_vb, tj < tile_vectors(et, ne->tile_vb) * nlanes);
+        int h = em_tile_helper(et, ne->tile_vb, tj);
         *c->helpers |= 1ull << h;
         buf t = {0};
         buf_printf(&t, "%s + %lld", c->bufname[a->buf], (long long)a->off);
@@ -1064,12 +1059,12 @@ static void emit_tile_block(ctx *c, const nest *ne, const char *panel, long long
     /* the block leaves: through the absorbed outputs, and into the product if it is kept;
      * along the product's rows when they are its contiguous axis (a transposed product) */
     bool cols_outer = prod->st[nb] == 1 && prod->st[nb + 2] != 1;
-    em_line(c, "for (int %s = 0; %s < %s; %s++) {", cols_outer ? "jj" : "ii", cols_outer ? "jj" : "ii",
-            cols_outer ? nj : ni, cols_outer ? "jj" : "ii");
-    c->indent++;
-    em_line(c, "for (int %s = 0; %s < %s; %s++) {", cols_outer ? "ii" : "jj", cols_outer ? "ii" : "jj",
-            cols_outer ? ni : nj, cols_outer ? "ii" : "jj");
-    c->indent++;
+    const char *loop[2][2] = {{"ii", ni}, {"jj", nj}}; /* index and extent, outer first */
+    for (int l = 0; l < 2; l++) {
+        const char *v = loop[l ^ cols_outer][0], *n = loop[l ^ cols_outer][1];
+        em_line(c, "for (int %s = 0; %s < %s; %s++) {", v, v, n, v);
+        c->indent++;
+    }
     c->expr[nb + 1] = "0";
     c->expr[nb + 2] = jexpr;
     char tile[96];
@@ -1097,7 +1092,6 @@ static void emit_tile_block(ctx *c, const nest *ne, const char *panel, long long
         c->indent--;
         em_line(c, "}");
     }
-    free(Ks);
 }
 
 /* A product of matrices tiled by tile.c: for each block of TJ columns, B's panel is packed;
@@ -1224,7 +1218,7 @@ static void emit_tiled(ctx *c, int32_t k)
         em_line(c, "const int64_t %s = %s * %d;", j0, jb, tj);
         emit_block_cols(c, ne, nj);
         em_line(c, "%s *restrict %s = %s + %s * %lld;", T, pj, panel, jb, (long long)K * tj);
-        emit_pack_panel(c, ne, pj, nj);
+        emit_pack_panel(c, ne, KS, pj, nj);
         c->indent--;
         em_line(c, "}");
         em_line(c, "#ifdef _OPENMP");
@@ -1237,51 +1231,41 @@ static void emit_tiled(ctx *c, int32_t k)
         emit_block_cols(c, ne, nj);
         em_line(c, "const %s *restrict %s = %s + %s / %lld * %lld;", T, pj, panel, t, iblocks,
                 (long long)K * tj);
-        emit_tile_block(c, ne, pj, tj, nj, NULL);
-        c->indent--;
-        em_line(c, "}");
-        c->indent--;
-        em_line(c, "}");
-    } else if (direct) {
-        /* B's rows k are its stride along k apart; a last block of fewer columns than a tile's
-         * takes the element-wise path (the micro-kernel would read past B's rows); I, K and the
-         * batch are plain (tile.c) */
-        const fx *b = ne->tile_b;
-        em_ref(c, b->buf);
-        if (par_cols)
-            omp_parallel_for(c);
-        em_line(c, "for (int64_t %s = 0; %s < %lld; %s += %d) {", j0, j0, J, j0, tj);
-        c->indent++;
-        emit_block_cols(c, ne, nj);
-        em_line(c, "const %s *restrict %s = %s + %lld + %s;", T, panel, c->bufname[b->buf],
-                (long long)b->off, j0);
-        const char *small = NULL;
-        if (J % tj) {
-            small = em_unique(&c->local, "small");
-            em_line(c, "const int %s = %s < %d;", small, nj, tj);
-        }
-        em_line(c, "for (int64_t %s = 0; %s < %s; %s += %d) {", i0, i0, Is ? Is : "0", i0, ti);
-        c->indent++;
-        emit_tile_block(c, ne, panel, (long long)b->st[nb + 1], nj, small);
+        emit_tile_block(c, ne, KS, pj, tj, nj, NULL);
         c->indent--;
         em_line(c, "}");
         c->indent--;
         em_line(c, "}");
     } else {
-        /* symbolic rows: fewer than a tile's take the small path, which reads B in place
-         * (packing all of B for a row or two costs more than the product) */
-        const char *small = Isym ? em_unique(&c->local, "small") : NULL;
-        if (small)
+        /* B read in place (direct; I, K and the batch are plain, tile.c): its rows k are its
+         * stride along k apart, and a last block of fewer columns than a tile's takes the small
+         * path (the micro-kernel would read past B's rows). Else packed, block by block, where
+         * symbolic rows fewer than a tile's take the small path instead (packing all of B for
+         * a row or two costs more than the product). */
+        const fx *b = ne->tile_b;
+        const char *small = Isym || (direct && J % tj) ? em_unique(&c->local, "small") : NULL;
+        if (small && !direct)
             em_line(c, "const int %s = %s < %d;", small, Is ? Is : "0", ti);
+        if (direct)
+            em_ref(c, b->buf);
+        if (par_cols)
+            omp_parallel_for(c);
         em_line(c, "for (int64_t %s = 0; %s < %lld; %s += %d) {", j0, j0, J, j0, tj);
         c->indent++;
         emit_block_cols(c, ne, nj);
-        if (small)
-            em_line(c, "if (!%s)", small);
-        emit_pack_panel(c, ne, panel, nj);
+        if (direct) {
+            em_line(c, "const %s *restrict %s = %s + %lld + %s;", T, panel, c->bufname[b->buf],
+                    (long long)b->off, j0);
+            if (small)
+                em_line(c, "const int %s = %s < %d;", small, nj, tj);
+        } else {
+            if (small)
+                em_line(c, "if (!%s)", small);
+            emit_pack_panel(c, ne, KS, panel, nj);
+        }
         em_line(c, "for (int64_t %s = 0; %s < %s; %s += %d) {", i0, i0, Is ? Is : "0", i0, ti);
         c->indent++;
-        emit_tile_block(c, ne, panel, tj, nj, small);
+        emit_tile_block(c, ne, KS, panel, direct ? (long long)b->st[nb + 1] : tj, nj, small);
         c->indent--;
         em_line(c, "}");
         c->indent--;

@@ -11,8 +11,10 @@
 #include "emit.h"
 
 
-int em_tile_helper(int etype, int vb, bool thin)
+int em_tile_helper(int etype, int vb, int tj)
 {
+    int lanes = vb / (int)nest_type_size((nest_type)etype);
+    bool thin = tj < tile_vectors(etype, vb) * lanes; /* narrower than tile_shape's */
     return (thin ? H_THIN : H_TILE) + 3 * (etype == NEST_F64) + (vb >= 64 ? 2 : vb >= 32 ? 1 : 0);
 }
 

@@ -804,7 +804,7 @@ static bool lower_topk(lower *lw, int32_t node)
     int32_t ia = ir_resolve(f, n->in[0]);
     const ir_node *a = &f->nodes[ia];
     fx *x = lw->val[ia];
-    if ((x->kind != FX_LOAD || x->nargs || x->buf == FX_IOTA) && !store(lw, ia))
+    if (!fx_is_view(x) && !store(lw, ia))
         return false;
     x = lw->val[ia];
     int64_t stv[NEST_MAX_RANK], sti[NEST_MAX_RANK];

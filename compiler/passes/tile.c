@@ -236,8 +236,8 @@ static bool transposed_rather(plan *p, nest *n, fx **a, fx **b, bool *trans)
 {
     int r = n->rank;
     const fx *B = *b;
-    if (B->kind != FX_LOAD || B->nargs || B->buf == FX_IOTA || B->st[r - 2] != 1 ||
-        B->st[r - 1] == 1 || dim_is_sym(n->dims[r - 3]) || n->dims[r - 3] >= n->dims[r - 1])
+    if (!fx_is_view(B) || B->st[r - 2] != 1 || B->st[r - 1] == 1 || dim_is_sym(n->dims[r - 3]) ||
+        n->dims[r - 3] >= n->dims[r - 1])
         return true;
     uint8_t order[NEST_MAX_RANK];
     for (int d = 0; d < r; d++)
@@ -305,8 +305,8 @@ static bool tile_nest(plan *p, int32_t k, int vbytes, const int32_t *readers)
         return trans || absorb(p, k, readers);
     int64_t I = n->dims[r - 3], K = n->dims[r - 2], J = n->dims[r - 1];
     if (nbatch == 1 && !bsym && !ksym && !dim_is_sym(I) && J >= n->tile_j &&
-        (I + n->tile_i - 1) / n->tile_i <= TILE_DIRECT_BLOCKS && b->kind == FX_LOAD &&
-        !b->nargs && b->buf != FX_IOTA && b->st[r - 1] == 1 && b->etype == et) {
+        (I + n->tile_i - 1) / n->tile_i <= TILE_DIRECT_BLOCKS && fx_is_view(b) &&
+        b->st[r - 1] == 1 && b->etype == et) {
         n->b_direct = true;
         return trans || absorb(p, k, readers);
     }
