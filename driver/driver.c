@@ -493,6 +493,50 @@ static int build_error(nest_module *m, nest_function *const *fns, int n, int st,
     return n ? ir_error(fns[0], st, fmt, a, b) : ir_module_error(m, st, fmt, a, b);
 }
 
+/* The binary data of an AOT build: blobs and the names the C declares them under. */
+typedef struct blobs {
+    rt_blob *b;
+    char (*syms)[IR_MAX_NAME + 64];
+    int n;
+    size_t cap;
+} blobs;
+
+/* Room for `more` blobs; false when out of memory (what is there stays). */
+static bool blobs_reserve(blobs *bl, size_t more)
+{
+    size_t want = (size_t)bl->n + more + 1;
+    if (want <= bl->cap)
+        return true;
+    rt_blob *nb = realloc(bl->b, want * sizeof *nb);
+    if (nb)
+        bl->b = nb;
+    char (*ns)[IR_MAX_NAME + 64] = realloc(bl->syms, want * sizeof *ns);
+    if (ns)
+        bl->syms = ns;
+    if (!nb || !ns)
+        return false;
+    bl->cap = want;
+    return true;
+}
+
+/* Adds a blob in the room reserved, under the name fmt makes. */
+static void blobs_add(blobs *bl, const void *data, size_t size, const char *fmt, ...)
+    FORMAT(4, 5);
+static void blobs_add(blobs *bl, const void *data, size_t size, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(bl->syms[bl->n], sizeof bl->syms[bl->n], fmt, ap);
+    va_end(ap);
+    bl->b[bl->n++] = (rt_blob){NULL, data, size};
+}
+
+static void blobs_free(blobs *bl)
+{
+    free(bl->b);
+    free(bl->syms);
+}
+
 /* nest_build_so of n functions, with the state of module m (NULL: of the functions' module),
  * which may have no functions. */
 static int build_so(nest_module *m, nest_function *const *fns, int n, const char *so_path,
@@ -515,72 +559,47 @@ static int build_so(nest_module *m, nest_function *const *fns, int n, const char
         return st ? st : NEST_ERR_NOMEM;
     }
     /* constants above EMIT_DATA_BYTES: binary data under the names the C declares */
-    rt_blob *blobs = NULL;
-    char (*syms)[IR_MAX_NAME + 64] = NULL;
-    int nblobs = 0, st = NEST_OK;
+    blobs bl = {0};
+    int st = NEST_OK;
     for (int i = 0; i < n && st == NEST_OK; i++) {
         jit_info info = {0};
         if ((st = pipeline_consts(fns[i], opts, &info)) != NEST_OK)
             break;
-        rt_blob *nb = realloc(blobs, ((size_t)nblobs + (size_t)info.nconsts + 1) * sizeof *nb);
-        char (*ns)[IR_MAX_NAME + 64] = realloc(syms, ((size_t)nblobs + (size_t)info.nconsts + 1) *
-                                                         sizeof *ns);
-        if (nb)
-            blobs = nb;
-        if (ns)
-            syms = ns;
-        if (!nb || !ns)
+        if (!blobs_reserve(&bl, (size_t)info.nconsts))
             st = ir_error(fns[i], NEST_ERR_NOMEM, "out of memory");
         for (int32_t k = 0; st == NEST_OK && k < info.nconsts; k++) {
             const ir_node *c = &fns[i]->nodes[info.const_nodes[k]];
-            if (!emit_const_is_data(c->a.constant.count, c->etype))
-                continue;
-            snprintf(syms[nblobs], sizeof syms[nblobs], "nest_const_%s_%d", fns[i]->name, k);
-            blobs[nblobs].symbol = syms[nblobs];
-            blobs[nblobs].data = c->a.constant.data;
-            blobs[nblobs].size = (size_t)c->a.constant.count * nest_type_size((nest_type)c->etype);
-            nblobs++;
+            if (emit_const_is_data(c->a.constant.count, c->etype))
+                blobs_add(&bl, c->a.constant.data,
+                          (size_t)c->a.constant.count * nest_type_size((nest_type)c->etype),
+                          "nest_const_%s_%d", fns[i]->name, k);
         }
         free(info.const_nodes);
     }
     /* and the state's initial values given as arrays, above EMIT_DATA_BYTES */
     const nest_module *sm = pipeline_state_module(m, fns, n);
+    if (st == NEST_OK && sm && !blobs_reserve(&bl, (size_t)sm->nstates))
+        st = build_error(m, fns, n, NEST_ERR_NOMEM, "building %s: %s", so_path, "out of memory");
     for (int32_t i = 0; st == NEST_OK && sm && i < sm->nstates; i++) {
         const ir_state *s = &sm->states[i];
-        if (s->init.kind != NEST_INIT_DATA || !emit_const_is_data(s->count, s->etype))
-            continue;
-        rt_blob *nb = realloc(blobs, ((size_t)nblobs + 1) * sizeof *nb);
-        char (*ns)[IR_MAX_NAME + 64] = realloc(syms, ((size_t)nblobs + 1) * sizeof *ns);
-        if (nb)
-            blobs = nb;
-        if (ns)
-            syms = ns;
-        if (!nb || !ns) {
-            st = build_error(m, fns, n, NEST_ERR_NOMEM, "building %s: %s", so_path,
-                             "out of memory");
-            break;
-        }
-        snprintf(syms[nblobs], sizeof syms[nblobs], "nest_init_%s_%d", sm->name, i);
-        blobs[nblobs].data = s->data;
-        blobs[nblobs].size = (size_t)s->count * nest_type_size((nest_type)s->etype);
-        nblobs++;
+        if (s->init.kind == NEST_INIT_DATA && emit_const_is_data(s->count, s->etype))
+            blobs_add(&bl, s->data, (size_t)s->count * nest_type_size((nest_type)s->etype),
+                      "nest_init_%s_%d", sm->name, i);
     }
     if (st != NEST_OK) {
-        free(blobs);
-        free(syms);
+        blobs_free(&bl);
         free(src);
         free(hdr);
         return st;
     }
     /* syms[] moved with realloc: point the blobs at the final array */
-    for (int i = 0; i < nblobs; i++)
-        blobs[i].symbol = syms[i];
+    for (int i = 0; i < bl.n; i++)
+        bl.b[i].symbol = bl.syms[i];
     rt_opts ro = runtime_opts(opts);
     char *err = NULL;
-    st = rt_build_so_data(src, strlen(src), blobs, nblobs, so_path, opts->cc, &ro,
+    st = rt_build_so_data(src, strlen(src), bl.b, bl.n, so_path, opts->cc, &ro,
                           opts->verbose ? log : NULL, &err);
-    free(blobs);
-    free(syms);
+    blobs_free(&bl);
     if (st != NEST_OK)
         build_error(m, fns, n, st, "building %s: %s", so_path, err ? err : nest_status_str(st));
     if (st == NEST_OK && hdr) {

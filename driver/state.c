@@ -74,15 +74,14 @@ static nest_state *state_make(nest_module *m, void *const *data)
         st->bytes[i] = s->count * (int64_t)nest_type_size((nest_type)s->etype);
         st->size += (size_t)st->bytes[i];
     }
-    if (!data) {
-        if (nest_st_alloc(st->d, n, st->t, &st->block))
-            goto nomem;
-        for (int i = 0; i < n; i++) /* the state does not refer to its module */
-            st->d[i].data = NULL;
-        return st;
-    }
+    /* a state of its own is filled from the initializers; then it does not refer to its module */
+    bool unfilled = !data && nest_st_alloc(st->d, n, st->t, &st->block);
     for (int i = 0; i < n; i++)
         st->d[i].data = NULL;
+    if (unfilled)
+        goto nomem;
+    if (!data)
+        return st;
     for (int i = 0; i < n; i++) {
         if (!data[i] && st->bytes[i] > 0) {
             ir_module_error(m, NEST_ERR_ARG, "state of module %s: the array of %s is NULL",
