@@ -896,59 +896,73 @@ static void step(rgen *g, int *nparams)
     }
 }
 
+/* A graph of the generator from seed s: x: f32[N, k0] and 2 to 11 steps. */
+static void random_graph(rgen *g, uint64_t s)
+{
+    *g = (rgen){.s = s};
+    g->f = nest_function_new("r");
+    g->N = nest_named_dim(g->f, "N");
+    int np = 0;
+    static const int64_t ks[] = {1, 3, 8, 16};
+    int64_t k0 = ks[pick(g, 4)];
+    push(g, nest_parameter(g->f, "x", NEST_F32, 2, SHAPE(g->N, k0), NEST_ROW_MAJOR), k0);
+    int steps = 2 + pick(g, 10);
+    for (int i = 0; i < steps; i++)
+        step(g, &np);
+}
+
+/* Compiles g's function (whose nr results are returned) once and compares its f32 results at
+ * N = 0, 1, 5, 33 with the interpreter's, within atol and rtol; frees the function. */
+static void compare_at_sizes(rgen *g, int seed, int nr, double atol, double rtol)
+{
+    nest_kernel *k = nest_compile(g->f, NULL);
+    if (!k) {
+        char *t = nest_print(&g->f, 1);
+        fail_msg("seed %d: %s\n%s", seed, nest_errmsg(g->f), t ? t : "");
+    }
+    int nparams = nest_param_count(g->f);
+    static const int64_t sizes[] = {0, 1, 5, 33};
+    for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
+        int64_t n = sizes[si];
+        void *args[64], *out[65], *ref[65];
+        int64_t cnt[65];
+        for (int i = 0; i < nparams; i++) {
+            int64_t c = count_at(g->f, nest_param(g->f, i), &n, 1);
+            args[i] = malloc((size_t)c * sizeof(float) + 4);
+            fill(args[i], NEST_F32, c, i);
+        }
+        for (int i = 0; i < nr; i++) {
+            cnt[i] = count_at(g->f, nest_result(g->f, i), &n, 1);
+            out[i] = calloc((size_t)cnt[i] + 1, sizeof(float));
+            ref[i] = calloc((size_t)cnt[i] + 1, sizeof(float));
+        }
+        assert_ok(g->f, nest_evaluate_dims(g->f, &n, 1, args, nparams, ref, nr));
+        if (nest_call_dims(k, &n, 1, args, nparams, out, nr) != NEST_OK)
+            fail_msg("seed %d, N = %lld: %s", seed, (long long)n, nest_kernel_errmsg(k));
+        for (int i = 0; i < nr; i++) {
+            if (nest_value_type(g->f, nest_result(g->f, i)) == NEST_F32)
+                assert_close(NEST_F32, out[i], ref[i], cnt[i], atol, rtol);
+            free(out[i]);
+            free(ref[i]);
+        }
+        for (int i = 0; i < nparams; i++)
+            free(args[i]);
+    }
+    nest_kernel_free(k);
+    nest_function_free(g->f);
+}
+
 static void test_random_graphs(void **state)
 {
     (void)state;
     int seeds = getenv("NEST_DIMS_SEEDS") ? atoi(getenv("NEST_DIMS_SEEDS")) : 40;
     for (int seed = 1; seed <= seeds; seed++) {
-        rgen g = {.s = (uint64_t)seed * 7919};
-        g.f = nest_function_new("r");
-        g.N = nest_named_dim(g.f, "N");
-        int np = 0;
-        static const int64_t ks[] = {1, 3, 8, 16};
-        int64_t k0 = ks[pick(&g, 4)];
-        push(&g, nest_parameter(g.f, "x", NEST_F32, 2, SHAPE(g.N, k0), NEST_ROW_MAJOR), k0);
-        int steps = 2 + pick(&g, 10);
-        for (int i = 0; i < steps; i++)
-            step(&g, &np);
+        rgen g;
+        random_graph(&g, (uint64_t)seed * 7919);
         /* the last value and one other are the results */
         nest_value res[2] = {g.v[g.n - 1], g.v[pick(&g, g.n)]};
         assert_ok(g.f, nest_return(g.f, 2, res, NULL));
-        nest_kernel *k = nest_compile(g.f, NULL);
-        if (!k) {
-            char *t = nest_print(&g.f, 1);
-            fail_msg("seed %d: %s\n%s", seed, nest_errmsg(g.f), t ? t : "");
-        }
-        static const int64_t sizes[] = {0, 1, 5, 33};
-        for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
-            int64_t n = sizes[si];
-            int nparams = nest_param_count(g.f);
-            void *args[64], *out[2], *ref[2];
-            int64_t cnt[2];
-            for (int i = 0; i < nparams; i++) {
-                int64_t c = count_at(g.f, nest_param(g.f, i), &n, 1);
-                args[i] = malloc((size_t)c * sizeof(float) + 4);
-                fill(args[i], NEST_F32, c, i);
-            }
-            for (int i = 0; i < 2; i++) {
-                cnt[i] = count_at(g.f, nest_result(g.f, i), &n, 1);
-                out[i] = calloc((size_t)cnt[i] + 1, sizeof(float));
-                ref[i] = calloc((size_t)cnt[i] + 1, sizeof(float));
-            }
-            assert_ok(g.f, nest_evaluate_dims(g.f, &n, 1, args, nparams, ref, 2));
-            if (nest_call_dims(k, &n, 1, args, nparams, out, 2) != NEST_OK)
-                fail_msg("seed %d, N = %lld: %s", seed, (long long)n, nest_kernel_errmsg(k));
-            for (int i = 0; i < 2; i++) {
-                if (nest_value_type(g.f, nest_result(g.f, i)) == NEST_F32)
-                    assert_close(NEST_F32, out[i], ref[i], cnt[i], 1e-4, 1e-4);
-                free(out[i]);
-                free(ref[i]);
-            }
-            for (int i = 0; i < nparams; i++)
-                free(args[i]);
-        }
-        nest_kernel_free(k);
-        nest_function_free(g.f);
+        compare_at_sizes(&g, seed, 2, 1e-4, 1e-4);
     }
 }
 
@@ -960,16 +974,8 @@ static void test_random_gradients(void **state)
     (void)state;
     int seeds = getenv("NEST_DIMS_SEEDS") ? atoi(getenv("NEST_DIMS_SEEDS")) : 40;
     for (int seed = 1; seed <= seeds; seed++) {
-        rgen g = {.s = (uint64_t)seed * 104729};
-        g.f = nest_function_new("r");
-        g.N = nest_named_dim(g.f, "N");
-        int np = 0;
-        static const int64_t ks[] = {1, 3, 8, 16};
-        int64_t k0 = ks[pick(&g, 4)];
-        push(&g, nest_parameter(g.f, "x", NEST_F32, 2, SHAPE(g.N, k0), NEST_ROW_MAJOR), k0);
-        int steps = 2 + pick(&g, 10);
-        for (int i = 0; i < steps; i++)
-            step(&g, &np);
+        rgen g;
+        random_graph(&g, (uint64_t)seed * 104729);
         nest_value last = g.v[g.n - 1];
         int r = nest_value_rank(g.f, last);
         nest_value loss = nest_sum(g.f, last, r, SHAPE(0, 1));
@@ -982,41 +988,8 @@ static void test_random_gradients(void **state)
         res[0] = loss;
         for (int i = 0; i < nparams; i++)
             res[i + 1] = nest_get(g.f, gr, i);
-        int nr = nparams + 1;
-        assert_ok(g.f, nest_return(g.f, nr, res, NULL));
-        nest_kernel *k = nest_compile(g.f, NULL);
-        if (!k) {
-            char *t = nest_print(&g.f, 1);
-            fail_msg("seed %d: %s\n%s", seed, nest_errmsg(g.f), t ? t : "");
-        }
-        static const int64_t sizes[] = {0, 1, 5, 33};
-        for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
-            int64_t n = sizes[si];
-            void *args[64], *out[65], *ref[65];
-            int64_t cnt[65];
-            for (int i = 0; i < nparams; i++) {
-                int64_t c = count_at(g.f, nest_param(g.f, i), &n, 1);
-                args[i] = malloc((size_t)c * sizeof(float) + 4);
-                fill(args[i], NEST_F32, c, i);
-            }
-            for (int i = 0; i < nr; i++) {
-                cnt[i] = count_at(g.f, nest_result(g.f, i), &n, 1);
-                out[i] = calloc((size_t)cnt[i] + 1, sizeof(float));
-                ref[i] = calloc((size_t)cnt[i] + 1, sizeof(float));
-            }
-            assert_ok(g.f, nest_evaluate_dims(g.f, &n, 1, args, nparams, ref, nr));
-            if (nest_call_dims(k, &n, 1, args, nparams, out, nr) != NEST_OK)
-                fail_msg("seed %d, N = %lld: %s", seed, (long long)n, nest_kernel_errmsg(k));
-            for (int i = 0; i < nr; i++) {
-                assert_close(NEST_F32, out[i], ref[i], cnt[i], 1e-4, 1e-3);
-                free(out[i]);
-                free(ref[i]);
-            }
-            for (int i = 0; i < nparams; i++)
-                free(args[i]);
-        }
-        nest_kernel_free(k);
-        nest_function_free(g.f);
+        assert_ok(g.f, nest_return(g.f, nparams + 1, res, NULL));
+        compare_at_sizes(&g, seed, nparams + 1, 1e-4, 1e-3);
     }
 }
 

@@ -19,13 +19,7 @@ typedef void *(*state_new_fn)(void);
 static int group_setup(void **state)
 {
     (void)state;
-    snprintf(tmproot, sizeof tmproot, "/tmp/nest-state-XXXXXX");
-    if (!mkdtemp(tmproot))
-        return -1;
-    char xdg[96];
-    snprintf(xdg, sizeof xdg, "%s/xdg", tmproot);
-    setenv("XDG_CACHE_HOME", xdg, 1);
-    return 0;
+    return tu_tmp_cache(tmproot, sizeof tmproot, "nest-state");
 }
 
 static int group_teardown(void **state)

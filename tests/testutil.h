@@ -14,6 +14,8 @@
  *   tu_write_file(path, s)   writes a string to a file
  *   tu_under_valgrind()      under make valgrind: skip bounds on time
  *   tu_rm_rf(path)           removes a test's temporary directory
+ *   tu_tmp_cache(root, n, p) makes a temporary directory /tmp/p-XXXXXX into root, with the
+ *                            compile cache (XDG_CACHE_HOME) under it
  */
 #ifndef NEST_TESTUTIL_H
 #define NEST_TESTUTIL_H
@@ -140,6 +142,18 @@ static inline int tu_rm_entry(const char *path, const struct stat *st, int flag,
     return remove(path);
 }
 static inline void tu_rm_rf(const char *path) { nftw(path, tu_rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
+
+/* A test's temporary directory /tmp/prefix-XXXXXX (its path into root), the compile cache
+ * under it: 0, or -1 when it cannot be made. */
+static inline int tu_tmp_cache(char *root, size_t size, const char *prefix)
+{
+    snprintf(root, size, "/tmp/%s-XXXXXX", prefix);
+    if (!mkdtemp(root))
+        return -1;
+    char xdg[4096];
+    snprintf(xdg, sizeof xdg, "%s/xdg", root);
+    return setenv("XDG_CACHE_HOME", xdg, 1);
+}
 
 /* The nestc under test: $NESTC (the build's, from make), or bin/nestc. */
 static inline const char *tu_nestc(void)
