@@ -225,9 +225,7 @@ class Computation:
         if self._dims:
             return self._call_dims(args)
         if len(args) != len(specs):
-            raise TypeError("%s takes %d argument%s (%s), given %d"
-                            % (self.name, len(specs), "" if len(specs) == 1 else "s",
-                               ", ".join(p.describe() for p in self.placeholders), len(args)))
+            raise self._arity_error(len(args))
         ptrs, keep = [], []  # keep: converted arguments, alive until the call returns
         for i, a in enumerate(args):
             dtype, shape, mask = specs[i]
@@ -246,12 +244,27 @@ class Computation:
             with self._locks:
                 self._run(self._argv, self._resv, ptrs, rptrs)
         else:  # calls from several threads run at once, each with its own pointer arrays
-            try:
-                argv, resv = self._tls.arrays
-            except AttributeError:
-                argv, resv = self._tls.arrays = self._pointer_arrays()
+            argv, resv = self._thread_arrays()
             self._run(argv, resv, ptrs, rptrs)
         return self._pick(outs)
+
+    def _arity_error(self, given):
+        n = len(self._specs)
+        return TypeError("%s takes %d argument%s (%s), given %d"
+                         % (self.name, n, "" if n == 1 else "s",
+                            ", ".join(p.describe() for p in self.placeholders), given))
+
+    def _thread_arrays(self):
+        """The calling thread's pointer arrays of arguments and results."""
+        try:
+            return self._tls.arrays
+        except AttributeError:
+            self._tls.arrays = self._pointer_arrays()
+            return self._tls.arrays
+
+    def _raise_call_error(self, rc):
+        msg = lib.nest_kernel_errmsg(self._k)
+        raise NestError(msg.decode("utf-8", "replace") if msg else "call failed", rc)
 
     def _sizes(self, arrays):
         """{Symbolic: its length} from the arguments (checked: ValueError when two arguments
@@ -278,17 +291,12 @@ class Computation:
     def _call_dims(self, args):
         """A call of a computation with symbolic axes: their lengths from the arrays."""
         if len(args) != len(self._specs):
-            raise TypeError("%s takes %d argument%s (%s), given %d"
-                            % (self.name, len(self._specs), "" if len(self._specs) == 1 else "s",
-                               ", ".join(p.describe() for p in self.placeholders), len(args)))
+            raise self._arity_error(len(args))
         arrays = [self._argument(i, a) for i, a in enumerate(args)]
         sizes = self._sizes(arrays)
         dims = (ctypes.c_int64 * len(self._dims))(*[sizes[d] for d in self._dims])
         outs = self._result_arrays(sizes)
-        try:
-            argv, resv = self._tls.arrays
-        except AttributeError:
-            argv, resv = self._tls.arrays = self._pointer_arrays()
+        argv, resv = self._thread_arrays()
         argv[:len(arrays)] = [_address(a) for a in arrays]
         resv[:len(outs)] = [_address(o) for o in outs]
         if self._st:  # calls that share a state tensor take turns
@@ -299,8 +307,7 @@ class Computation:
             rc = lib.nest_call_dims(self._k, dims, len(self._dims), argv, self._nargs, resv,
                                     self._nres)
         if rc != 0:
-            msg = lib.nest_kernel_errmsg(self._k)
-            raise NestError(msg.decode("utf-8", "replace") if msg else "call failed", rc)
+            self._raise_call_error(rc)
         return self._pick(outs)
 
     def _pointer_arrays(self):
@@ -314,8 +321,7 @@ class Computation:
         else:
             rc = lib.nest_call(self._k, argv, self._nargs, resv, self._nres)
         if rc != 0:
-            msg = lib.nest_kernel_errmsg(self._k)
-            raise NestError(msg.decode("utf-8", "replace") if msg else "call failed", rc)
+            self._raise_call_error(rc)
 
     def _pick(self, outs):
         if self._single:
