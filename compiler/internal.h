@@ -682,6 +682,8 @@ typedef struct nest {
     fx *tile_a, *tile_b; /* tile.c: its factors: a load ignoring J, an expression ignoring I */
     bool a_first;        /* tile.c: the product is tile_a * tile_b (else tile_b * tile_a) */
     bool b_direct;       /* tile.c: tile_b is read where it lies, not packed (few blocks of rows) */
+    bool b_direct_rt;    /* tile.c: symbolic rows; tile_b is read where it lies when they make at
+                          * most TILE_DIRECT_BLOCKS blocks, decided at run time, else packed */
     bool tile_par;       /* tile.c: its tiles run on several cores (each product of a batch in
                           * one parallel region): B packed whole, then the tiles */
     int32_t pack;        /* the workspace buffer private to the nest, or -1: a tiled product's

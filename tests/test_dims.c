@@ -464,6 +464,29 @@ static void test_compile_sizes(void **state)
     compile_at_sizes(ops_text, sizes, sizeof sizes / sizeof *sizes);
 }
 
+/* Products over symbolic rows in each of their ways: the second factor read in place up to
+ * TILE_DIRECT_BLOCKS blocks of rows and packed past them (the switch at 32 rows of f32), every
+ * count of rows in the last block, a last block of fewer columns than a tile's, f64, and a
+ * second factor read transposed (packed at every N). */
+static const char products_text[] =
+    "func dense(x: f32[N,40], w: f32[40,200], b: f32[200]) -> f32[N,200] {\n"
+    "  y = add(dot(x, w), broadcast(b, shape=[N,200], axes=[0]))\n"
+    "  return maximum(y, constant(f32[N,200], 0))\n"
+    "}\n"
+    "func dense64(x: f64[N,24], w: f64[24,70]) -> f64[N,70] {\n"
+    "  return dot(x, w)\n"
+    "}\n"
+    "func transposed(x: f32[N,30], w: f32[130,30]) -> f32[N,130] {\n"
+    "  return dot(x, reshape(w, order=[1,0], shape=[30,130]))\n"
+    "}\n";
+
+static void test_compile_products(void **state)
+{
+    (void)state;
+    static const int64_t sizes[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 31, 32, 33, 40, 67};
+    compile_at_sizes(products_text, sizes, sizeof sizes / sizeof *sizes);
+}
+
 /* Convolutions and pools over a symbolic batch, in each of the direct form's ways (planes
  * copied per image into a local array, copied into the workspace at a size set by N, read in
  * place; positions or channels in the lanes), grouped, with a bias and a ReLU absorbed, and a
@@ -1004,6 +1027,7 @@ int main(void)
         cmocka_unit_test(test_chain_and_l2),
         cmocka_unit_test(test_bad_sizes),
         cmocka_unit_test(test_compile_sizes),
+        cmocka_unit_test(test_compile_products),
         cmocka_unit_test(test_compile_windows),
         cmocka_unit_test(test_compile_indexed),
         cmocka_unit_test(test_compile_bad_sizes),

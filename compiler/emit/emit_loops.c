@@ -979,13 +979,13 @@ static void emit_block_cols(ctx *c, const nest *ne, const char *nj)
 }
 
 /* One tile: the block of rows i0 .. i0 + ni by columns j0 .. j0 + nj (c->var[nb], c->var[nb +
- * 2]) accumulates in registers over the KS values of k from the panel, whose rows k are sp
- * apart, then leaves through the absorbed outputs and into the product if it is kept. `small`
+ * 2]) accumulates in registers over the KS values of k from the panel, whose rows k are sp (C
+ * text) apart, then leaves through the absorbed outputs and into the product if it is kept. `small`
  * (or NULL): the name of the flag of a block that reads B in place element by element
  * (symbolic rows fewer than a tile's; a last block of fewer columns than a tile's when B is
  * read in place). */
 static void emit_tile_block(ctx *c, const nest *ne, const char *KS, const char *panel,
-                            long long sp, const char *nj, const char *small)
+                            const char *sp, const char *nj, const char *small)
 {
     const nout *prod = &ne->outs[0];
     int et = prod->value->etype, ti = ne->tile_i, tj = ne->tile_j, nb = ne->rank - 3;
@@ -1046,7 +1046,7 @@ static void emit_tile_block(ctx *c, const nest *ne, const char *KS, const char *
             em_line(c, "} else {");
             c->indent++;
         }
-        em_line(c, "nest_tile_%s_%dx%d(%s, %s, %s, %lld, %lld, %s, %lld, %s);",
+        em_line(c, "nest_tile_%s_%dx%d(%s, %s, %s, %lld, %lld, %s, %s, %s);",
              nest_type_name((nest_type)et), ti, tj, ni, KS, base ? base : "0",
              (long long)a->st[nb], (long long)a->st[nb + 1], panel, sp, acc);
         if (small) {
@@ -1131,6 +1131,9 @@ static void emit_tiled(ctx *c, int32_t k)
     if (direct)
         em_line(c, " * read in place %d columns at a time%s */", tj,
                 par_cols ? ", the blocks of columns in parallel" : "");
+    else if (ne->b_direct_rt)
+        em_line(c, " * read in place %d columns at a time up to %d rows, else packed */", tj,
+                ti * TILE_DIRECT_BLOCKS);
     else
         em_line(c, " * packed %d columns at a time%s */", tj,
                 par_batch      ? "; the products of the batch in parallel"
@@ -1205,6 +1208,8 @@ static void emit_tiled(ctx *c, int32_t k)
         long long jblocks = (J + tj - 1) / tj, iblocks = (I + ti - 1) / ti;
         const char *jb = em_unique(&c->local, "jb"), *t = em_unique(&c->local, "t"),
                    *pj = em_unique(&c->local, "pj");
+        char tjs[16];
+        snprintf(tjs, sizeof tjs, "%d", tj);
         em_line(c, "#ifdef _OPENMP");
         em_line(c, "#pragma omp parallel");
         em_line(c, "#endif");
@@ -1231,7 +1236,7 @@ static void emit_tiled(ctx *c, int32_t k)
         emit_block_cols(c, ne, nj);
         em_line(c, "const %s *restrict %s = %s + %s / %lld * %lld;", T, pj, panel, t, iblocks,
                 (long long)K * tj);
-        emit_tile_block(c, ne, KS, pj, tj, nj, NULL);
+        emit_tile_block(c, ne, KS, pj, tjs, nj, NULL);
         c->indent--;
         em_line(c, "}");
         c->indent--;
@@ -1243,21 +1248,50 @@ static void emit_tiled(ctx *c, int32_t k)
          * symbolic rows fewer than a tile's take the small path instead (packing all of B for
          * a row or two costs more than the product). */
         const fx *b = ne->tile_b;
-        const char *small = Isym || (direct && J % tj) ? em_unique(&c->local, "small") : NULL;
-        if (small && !direct)
+        bool rt = ne->b_direct_rt;
+        const char *small = rt ? (J % tj ? em_unique(&c->local, "small") : NULL)
+                            : Isym || (direct && J % tj) ? em_unique(&c->local, "small")
+                                                         : NULL;
+        /* rt: symbolic rows of at most TILE_DIRECT_BLOCKS blocks read B in place (as
+         * b_direct), more pack it; the blocks of columns in parallel only in place (the
+         * panel is one), and only if the rows can make the product worth it */
+        const char *dir = rt ? em_unique(&c->local, "direct") : NULL;
+        if (rt)
+            em_line(c, "const int %s = %s <= %d;", dir, Is ? Is : "0", ti * TILE_DIRECT_BLOCKS);
+        if (small && !direct && !rt)
             em_line(c, "const int %s = %s < %d;", small, Is ? Is : "0", ti);
-        if (direct)
+        if (direct || rt)
             em_ref(c, b->buf);
         if (par_cols)
             omp_parallel_for(c);
+        else if (rt && c->p->opts->openmp &&
+                 (double)ti * TILE_DIRECT_BLOCKS * (double)K * (double)J >= (double)PAR_MIN_MACS) {
+            em_line(c, "#ifdef _OPENMP");
+            em_line(c, "#pragma omp parallel for schedule(static) if(%s && %s * %lld >= %lld)", dir,
+                    Is ? Is : "0", (long long)K * J, (long long)PAR_MIN_MACS);
+            em_line(c, "#endif");
+        }
         em_line(c, "for (int64_t %s = 0; %s < %lld; %s += %d) {", j0, j0, J, j0, tj);
         c->indent++;
         emit_block_cols(c, ne, nj);
+        char sp[64];
+        const char *pb = panel;
+        snprintf(sp, sizeof sp, "%d", tj);
         if (direct) {
             em_line(c, "const %s *restrict %s = %s + %lld + %s;", T, panel, c->bufname[b->buf],
                     (long long)b->off, j0);
+            snprintf(sp, sizeof sp, "%lld", (long long)b->st[nb + 1]);
             if (small)
                 em_line(c, "const int %s = %s < %d;", small, nj, tj);
+        } else if (rt) {
+            em_line(c, "if (!%s)", dir);
+            emit_pack_panel(c, ne, KS, panel, nj);
+            pb = em_unique(&c->local, "pb");
+            em_line(c, "const %s *%s = %s ? %s + %lld + %s : %s;", T, pb, dir, c->bufname[b->buf],
+                    (long long)b->off, j0, panel);
+            snprintf(sp, sizeof sp, "(%s ? %lld : %d)", dir, (long long)b->st[nb + 1], tj);
+            if (small)
+                em_line(c, "const int %s = %s && %s < %d;", small, dir, nj, tj);
         } else {
             if (small)
                 em_line(c, "if (!%s)", small);
@@ -1265,7 +1299,7 @@ static void emit_tiled(ctx *c, int32_t k)
         }
         em_line(c, "for (int64_t %s = 0; %s < %s; %s += %d) {", i0, i0, Is ? Is : "0", i0, ti);
         c->indent++;
-        emit_tile_block(c, ne, KS, panel, direct ? (long long)b->st[nb + 1] : tj, nj, small);
+        emit_tile_block(c, ne, KS, pb, sp, nj, small);
         c->indent--;
         em_line(c, "}");
         c->indent--;

@@ -113,7 +113,24 @@ static void emit_fold_helper(buf *b, int h)
 }
 
 /* The micro-kernel of a tiled product, ti x tj, a function of its own so that every compiler
- * keeps its accumulators in registers (inside an OpenMP-outlined loop some do not). */
+ * keeps its accumulators in registers (inside an OpenMP-outlined loop some do not). A block of
+ * fewer rows (the last of a product, or all of a small batch) has a loop of its own row count
+ * up to TILE_ROW_CASES rows (a count known to the compiler keeps the accumulators in
+ * registers), else goes one row at a time. */
+#define TILE_ROW_CASES 8
+
+static void emit_tile_rows(buf *b, const char *t, int rows, int tj)
+{
+    buf_printf(b,
+               "        for (int64_t k = 0; k < n; k++, panel += sp)\n"
+               "            for (int ii = 0; ii < %d; ii++) {\n"
+               "                const %s av = a[ii * si + k * sk];\n"
+               "                for (int jj = 0; jj < %d; jj++)\n"
+               "                    acc[ii * %d + jj] = acc[ii * %d + jj] + av * panel[jj];\n"
+               "            }\n",
+               rows, t, tj, tj, tj);
+}
+
 static void emit_tile_fn(buf *b, int et, int ti, int tj, bool maybe_unused)
 {
     const char *t = em_ctype(et), *tn = nest_type_name((nest_type)et);
@@ -127,27 +144,37 @@ static void emit_tile_fn(buf *b, int et, int ti, int tj, bool maybe_unused)
                "{\n"
                "    %s acc[%d];\n"
                "    for (int t = 0; t < %d; t++)\n"
-               "        acc[t] = 0;\n"
-               "    if (rows == %d) {\n"
-               "        for (int64_t k = 0; k < n; k++, panel += sp)\n"
-               "            for (int ii = 0; ii < %d; ii++) {\n"
-               "                const %s av = a[ii * si + k * sk];\n"
-               "                for (int jj = 0; jj < %d; jj++)\n"
-               "                    acc[ii * %d + jj] = acc[ii * %d + jj] + av * panel[jj];\n"
-               "            }\n"
-               "    } else {\n"
-               "        for (int64_t k = 0; k < n; k++, panel += sp)\n"
-               "            for (int ii = 0; ii < rows; ii++) {\n"
-               "                const %s av = a[ii * si + k * sk];\n"
-               "                for (int jj = 0; jj < %d; jj++)\n"
-               "                    acc[ii * %d + jj] = acc[ii * %d + jj] + av * panel[jj];\n"
-               "            }\n"
+               "        acc[t] = 0;\n",
+               tj, tj, ti, maybe_unused ? " NEST_UNUSED" : "", tn, ti, tj, t, t, t, t, ti * tj,
+               ti * tj);
+    int cases = ti <= TILE_ROW_CASES ? ti : 1;
+    for (int r = ti; r > ti - cases; r--) {
+        buf_printf(b, "    %sif (rows == %d) {\n", r < ti ? "} else " : "", r);
+        emit_tile_rows(b, t, r, tj);
+    }
+    if (cases < ti)
+        buf_printf(b,
+                   "    } else {\n"
+                   "        for (int ii = 0; ii < rows; ii++) {\n"
+                   "            const %s *restrict p = panel;\n"
+                   "            %s row[%d];\n"
+                   "            for (int jj = 0; jj < %d; jj++)\n"
+                   "                row[jj] = 0;\n"
+                   "            for (int64_t k = 0; k < n; k++, p += sp) {\n"
+                   "                const %s av = a[ii * si + k * sk];\n"
+                   "                for (int jj = 0; jj < %d; jj++)\n"
+                   "                    row[jj] = row[jj] + av * p[jj];\n"
+                   "            }\n"
+                   "            for (int jj = 0; jj < %d; jj++)\n"
+                   "                acc[ii * %d + jj] = row[jj];\n"
+                   "        }\n",
+                   t, t, tj, tj, t, tj, tj, tj);
+    buf_printf(b,
                "    }\n"
                "    for (int t = 0; t < %d; t++)\n"
                "        out[t] = acc[t];\n"
                "}\n\n",
-               tj, tj, ti, maybe_unused ? " NEST_UNUSED" : "", tn, ti, tj, t, t, t, t, ti * tj,
-               ti * tj, ti, ti, t, tj, tj, tj, t, tj, tj, tj, ti * tj);
+               ti * tj);
 }
 
 /* The tile of tile_shape, or (thin) every thin tile narrower than it (tile_thin_shape; a bit of

@@ -10,7 +10,8 @@
  * element is still summed in k order, so the result is the same as the untiled nest's. A
  * product with fewer columns than a tile's takes a thin tile (tile_thin_shape): the vectors that
  * cover its columns, and more rows. A product of few blocks of rows reads B's columns where
- * they lie instead of packing them (b_direct) when B is a plain load along them.
+ * they lie instead of packing them (b_direct) when B is a plain load along them; with
+ * symbolic rows that is decided at run time (b_direct_rt).
  *
  * The element-wise nest that follows and reads the product exactly where it is written (a bias
  * and a ReLU) is absorbed: it runs on the tile as it leaves the registers, and the product is
@@ -304,12 +305,14 @@ static bool tile_nest(plan *p, int32_t k, int vbytes, const int32_t *readers)
     if (!ksym && (bsym || nbatch >= 2) && bytes <= TILE_LOCAL_PANEL)
         return trans || absorb(p, k, readers);
     int64_t I = n->dims[r - 3], K = n->dims[r - 2], J = n->dims[r - 1];
-    if (nbatch == 1 && !bsym && !ksym && !dim_is_sym(I) && J >= n->tile_j &&
-        (I + n->tile_i - 1) / n->tile_i <= TILE_DIRECT_BLOCKS && fx_is_view(b) &&
-        b->st[r - 1] == 1 && b->etype == et) {
+    bool b_plain = nbatch == 1 && !bsym && !ksym && J >= n->tile_j && fx_is_view(b) &&
+                   b->st[r - 1] == 1 && b->etype == et;
+    if (b_plain && !dim_is_sym(I) && (I + n->tile_i - 1) / n->tile_i <= TILE_DIRECT_BLOCKS) {
         n->b_direct = true;
         return trans || absorb(p, k, readers);
     }
+    /* symbolic rows: the same choice, made at run time; the panel is kept for many rows */
+    n->b_direct_rt = b_plain && dim_is_sym(I);
     /* the tiles of one product on several cores when it is worth a parallel region (its rows
      * and sum known, more than one tile): then B is packed whole first, each panel by one
      * thread */
