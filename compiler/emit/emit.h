@@ -217,9 +217,15 @@ void em_nest_comment(ctx *c);
 /* Whether a nest has iterations to run (a fold over nothing still writes its initial values). */
 bool em_nest_runs(const nest *ne);
 void em_nest(ctx *c, int32_t k);
-/* A nest's block: its comment, "{", the temporaries it touches; and its end. */
+/* A nest's block: its comment, "{", the temporaries it touches; and its end. em_nest_open is
+ * em_nest_start (the nest's names and comment) and em_nest_enter ("{" and the temporaries),
+ * between which more comment may go. */
 void em_nest_open(ctx *c, int32_t k);
+void em_nest_start(ctx *c, int32_t k);
+void em_nest_enter(ctx *c, int32_t k);
 void em_nest_close(ctx *c);
+/* The store of output o at the index expressions in c->expr: "buf[index]". */
+void em_store_text(ctx *c, buf *b, const nout *o);
 /* "#pragma omp parallel for" for the loop that follows (under #ifdef _OPENMP). */
 void em_omp_for(ctx *c);
 /* dst = value, the value's statements first (at the index expressions in c->expr). */
@@ -228,6 +234,11 @@ void em_assign(ctx *c, const char *dst, fx *value);
 void em_group(ctx *c, int32_t lead);
 /* The iterations of a nest (saturating at INT64_MAX): what decides its parallel loops. */
 int64_t em_nest_work(const nest *ne);
+
+/* emit_tile.c */
+/* A product of matrices tiled by tile.c: panels or B in place, a micro-kernel call per block,
+ * the absorbed outputs on the block as it leaves. */
+void em_tiled(ctx *c, int32_t k);
 
 /* emit_topk.c */
 /* A topk nest (fuse.c): loops over every axis but the searched one, a helper call per row. */

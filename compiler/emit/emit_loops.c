@@ -1,7 +1,7 @@
 /*
  * emit_loops.c - loop nests in C: one block per nest opening with a comment naming the graph
  * nodes it computes; loops with constant bounds split at concat boundaries; folds into partial
- * accumulators or in parallel chunks; tiled products of matrices; row groups under one loop.
+ * accumulators or in parallel chunks; row groups under one loop.
  */
 #include <math.h>
 #include <stdio.h>
@@ -12,7 +12,7 @@
 
 /* ---- nests ---- */
 
-static void store_text(ctx *c, buf *b, const nout *o)
+void em_store_text(ctx *c, buf *b, const nout *o)
 {
     buf_printf(b, "%s[", c->bufname[o->buf]);
     em_ref(c, o->buf);
@@ -93,7 +93,7 @@ void em_outputs(ctx *c, const nout *outs, fx *const *vals, int nouts)
             else
                 buf_puts(&dst, c->acc[i]);
         } else {
-            store_text(c, &dst, o);
+            em_store_text(c, &dst, o);
         }
         char *d = em_finish(c, &dst);
         if (!v || !d) {
@@ -476,7 +476,7 @@ static void emit_fold_start(ctx *c, int lvl)
             opened++;
         }
         buf t = {0};
-        store_text(c, &t, &ne->outs[i]);
+        em_store_text(c, &t, &ne->outs[i]);
         buf_puts(&t, " = ");
         em_init_text(&t, ne->outs[i].reduce, ne->outs[i].value->etype);
         char *s = em_finish(c, &t);
@@ -534,7 +534,7 @@ static void emit_fold_end(ctx *c)
         if (c->fold_dst)
             buf_puts(&t, c->fold_dst[i]);
         else
-            store_text(c, &t, o);
+            em_store_text(c, &t, o);
         char *d = em_finish(c, &t);
         buf cm = {0};
         em_node_comment(c, &cm, c->fold_dst ? -1 : o->node);
@@ -643,7 +643,7 @@ static void emit_chunks(ctx *c, fx **vals)
         em_line(c, "    %s = %s;", l, comb ? comb : "");
         free(comb);
         buf t = {0};
-        store_text(c, &t, o);
+        em_store_text(c, &t, o);
         char *d = em_finish(c, &t);
         buf cm = {0};
         em_node_comment(c, &cm, o->node);
@@ -910,422 +910,25 @@ static void emit_assign(ctx *c, const char *dst, fx *value)
     c->body_names = saved;
 }
 
-/* Values of k a transposed panel is packed by at a time: PACK_BLOCK rows of the panel (of up to
- * 64 floats each) and PACK_BLOCK values of each of its columns stay in L1. */
-#define PACK_BLOCK 16
-
-/* The panel `panel` of B's columns j0 .. j0 + nj (j0 and nj named by c->var[nb + 2] and nj),
- * k-major, zero past the edge; KS is the sum's extent as C (symbolic: a sum over a batch). */
-static void emit_pack_panel(ctx *c, const nest *ne, const char *KS, const char *panel,
-                            const char *nj)
-{
-    int tj = ne->tile_j, nb = ne->rank - 3;
-    long long J = ne->dims[nb + 2];
-    const char *kv = c->var[nb + 1];
-    char jexpr[64], dst[128];
-    snprintf(jexpr, sizeof jexpr, "%s + jj", c->var[nb + 2]);
-    c->expr[nb] = "0";
-    c->expr[nb + 1] = kv;
-    c->expr[nb + 2] = jexpr;
-    snprintf(dst, sizeof dst, "%s[%s * %d + jj]", panel, kv, tj);
-    const fx *b = ne->tile_b;
-    if (fx_is_view(b) && b->st[nb + 1] == 1 && b->st[nb + 2] != 1) {
-        /* B read transposed (a weight's transpose in a backward pass): blocks of PACK_BLOCK
-         * values of k, read along k and written across the panel's rows, which stay in cache */
-        const char *k0 = em_unique(&c->local, "k0"), *k1 = em_unique(&c->local, "k1");
-        em_line(c, "for (int64_t %s = 0; %s < %s; %s += %d) {", k0, k0, KS, k0, PACK_BLOCK);
-        c->indent++;
-        em_line(c, "const int64_t %s = %s + %d < %s ? %s + %d : %s;", k1, k0, PACK_BLOCK, KS, k0,
-                PACK_BLOCK, KS);
-        em_line(c, "for (int jj = 0; jj < %s; jj++)", nj);
-        em_line(c, "    for (int64_t %s = %s; %s < %s; %s++)", kv, k0, kv, k1, kv);
-        c->indent += 2;
-        emit_assign(c, dst, ne->tile_b);
-        c->indent -= 2;
-        if (J % tj) {
-            em_line(c, "for (int64_t %s = %s; %s < %s; %s++)", kv, k0, kv, k1, kv);
-            em_line(c, "    for (int jj = %s; jj < %d; jj++)", nj, tj);
-            em_line(c, "        %s = 0;", dst);
-        }
-        c->indent--;
-        em_line(c, "}");
-    } else {
-        em_line(c, "for (int64_t %s = 0; %s < %s; %s++) {", kv, kv, KS, kv);
-        c->indent++;
-        em_line(c, "for (int jj = 0; jj < %s; jj++) {", nj);
-        c->indent++;
-        emit_assign(c, dst, ne->tile_b);
-        c->indent--;
-        em_line(c, "}");
-        if (J % tj) {
-            em_line(c, "for (int jj = %s; jj < %d; jj++)", nj, tj);
-            em_line(c, "    %s = 0;", dst);
-        }
-        c->indent--;
-        em_line(c, "}");
-    }
-}
-
-/* const int nj = the columns of the block at j0 (c->var[nb + 2]). */
-static void emit_block_cols(ctx *c, const nest *ne, const char *nj)
-{
-    int tj = ne->tile_j, nb = ne->rank - 3;
-    long long J = ne->dims[nb + 2];
-    const char *j0 = c->var[nb + 2];
-    if (J % tj) /* a last block of fewer columns */
-        em_line(c, "const int %s = %lld - %s < %d ? (int)(%lld - %s) : %d;", nj, J, j0, tj, J, j0, tj);
-    else
-        em_line(c, "const int %s = %d;", nj, tj);
-}
-
-/* One tile: the block of rows i0 .. i0 + ni by columns j0 .. j0 + nj (c->var[nb], c->var[nb +
- * 2]) accumulates in registers over the KS values of k from the panel, whose rows k are sp (C
- * text) apart, then leaves through the absorbed outputs and into the product if it is kept. `small`
- * (or NULL): the name of the flag of a block that reads B in place element by element
- * (symbolic rows fewer than a tile's; a last block of fewer columns than a tile's when B is
- * read in place). */
-static void emit_tile_block(ctx *c, const nest *ne, const char *KS, const char *panel,
-                            const char *sp, const char *nj, const char *small)
-{
-    const nout *prod = &ne->outs[0];
-    int et = prod->value->etype, ti = ne->tile_i, tj = ne->tile_j, nb = ne->rank - 3;
-    int64_t I = ne->dims[nb];
-    bool Isym = dim_is_sym(I);
-    const char *T = em_ctype(et), *i0 = c->var[nb], *kv = c->var[nb + 1], *j0 = c->var[nb + 2];
-    const char *ni = em_unique(&c->local, "ni"), *acc = em_unique(&c->local, "acc");
-    char *Is = em_dim_text(c, I);
-    if (Isym || I % ti)
-        em_line(c, "const int %s = %s - %s < %d ? (int)(%s - %s) : %d;", ni, Is ? Is : "0", i0, ti,
-                Is ? Is : "0", i0, ti);
-    else
-        em_line(c, "const int %s = %d;", ni, ti);
-    free(Is);
-    em_line(c, "%s %s[%d];", T, acc, ti * tj);
-    char iexpr[64], jexpr[64];
-    snprintf(iexpr, sizeof iexpr, "%s + ii", i0);
-    snprintf(jexpr, sizeof jexpr, "%s + jj", j0);
-    {
-        /* the first factor's rows start at a[off + batch + i0 * si] and step k by sk */
-        const fx *a = ne->tile_a;
-        int h = em_tile_helper(et, ne->tile_vb, tj);
-        *c->helpers |= 1ull << h;
-        buf t = {0};
-        buf_printf(&t, "%s + %lld", c->bufname[a->buf], (long long)a->off);
-        em_ref(c, a->buf);
-        for (int d = 0; d < nb; d++)
-            if (a->st[d])
-                buf_printf(&t, " + %s * %lld", c->var[d], (long long)a->st[d]);
-        if (a->st[nb])
-            buf_printf(&t, " + %s * %lld", i0, (long long)a->st[nb]);
-        char *base = em_finish(c, &t);
-        if (small) { /* the product of ni rows by B read in place, k outermost */
-            em_line(c, "if (%s) {", small);
-            c->indent++;
-            em_line(c, "for (int u = 0; u < %s * %d; u++)", ni, tj);
-            em_line(c, "    %s[u] = 0;", acc);
-            em_line(c, "for (int64_t %s = 0; %s < %s; %s++) {", kv, kv, KS, kv);
-            c->indent++;
-            em_line(c, "for (int ii = 0; ii < %s; ii++) {", ni);
-            c->indent++;
-            em_line(c, "const %s nest_a = (%s)[ii * %lld + %s * %lld];", T, base ? base : "0",
-                    (long long)a->st[nb], kv, (long long)a->st[nb + 1]);
-            em_line(c, "for (int jj = 0; jj < %s; jj++) {", nj);
-            c->indent++;
-            em_line(c, "%s nest_b;", T);
-            c->expr[nb] = "0";
-            c->expr[nb + 1] = kv;
-            c->expr[nb + 2] = jexpr;
-            emit_assign(c, "nest_b", ne->tile_b);
-            em_line(c, "%s[ii * %d + jj] += %s;", acc, tj,
-                    ne->a_first ? "nest_a * nest_b" : "nest_b * nest_a");
-            for (int close = 0; close < 3; close++) {
-                c->indent--;
-                em_line(c, "}");
-            }
-            c->indent--;
-            em_line(c, "} else {");
-            c->indent++;
-        }
-        em_line(c, "nest_tile_%s_%dx%d(%s, %s, %s, %lld, %lld, %s, %s, %s);",
-             nest_type_name((nest_type)et), ti, tj, ni, KS, base ? base : "0",
-             (long long)a->st[nb], (long long)a->st[nb + 1], panel, sp, acc);
-        if (small) {
-            c->indent--;
-            em_line(c, "}");
-        }
-        free(base);
-    }
-    c->expr[nb] = iexpr;
-    /* the block leaves: through the absorbed outputs, and into the product if it is kept;
-     * along the product's rows when they are its contiguous axis (a transposed product) */
-    bool cols_outer = prod->st[nb] == 1 && prod->st[nb + 2] != 1;
-    const char *loop[2][2] = {{"ii", ni}, {"jj", nj}}; /* index and extent, outer first */
-    for (int l = 0; l < 2; l++) {
-        const char *v = loop[l ^ cols_outer][0], *n = loop[l ^ cols_outer][1];
-        em_line(c, "for (int %s = 0; %s < %s; %s++) {", v, v, n, v);
-        c->indent++;
-    }
-    c->expr[nb + 1] = "0";
-    c->expr[nb + 2] = jexpr;
-    char tile[96];
-    snprintf(tile, sizeof tile, "%s[ii * %d + jj]", acc, tj);
-    c->tile_view = fx_load(c->mp, prod->buf, prod->off, ne->rank, prod->st, -1);
-    if (!c->tile_view)
-        c->b->failed = true; /* out of memory: reads of the product would find no name */
-    c->tile_text = tile;
-    if (ne->nouts > 1) {
-        fx *vals[ne->nouts];
-        for (int i = 1; i < ne->nouts; i++)
-            vals[i - 1] = ne->outs[i].value;
-        em_outputs(c, ne->outs + 1, vals, ne->nouts - 1);
-    }
-    if (!prod->drop) {
-        buf t = {0};
-        store_text(c, &t, prod);
-        char *d = em_finish(c, &t);
-        em_line(c, "%s = %s;", d ? d : "", tile);
-        free(d);
-    }
-    c->tile_view = NULL;
-    c->tile_text = NULL;
-    for (int close = 0; close < 2; close++) {
-        c->indent--;
-        em_line(c, "}");
-    }
-}
-
-/* A product of matrices tiled by tile.c: for each block of TJ columns, B's panel is packed;
- * for each block of TI rows, the block of the product accumulates in registers over k; then
- * the block leaves through the absorbed element-wise outputs (and the product's own store).
- * Batch axes (a batch_dot's) run outside: in parallel when there are several and the panel fits
- * a local array of each thread, else one after the other. A product worth several cores
- * (tile_par) runs one parallel region: every panel packed (one thread each), then the tiles. A
- * product of few blocks of rows (b_direct) packs nothing: its tiles read B where it lies, the
- * blocks of columns in parallel when it is worth it. */
-static void emit_tiled(ctx *c, int32_t k)
-{
-    const nest *ne = &c->p->nests[k];
-    const nout *prod = &ne->outs[0];
-    int et = prod->value->etype, ti = ne->tile_i, tj = ne->tile_j, nb = ne->rank - 3;
-    long long J = ne->dims[nb + 2];
-    /* the summed K may be symbolic (x^T . g sums over a batch): its C, and a panel of K rows
-     * in the workspace placed at run time */
-    int64_t K = ne->dims[nb + 1];
-    char *Ks = em_dim_text(c, K);
-    const char *KS = Ks ? Ks : "0";
-    /* the rows I may be symbolic: their blocks are counted at run time */
-    int64_t I = ne->dims[nb];
-    bool Isym = dim_is_sym(I);
-    char *Is = em_dim_text(c, I);
-    const char *T = em_ctype(et);
-    bool direct = ne->b_direct, local_panel = ne->pack < 0 && !direct;
-    bool par_batch = local_panel && c->p->opts->openmp && em_nest_work(ne) >= PAR_MIN_MACS;
-    /* B read in place: the blocks of columns are independent, so they go in parallel */
-    bool par_cols = direct && c->p->opts->openmp && em_nest_work(ne) >= PAR_MIN_MACS && J > tj;
-    c->ne = ne;
-    memset(&c->local, 0, sizeof c->local);
-    c->local.outer = &c->fn;
-    em_nest_comment(c);
-    em_line(c, "/* in tiles of %d x %d held in registers over the %s-long sum, the second factor", ti,
-         tj, KS);
-    if (direct)
-        em_line(c, " * read in place %d columns at a time%s */", tj,
-                par_cols ? ", the blocks of columns in parallel" : "");
-    else if (ne->b_direct_rt)
-        em_line(c, " * read in place %d columns at a time up to %d rows, else packed */", tj,
-                ti * TILE_DIRECT_BLOCKS);
-    else
-        em_line(c, " * packed %d columns at a time%s */", tj,
-                par_batch      ? "; the products of the batch in parallel"
-                : ne->tile_par ? "; the panels, then the tiles, in parallel"
-                               : "");
-    em_line(c, "{");
-    c->indent++;
-    declare_temps(c, k, k, -1, false);
-    const char *panel = em_unique(&c->local, "panel");
-    if (!local_panel && !direct && c->p->bufs[ne->pack].offset < 0) { /* symbolic: at run time */
-        em_line(c, "%s *restrict %s = (%s *)(ws + nest_off%d);", T, panel, T, ne->pack);
-        em_ref_ws(c);
-    } else if (!local_panel && !direct) {
-        em_line(c, "%s *restrict %s = (%s *)(ws + %lld);", T, panel, T,
-             (long long)c->p->bufs[ne->pack].offset);
-        em_ref_ws(c);
-    }
-    for (int d = 0; d < nb; d++) {
-        char v[16];
-        snprintf(v, sizeof v, "b%d", d);
-        c->var[d] = c->expr[d] = em_unique(&c->local, v);
-    }
-    const char *i0 = em_unique(&c->local, "i0"), *kv = em_unique(&c->local, "k"),
-               *j0 = em_unique(&c->local, "j0"), *nj = em_unique(&c->local, "nj");
-    c->var[nb] = i0;
-    c->var[nb + 1] = kv;
-    c->var[nb + 2] = j0;
-    if (par_batch)
-        omp_parallel_for(c);
-    /* the batch axes (they may be symbolic): in parallel, one loop over their product whose
-     * index splits */
-    const char *bflat = NULL;
-    if (par_batch && nb > 1) {
-        bflat = em_unique(&c->local, "b");
-        buf all = {0};
-        for (int d = 0; d < nb; d++) {
-            buf_puts(&all, d ? " * " : "");
-            em_dim(c, &all, ne->dims[d]);
-        }
-        char *alls = em_finish(c, &all);
-        em_line(c, "for (int64_t %s = 0; %s < %s; %s++) {", bflat, bflat, alls ? alls : "0", bflat);
-        free(alls);
-        c->indent++;
-        for (int d = 0; d < nb; d++) { /* b / (the extents inside d) % extent d */
-            buf ix = {0};
-            buf_printf(&ix, "const int64_t %s = %s", c->var[d], bflat);
-            for (int e = d + 1; e < nb; e++) {
-                buf_puts(&ix, " / ");
-                em_dim(c, &ix, ne->dims[e]);
-            }
-            buf_puts(&ix, " % ");
-            em_dim(c, &ix, ne->dims[d]);
-            char *ixs = em_finish(c, &ix);
-            em_line(c, "%s;", ixs ? ixs : "");
-            free(ixs);
-        }
-    } else {
-        for (int d = 0; d < nb; d++) {
-            char *ext = em_dim_text(c, ne->dims[d]);
-            em_line(c, "for (int64_t %s = 0; %s < %s; %s++) {", c->var[d], c->var[d],
-                    ext ? ext : "0", c->var[d]);
-            free(ext);
-            c->indent++;
-        }
-    }
-    if (local_panel)
-        em_line(c, "%s %s[%lld];", T, panel, (long long)K * tj); /* K is plain (tile.c) */
-    if (ne->tile_par) {
-        /* one parallel region: the panels of every block of columns, then the tiles, j-major
-         * (a thread's tiles read the panels it packed when the blocks divide evenly); I and K
-         * are plain (tile.c) */
-        long long jblocks = (J + tj - 1) / tj, iblocks = (I + ti - 1) / ti;
-        const char *jb = em_unique(&c->local, "jb"), *t = em_unique(&c->local, "t"),
-                   *pj = em_unique(&c->local, "pj");
-        char tjs[16];
-        snprintf(tjs, sizeof tjs, "%d", tj);
-        em_line(c, "#ifdef _OPENMP");
-        em_line(c, "#pragma omp parallel");
-        em_line(c, "#endif");
-        em_line(c, "{");
-        c->indent++;
-        em_line(c, "#ifdef _OPENMP");
-        em_line(c, "#pragma omp for schedule(static)");
-        em_line(c, "#endif");
-        em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", jb, jb, jblocks, jb);
-        c->indent++;
-        em_line(c, "const int64_t %s = %s * %d;", j0, jb, tj);
-        emit_block_cols(c, ne, nj);
-        em_line(c, "%s *restrict %s = %s + %s * %lld;", T, pj, panel, jb, (long long)K * tj);
-        emit_pack_panel(c, ne, KS, pj, nj);
-        c->indent--;
-        em_line(c, "}");
-        em_line(c, "#ifdef _OPENMP");
-        em_line(c, "#pragma omp for schedule(static)");
-        em_line(c, "#endif");
-        em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", t, t, jblocks * iblocks, t);
-        c->indent++;
-        em_line(c, "const int64_t %s = %s / %lld * %d, %s = %s %% %lld * %d;", j0, t, iblocks, tj,
-                i0, t, iblocks, ti);
-        emit_block_cols(c, ne, nj);
-        em_line(c, "const %s *restrict %s = %s + %s / %lld * %lld;", T, pj, panel, t, iblocks,
-                (long long)K * tj);
-        emit_tile_block(c, ne, KS, pj, tjs, nj, NULL);
-        c->indent--;
-        em_line(c, "}");
-        c->indent--;
-        em_line(c, "}");
-    } else {
-        /* B read in place (direct; I, K and the batch are plain, tile.c): its rows k are its
-         * stride along k apart, and a last block of fewer columns than a tile's takes the small
-         * path (the micro-kernel would read past B's rows). Else packed, block by block, where
-         * symbolic rows fewer than a tile's take the small path instead (packing all of B for
-         * a row or two costs more than the product). */
-        const fx *b = ne->tile_b;
-        bool rt = ne->b_direct_rt;
-        const char *small = rt ? (J % tj ? em_unique(&c->local, "small") : NULL)
-                            : Isym || (direct && J % tj) ? em_unique(&c->local, "small")
-                                                         : NULL;
-        /* rt: symbolic rows of at most TILE_DIRECT_BLOCKS blocks read B in place (as
-         * b_direct), more pack it; the blocks of columns in parallel only in place (the
-         * panel is one), and only if the rows can make the product worth it */
-        const char *dir = rt ? em_unique(&c->local, "direct") : NULL;
-        if (rt)
-            em_line(c, "const int %s = %s <= %d;", dir, Is ? Is : "0", ti * TILE_DIRECT_BLOCKS);
-        if (small && !direct && !rt)
-            em_line(c, "const int %s = %s < %d;", small, Is ? Is : "0", ti);
-        if (direct || rt)
-            em_ref(c, b->buf);
-        if (par_cols)
-            omp_parallel_for(c);
-        else if (rt && c->p->opts->openmp &&
-                 (double)ti * TILE_DIRECT_BLOCKS * (double)K * (double)J >= (double)PAR_MIN_MACS) {
-            em_line(c, "#ifdef _OPENMP");
-            em_line(c, "#pragma omp parallel for schedule(static) if(%s && %s * %lld >= %lld)", dir,
-                    Is ? Is : "0", (long long)K * J, (long long)PAR_MIN_MACS);
-            em_line(c, "#endif");
-        }
-        em_line(c, "for (int64_t %s = 0; %s < %lld; %s += %d) {", j0, j0, J, j0, tj);
-        c->indent++;
-        emit_block_cols(c, ne, nj);
-        char sp[64];
-        const char *pb = panel;
-        snprintf(sp, sizeof sp, "%d", tj);
-        if (direct) {
-            em_line(c, "const %s *restrict %s = %s + %lld + %s;", T, panel, c->bufname[b->buf],
-                    (long long)b->off, j0);
-            snprintf(sp, sizeof sp, "%lld", (long long)b->st[nb + 1]);
-            if (small)
-                em_line(c, "const int %s = %s < %d;", small, nj, tj);
-        } else if (rt) {
-            em_line(c, "if (!%s)", dir);
-            emit_pack_panel(c, ne, KS, panel, nj);
-            pb = em_unique(&c->local, "pb");
-            em_line(c, "const %s *%s = %s ? %s + %lld + %s : %s;", T, pb, dir, c->bufname[b->buf],
-                    (long long)b->off, j0, panel);
-            snprintf(sp, sizeof sp, "(%s ? %lld : %d)", dir, (long long)b->st[nb + 1], tj);
-            if (small)
-                em_line(c, "const int %s = %s && %s < %d;", small, dir, nj, tj);
-        } else {
-            if (small)
-                em_line(c, "if (!%s)", small);
-            emit_pack_panel(c, ne, KS, panel, nj);
-        }
-        em_line(c, "for (int64_t %s = 0; %s < %s; %s += %d) {", i0, i0, Is ? Is : "0", i0, ti);
-        c->indent++;
-        emit_tile_block(c, ne, KS, pb, sp, nj, small);
-        c->indent--;
-        em_line(c, "}");
-        c->indent--;
-        em_line(c, "}");
-    }
-    free(Is);
-    free(Ks);
-    for (int close = 0; close < (bflat ? 1 : nb); close++) {
-        c->indent--;
-        em_line(c, "}");
-    }
-    cast_unused_temps(c);
-    c->indent--;
-    em_line(c, "}");
-    em_names_free(&c->local);
-}
-
-void em_nest_open(ctx *c, int32_t k)
+void em_nest_start(ctx *c, int32_t k)
 {
     c->ne = &c->p->nests[k];
     memset(&c->local, 0, sizeof c->local);
     c->local.outer = &c->fn;
     em_nest_comment(c);
+}
+
+void em_nest_enter(ctx *c, int32_t k)
+{
     em_line(c, "{");
     c->indent++;
     declare_temps(c, k, k, -1, false);
+}
+
+void em_nest_open(ctx *c, int32_t k)
+{
+    em_nest_start(c, k);
+    em_nest_enter(c, k);
 }
 
 void em_nest_close(ctx *c)
@@ -1393,7 +996,7 @@ void em_assign(ctx *c, const char *dst, fx *value) { emit_assign(c, dst, value);
 void em_nest(ctx *c, int32_t k)
 {
     if (c->p->nests[k].tile_i) {
-        emit_tiled(c, k);
+        em_tiled(c, k);
         return;
     }
     if (c->p->nests[k].win) {
