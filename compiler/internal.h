@@ -1042,6 +1042,10 @@ int tile_thin_vectors(int etype, int vector_bytes, int64_t J);
 /* The vector width in bytes of the CPU the code is compiled for (opts->march): 64 with
  * AVX-512, 32 with AVX2, 16 for baseline x86-64 and x86-64-v2. */
 int tile_vector_bytes(const nest_options *o);
+/* Whether a tiled [I, K, J] product over symbolic rows computes the whole product row by row
+ * (each row's accumulators kept across k, the rows in a local array of tile_i x J) when the
+ * rows are fewer than a tile's: no batch, and that array within TILE_LOCAL_PANEL bytes. */
+bool tile_few_rows(const nest *n);
 
 /* ---------------------------------------------------------------------------------------------
  * passes/inplace.c: assignments of state in place

@@ -466,12 +466,16 @@ static void test_compile_sizes(void **state)
 
 /* Products over symbolic rows in each of their ways: the second factor read in place up to
  * TILE_DIRECT_BLOCKS blocks of rows and packed past them (the switch at 32 rows of f32), every
- * count of rows in the last block, a last block of fewer columns than a tile's, f64, and a
- * second factor read transposed (packed at every N). */
+ * count of rows in the last block, fewer rows than a tile's computed whole, a last block of
+ * fewer columns than a tile's, a thin tile (read in place only for fewer rows than its own),
+ * f64, and a second factor read transposed (packed at every N). */
 static const char products_text[] =
     "func dense(x: f32[N,40], w: f32[40,200], b: f32[200]) -> f32[N,200] {\n"
     "  y = add(dot(x, w), broadcast(b, shape=[N,200], axes=[0]))\n"
     "  return maximum(y, constant(f32[N,200], 0))\n"
+    "}\n"
+    "func thin(x: f32[N,50], w: f32[50,10]) -> f32[N,10] {\n"
+    "  return dot(x, w)\n"
     "}\n"
     "func dense64(x: f64[N,24], w: f64[24,70]) -> f64[N,70] {\n"
     "  return dot(x, w)\n"
@@ -483,7 +487,7 @@ static const char products_text[] =
 static void test_compile_products(void **state)
 {
     (void)state;
-    static const int64_t sizes[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 31, 32, 33, 40, 67};
+    static const int64_t sizes[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 31, 32, 33, 40, 67};
     compile_at_sizes(products_text, sizes, sizeof sizes / sizeof *sizes);
 }
 

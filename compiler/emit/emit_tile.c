@@ -77,15 +77,25 @@ static void emit_block_cols(ctx *c, const nest *ne, const char *nj)
         em_line(c, "const int %s = %d;", nj, tj);
 }
 
+/* Where a block of the product comes from (names in the generated C, or NULL). */
+typedef struct tile_src {
+    const char *panel; /* B's columns from j0: the packed panel, or B where it lies */
+    const char *sp;    /* the distance of the panel's rows k (C text) */
+    const char *small; /* flag: the block reads B in place element by element (symbolic rows
+                        * fewer than a tile's; a last block of fewer columns than a tile's
+                        * when B is read in place) */
+    const char *few;   /* flag: the block is copied from `rows`, the whole product of a few
+                        * rows computed before the blocks (emit_few_rows) */
+    const char *rows;
+} tile_src;
+
 /* One tile: the block of rows i0 .. i0 + ni by columns j0 .. j0 + nj (c->var[nb], c->var[nb +
- * 2]) accumulates in registers over the KS values of k from the panel, whose rows k are sp (C
- * text) apart, then leaves through the absorbed outputs and into the product if it is kept. `small`
- * (or NULL): the name of the flag of a block that reads B in place element by element
- * (symbolic rows fewer than a tile's; a last block of fewer columns than a tile's when B is
- * read in place). */
-static void emit_tile_block(ctx *c, const nest *ne, const char *KS, const char *panel,
-                            const char *sp, const char *nj, const char *small)
+ * 2]) accumulates in registers over the KS values of k from the panel (src), then leaves
+ * through the absorbed outputs and into the product if it is kept. */
+static void emit_tile_block(ctx *c, const nest *ne, const char *KS, const tile_src *src,
+                            const char *nj)
 {
+    const char *small = src->small;
     const nout *prod = &ne->outs[0];
     int et = prod->value->etype, ti = ne->tile_i, tj = ne->tile_j, nb = ne->rank - 3;
     int64_t I = ne->dims[nb];
@@ -117,6 +127,16 @@ static void emit_tile_block(ctx *c, const nest *ne, const char *KS, const char *
         if (a->st[nb])
             buf_printf(&t, " + %s * %lld", i0, (long long)a->st[nb]);
         char *base = em_finish(c, &t);
+        if (src->few) { /* rows of the product computed whole */
+            em_line(c, "if (%s) {", src->few);
+            em_line(c, "    for (int ii = 0; ii < %s; ii++)", ni);
+            em_line(c, "        for (int jj = 0; jj < %s; jj++)", nj);
+            em_line(c, "            %s[ii * %d + jj] = %s[(%s + ii) * %lld + %s + jj];", acc, tj,
+                    src->rows, i0, (long long)ne->dims[nb + 2], j0);
+            em_line(c, "} else%s", small ? "" : " {");
+            if (!small)
+                c->indent++;
+        }
         if (small) { /* the product of ni rows by B read in place, k outermost */
             em_line(c, "if (%s) {", small);
             c->indent++;
@@ -147,8 +167,8 @@ static void emit_tile_block(ctx *c, const nest *ne, const char *KS, const char *
         }
         em_line(c, "nest_tile_%s_%dx%d(%s, %s, %s, %lld, %lld, %s, %s, %s);",
              nest_type_name((nest_type)et), ti, tj, ni, KS, base ? base : "0",
-             (long long)a->st[nb], (long long)a->st[nb + 1], panel, sp, acc);
-        if (small) {
+             (long long)a->st[nb], (long long)a->st[nb + 1], src->panel, src->sp, acc);
+        if (small || src->few) {
             c->indent--;
             em_line(c, "}");
         }
@@ -188,6 +208,44 @@ static void emit_tile_block(ctx *c, const nest *ne, const char *KS, const char *
     c->tile_view = NULL;
     c->tile_text = NULL;
     for (int close = 0; close < 2; close++) {
+        c->indent--;
+        em_line(c, "}");
+    }
+}
+
+/* Symbolic rows fewer than a tile's with B read in place (ne->b_direct_rt, no batch): the
+ * whole product, one row at a time, into the local array `rows`: each row of B is read along
+ * its length and added into the row, which the compiler may keep in registers across k, as
+ * it does for a product of one row at a plain size (a tile's accumulators over blocks of B's
+ * columns, read with B's long stride, ran 1.25 times that). k runs in order, as in the tiles. */
+static void emit_few_rows(ctx *c, const nest *ne, const char *KS, const char *I, const char *few,
+                          const char *rows)
+{
+    int et = ne->outs[0].value->etype, ti = ne->tile_i;
+    long long J = ne->dims[2];
+    const char *T = em_ctype(et), *kv = c->var[1];
+    const fx *a = ne->tile_a, *b = ne->tile_b;
+    em_ref(c, a->buf);
+    em_ref(c, b->buf);
+    em_line(c, "const int %s = %s < %d;", few, I, ti);
+    em_line(c, "%s %s[%lld];", T, rows, (long long)ti * J);
+    em_line(c, "if (%s) {", few);
+    c->indent++;
+    em_line(c, "for (int64_t ii = 0; ii < %s; ii++) {", I);
+    c->indent++;
+    em_line(c, "%s *restrict nest_r = %s + ii * %lld;", T, rows, J);
+    em_line(c, "for (int64_t jj = 0; jj < %lld; jj++)", J);
+    em_line(c, "    nest_r[jj] = 0;");
+    em_line(c, "for (int64_t %s = 0; %s < %s; %s++) {", kv, kv, KS, kv);
+    c->indent++;
+    em_line(c, "const %s *restrict nest_br = %s + %lld + %s * %lld;", T, c->bufname[b->buf],
+            (long long)b->off, kv, (long long)b->st[1]);
+    em_line(c, "const %s nest_a = %s[%lld + ii * %lld + %s * %lld];", T, c->bufname[a->buf],
+            (long long)a->off, (long long)a->st[0], kv, (long long)a->st[1]);
+    em_line(c, "for (int64_t jj = 0; jj < %lld; jj++)", J);
+    em_line(c, "    nest_r[jj] = nest_r[jj] + %s;",
+            ne->a_first ? "nest_a * nest_br[jj]" : "nest_br[jj] * nest_a");
+    for (int close = 0; close < 3; close++) {
         c->indent--;
         em_line(c, "}");
     }
@@ -330,7 +388,7 @@ void em_tiled(ctx *c, int32_t k)
         emit_block_cols(c, ne, nj);
         em_line(c, "const %s *restrict %s = %s + %s / %lld * %lld;", T, pj, panel, t, iblocks,
                 (long long)K * tj);
-        emit_tile_block(c, ne, KS, pj, tjs, nj, NULL);
+        emit_tile_block(c, ne, KS, &(tile_src){pj, tjs, NULL, NULL, NULL}, nj);
         c->indent--;
         em_line(c, "}");
         c->indent--;
@@ -340,7 +398,9 @@ void em_tiled(ctx *c, int32_t k)
          * stride along k apart, and a last block of fewer columns than a tile's takes the small
          * path (the micro-kernel would read past B's rows). Else packed, block by block, where
          * symbolic rows fewer than a tile's take the small path instead (packing all of B for
-         * a row or two costs more than the product). */
+         * a row or two costs more than the product). Symbolic rows with B a plain load (rt)
+         * choose at run time: in place up to TILE_DIRECT_BLOCKS blocks of rows, packed past
+         * them, and fewer rows than a tile's computed whole first (few). */
         const fx *b = ne->tile_b;
         bool rt = ne->b_direct_rt;
         const char *small = rt ? (J % tj ? em_unique(&c->local, "small") : NULL)
@@ -350,15 +410,23 @@ void em_tiled(ctx *c, int32_t k)
          * b_direct), more pack it; the blocks of columns in parallel only in place (the
          * panel is one), and only if the rows can make the product worth it */
         const char *dir = rt ? em_unique(&c->local, "direct") : NULL;
-        if (rt)
+        if (rt && J >= tj)
             em_line(c, "const int %s = %s <= %d;", dir, Is ? Is : "0", ti * TILE_DIRECT_BLOCKS);
+        else if (rt) /* the tile would read past B's rows: in place only when computed whole */
+            em_line(c, "const int %s = %s < %d;", dir, Is ? Is : "0", ti);
         if (small && !direct && !rt)
             em_line(c, "const int %s = %s < %d;", small, Is ? Is : "0", ti);
+        const char *few = NULL, *rows = NULL;
+        if (rt && tile_few_rows(ne)) {
+            few = em_unique(&c->local, "few");
+            rows = em_unique(&c->local, "rows");
+            emit_few_rows(c, ne, KS, Is ? Is : "0", few, rows);
+        }
         if (direct || rt)
             em_ref(c, b->buf);
         if (par_cols)
             em_omp_for(c);
-        else if (rt && c->p->opts->openmp &&
+        else if (rt && J >= tj && c->p->opts->openmp &&
                  (double)ti * TILE_DIRECT_BLOCKS * (double)K * (double)J >= (double)PAR_MIN_MACS) {
             em_line(c, "#ifdef _OPENMP");
             em_line(c, "#pragma omp parallel for schedule(static) if(%s && %s * %lld >= %lld)", dir,
@@ -393,7 +461,7 @@ void em_tiled(ctx *c, int32_t k)
         }
         em_line(c, "for (int64_t %s = 0; %s < %s; %s += %d) {", i0, i0, Is ? Is : "0", i0, ti);
         c->indent++;
-        emit_tile_block(c, ne, KS, pb, sp, nj, small);
+        emit_tile_block(c, ne, KS, &(tile_src){pb, sp, small, few, rows}, nj);
         c->indent--;
         em_line(c, "}");
         c->indent--;

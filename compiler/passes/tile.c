@@ -255,6 +255,14 @@ static bool transposed_rather(plan *p, nest *n, fx **a, fx **b, bool *trans)
     return nest_permute(p, n, order) && factors(p, n->outs[0].value, r, a, b);
 }
 
+bool tile_few_rows(const nest *n)
+{
+    int et = n->outs[0].value->etype;
+    return n->rank == 3 && dim_is_sym(n->dims[0]) && !dim_is_sym(n->dims[2]) &&
+           (double)n->tile_i * (double)n->dims[2] * (double)nest_type_size((nest_type)et) <=
+               TILE_LOCAL_PANEL;
+}
+
 static bool tile_nest(plan *p, int32_t k, int vbytes, const int32_t *readers)
 {
     nest *n = &p->nests[k];
@@ -305,14 +313,16 @@ static bool tile_nest(plan *p, int32_t k, int vbytes, const int32_t *readers)
     if (!ksym && (bsym || nbatch >= 2) && bytes <= TILE_LOCAL_PANEL)
         return trans || absorb(p, k, readers);
     int64_t I = n->dims[r - 3], K = n->dims[r - 2], J = n->dims[r - 1];
-    bool b_plain = nbatch == 1 && !bsym && !ksym && J >= n->tile_j && fx_is_view(b) &&
-                   b->st[r - 1] == 1 && b->etype == et;
-    if (b_plain && !dim_is_sym(I) && (I + n->tile_i - 1) / n->tile_i <= TILE_DIRECT_BLOCKS) {
+    bool b_plain = nbatch == 1 && !bsym && !ksym && fx_is_view(b) && b->st[r - 1] == 1 &&
+                   b->etype == et;
+    if (b_plain && J >= n->tile_j && !dim_is_sym(I) &&
+        (I + n->tile_i - 1) / n->tile_i <= TILE_DIRECT_BLOCKS) {
         n->b_direct = true;
         return trans || absorb(p, k, readers);
     }
-    /* symbolic rows: the same choice, made at run time; the panel is kept for many rows */
-    n->b_direct_rt = b_plain && dim_is_sym(I);
+    /* symbolic rows: the same choice, made at run time (fewer columns than a tile's: in place
+     * only for fewer rows than a tile's, computed whole); the panel is kept for many rows */
+    n->b_direct_rt = b_plain && r == 3 && dim_is_sym(I) && (J >= n->tile_j || tile_few_rows(n));
     /* the tiles of one product on several cores when it is worth a parallel region (its rows
      * and sum known, more than one tile): then B is packed whole first, each panel by one
      * thread */
