@@ -104,7 +104,8 @@ def models():
 # large ones at fewer: a batch of 3 takes ResNet-18 through every image loop; torch refuses
 # x.view(0, -1))
 DYNAMIC = {"mlp": (0, 1, 7, 64), "linear_bn": (0, 1, 7, 64), "lenet5": (0, 1, 7, 64),
-           "conv_bn": (0, 1, 7, 64), "view_net": (1, 7, 64), "resnet18": (0, 1, 3)}
+           "conv_bn": (0, 1, 7, 64), "view_net": (1, 7, 64), "resnet18": (0, 1, 3),
+           "mobilenet_v2": (1, 2)}
 
 
 def random_statistics(model):

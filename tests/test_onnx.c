@@ -363,6 +363,31 @@ static void test_symbolic_batch(void **state)
     assert_msg(f, NEST_ERR_ARG, "graph output 's' holds the model's symbolic dims");
     nest_function_free(f);
 
+    /* a plain dim gathered out of the Shape of a symbolic value is a number (the width of
+     * PyTorch's attention, divided by its heads): x f32[N,6], Expand(c, Shape(x)[1] / 2) */
+    static const float C3[3] = {1.5f, -2, 4};
+    static const int64_t i1[1] = {1}, i2[1] = {2};
+    model_init(&md, 13);
+    input(&md, "x", 2, (const int64_t[]){-1, 6});
+    init(&md, "c", 1, (const int64_t[]){3}, C3);
+    int64_init(&md, "one", 1, i1);
+    int64_init(&md, "two", 1, i2);
+    node(&md, "Shape", "x", NULL, "s");
+    node(&md, "Gather", "s", "one", "w");
+    node(&md, "Div", "w", "two", "h");
+    node(&md, "Expand", "c", "h", "e");
+    node(&md, "Relu", "x", NULL, "r");
+    output(&md, "r");
+    output(&md, "e");
+    f = import_model(&md, NULL);
+    assert_ok(f, nest_errcode(f));
+    assert_int_equal(nest_value_shape(f, nest_result(f, 1))[0], 3);
+    float x12[12] = {0}, r12[12], e3[3];
+    assert_ok(f, nest_evaluate_dims(f, (const int64_t[]){2}, 1, (void *[]){x12}, 1,
+                                    (void *[]){r12, e3}, 2));
+    assert_exact(NEST_F32, e3, C3, 3);
+    nest_function_free(f);
+
     /* a dim_param that is no identifier becomes one; --dim takes either spelling */
     model_init(&md, 13);
     input(&md, "x", 2, (const int64_t[]){-1, 3});

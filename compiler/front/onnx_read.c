@@ -852,6 +852,13 @@ static int lower_node(ox_model *m, const Onnx__NodeProto *n)
                 break;
             }
         }
+        /* dims moved out of a Shape may all be plain (the model's width, by Gather): numbers */
+        if (k->dims && k->etype == NEST_I64) {
+            bool any = false;
+            for (int64_t j = 0; j < count && !any; j++)
+                any = dim_is_sym(((const int64_t *)k->data)[j]);
+            k->dims = any;
+        }
         e->k = k;
     }
     nest_function_free(scratch);
