@@ -60,7 +60,9 @@ static double step_cycles(int ti, int nv) { return (ti * nv > 8 ? ti * nv : 8) +
 static void choose_tile(wplan *w, int etype, int vb)
 {
     int lanes = vb / (int)nest_type_size((nest_type)etype);
-    int budget = vb >= 64 ? 16 : 12; /* vector accumulators: 32 registers, or 16 */
+    /* vector accumulators: with 32 registers, 24 leave room for the tile's 4 vectors of filters
+     * (or input) and a broadcast; with 16, 12 */
+    int budget = vb >= 64 ? 24 : 12;
     int64_t kg = w->G ? w->K / w->G : 0, cg = w->G ? w->C / w->G : 0;
     /* a symbolic batch is costed as CONV_SYM_BATCH images */
     double steps = (double)cg * (double)w->taps, best = -1;
