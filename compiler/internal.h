@@ -1090,6 +1090,8 @@ bool emit_const_is_data(int64_t count, int etype);
 void emit_table(buf *b, const char *name, int etype, const void *data, int64_t count);
 /* The declarations of one function's entry points, with shapes in comments. */
 void emit_header_decls(buf *b, const plan *p);
+/* Whether a plan with symbolic dims needs a workspace (static or placed at run time). */
+bool emit_dims_have_ws(const plan *p);
 /* emit_state.c: the C of a module's state (the NAME_state type; in the .c file, its table and
  * the functions NAME_state_new ... NAME_state_load; in the header, their declarations) before
  * the functions that take it. */
@@ -1114,6 +1116,7 @@ void plan_dump(buf *b, const plan *p);
  * constants, in the order of nest_consts_NAME (malloc'd array). */
 typedef struct jit_info {
     int64_t ws_size;
+    bool ws_dims; /* symbolic dims: whether anything is placed in the workspace at some sizes */
     int32_t nconsts;
     int32_t *const_nodes;
 } jit_info;

@@ -361,6 +361,7 @@ static int emit_all(const nest_module *mod, nest_function *const *fns, int n, ne
         }
         if (st == NEST_OK && info) {
             info->ws_size = p.ws_size;
+            info->ws_dims = emit_dims_have_ws(&p);
             info->nconsts = p.nconsts;
             info->const_nodes = calloc((size_t)p.nconsts + 1, sizeof *info->const_nodes);
             if (!info->const_nodes)

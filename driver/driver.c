@@ -35,6 +35,7 @@ struct nest_kernel {
     int (*call_st_ws_dims)(void *st, const int64_t *dims, void *const *args,
                            void *const *results, void *ws); /* ... with state */
     size_t (*ws_size_dims)(const int64_t *dims);
+    bool ws_dims;       /* ... placing something in the workspace at some sizes */
     dim_expr *count_exprs;
     int64_t *bytes;     /* ... and their sizes in bytes */
     int *esize;         /* ... and the bytes of their elements */
@@ -216,6 +217,7 @@ nest_kernel *nest_compile(nest_function *f, const nest_options *opts)
         else
             memcpy(&k->call_ws_dims, &e1, sizeof e1);
         memcpy(&k->ws_size_dims, &e2, sizeof e2);
+        k->ws_dims = info.ws_dims;
         goto entered;
     }
     snprintf(sym, sizeof sym, k->ws ? "%s_call_ws" : "%s_call", f->name);
@@ -288,7 +290,12 @@ static int call_ws(nest_kernel *k, const int64_t *dims, void *st, void *const *a
 static int run_with_workspace(nest_kernel *k, size_t size, const int64_t *dims, void *st,
                               void *const *args, void *const *results)
 {
-    size_t bytes = size ? (size + 63) & ~(size_t)63 : 64;
+    if (size == 0) { /* nothing placed at these sizes: no workspace to take (two atomic
+                      * operations are a third of the call of an L2 of one row) */
+        _Alignas(64) unsigned char none[64];
+        return call_ws(k, dims, st, args, results, none);
+    }
+    size_t bytes = (size + 63) & ~(size_t)63;
     void *ws;
     bool idle = false;
     if (atomic_compare_exchange_strong(&k->ws_busy, &idle, true)) {
@@ -307,10 +314,18 @@ static int run_with_workspace(nest_kernel *k, size_t size, const int64_t *dims, 
     return rc;
 }
 
+/* The elements of array i (the parameters, then the results): counts[i], or with symbolic dims
+ * (counts NULL) evaluated at dims. */
+static int64_t array_count(const nest_kernel *k, const int64_t *counts, const int64_t *dims, int i)
+{
+    return counts ? counts[i] : count_at(&k->count_exprs[i], dims);
+}
+
 /* The checks of every call: argument and result counts, and NULL and aliased arrays (counts:
- * the elements of each parameter, then of each result). */
-static int check_call(nest_kernel *k, const int64_t *counts, void *const *args, int nargs,
-                      void *const *results, int nresults)
+ * the elements of each parameter, then of each result; NULL: evaluated at dims for an array
+ * that is NULL or aliased, which only an empty one may be). */
+static int check_call(nest_kernel *k, const int64_t *counts, const int64_t *dims, void *const *args,
+                      int nargs, void *const *results, int nresults)
 {
     if (nargs != k->nparams || nresults != k->nresults)
         return call_error(k, NEST_ERR_CALL,
@@ -320,19 +335,20 @@ static int check_call(nest_kernel *k, const int64_t *counts, void *const *args, 
     if ((nargs && !args) || (nresults && !results))
         return call_error(k, NEST_ERR_CALL, "%s: the argument or result list is NULL", k->name);
     for (int i = 0; i < nargs; i++)
-        if (!args[i] && counts[i] > 0)
+        if (!args[i] && array_count(k, counts, dims, i) > 0)
             return call_error(k, NEST_ERR_CALL, "%s: argument %d is NULL", k->name, i + 1);
     for (int i = 0; i < nresults; i++) {
-        if (!results[i] && counts[nargs + i] > 0)
+        if (!results[i] && array_count(k, counts, dims, nargs + i) > 0)
             return call_error(k, NEST_ERR_CALL, "%s: result %d is NULL", k->name, i + 1);
         for (int j = 0; j < nargs; j++)
-            if (results[i] && results[i] == args[j] && counts[nargs + i] > 0)
+            if (results[i] && results[i] == args[j] && array_count(k, counts, dims, nargs + i) > 0)
                 return call_error(k, NEST_ERR_CALL,
                                   "%s: result %d is the array of argument %d (results must be "
                                   "distinct arrays)",
                                   k->name, i + 1, j + 1);
         for (int j = 0; j < i; j++)
-            if (results[i] && results[i] == results[j] && counts[nargs + i] > 0)
+            if (results[i] && results[i] == results[j] &&
+                array_count(k, counts, dims, nargs + i) > 0)
                 return call_error(k, NEST_ERR_CALL, "%s: results %d and %d are the same array",
                                   k->name, j + 1, i + 1);
     }
@@ -365,7 +381,7 @@ int nest_call(nest_kernel *k, void *const *args, int nargs, void *const *results
     if (k->state)
         return call_error(k, NEST_ERR_CALL,
                           "%s reads or assigns state: call it with nest_call_state", k->name);
-    int st = check_call(k, k->counts, args, nargs, results, nresults);
+    int st = check_call(k, k->counts, NULL, args, nargs, results, nresults);
     return st != NEST_OK ? st : run(k, NULL, args, results);
 }
 
@@ -380,32 +396,31 @@ static int call_dims(nest_kernel *k, nest_state *st, const int64_t *dims, int nd
         if (dims[i] < 0)
             return call_error(k, NEST_ERR_CALL, "%s: dim %d is negative (%lld)", k->name, i + 1,
                               (long long)dims[i]);
-    /* the arrays' counts at these sizes, for the checks of NULL and aliased arrays, and their
-     * bytes for those of the state (on the stack for up to 32 arrays: small calls pay no
-     * allocation) */
-    int64_t small[64] = {0};
-    size_t nc = (size_t)k->nparams + (size_t)k->nresults;
-    int64_t *counts = nc <= 32 ? small : malloc(2 * nc * sizeof *counts);
-    if (!counts)
-        return call_error(k, NEST_ERR_NOMEM, "%s: out of memory", k->name);
-    int64_t *bytes = counts + nc;
-    for (size_t i = 0; i < nc; i++) {
-        counts[i] = count_at(&k->count_exprs[i], dims);
-        bytes[i] = counts[i] > INT64_MAX / k->esize[i] ? INT64_MAX : counts[i] * k->esize[i];
+    int status = check_call(k, NULL, dims, args, nargs, results, nresults);
+    if (status == NEST_OK && k->state) {
+        /* the arrays' bytes at these sizes, for the checks of the state's (on the stack for up
+         * to 64 arrays: small calls pay no allocation) */
+        int64_t small[64];
+        size_t nc = (size_t)k->nparams + (size_t)k->nresults;
+        int64_t *bytes = nc <= 64 ? small : malloc(nc * sizeof *bytes);
+        if (!bytes)
+            return call_error(k, NEST_ERR_NOMEM, "%s: out of memory", k->name);
+        for (size_t i = 0; i < nc; i++) {
+            int64_t n = count_at(&k->count_exprs[i], dims);
+            bytes[i] = n > INT64_MAX / k->esize[i] ? INT64_MAX : n * k->esize[i];
+        }
+        char *msg = NULL;
+        if ((status = state_check_call(st, k->nstates, k->layout, k->name, args, nargs, bytes,
+                                       results, nresults, bytes + nargs, &msg)) != NEST_OK) {
+            call_error(k, status, "%s", msg ? msg : "out of memory");
+            free(msg);
+        }
+        if (bytes != small)
+            free(bytes);
     }
-    int status = check_call(k, counts, args, nargs, results, nresults);
-    char *msg = NULL;
-    if (status == NEST_OK && k->state &&
-        (status = state_check_call(st, k->nstates, k->layout, k->name, args, nargs, bytes,
-                                   results, nresults, bytes + nargs, &msg)) != NEST_OK) {
-        call_error(k, status, "%s", msg ? msg : "out of memory");
-        free(msg);
-    }
-    if (counts != small)
-        free(counts);
     if (status != NEST_OK)
         return status;
-    size_t size = k->ws_size_dims(dims);
+    size_t size = k->ws_dims ? k->ws_size_dims(dims) : 0;
     state_lock(st); /* calls with one state object take turns, as nest_call_state's */
     int rc = run_with_workspace(k, size, dims, st ? st->t : NULL, args, results);
     state_unlock(st);
@@ -456,7 +471,7 @@ int nest_call_state(nest_kernel *k, nest_state *st, void *const *args, int nargs
     if (k->count_exprs)
         return call_error(k, NEST_ERR_CALL,
                           "%s has symbolic dims: call it with nest_call_state_dims", k->name);
-    int status = check_call(k, k->counts, args, nargs, results, nresults);
+    int status = check_call(k, k->counts, NULL, args, nargs, results, nresults);
     if (status != NEST_OK)
         return status;
     char *msg = NULL;

@@ -304,6 +304,39 @@ static void test_windows(void **state)
                 "only the batch (axis 0 of the input) may be a symbolic dim");
 }
 
+/* A call with symbolic dims checks its arrays at the sizes given: NULL only for an array that
+ * is empty at them, results distinct from the arguments and from each other. */
+static void test_call_checks(void **state)
+{
+    (void)state;
+    nest_module *m = parse_ok("func f(x: f32[N,3]) -> (f32[N,3], f32[3]) {\n"
+                              "  return negative(x), sum(x, axes=[0])\n"
+                              "}\n");
+    nest_function *f = nest_module_function(m, 0);
+    nest_kernel *k = nest_compile(f, NULL);
+    assert_non_null(k);
+    float x[6] = {1, 2, 3, 4, 5, 6}, r[6], s[3];
+    int64_t two = 2, zero = 0;
+    assert_int_equal(nest_call_dims(k, &two, 1, (void *[]){NULL}, 1, (void *[]){r, s}, 2),
+                     NEST_ERR_CALL);
+    assert_non_null(strstr(nest_kernel_errmsg(k), "argument 1 is NULL"));
+    assert_int_equal(nest_call_dims(k, &two, 1, (void *[]){x}, 1, (void *[]){x, s}, 2),
+                     NEST_ERR_CALL);
+    assert_non_null(strstr(nest_kernel_errmsg(k), "result 1 is the array of argument 1"));
+    assert_int_equal(nest_call_dims(k, &two, 1, (void *[]){x}, 1, (void *[]){r, NULL}, 2),
+                     NEST_ERR_CALL);
+    assert_non_null(strstr(nest_kernel_errmsg(k), "result 2 is NULL"));
+    /* at N = 0 x and the first result are empty: NULL is taken; the sum of nothing is 0 */
+    s[0] = s[1] = s[2] = 7;
+    assert_int_equal(nest_call_dims(k, &zero, 1, (void *[]){NULL}, 1, (void *[]){NULL, s}, 2),
+                     NEST_OK);
+    assert_true(s[0] == 0 && s[1] == 0 && s[2] == 0);
+    assert_int_equal(nest_call_dims(k, &two, 1, (void *[]){x}, 1, (void *[]){r, s}, 2), NEST_OK);
+    assert_true(r[5] == -6 && s[0] == 5 && s[2] == 9);
+    nest_kernel_free(k);
+    nest_module_free(m);
+}
+
 /* Bad sizes are errors that write nothing. */
 static void test_bad_sizes(void **state)
 {
@@ -1032,6 +1065,7 @@ int main(void)
         cmocka_unit_test(test_bad_sizes),
         cmocka_unit_test(test_compile_sizes),
         cmocka_unit_test(test_compile_products),
+        cmocka_unit_test(test_call_checks),
         cmocka_unit_test(test_compile_windows),
         cmocka_unit_test(test_compile_indexed),
         cmocka_unit_test(test_compile_bad_sizes),

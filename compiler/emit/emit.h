@@ -186,8 +186,6 @@ bool em_dims_init(ctx *c);
 void em_dims_free(ctx *c);
 /* "int64_t N, int64_t M" (from NULL), or "dims[0], dims[1]" (from "dims"), into b. */
 void em_dims_params(ctx *c, buf *b, const char *from);
-/* Whether a plan with symbolic dims needs a workspace (static or placed at run time). */
-bool em_dims_have_ws(const plan *p);
 /* The statements at the start of NAME_impl that place the temporaries of symbolic sizes. */
 void em_dims_offsets(ctx *c);
 /* The static function nest_NAME_dims(const int64_t *dims): -1 when the sizes do not fit, else

@@ -553,7 +553,7 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
             named[i] = true;
     }
     emit_constants(&c);
-    bool ws = c.dimname ? em_dims_have_ws(p) : p->ws_size > 0, state = c.nst > 0;
+    bool ws = c.dimname ? emit_dims_have_ws(p) : p->ws_size > 0, state = c.nst > 0;
     const char *sp = state ? f->module->name : NULL;
     int folds = 0;
     for (int32_t k = 0; k < p->nnests; k++)

@@ -56,7 +56,7 @@ static bool run_time_temp(const pbuf *pb)
     return pb->kind == BUF_TEMP && !pb->dead && !pb->row && dim_is_sym(pb->count);
 }
 
-bool em_dims_have_ws(const plan *p)
+bool emit_dims_have_ws(const plan *p)
 {
     if (p->ws_size > 0)
         return true;
