@@ -705,6 +705,64 @@ static void tile_epilogue_with_concat(void **state)
     check_values(f, 0);
 }
 
+/* A tiled product with a result of 8 MiB or more writes it past the caches, the whole cache
+ * lines of each full block's rows (nest_stream_*), the ends of lines and partial blocks
+ * plainly: the product alone, with a bias and a ReLU absorbed, and in f64; a last block of
+ * fewer rows and of fewer columns; the result malloc'd (not aligned to 64 bytes) and aligned. */
+static void tile_results_past_caches(void **state)
+{
+    nest_function *f = *state;
+    nest_value x = param(f, "x", NEST_F32, 2, SHAPE(1001, 24));
+    nest_value w = param(f, "w", NEST_F32, 2, SHAPE(24, 2100));
+    nest_value b = param(f, "b", NEST_F32, 1, SHAPE(2100));
+    nest_value x2 = param(f, "x2", NEST_F32, 2, SHAPE(1001, 24));
+    nest_value xd = param(f, "xd", NEST_F64, 2, SHAPE(501, 8));
+    nest_value wd = param(f, "wd", NEST_F64, 2, SHAPE(8, 2100));
+    nest_value p = nest_dot(f, x, w);
+    nest_value z = nest_add(f, nest_dot(f, x2, w), nest_broadcast(f, b, 2, SHAPE(1001, 2100), 1, SHAPE(0)));
+    nest_value r = nest_maximum(f, z, nest_constant(f, NEST_F32, 2, SHAPE(1001, 2100), (const float[]){0}, 1));
+    nest_value pd = nest_dot(f, xd, wd);
+    assert_value(f, r);
+    assert_value(f, pd);
+    ret(f, 3, (nest_value[]){p, r, pd});
+    char *src = emit_c(f, 1);
+    assert_int_equal(count_str(src, "nest_stream_f32(nest_d"), 2);
+    assert_int_equal(count_str(src, "nest_stream_f64(nest_d"), 1);
+    free(src);
+    check_values(f, 1);
+    /* into results aligned to 64 bytes: every line of a full block's rows past the caches */
+    float *xs = malloc(1001 * 24 * 4), *ws_ = malloc(24 * 2100 * 4), *bs = malloc(2100 * 4);
+    float *x2s = malloc(1001 * 24 * 4);
+    double *xds = malloc(501 * 8 * 8), *wds = malloc(8 * 2100 * 8);
+    assert_true(xs && ws_ && bs && x2s && xds && wds);
+    fill(NEST_F32, xs, 1001 * 24, -2, 2);
+    fill(NEST_F32, ws_, 24 * 2100, -2, 2);
+    fill(NEST_F32, bs, 2100, -2, 2);
+    fill(NEST_F32, x2s, 1001 * 24, -2, 2);
+    fill(NEST_F64, xds, 501 * 8, -2, 2);
+    fill(NEST_F64, wds, 8 * 2100, -2, 2);
+    void *args[6] = {xs, ws_, bs, x2s, xds, wds}, *want[3], *got[3];
+    size_t bytes[3] = {1001 * 2100 * 4, 1001 * 2100 * 4, 501 * 2100 * 8};
+    for (int i = 0; i < 3; i++) {
+        want[i] = malloc(bytes[i]);
+        got[i] = aligned_alloc(64, bytes[i]);
+        assert_true(want[i] && got[i]);
+    }
+    assert_ok(f, evaluate(f, args, want));
+    nest_kernel *k = nest_compile(f, NULL);
+    assert_non_null(k);
+    assert_int_equal(nest_call(k, args, 6, got, 3), NEST_OK);
+    assert_close(NEST_F32, got[0], want[0], 1001 * 2100, 1e-5, 1e-5);
+    assert_close(NEST_F32, got[1], want[1], 1001 * 2100, 1e-5, 1e-5);
+    assert_close(NEST_F64, got[2], want[2], 501 * 2100, 1e-12, 1e-12);
+    nest_kernel_free(k);
+    for (int i = 0; i < 3; i++) {
+        free(want[i]);
+        free(got[i]);
+    }
+    free(xs), free(ws_), free(bs), free(x2s), free(xds), free(wds);
+}
+
 /* Empty tensors: a fold whose outputs are empty writes nothing (and needs no workspace), a fold
  * over an empty axis still writes its initial values. */
 static void empty_folds(void **state)
@@ -1131,6 +1189,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(concat_slice_transpose, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(concat_on_row_axis, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(tile_epilogue_with_concat, fn_setup, fn_teardown),
+        cmocka_unit_test_setup_teardown(tile_results_past_caches, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(empty_folds, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(sum_middle_axis, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(row_softmax, fn_setup, fn_teardown),

@@ -52,7 +52,8 @@ enum {
     H_CONTRACT = H_VEC + 6, /* NEST_CONTRACT: multiply-adds fused by gcc in ISO C mode too */
     H_DIMS = H_CONTRACT + 1, /* the checked arithmetic of symbolic dims (emit_dims.c) */
     H_THIN = H_DIMS + 1,   /* + 3 * (f64) + (16, 32, 64 vector bytes): the thin tiles of tile.c */
-    H_COUNT = H_THIN + 6,
+    H_STREAM = H_THIN + 6, /* + (f64): stores past the caches (emit_tile.c) */
+    H_COUNT = H_STREAM + 2, /* 64: every bit of the helpers' mask */
 };
 
 /* An int per expression node, by id (walk.c's dense ids), growing with the plan's nodes; new
@@ -120,6 +121,8 @@ typedef struct ctx {
     id_ints refbody, refidx;          /* per node: the body (its stamp) that has it, and where */
     int32_t nbodies;                  /* bodies emitted so far: the next one's stamp */
     const char *tile_text;
+    const nout *stream_to;            /* a tiled product's output that leaves through its tile,
+                                       * written past the caches after the block (emit_tile.c) */
     bool fold_calls;                  /* folds combine their lanes in helpers (EMIT_FOLD_CALLS) */
     uint32_t concat_axes;             /* the nest's axes that a concat splits */
     /* the module state the function reads or assigns, in the state's order (emit_c.c) */

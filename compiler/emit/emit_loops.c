@@ -92,6 +92,8 @@ void em_outputs(ctx *c, const nout *outs, fx *const *vals, int nouts)
                 buf_printf(&dst, "%s[%s]", c->acc[i], c->unrolled ? "u" : "0");
             else
                 buf_puts(&dst, c->acc[i]);
+        } else if (o == c->stream_to) { /* into the tile, which leaves after the block */
+            buf_puts(&dst, c->tile_text);
         } else {
             em_store_text(c, &dst, o);
         }

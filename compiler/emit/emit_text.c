@@ -195,6 +195,46 @@ static void emit_tile_helper(buf *b, int h, bool thin)
     }
 }
 
+/* Stores past the caches of n elements (a multiple of 64 bytes' worth) from a to d (64-byte
+ * aligned), as clang's nontemporal stores or gcc's movnt builtins with AVX-512, plain stores
+ * elsewhere; and NEST_STREAM_FENCE, which orders them before what follows. */
+static void emit_stream_helper(buf *b, int h)
+{
+    bool f64 = h > H_STREAM;
+    const char *t = f64 ? "double" : "float", *s = f64 ? "pd" : "ps";
+    int l = f64 ? 8 : 16;
+    buf_printf(b,
+               "/* n %ss (a multiple of %d) from a to d (aligned to 64 bytes) past the caches: a\n"
+               " * result too large to stay in them is written without reading its lines first */\n"
+               "static inline void nest_stream_%s(%s *restrict d, const %s *restrict a, int n)\n"
+               "{\n"
+               "#if defined(__GNUC__)\n"
+               "    typedef %s v __attribute__((vector_size(64), aligned(64)));\n"
+               "    typedef %s u __attribute__((vector_size(64), aligned(%d)));\n"
+               "    for (int i = 0; i < n; i += %d) {\n"
+               "#if defined(__clang__)\n"
+               "        __builtin_nontemporal_store(*(const u *)(a + i), (v *)(d + i));\n"
+               "#elif defined(__AVX512F__)\n"
+               "        __builtin_ia32_movnt%s512(d + i, *(const u *)(a + i));\n"
+               "#else\n"
+               "        *(v *)(d + i) = *(const u *)(a + i);\n"
+               "#endif\n"
+               "    }\n"
+               "#else\n"
+               "    for (int i = 0; i < n; i++)\n"
+               "        d[i] = a[i];\n"
+               "#endif\n"
+               "}\n\n",
+               t, l, f64 ? "f64" : "f32", t, t, t, t, f64 ? 8 : 4, l, s);
+    buf_puts(b, "#ifndef NEST_STREAM_FENCE /* those stores done before what follows */\n"
+                "#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))\n"
+                "#define NEST_STREAM_FENCE() __builtin_ia32_sfence()\n"
+                "#else\n"
+                "#define NEST_STREAM_FENCE() (void)0\n"
+                "#endif\n"
+                "#endif\n\n");
+}
+
 const char *em_ctype(int etype)
 {
     static const char *const tnames[] = {"float", "double", "int32_t", "int64_t", "uint8_t"};
@@ -308,6 +348,10 @@ static void emit_model_helper(buf *b, int h)
 
 static void emit_helper(buf *b, int h)
 {
+    if (h >= H_STREAM) {
+        emit_stream_helper(b, h);
+        return;
+    }
     if (h >= H_THIN) {
         emit_tile_helper(b, h, true);
         return;
@@ -444,7 +488,7 @@ void emit_preamble(buf *b, uint64_t helpers, emit_mode mode)
                     "#include <stdlib.h>\n\n");
     bool any = false;
     /* tiles, folds and parts are NEST_NOINLINE: the macro first; tiles are NEST_CONTRACT too */
-    uint64_t tiles = ((1ull << H_HSUM) - (1ull << H_TILE)) | ((1ull << H_COUNT) - (1ull << H_THIN));
+    uint64_t tiles = ((1ull << H_HSUM) - (1ull << H_TILE)) | ((1ull << H_STREAM) - (1ull << H_THIN));
     if (helpers & (((2ull << H_NOINLINE) - (1ull << H_FOLD)) | tiles))
         emit_helper(b, H_NOINLINE);
     if (helpers & tiles)
