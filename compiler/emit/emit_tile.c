@@ -292,6 +292,21 @@ static void emit_tile_block(ctx *c, const nest *ne, const char *KS, const tile_s
     c->stream_to = NULL;
 }
 
+/* The tile inside the two innermost loops of the blocks, and their ends: the stores past the
+ * caches of the blocks a thread ran (the inner loop's) are done before the outer loop goes on
+ * or ends. */
+static void emit_last_block(ctx *c, const nest *ne, const char *KS, const tile_src *src,
+                            const char *nj)
+{
+    emit_tile_block(c, ne, KS, src, nj);
+    c->indent--;
+    em_line(c, "}");
+    if (stream_target(ne))
+        em_line(c, "NEST_STREAM_FENCE();");
+    c->indent--;
+    em_line(c, "}");
+}
+
 /* Symbolic rows fewer than a tile's with B read in place (ne->b_direct_rt, no batch): the
  * whole product, one row at a time, into the local array `rows`: each row of B is read along
  * its length and added into the row, which the compiler may keep in registers across k, as
@@ -467,13 +482,7 @@ void em_tiled(ctx *c, int32_t k)
         emit_block_cols(c, ne, nj);
         em_line(c, "const %s *restrict %s = %s + %s / %lld * %lld;", T, pj, panel, t, iblocks,
                 (long long)K * tj);
-        emit_tile_block(c, ne, KS, &(tile_src){pj, tjs, NULL, NULL, NULL}, nj);
-        c->indent--;
-        em_line(c, "}");
-        if (stream_target(ne)) /* each thread's stores past the caches done */
-            em_line(c, "NEST_STREAM_FENCE();");
-        c->indent--;
-        em_line(c, "}");
+        emit_last_block(c, ne, KS, &(tile_src){pj, tjs, NULL, NULL, NULL}, nj);
     } else {
         /* B read in place (direct; I, K and the batch are plain, tile.c): its rows k are its
          * stride along k apart, and a last block of fewer columns than a tile's takes the small
@@ -542,13 +551,7 @@ void em_tiled(ctx *c, int32_t k)
         }
         em_line(c, "for (int64_t %s = 0; %s < %s; %s += %d) {", i0, i0, Is ? Is : "0", i0, ti);
         c->indent++;
-        emit_tile_block(c, ne, KS, &(tile_src){pb, sp, small, few, rows}, nj);
-        c->indent--;
-        em_line(c, "}");
-        if (stream_target(ne)) /* each block's stores past the caches done */
-            em_line(c, "NEST_STREAM_FENCE();");
-        c->indent--;
-        em_line(c, "}");
+        emit_last_block(c, ne, KS, &(tile_src){pb, sp, small, few, rows}, nj);
     }
     free(Is);
     free(Ks);
