@@ -87,6 +87,7 @@ typedef struct tile_src {
     const char *few;   /* flag: the block is copied from `rows`, the whole product of a few
                         * rows computed before the blocks (emit_few_rows) */
     const char *rows;
+    const nout *stream; /* the output written past the caches (stream_target), or NULL */
 } tile_src;
 
 /* A result of a product of at least this many bytes is written past the caches: it cannot
@@ -100,16 +101,14 @@ typedef struct tile_src {
  * columns, of STREAM_MIN_BYTES or more at plain sizes, rows of the tile whole cache lines. */
 static const nout *stream_target(const nest *ne)
 {
-    int nb = ne->rank - 3, stored = 0;
-    const nout *o = NULL;
-    for (int i = 0; i < ne->nouts; i++)
-        if (i == 0 ? !ne->outs[0].drop : ne->outs[i].reduce < 0) {
-            stored++;
-            o = &ne->outs[i];
-        }
-    for (int i = 1; i < ne->nouts; i++)
-        stored += ne->outs[i].reduce >= 0; /* a fold: not a plain store */
-    if (stored != 1)
+    int nb = ne->rank - 3;
+    const nout *o = ne->outs[0].drop ? NULL : &ne->outs[0];
+    for (int i = 1; i < ne->nouts; i++) {
+        if (o || ne->outs[i].reduce >= 0) /* a second store, or a fold */
+            return NULL;
+        o = &ne->outs[i];
+    }
+    if (!o)
         return NULL;
     int et = o->value->etype;
     double bytes = (double)nest_type_size((nest_type)et);
@@ -250,7 +249,7 @@ static void emit_tile_block(ctx *c, const nest *ne, const char *KS, const tile_s
     /* the block leaves: through the absorbed outputs, and into the product if it is kept;
      * along the product's rows when they are its contiguous axis (a transposed product) */
     bool cols_outer = prod->st[nb] == 1 && prod->st[nb + 2] != 1;
-    const nout *stream = stream_target(ne);
+    const nout *stream = src->stream;
     /* nothing to do element by element when the product alone leaves, past the caches */
     bool elements = ne->nouts > 1 || (!prod->drop && stream != prod);
     const char *loop[2][2] = {{"ii", ni}, {"jj", nj}}; /* index and extent, outer first */
@@ -287,9 +286,9 @@ static void emit_tile_block(ctx *c, const nest *ne, const char *KS, const tile_s
         c->indent--;
         em_line(c, "}");
     }
-    if (c->stream_to)
-        emit_stream_rows(c, ne, c->stream_to, acc, ni, nj);
     c->stream_to = NULL;
+    if (stream)
+        emit_stream_rows(c, ne, stream, acc, ni, nj);
 }
 
 /* The tile inside the two innermost loops of the blocks, and their ends: the stores past the
@@ -301,7 +300,7 @@ static void emit_last_block(ctx *c, const nest *ne, const char *KS, const tile_s
     emit_tile_block(c, ne, KS, src, nj);
     c->indent--;
     em_line(c, "}");
-    if (stream_target(ne))
+    if (src->stream)
         em_line(c, "NEST_STREAM_FENCE();");
     c->indent--;
     em_line(c, "}");
@@ -373,6 +372,7 @@ void em_tiled(ctx *c, int32_t k)
     bool par_batch = local_panel && c->p->opts->openmp && em_nest_work(ne) >= PAR_MIN_MACS;
     /* B read in place: the blocks of columns are independent, so they go in parallel */
     bool par_cols = direct && c->p->opts->openmp && em_nest_work(ne) >= PAR_MIN_MACS && J > tj;
+    const nout *stream = stream_target(ne);
     em_nest_start(c, k);
     em_line(c, "/* in tiles of %d x %d held in registers over the %s-long sum, the second factor", ti,
          tj, KS);
@@ -482,7 +482,7 @@ void em_tiled(ctx *c, int32_t k)
         emit_block_cols(c, ne, nj);
         em_line(c, "const %s *restrict %s = %s + %s / %lld * %lld;", T, pj, panel, t, iblocks,
                 (long long)K * tj);
-        emit_last_block(c, ne, KS, &(tile_src){pj, tjs, NULL, NULL, NULL}, nj);
+        emit_last_block(c, ne, KS, &(tile_src){pj, tjs, NULL, NULL, NULL, stream}, nj);
     } else {
         /* B read in place (direct; I, K and the batch are plain, tile.c): its rows k are its
          * stride along k apart, and a last block of fewer columns than a tile's takes the small
@@ -493,9 +493,9 @@ void em_tiled(ctx *c, int32_t k)
          * them, and fewer rows than a tile's computed whole first (few). */
         const fx *b = ne->tile_b;
         bool rt = ne->b_direct_rt;
-        const char *small = rt ? (J % tj ? em_unique(&c->local, "small") : NULL)
-                            : Isym || (direct && J % tj) ? em_unique(&c->local, "small")
-                                                         : NULL;
+        /* B in place (now or at run time): a last block of fewer columns; packed: fewer rows */
+        bool has_small = direct || rt ? J % tj != 0 : Isym;
+        const char *small = has_small ? em_unique(&c->local, "small") : NULL;
         /* rt: symbolic rows of at most TILE_DIRECT_BLOCKS blocks read B in place (as
          * b_direct), more pack it; the blocks of columns in parallel only in place (the
          * panel is one), and only if the rows can make the product worth it */
@@ -551,7 +551,7 @@ void em_tiled(ctx *c, int32_t k)
         }
         em_line(c, "for (int64_t %s = 0; %s < %s; %s += %d) {", i0, i0, Is ? Is : "0", i0, ti);
         c->indent++;
-        emit_last_block(c, ne, KS, &(tile_src){pb, sp, small, few, rows}, nj);
+        emit_last_block(c, ne, KS, &(tile_src){pb, sp, small, few, rows, stream}, nj);
     }
     free(Is);
     free(Ks);
