@@ -185,10 +185,10 @@ static int check_symbolic(nest_function *f)
             why = "a column-major parameter";
         else
             switch (ir_kind_of(n)) {
-            case K_RESHAPE:
-                for (int k = 0; k < a->rank && !why && !is_transpose(n, a); k++)
-                    if (n->a.order[k] != k)
-                        why = "a reshape with an axis order";
+            case K_RESHAPE: /* a copy through the permuted operand: its symbolic dim first */
+                for (int k = 1; k < a->rank && !why && !is_transpose(n, a); k++)
+                    if (dim_is_sym(a->shape[n->a.order[k]]))
+                        why = "a reshape that moves a symbolic dim inward";
                 break;
             case K_SLICE:
                 if (n->rank > 0 && dim_is_sym(n->a.slice.lower[0]))
