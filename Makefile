@@ -61,7 +61,8 @@ GEN        := $(B)/gen
 # front/, passes/, emit/); the runtime turns C text into code; the driver joins the two.
 COMMON_SRC   := common/util.c
 COMPILER_SRC := compiler/graph/types.c compiler/graph/ir.c compiler/graph/dims.c \
-                compiler/graph/bind.c compiler/graph/collapse.c compiler/graph/window.c \
+                compiler/graph/bind.c compiler/graph/collapse.c compiler/graph/outer.c \
+                compiler/graph/window.c \
                 compiler/graph/print.c compiler/graph/interp.c compiler/graph/interp_window.c \
                 compiler/graph/prune.c compiler/graph/state.c compiler/graph/grad.c \
                 compiler/front/api.c compiler/front/parse.c \

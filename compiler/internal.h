@@ -392,6 +392,9 @@ void dim_format(buf *b, const nest_function *f, int64_t d);
  * parentheses ((N*64+2)). */
 void dim_format_with(buf *b, const nest_function *f, int64_t d, const char *const *names);
 char *dim_text(const nest_function *f, int64_t d);
+/* Dim d of f as the same expression of g's names (declared in g on first use); map (per entry
+ * of f's table, 0 before) keeps the handles made. DIM_NONE with the error on g. */
+int64_t dim_transfer(const nest_function *f, nest_function *g, int64_t *map, int64_t d);
 /* "[N,256]": ir_format_shape with f's names. */
 void ir_format_dims(buf *b, const nest_function *f, int rank, const int64_t *shape);
 
@@ -435,6 +438,19 @@ bool ir_collapse_needed(const nest_function *f);
  * refused naming the value and the run. Its origin is f; free it with ir_function_destroy.
  * NULL with the error on f. */
 nest_function *ir_collapse(nest_function *f);
+
+/* ---------------------------------------------------------------------------------------------
+ * graph/outer.c: symbolic dims in any position, as values stored with them outermost
+ * ------------------------------------------------------------------------------------------- */
+
+/* Whether a value of f has a symbolic dim behind a plain one (and is not a transpose, which
+ * the passes take as a view). */
+bool ir_outer_needed(const nest_function *f);
+/* A copy of f whose values are stored with their symbolic axes outermost: the same arrays in
+ * the ABI's order at its parameters and results, transposes and reshapes in between as views
+ * of g's values or copies, every rule checked again by ir_build. Its origin is f; free it with
+ * ir_function_destroy. NULL with the error on f (an op it cannot place names the value). */
+nest_function *ir_outer(nest_function *f);
 
 /* ---------------------------------------------------------------------------------------------
  * graph/state.c: modules and their state: variables and persistent tensors, reads, assignments

@@ -254,10 +254,22 @@ int pipeline_plan(plan *p, nest_function *f, arena *a, const nest_options *opts,
      * copy is f's until the next plan of f or its free) */
     ir_function_destroy(f->collapsed);
     f->collapsed = NULL;
-    if (ir_is_symbolic(f) && ir_collapse_needed(f)) {
-        if (!(f->collapsed = ir_collapse(f)))
+    if (ir_is_symbolic(f) && ir_outer_needed(f)) {
+        /* symbolic dims behind plain ones: the values stored with them outermost */
+        if (!(f->collapsed = ir_outer(f)))
             return f->status;
         p->f = f->collapsed;
+    }
+    if (ir_is_symbolic(p->f) && ir_collapse_needed(p->f)) {
+        nest_function *c = ir_collapse(p->f);
+        if (!c)
+            return p->f == f ? f->status : ir_error(f, p->f->status, "%s", p->f->errmsg);
+        c->origin = f;
+        if (p->f == f)
+            f->collapsed = c;
+        else
+            p->f->collapsed = c; /* the copy owns the copy of it */
+        p->f = c;
     }
     if (ir_is_symbolic(p->f) && check_symbolic(p->f) != NEST_OK)
         return p->f == f ? f->status : ir_error(f, p->f->status, "%s", p->f->errmsg);

@@ -153,6 +153,47 @@ static void test_heads_regrouped(void **state)
         "}\n");
 }
 
+/* PyTorch's attention: the batch second ([S,B,E]), heads split by a reshape to [S,B*H,D] and
+ * moved in front, the heads merged back as [S*B,E]; each value stored with B outermost. */
+static void test_batch_second(void **state)
+{
+    (void)state;
+    compile_at_sizes(
+        "func mha(x: f32[B,6,16], w: f32[16,48], wo: f32[16,16], b: f32[48]) -> f32[B,6,16] {\n"
+        "  t = reshape(x, order=[1,0,2], shape=[6,B,16])\n"
+        "  qkv = add(dot(t, w), broadcast(b, shape=[6,B,48], axes=[0,1]))\n"
+        "  q = slice(qkv, lower=[0,0,0], upper=[6,B,16])\n"
+        "  k = slice(qkv, lower=[0,0,16], upper=[6,B,32])\n"
+        "  v = slice(qkv, lower=[0,0,32], upper=[6,B,48])\n"
+        "  qh = reshape(reshape(q, shape=[6,B*4,4]), order=[1,0,2], shape=[B*4,6,4])\n"
+        "  kh = reshape(reshape(k, shape=[6,B*4,4]), order=[1,2,0], shape=[B*4,4,6])\n"
+        "  vh = reshape(reshape(v, shape=[6,B*4,4]), order=[1,0,2], shape=[B*4,6,4])\n"
+        "  s = multiply(batch_dot(qh, kh), constant(f32[B*4,6,6], 0.5))\n"
+        "  p = softmax(s, axes=[2])\n"
+        "  o = batch_dot(p, vh)\n"
+        "  m = reshape(o, order=[1,0,2], shape=[6*B,16])\n"
+        "  y = dot(m, wo)\n"
+        "  r = reshape(reshape(y, shape=[6,B,16]), order=[1,0,2], shape=[B,6,16])\n"
+        "  return add(r, x)\n"
+        "}\n"
+        "func seq(a: f32[B,3,5], g: f32[5]) -> (f32[B,3,5], f32[B,5], f32[B,3], f32[B,2]) {\n"
+        "  x = reshape(a, order=[1,0,2], shape=[3,B,5])\n"
+        "  y = multiply(x, broadcast(g, shape=[3,B,5], axes=[0,1]))\n"
+        "  z = reverse(concat(y, x, axis=2), axes=[0,2])\n"
+        "  w = slice(z, lower=[0,0,2], upper=[3,B,7])\n"
+        "  m = max(y, axes=[2])\n"
+        "  i = convert(argmax(reshape(x, shape=[3,B*5]), axis=0), type=f32)\n"
+        "  p = pad(slice(x, lower=[1,0,0], upper=[3,B,5]), constant(f32[], 2), below=[0,0,1],\n"
+        "          above=[1,0,0])\n"
+        "  c = sum(reshape(p, shape=[3,B*6]), axes=[0])\n"
+        "  q = slice(p, lower=[0,0,1], upper=[3,B,6])\n"
+        "  return reshape(add(w, q), order=[1,0,2], shape=[B,3,5]), sum(x, axes=[0]),\n"
+        "         reshape(m, order=[1,0], shape=[B,3]),\n"
+        "         add(slice(reshape(i, shape=[B,5]), lower=[0,0], upper=[B,2]),\n"
+        "             slice(reshape(c, shape=[B,6]), lower=[0,3], upper=[B,5]))\n"
+        "}\n");
+}
+
 /* A sequence model's training step: the loss over [B,S], its gradients (x^T . g over the
  * merged B*S), the weights updated in the state. */
 static void test_sequence_training(void **state)
@@ -257,6 +298,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sequences),
         cmocka_unit_test(test_heads_regrouped),
+        cmocka_unit_test(test_batch_second),
         cmocka_unit_test(test_sequence_training),
         cmocka_unit_test(test_trailing_ops),
         cmocka_unit_test(test_refused),

@@ -60,25 +60,7 @@ bool ir_collapse_needed(const nest_function *f)
 }
 
 /* Dim d of f as the same expression of g's names. */
-static int64_t transfer(collapser *c, int64_t d)
-{
-    const dim_expr *e = dim_entry(c->f, d);
-    if (!e)
-        return d; /* plain (lists also hold negative offsets) */
-    int32_t k = (int32_t)(DIM_SYM0 - d);
-    if (c->map[k])
-        return c->map[k];
-    int64_t sum = 0;
-    for (int t = 0; t < e->nterms && sum != DIM_NONE; t++) {
-        int64_t prod = e->terms[t].coef;
-        for (int j = 0; j < e->terms[t].nf && prod != DIM_NONE; j++) {
-            const char *name = dim_entry(c->f, DIM_SYM0 - e->terms[t].f[j])->name;
-            prod = dim_mul(c->g, prod, dim_name(c->g, name, strlen(name)));
-        }
-        sum = prod == DIM_NONE ? DIM_NONE : dim_add(c->g, sum, prod);
-    }
-    return c->map[k] = sum;
-}
+static int64_t transfer(collapser *c, int64_t d) { return dim_transfer(c->f, c->g, c->map, d); }
 
 static bool transfer_map(void *ctx, int64_t d, int64_t *out, const char *what, int32_t node,
                          int i)

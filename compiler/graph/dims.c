@@ -544,3 +544,23 @@ char *dim_text(const nest_function *f, int64_t d)
     dim_format(&b, f, d);
     return buf_finish(&b);
 }
+
+int64_t dim_transfer(const nest_function *f, nest_function *g, int64_t *map, int64_t d)
+{
+    const dim_expr *e = dim_entry(f, d);
+    if (!e)
+        return d; /* plain (lists also hold negative offsets) */
+    int32_t k = (int32_t)(DIM_SYM0 - d);
+    if (map[k])
+        return map[k];
+    int64_t sum = 0;
+    for (int t = 0; t < e->nterms && sum != DIM_NONE; t++) {
+        int64_t prod = e->terms[t].coef;
+        for (int j = 0; j < e->terms[t].nf && prod != DIM_NONE; j++) {
+            const char *name = dim_entry(f, DIM_SYM0 - e->terms[t].f[j])->name;
+            prod = dim_mul(g, prod, dim_name(g, name, strlen(name)));
+        }
+        sum = prod == DIM_NONE ? DIM_NONE : dim_add(g, sum, prod);
+    }
+    return map[k] = sum;
+}
