@@ -888,7 +888,8 @@ static int batch_value(rgen *g, int64_t want)
 
 /* One step of the generator: element-wise ops, broadcasts of vectors and of rows, products
  * with weights, reductions over either axis, reshapes through [N*k] and [N, a, b], slices and
- * concats along the plain axis. Values stay in [-1, 1] through tanh. */
+ * concats along the plain axis, values with N behind a plain axis. Values stay in [-1, 1]
+ * through tanh. */
 static void step(rgen *g, int *nparams)
 {
     nest_function *f = g->f;
@@ -897,7 +898,7 @@ static void step(rgen *g, int *nparams)
     int64_t k = g->k[a];
     nest_value x = g->v[a];
     char name[16];
-    switch (pick(g, 9)) {
+    switch (pick(g, 10)) {
     case 0: { /* a binary op with another value of the same shape, or a new parameter */
         int b = batch_value(g, k);
         nest_value y = g->v[b];
@@ -950,6 +951,21 @@ static void step(rgen *g, int *nparams)
         push(g, nest_concat(f, 2, VALUES(x, g->v[b]), 1), k + g->k[b]);
         break;
     }
+    case 8: /* through the batch second, [2,N,k/2] (stored with N outermost): a product with
+             * weights, a softmax over the rows of [2*N,k/2], back to [N,k] */
+        if (k % 2 == 0) {
+            int64_t h = k / 2;
+            snprintf(name, sizeof name, "p%d", (*nparams)++);
+            nest_value w = nest_parameter(f, name, NEST_F32, 2, SHAPE(h, h), NEST_ROW_MAJOR);
+            nest_value t = nest_reshape(f, nest_reshape(f, x, NULL, 3, SHAPE(N, 2, h)),
+                                        SHAPE(1, 0, 2), 3, SHAPE(2, N, h));
+            nest_value y = nest_tanh(f, nest_dot(f, t, w));
+            nest_value m = nest_reshape(f, y, NULL, 2, SHAPE(nest_dim_mul(f, N, 2), h));
+            nest_value sm = nest_softmax(f, m, 1, SHAPE(1));
+            nest_value b = nest_reshape(f, sm, NULL, 3, SHAPE(2, N, h));
+            push(g, nest_reshape(f, b, SHAPE(1, 0, 2), 2, SHAPE(N, k)), k);
+        }
+        break;
     default: /* a unary op */
         push(g, pick(g, 2) ? nest_abs(f, x) : nest_negative(f, x), k);
         break;

@@ -212,8 +212,9 @@ static bool split(outer *o, lay *l, int n, const int64_t *ext, const int *owner)
 }
 
 /* Axis k of l as one atom: its atoms brought together where the first of them is stored, in
- * their order, and merged. */
-static bool merge_axis(outer *o, lay *l, int k)
+ * the order `order` (their indices within the axis; NULL: their own, which a summed axis need
+ * not keep), and merged. */
+static bool merge_axis_as(outer *o, lay *l, int k, const int *order)
 {
     int a = l->start[k], m = l->start[k + 1] - a;
     if (m <= 1)
@@ -222,11 +223,11 @@ static bool merge_axis(outer *o, lay *l, int k)
     for (int j = a; j < a + m; j++)
         first = l->pos[j] < first ? l->pos[j] : first;
     /* the other atoms keep their order; the axis's go to first..first+m-1 */
+    for (int t = 0; t < m; t++)
+        pos[a + (order ? order[t] : t)] = first + t;
     for (int j = 0; j < l->na; j++) {
-        if (j >= a && j < a + m) {
-            pos[j] = first + j - a;
+        if (j >= a && j < a + m)
             continue;
-        }
         int p = l->pos[j];
         for (int i = a; i < a + m; i++)
             p -= l->pos[i] < l->pos[j];
@@ -240,6 +241,7 @@ static bool merge_axis(outer *o, lay *l, int k)
     if (e == DIM_NONE)
         return ir_error(o->f, o->g->status, "%s", o->g->errmsg), false;
     l->ext[a] = e;
+    l->pos[a] = first;
     for (int j = 0; j < l->na; j++) {
         int to = j < a ? j : j >= a + m ? j - m + 1 : -1;
         if (to >= 0) {
@@ -251,6 +253,29 @@ static bool merge_axis(outer *o, lay *l, int k)
     for (int i = k + 1; i <= l->rank; i++)
         l->start[i] -= m - 1;
     return reshape_to(o, l);
+}
+
+static bool merge_axis(outer *o, lay *l, int k) { return merge_axis_as(o, l, k, NULL); }
+
+static bool split_axis(outer *o, lay *l, int k, const int64_t *atoms, int na);
+
+/* The axes ka of a and kb of b, summed against each other, as one atom each: their common
+ * atoms merged in the order a stores them (a sum takes its terms in any order). */
+static bool summed_axes(outer *o, lay *a, int ka, lay *b, int kb)
+{
+    int64_t atoms[NA];
+    int oa[NA], ob[NA], order[NA];
+    int n = common(o, a->ext + a->start[ka], a->start[ka + 1] - a->start[ka],
+                   b->ext + b->start[kb], b->start[kb + 1] - b->start[kb], atoms, oa, ob);
+    if (n < 0)
+        return o->why = "a product over an axis that reshapes split differently", false;
+    if (!split_axis(o, a, ka, atoms, n) || !split_axis(o, b, kb, atoms, n))
+        return false;
+    for (int t = 0, c = 0; t < a->na; t++) /* by a's storage */
+        for (int j = 0; j < n; j++)
+            if (a->pos[a->start[ka] + j] == t)
+                order[c++] = j;
+    return merge_axis_as(o, a, ka, order) && merge_axis_as(o, b, kb, order);
 }
 
 /* A layout of one atom per axis of shape, stored as given (identity) or with the symbolic
@@ -298,6 +323,27 @@ static int32_t plain(outer *o, int32_t i)
     return o->plain[i] = l.g;
 }
 
+/* Axis k of l split into atoms[0..na), a refinement of its own atoms. */
+static bool split_axis(outer *o, lay *l, int k, const int64_t *atoms, int na)
+{
+    int c = l->start[k + 1] - l->start[k];
+    if (c == na)
+        return true;
+    int64_t ext[NA], next[NA];
+    int owner[NA], oa[NA], ob[NA], m = 0;
+    if (l->na - c + na > NA)
+        return o->why = "more than 32 atoms", false;
+    for (int j = 0; j < l->start[k]; j++, m++)
+        ext[m] = l->ext[j], owner[m] = j;
+    if (common(o, l->ext + l->start[k], c, atoms, na, next, oa, ob) != na)
+        return o->why = "operands whose axes a reshape split differently", false;
+    for (int t = 0; t < na; t++, m++)
+        ext[m] = next[t], owner[m] = l->start[k] + oa[t];
+    for (int j = l->start[k + 1]; j < l->na; j++, m++)
+        ext[m] = l->ext[j], owner[m] = j;
+    return split(o, l, m, ext, owner);
+}
+
 /* Layouts ls[0..n) of values of one logical shape given the same atoms (the common refinement,
  * axis by axis, but for axis skip: one atom in each, of its own extent) and the storage of
  * ls[lead]. */
@@ -319,26 +365,9 @@ static bool conform(outer *o, lay *ls, int n, int lead, int skip)
             memcpy(atoms, next, (size_t)m * sizeof *atoms);
             na = m;
         }
-        for (int i = 0; i < n; i++) { /* each split to them */
-            lay *l = &ls[i];
-            int c = l->start[k + 1] - l->start[k];
-            if (c == na)
-                continue;
-            int64_t ext[NA];
-            int owner[NA], m = 0, t;
-            if (l->na - c + na > NA)
-                return o->why = "more than 32 atoms", false;
-            for (int j = 0; j < l->start[k]; j++, m++)
-                ext[m] = l->ext[j], owner[m] = j;
-            if (common(o, l->ext + l->start[k], c, atoms, na, next, oa, ob) != na)
-                return o->why = "operands whose axes a reshape split differently", false;
-            for (t = 0; t < na; t++, m++)
-                ext[m] = next[t], owner[m] = l->start[k] + oa[t];
-            for (int j = l->start[k + 1]; j < l->na; j++, m++)
-                ext[m] = l->ext[j], owner[m] = j;
-            if (!split(o, l, m, ext, owner))
+        for (int i = 0; i < n; i++) /* each split to them */
+            if (!split_axis(o, &ls[i], k, atoms, na))
                 return false;
-        }
     }
     for (int i = 0; i < n; i++)
         if (i != lead && !move_to(o, &ls[i], ls[lead].pos))
@@ -586,7 +615,7 @@ static bool dot(outer *o, int32_t i, const ir_node *n)
     lay x = o->l[ir_resolve(o->f, n->in[0])], w = o->l[ir_resolve(o->f, n->in[1])];
     if (x.rank == 0 || w.rank == 0)
         return elementwise(o, i, n);
-    if (!merge_axis(o, &x, x.rank - 1) || !merge_axis(o, &w, 0))
+    if (!summed_axes(o, &x, x.rank - 1, &w, 0))
         return false;
     int px[NA], pw[NA], kx = x.na - 1;
     for (int j = 0; j < x.na; j++)
@@ -627,9 +656,9 @@ static bool batch_dot(outer *o, int32_t i, const ir_node *n)
         return as_is(o, i);
     int nb = n->rank - 2;
     lay *ops[2] = {&x, &y};
-    for (int q = 0; q < 2; q++)
-        if (!merge_axis(o, ops[q], ops[q]->rank - 1) || !merge_axis(o, ops[q], ops[q]->rank - 2))
-            return false;
+    if (!summed_axes(o, &x, x.rank - 1, &y, y.rank - 2) || !merge_axis(o, &x, x.rank - 2) ||
+        !merge_axis(o, &y, y.rank - 1))
+        return false;
     /* the result's batch atoms: per batch axis, the common atoms of the operands that have it
      * whole */
     int64_t atoms[NA];
