@@ -364,6 +364,10 @@ int32_t dim_find(const nest_function *f, const char *name, size_t len, int64_t *
 int64_t dim_add(nest_function *f, int64_t a, int64_t b);
 int64_t dim_sub(nest_function *f, int64_t a, int64_t b);
 int64_t dim_mul(nest_function *f, int64_t a, int64_t b);
+/* a / b when b is plain and divides every coefficient of a's terms (N*4+2 by 2 is N*2+1, by -2
+ * -N*2-1), so that the quotient is exact at every size of the names; DIM_NONE with the error on
+ * f otherwise (a symbolic divisor, 0, a division that leaves a remainder: 7 by 2 too). */
+int64_t dim_div_exact(nest_function *f, int64_t a, int64_t b);
 /* The sign of a - b for every size of the names: -1, 0 or 1 when it is known, DIM_LE (a <= b)
  * or DIM_GE (a >= b) when only that is, DIM_UNKNOWN otherwise. A check of a rule fails at
  * construction only when it fails for every size; the rest is checked when the dims are known

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "testutil.h"
+#include "internal.h"
 
 #define parse_ok(text) tu_parse((text), "d.nest")
 /* The text form's error for `text` contains `part`. */
@@ -193,6 +194,30 @@ static void test_api_dims(void **state)
     assert_int_equal(nest_call(k, (void *[]){in}, 1, (void *[]){out}, 1), NEST_ERR_CALL);
     assert_non_null(strstr(nest_kernel_errmsg(k), "call it with nest_call_dims"));
     nest_kernel_free(k);
+}
+
+/* Exact division (the ONNX importer's Div of a Shape's dims): every coefficient divided, else
+ * an error that says why not. */
+static void test_div_exact(void **state)
+{
+    nest_function *f = *state;
+    int64_t N = nest_named_dim(f, "N"), M = nest_named_dim(f, "M");
+    int64_t e = dim_add(f, dim_mul(f, N, 4), 2), nm = dim_mul(f, N, M); /* N*4+2, M*N */
+    assert_int_equal(dim_div_exact(f, e, 2), dim_add(f, dim_mul(f, N, 2), 1));
+    assert_int_equal(dim_div_exact(f, e, -2), dim_sub(f, -1, dim_mul(f, N, 2)));
+    assert_int_equal(dim_div_exact(f, dim_mul(f, nm, 6), 3), dim_mul(f, nm, 2));
+    assert_int_equal(dim_div_exact(f, e, 1), e);
+    assert_int_equal(dim_div_exact(f, 12, -4), -3);
+    assert_int_equal(dim_div_exact(f, e, 4), DIM_NONE);
+    assert_error(f, NEST_ERR_ARG, "N*4+2 divided by 4 is not exact");
+    assert_int_equal(dim_div_exact(f, 7, 2), DIM_NONE);
+    assert_error(f, NEST_ERR_ARG, "7 divided by 2 is not exact");
+    assert_int_equal(dim_div_exact(f, e, N), DIM_NONE);
+    assert_error(f, NEST_ERR_ARG, "N*4+2 divided by N is not computed (the divisor is symbolic)");
+    assert_int_equal(dim_div_exact(f, N, 0), DIM_NONE);
+    assert_error(f, NEST_ERR_ARG, "N divided by 0 is not computed");
+    assert_int_equal(dim_div_exact(f, N - 1000, 2), DIM_NONE);
+    assert_error(f, NEST_ERR_ARG, "dim_div_exact: an operand is not a dim of function f");
 }
 
 /* dense at N = 0, 1, 7, 64 against the sum written out here */
@@ -1076,6 +1101,7 @@ int main(void)
         cmocka_unit_test(test_text_order_of_names),
         cmocka_unit_test(test_unification_errors),
         cmocka_unit_test_setup_teardown(test_api_dims, fn_setup, fn_teardown),
+        cmocka_unit_test_setup_teardown(test_div_exact, fn_setup, fn_teardown),
         cmocka_unit_test(test_dense_sizes),
         cmocka_unit_test(test_chain_and_l2),
         cmocka_unit_test(test_bad_sizes),

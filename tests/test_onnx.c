@@ -349,12 +349,13 @@ static void test_symbolic_batch(void **state)
                                     (void *[]){y9}, 1));
     assert_exact(NEST_F32, y9, x9, 9);
     nest_function_free(f);
-    /* what would compute with the dims as numbers says to give their sizes */
-    md.nodes[1].op_type = "Add";
+    /* what would compute with the dims as numbers, other than their arithmetic
+     * (test_symbolic_arithmetic), says to give their sizes */
+    md.nodes[1].op_type = "Pow";
     md.ins[1][0] = "s";
     f = import_model(&md, NULL);
-    assert_msg(f, NEST_ERR_ARG, "node 1 'Reshape' (Add, opset 13): input 1 ('s') holds the "
-               "model's symbolic dims (a Shape's): Add of them is not computed; give the dims "
+    assert_msg(f, NEST_ERR_ARG, "node 1 'Reshape' (Pow, opset 13): input 1 ('s') holds the "
+               "model's symbolic dims (a Shape's): Pow of them is not computed; give the dims "
                "their sizes (nestc --dim NAME=N)");
     nest_function_free(f);
     md.g.n_node = 1;
@@ -406,6 +407,128 @@ static void test_symbolic_batch(void **state)
         assert_int_equal(nest_value_shape(f, nest_param(f, 0))[0], 4);
         nest_function_free(f);
     }
+}
+
+/* y = x f32[N,6] reshaped to [N*2,3], the shape computed from the dims at import:
+ * Sub(Add(d, s), s) with d = Div(Mul(Shape(x), [4,1]), [2]), s = Shape(x). */
+static void dims_model(model *md)
+{
+    static const int64_t k41[2] = {4, 1}, two[1] = {2};
+    model_init(md, 13);
+    input(md, "x", 2, (const int64_t[]){-1, 6});
+    int64_init(md, "k41", 2, k41);
+    int64_init(md, "two", 1, two);
+    node(md, "Shape", "x", NULL, "s");
+    node(md, "Mul", "s", "k41", "a");
+    node(md, "Div", "a", "two", "d");
+    node(md, "Add", "d", "s", "e");
+    node(md, "Sub", "e", "s", "t");
+    node(md, "Reshape", "x", "t", "y");
+    output(md, "y");
+}
+
+/* Arithmetic on the dims of a Shape (PyTorch's attention reshapes by batch * heads and by
+ * length * batch) is computed at import into dim expressions; what is not exact, or not
+ * arithmetic on int64, says to give the sizes. */
+static void test_symbolic_arithmetic(void **state)
+{
+    (void)state;
+    model md;
+    dims_model(&md);
+    nest_function *f = import_model(&md, NULL);
+    assert_ok(f, nest_errcode(f));
+    int64_t n = nest_named_dim(f, "N");
+    assert_int_equal(nest_value_rank(f, nest_result(f, 0)), 2);
+    assert_int_equal(nest_value_shape(f, nest_result(f, 0))[0], nest_dim_mul(f, n, 2));
+    assert_int_equal(nest_value_shape(f, nest_result(f, 0))[1], 3);
+    nest_kernel *k = nest_compile(f, NULL);
+    assert_non_null(k);
+    static const int64_t sizes[] = {0, 1, 7};
+    for (size_t t = 0; t < sizeof sizes / sizeof sizes[0]; t++) {
+        int64_t N = sizes[t];
+        float x[42], y[42], iy[42];
+        for (int64_t i = 0; i < N * 6; i++)
+            x[i] = (float)i * 0.5f - 3;
+        void *args[1] = {x}, *res[1] = {y}, *ires[1] = {iy};
+        assert_int_equal(nest_call_dims(k, &N, 1, args, 1, res, 1), NEST_OK);
+        assert_exact(NEST_F32, y, x, N * 6);
+        assert_ok(f, nest_evaluate_dims(f, &N, 1, args, 1, ires, 1));
+        assert_exact(NEST_F32, iy, x, N * 6);
+    }
+    nest_kernel_free(k);
+    nest_function_free(f);
+
+    /* a division that leaves a remainder, a symbolic divisor, a float operand */
+    static const int64_t three[1] = {3};
+    md.inits[1].raw_data.data = (uint8_t *)three;
+    f = import_model(&md, NULL);
+    assert_msg(f, NEST_ERR_ARG, "node 2 'Div' (Div, opset 13): Div of the model's symbolic dims "
+               "(a Shape's): N*4 divided by 3 is not exact; give the dims their sizes (nestc "
+               "--dim NAME=N)");
+    nest_function_free(f);
+    dims_model(&md);
+    md.ins[2][1] = "s";
+    f = import_model(&md, NULL);
+    assert_msg(f, NEST_ERR_ARG, "N*4 divided by N is not computed (the divisor is symbolic)");
+    nest_function_free(f);
+    static const float half[1] = {0.5f};
+    dims_model(&md);
+    init(&md, "half", 1, (const int64_t[]){1}, half);
+    md.ins[1][1] = "half";
+    f = import_model(&md, NULL);
+    assert_msg(f, NEST_ERR_ARG, "node 1 'Mul' (Mul, opset 13): input 2 ('half') is f32: Mul of "
+               "the model's symbolic dims (a Shape's) is computed in int64 only");
+    nest_function_free(f);
+
+    /* x f32[N,S] flattened to [N*S]: the product of two dims, cast to int64 and negated twice */
+    static const int64_t i0[1] = {0}, i1[1] = {1};
+    model_init(&md, 13);
+    input(&md, "x", 2, (const int64_t[]){-1, -1});
+    md.dims[0][1].dim_param = "S";
+    int64_init(&md, "zero", 1, i0);
+    int64_init(&md, "one", 1, i1);
+    node(&md, "Shape", "x", NULL, "s");
+    node(&md, "Gather", "s", "zero", "b");
+    node(&md, "Gather", "s", "one", "l");
+    node(&md, "Mul", "l", "b", "p");
+    Onnx__NodeProto *cast = node(&md, "Cast", "p", NULL, "c");
+    node(&md, "Neg", "c", NULL, "m");
+    node(&md, "Neg", "m", NULL, "q");
+    node(&md, "Reshape", "x", "q", "y");
+    output(&md, "y");
+    Onnx__AttributeProto to = ONNX__ATTRIBUTE_PROTO__INIT, *pto = &to;
+    to.name = "to";
+    to.has_i = 1;
+    to.i = 7;
+    cast->n_attribute = 1;
+    cast->attribute = &pto;
+    f = import_model(&md, NULL);
+    assert_ok(f, nest_errcode(f));
+    int64_t N = nest_named_dim(f, "N"), S = nest_named_dim(f, "S");
+    assert_int_equal(nest_value_rank(f, nest_result(f, 0)), 1);
+    assert_int_equal(nest_value_shape(f, nest_result(f, 0))[0], nest_dim_mul(f, N, S));
+    k = nest_compile(f, NULL);
+    assert_non_null(k);
+    static const int64_t ns[3][2] = {{0, 5}, {1, 1}, {7, 5}};
+    for (int t = 0; t < 3; t++) {
+        float x[35], y[35], iy[35];
+        int64_t count = ns[t][0] * ns[t][1];
+        for (int64_t i = 0; i < count; i++)
+            x[i] = (float)(i % 9) - 4;
+        void *args[1] = {x}, *res[1] = {y}, *ires[1] = {iy};
+        assert_int_equal(nest_call_dims(k, ns[t], 2, args, 1, res, 1), NEST_OK);
+        assert_exact(NEST_F32, y, x, count);
+        assert_ok(f, nest_evaluate_dims(f, ns[t], 2, args, 1, ires, 1));
+        assert_exact(NEST_F32, iy, x, count);
+    }
+    nest_kernel_free(k);
+    nest_function_free(f);
+    /* a Cast to another type keeps the refusal */
+    to.i = 1;
+    f = import_model(&md, NULL);
+    assert_msg(f, NEST_ERR_ARG, "node 4 'Cast' (Cast, opset 13): input 1 ('p') holds the "
+               "model's symbolic dims (a Shape's): Cast of them is not computed");
+    nest_function_free(f);
 }
 
 static void test_garbage_and_truncation(void **state)
@@ -1037,6 +1160,7 @@ int main(void)
         cmocka_unit_test(test_huge_fold_at_run_time),
         cmocka_unit_test(test_named_dims),
         cmocka_unit_test(test_symbolic_batch),
+        cmocka_unit_test(test_symbolic_arithmetic),
         cmocka_unit_test(test_garbage_and_truncation),
         cmocka_unit_test(test_opsets),
         cmocka_unit_test(test_unsupported_operator),

@@ -29,8 +29,9 @@ typedef struct ox_tensor {
     int64_t shape[NEST_MAX_RANK];
     int64_t count;  /* elements held: 1 (the value fills the shape) or the shape's product */
     void *data;     /* count elements of etype */
-    bool dims;      /* integers that may be the function's symbolic dims (a Shape's, moved):
-                     * only moved on (onnx_read.c's dims_use) or a Reshape's shape */
+    bool dims;      /* integers that may be the function's symbolic dims (a Shape's): only
+                     * moved on or computed with at import (onnx_read.c's dims_use), or a
+                     * Reshape's shape */
 } ox_tensor;
 
 /* One ONNX value name of the graph. */
@@ -57,7 +58,8 @@ typedef struct ox {
     nest_value *inv;               /* per input: its value in f once made */
     nest_value *out;               /* per output: set by the lowering */
     int32_t absorb;                /* a later node this one computes too (ox_absorb), or -1 */
-    bool dims;                     /* the outputs hold symbolic dims (ox_tensor's dims) */
+    bool dims;                     /* the outputs hold symbolic dims (ox_tensor's dims); an
+                                    * arithmetic lowering computes them (dims_use) */
 } ox;
 
 /* ---- onnx_read.c ---- */
@@ -70,6 +72,9 @@ bool ox_has(const ox *c, int i);
 /* Input i as a value of c->f (a known tensor becomes a constant there); NEST_NONE with the
  * error recorded when absent. */
 nest_value ox_in(ox *c, int i);
+/* The function whose table holds the handles of the symbolic dims in known tensors (the
+ * model's, also while c->f is a scratch one). */
+nest_function *ox_dims_fn(const ox *c);
 /* Input i's value known at import, or NULL with an error saying that it must be. */
 const ox_tensor *ox_known(ox *c, int i);
 /* Input i's value when it is known at import, else NULL (no error: for what only helps). */

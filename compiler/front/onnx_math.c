@@ -1,8 +1,11 @@
 /*
  * onnx_math.c - the element-wise ONNX operators: arithmetic, comparisons and logic, activations, Clip,
  * Cast, Identity and Dropout. Numpy broadcasting of the inputs is explicit (ox_inputs_bcast).
+ * Add, Sub, Mul, Div and Neg of the model's symbolic dims (a Shape's, known at import) are
+ * computed at import into dim expressions.
  */
 #include <math.h>
+#include <stdlib.h>
 
 #include "onnx.h"
 
@@ -26,10 +29,97 @@ static int unary(ox *c, un_fn fn)
     return NEST_OK;
 }
 
-int ox_op_add(ox *c) { return binary(c, nest_add); }
-int ox_op_sub(ox *c) { return binary(c, nest_subtract); }
-int ox_op_mul(ox *c) { return binary(c, nest_multiply); }
-int ox_op_div(ox *c) { return binary(c, nest_divide); }
+/* ---- arithmetic on the model's symbolic dims (a Shape's, known at import) ---- */
+
+typedef int64_t (*dim_fn)(nest_function *, int64_t, int64_t);
+
+/* ONNX's integer Div of dims: plain ones as numbers (truncated toward zero), a symbolic dividend
+ * only by a plain divisor of every coefficient of its terms (dim_div_exact). */
+static int64_t dim_div(nest_function *f, int64_t a, int64_t b)
+{
+    if (dim_is_sym(a) || dim_is_sym(b) || b == 0)
+        return dim_div_exact(f, a, b);
+    return a / b;
+}
+
+static int64_t dim_neg(nest_function *f, int64_t a, int64_t b)
+{
+    (void)b;
+    return dim_sub(f, 0, a);
+}
+
+/* The node's inputs (one or two int64 tensors known at import, some holding dims) combined
+ * element by element by fn, with numpy's broadcasting, on the table of the model's function:
+ * the output is a constant of the results (handles where they are symbolic). */
+static int dims_arith(ox *c, dim_fn fn)
+{
+    const char *op = c->node->op_type;
+    nest_function *df = ox_dims_fn(c);
+    const ox_tensor *t[2];
+    int n = c->nin < 2 ? c->nin : 2, rank = 0;
+    int64_t shape[NEST_MAX_RANK], count = 1;
+    for (int i = 0; i < n; i++) {
+        if (!(t[i] = ox_known(c, i)))
+            return NEST_ERR_ARG;
+        if (t[i]->etype != NEST_I64)
+            return ox_err(c, NEST_ERR_ARG, "input %d ('%.200s') is %s: %s of the model's symbolic "
+                          "dims (a Shape's) is computed in int64 only; give the dims their sizes "
+                          "(nestc --dim NAME=N)", i + 1, c->in[i]->name,
+                          nest_type_name((nest_type)t[i]->etype), op);
+        rank = t[i]->rank > rank ? t[i]->rank : rank;
+    }
+    for (int j = 0; j < rank; j++) {
+        shape[j] = 1;
+        for (int i = 0; i < n; i++) {
+            int a = j - (rank - t[i]->rank);
+            int64_t d = a < 0 ? 1 : t[i]->shape[a];
+            if (d != 1 && shape[j] != 1 && d != shape[j])
+                return ox_err(c, NEST_ERR_TYPE, "shapes do not broadcast: dimension %d is %lld "
+                              "and %lld", j, (long long)shape[j], (long long)d);
+            shape[j] = d != 1 ? d : shape[j];
+        }
+        if (mul_overflows(count, shape[j], &count) || count > OX_FOLD_BYTES / 8)
+            return ox_err(c, NEST_ERR_LIMIT, "%s of the model's symbolic dims (a Shape's) into "
+                          "more than %lld elements", op, (long long)(OX_FOLD_BYTES / 8));
+    }
+    int64_t *out = malloc((size_t)count * sizeof *out + 1);
+    if (!out)
+        return ox_err(c, NEST_ERR_NOMEM, "out of memory");
+    for (int64_t e = 0; e < count; e++) {
+        int64_t v[2] = {0, 0};
+        for (int i = 0; i < n; i++) {
+            /* the element of input i that element e of the output reads */
+            int64_t at = 0, stride = 1, rest = e;
+            for (int j = rank - 1; j >= rank - t[i]->rank; j--) {
+                int64_t d = t[i]->shape[j - (rank - t[i]->rank)];
+                at += (d == 1 ? 0 : rest % shape[j]) * stride;
+                rest /= shape[j];
+                stride *= d;
+            }
+            v[i] = ox_int_at(t[i], at);
+            if (!t[i]->dims && v[i] <= DIM_SYM0) { /* would read as a handle */
+                free(out);
+                return ox_err(c, NEST_ERR_ARG, "input %d ('%.200s') holds %lld: %s of the "
+                              "model's symbolic dims (a Shape's) takes numbers above %lld", i + 1,
+                              c->in[i]->name, (long long)v[i], op, (long long)DIM_SYM0);
+            }
+        }
+        if ((out[e] = fn(df, v[0], v[1])) == DIM_NONE) {
+            free(out);
+            return ox_err(c, nest_errcode(df), "%s of the model's symbolic dims (a Shape's): "
+                          "%s; give the dims their sizes (nestc --dim NAME=N)", op,
+                          nest_errmsg(df));
+        }
+    }
+    c->out[0] = nest_constant(c->f, NEST_I64, rank, shape, out, count);
+    free(out);
+    return NEST_OK;
+}
+
+int ox_op_add(ox *c) { return c->dims ? dims_arith(c, dim_add) : binary(c, nest_add); }
+int ox_op_sub(ox *c) { return c->dims ? dims_arith(c, dim_sub) : binary(c, nest_subtract); }
+int ox_op_mul(ox *c) { return c->dims ? dims_arith(c, dim_mul) : binary(c, nest_multiply); }
+int ox_op_div(ox *c) { return c->dims ? dims_arith(c, dim_div) : binary(c, nest_divide); }
 int ox_op_equal(ox *c) { return binary(c, nest_equal); }
 int ox_op_less(ox *c) { return binary(c, nest_less); }
 int ox_op_greater(ox *c) { return binary(c, nest_greater); }
@@ -41,7 +131,7 @@ int ox_op_sqrt(ox *c) { return unary(c, nest_sqrt); }
 int ox_op_exp(ox *c) { return unary(c, nest_exp); }
 int ox_op_log(ox *c) { return unary(c, nest_log); }
 int ox_op_abs(ox *c) { return unary(c, nest_abs); }
-int ox_op_neg(ox *c) { return unary(c, nest_negative); }
+int ox_op_neg(ox *c) { return c->dims ? dims_arith(c, dim_neg) : unary(c, nest_negative); }
 int ox_op_tanh(ox *c) { return unary(c, nest_tanh); }
 int ox_op_floor(ox *c) { return unary(c, nest_floor); }
 int ox_op_ceil(ox *c) { return unary(c, nest_ceiling); }

@@ -422,6 +422,8 @@ const ox_tensor *ox_peek_name(ox *c, const char *name)
     return known(c, e);
 }
 
+nest_function *ox_dims_fn(const ox *c) { return c->m->f; }
+
 const Onnx__NodeProto *ox_sole_user(ox *c, int out, int32_t *index)
 {
     if (out >= c->nout || !c->node->output[out] || !c->node->output[out][0])
@@ -704,10 +706,12 @@ static bool fold_too_large(const nest_function *scratch)
 }
 
 /* Integers holding the function's symbolic dims (a Shape of a symbolic value, ox_tensor's
- * dims) are only moved at import, by a node whose inputs are all known (Concat, Identity,
- * and Gather, Unsqueeze, Squeeze, Slice of them as their data), its outputs then holding dims
- * too; or given as a Reshape's shape. Any other use, which would compute with the dims'
- * handles as numbers, is an error that says to give the sizes. */
+ * dims) are used at import only, by a node whose inputs are all known, its outputs then
+ * holding dims too: moved (Concat, Identity, a Cast to int64, and Gather, Unsqueeze, Squeeze,
+ * Slice of them as their data), or computed (Add, Sub, Mul, Div and Neg: their lowerings do
+ * the dims' arithmetic when c->dims is set); or they are given as a Reshape's shape. Any other
+ * use, which would compute with the dims' handles as numbers, is an error that says to give
+ * the sizes. */
 static int dims_use(ox *c, bool all_known)
 {
     const char *op = c->node->op_type ? c->node->op_type : "";
@@ -720,12 +724,16 @@ static int dims_use(ox *c, bool all_known)
         }
     if (first < 0)
         return NEST_OK;
-    bool moved = all_known && (strcmp(op, "Concat") == 0 || strcmp(op, "Identity") == 0 ||
-                               (data_only && (strcmp(op, "Gather") == 0 ||
-                                              strcmp(op, "Unsqueeze") == 0 ||
-                                              strcmp(op, "Squeeze") == 0 ||
-                                              strcmp(op, "Slice") == 0)));
-    if (moved) {
+    /* the ops that take dims in any input, and those that take them as their data only */
+    static const char *const any[] = {"Concat", "Identity", "Add", "Sub", "Mul", "Div", "Neg"};
+    static const char *const data[] = {"Gather", "Unsqueeze", "Squeeze", "Slice"};
+    bool used = strcmp(op, "Cast") == 0 && ox_attr_int(c, "to", 0) == 7; /* to int64 */
+    for (size_t i = 0; i < countof(any); i++)
+        used |= strcmp(op, any[i]) == 0;
+    for (size_t i = 0; data_only && i < countof(data); i++)
+        used |= strcmp(op, data[i]) == 0;
+    used &= all_known;
+    if (used) {
         c->dims = true;
         return NEST_OK;
     }

@@ -309,6 +309,36 @@ int64_t dim_mul(nest_function *f, int64_t a, int64_t b)
     return from_poly(f, &r);
 }
 
+/* "a divided by b" and why it is not computed, as the error on f. */
+static int64_t not_divided(nest_function *f, int64_t a, int64_t b, const char *why)
+{
+    char *x = dim_text(f, a), *y = dim_text(f, b);
+    ir_error(f, NEST_ERR_ARG, "%s divided by %s %s", x ? x : "?", y ? y : "?", why);
+    free(x);
+    free(y);
+    return DIM_NONE;
+}
+
+int64_t dim_div_exact(nest_function *f, int64_t a, int64_t b)
+{
+    poly p;
+    if (a == DIM_NONE || b == DIM_NONE || !to_poly(f, a, &p) ||
+        (dim_is_sym(b) && !dim_entry(f, b)))
+        return bad_operand(f, "dim_div_exact");
+    if (dim_is_sym(b))
+        return not_divided(f, a, b, "is not computed (the divisor is symbolic)");
+    if (b == 0)
+        return not_divided(f, a, b, "is not computed");
+    for (int i = 0; i < p.n; i++) {
+        if (b == -1 && p.t[i].coef == INT64_MIN)
+            return too_large(f);
+        if (p.t[i].coef % b != 0)
+            return not_divided(f, a, b, "is not exact");
+        p.t[i].coef /= b; /* never 0, and the terms keep their order */
+    }
+    return from_poly(f, &p);
+}
+
 int dim_compare(const nest_function *f, int64_t a, int64_t b)
 {
     if (!dim_is_sym(a) && !dim_is_sym(b))
