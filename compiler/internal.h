@@ -1133,12 +1133,15 @@ bool pipeline_has_pass(const char *name);
 /* Prints a plan (nests, their outputs and expressions) for --dump-after. */
 void plan_dump(buf *b, const plan *p);
 /* What the JIT needs besides the C of a function: its workspace and the graph nodes of its
- * constants, in the order of nest_consts_NAME (malloc'd array). */
+ * constants, in the order of nest_consts_NAME (malloc'd array), nodes of const_fn: the
+ * function itself, or the copy its plan was made of (outer.c, collapse.c), which lives until
+ * the function is planned again or freed. */
 typedef struct jit_info {
     int64_t ws_size;
     bool ws_dims; /* symbolic dims: whether anything is placed in the workspace at some sizes */
     int32_t nconsts;
     int32_t *const_nodes;
+    const struct nest_function *const_fn;
 } jit_info;
 /* The module whose state the C of fns declares: mod if it has state, else the first of the
  * functions' modules with state, or NULL. */

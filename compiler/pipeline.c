@@ -375,6 +375,7 @@ static int emit_all(const nest_module *mod, nest_function *const *fns, int n, ne
             info->ws_size = p.ws_size;
             info->ws_dims = emit_dims_have_ws(&p);
             info->nconsts = p.nconsts;
+            info->const_fn = p.f;
             info->const_nodes = calloc((size_t)p.nconsts + 1, sizeof *info->const_nodes);
             if (!info->const_nodes)
                 st = ir_error(fns[i], NEST_ERR_NOMEM, "out of memory");

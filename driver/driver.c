@@ -177,7 +177,7 @@ nest_kernel *nest_compile(nest_function *f, const nest_options *opts)
         goto nomem;
     k->nconsts = info.nconsts;
     for (int32_t i = 0; i < info.nconsts; i++) {
-        const ir_node *n = &f->nodes[info.const_nodes[i]];
+        const ir_node *n = &info.const_fn->nodes[info.const_nodes[i]];
         size_t bytes = (size_t)n->a.constant.count * nest_type_size((nest_type)n->etype);
         if (!(k->consts[i] = malloc(bytes + 1)))
             goto nomem;
@@ -583,7 +583,7 @@ static int build_so(nest_module *m, nest_function *const *fns, int n, const char
         if (!blobs_reserve(&bl, (size_t)info.nconsts))
             st = ir_error(fns[i], NEST_ERR_NOMEM, "out of memory");
         for (int32_t k = 0; st == NEST_OK && k < info.nconsts; k++) {
-            const ir_node *c = &fns[i]->nodes[info.const_nodes[k]];
+            const ir_node *c = &info.const_fn->nodes[info.const_nodes[k]];
             if (emit_const_is_data(c->a.constant.count, c->etype))
                 blobs_add(&bl, c->a.constant.data,
                           (size_t)c->a.constant.count * nest_type_size((nest_type)c->etype),

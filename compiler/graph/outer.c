@@ -97,8 +97,9 @@ static bool quotient(outer *o, int64_t a, int64_t b, int64_t *q)
     return *q != DIM_NONE;
 }
 
-/* The coarsest common refinement of two lists of extents of one product: into out (owner
- * a[k] and b[k]: the entry of each list that atom k is part of); its length, or -1. */
+/* The coarsest common refinement of two lists of extents of one product, less a's units that
+ * b does not need: into out (owners oa[k] and ob[k]: the entry of each list that atom k is
+ * part of); its length, or -1. */
 static int common(outer *o, const int64_t *a, int na, const int64_t *b, int nb, int64_t *out,
                   int *oa, int *ob)
 {
@@ -109,6 +110,10 @@ static int common(outer *o, const int64_t *a, int na, const int64_t *b, int nb, 
             return -1;
         oa[n] = i;
         ob[n] = j;
+        if (ca == 1 && cb != 1) { /* a unit of a's: dropped */
+            ca = ++i < na ? a[i] : 1;
+            continue;
+        }
         if (ca == cb) {
             out[n++] = ca;
             ca = ++i < na ? a[i] : 1;
@@ -124,12 +129,15 @@ static int common(outer *o, const int64_t *a, int na, const int64_t *b, int nb, 
         } else
             return -1;
     }
-    /* what is left is units (the products are equal) */
-    for (; i < na || j < nb; i < na ? i++ : j++) {
-        if (n == NA || (i < na ? a[i] : b[j]) != 1)
+    /* what is left is units (the products are equal): a's dropped, b's kept (an axis of 1) */
+    for (; i < na; i++)
+        if (a[i] != 1)
             return -1;
-        oa[n] = i < na ? i : na - 1;
-        ob[n] = i < na ? nb - 1 : j;
+    for (; j < nb; j++) {
+        if (n == NA || b[j] != 1 || na == 0)
+            return -1;
+        oa[n] = na - 1;
+        ob[n] = j;
         out[n++] = 1;
     }
     return n;
@@ -169,21 +177,52 @@ static bool reshape_to(outer *o, lay *l)
     return (l->g = build(o, OP_RESHAPE, 1, &l->g, &at)) >= 0;
 }
 
+/* g's node v, a broadcast, built again from its operand as rank axes of shape, axis t of
+ * which is v's axis from[t]: a broadcast is a view in any order and any split of its new axes,
+ * so a value with the symbolic axes in front stays one (its node, or -1 with the error on f);
+ * -2 when v is not a broadcast or its operand's axes would not come once each, in order. */
+static int32_t rebroadcast(outer *o, int32_t v, int rank, const int64_t *shape, const int *from)
+{
+    const ir_node *n = &o->g->nodes[v];
+    if (n->op != OP_BROADCAST)
+        return -2;
+    int last = -1, kept = 0, na = 0;
+    int64_t axes[NA];
+    for (int t = 0; t < rank; t++) {
+        if (n->a.axes & (1u << from[t])) {
+            axes[na++] = t;
+            continue;
+        }
+        if (from[t] <= last)
+            return -2;
+        last = from[t];
+        kept++;
+    }
+    if (kept != o->g->nodes[n->in[0]].rank)
+        return -2;
+    int32_t x = n->in[0];
+    ir_attrs at = {.rank = rank, .shape = shape, .naxes = na, .axes = axes};
+    return build(o, OP_BROADCAST, 1, &x, &at);
+}
+
 /* l's atoms moved to the axes pos (a transpose of its node). */
 static bool move_to(outer *o, lay *l, const int *pos)
 {
     int64_t order[NA], shape[NA];
+    int from[NA];
     bool same = true;
     for (int j = 0; j < l->na; j++) {
-        order[pos[j]] = l->pos[j];
+        order[pos[j]] = from[pos[j]] = l->pos[j];
         shape[pos[j]] = l->ext[j];
         same &= pos[j] == l->pos[j];
     }
     if (same)
         return true;
     ir_attrs at = {.rank = l->na, .shape = shape, .order = order};
-    if ((l->g = build(o, OP_RESHAPE, 1, &l->g, &at)) < 0)
+    int32_t v = rebroadcast(o, l->g, l->na, shape, from);
+    if (v == -1 || (v == -2 && (v = build(o, OP_RESHAPE, 1, &l->g, &at)) < 0))
         return false;
+    l->g = v;
     memcpy(l->pos, pos, (size_t)l->na * sizeof *pos);
     return true;
 }
@@ -201,26 +240,45 @@ static bool split(outer *o, lay *l, int n, const int64_t *ext, const int *owner)
             j++;
         r.start[k] = k == l->rank ? n : j;
     }
-    int at = 0;
+    int at = 0, from[NA];
     for (int s = 0; s < l->na; s++) /* old storage axis s: its atom's parts, in order */
         for (int j = 0; j < n; j++)
-            if (l->pos[owner[j]] == s)
+            if (l->pos[owner[j]] == s) {
+                from[at] = s;
                 r.pos[j] = at++;
+            }
     memcpy(r.ext, ext, (size_t)n * sizeof *ext);
     *l = r;
+    int64_t shape[NA];
+    storage(l, shape);
+    int32_t v = rebroadcast(o, l->g, n, shape, from);
+    if (v == -1)
+        return false;
+    if (v >= 0)
+        return l->g = v, true;
     return reshape_to(o, l);
 }
 
-/* Axis k of l as one atom: its atoms brought together where the first of them is stored, in
- * the order `order` (their indices within the axis; NULL: their own, which a summed axis need
- * not keep), and merged. */
-static bool merge_axis_as(outer *o, lay *l, int k, const int *order)
+/* Where merge_axis_as puts an axis's atoms: where the first of them is stored, first, last
+ * (where that keeps the symbolic atoms in front). */
+enum { IN_PLACE, FRONT, BACK };
+
+/* Axis k of l as one atom: its atoms brought together where `where` says, in the order
+ * `order` (their indices within the axis; NULL: their own, which a summed axis need not
+ * keep), and merged. */
+static bool merge_axis_as(outer *o, lay *l, int k, const int *order, int where)
 {
     int a = l->start[k], m = l->start[k + 1] - a;
-    if (m <= 1)
+    /* never a symbolic atom behind a plain one: such a copy would have symbolic strides */
+    bool sym_in = false, sym_out = false;
+    for (int j = 0; j < l->na; j++)
+        *(j >= a && j < a + m ? &sym_in : &sym_out) |= dim_is_sym(l->ext[j]);
+    if ((where == BACK && sym_in) || (where == FRONT && sym_out && !sym_in))
+        where = IN_PLACE;
+    if (m <= 1 && where == IN_PLACE)
         return true;
-    int first = NA, pos[NA];
-    for (int j = a; j < a + m; j++)
+    int first = where == FRONT ? 0 : where == BACK ? l->na - m : NA, pos[NA];
+    for (int j = a; j < a + m && where == IN_PLACE; j++)
         first = l->pos[j] < first ? l->pos[j] : first;
     /* the other atoms keep their order; the axis's go to first..first+m-1 */
     for (int t = 0; t < m; t++)
@@ -255,13 +313,14 @@ static bool merge_axis_as(outer *o, lay *l, int k, const int *order)
     return reshape_to(o, l);
 }
 
-static bool merge_axis(outer *o, lay *l, int k) { return merge_axis_as(o, l, k, NULL); }
+static bool merge_axis(outer *o, lay *l, int k) { return merge_axis_as(o, l, k, NULL, IN_PLACE); }
 
 static bool split_axis(outer *o, lay *l, int k, const int64_t *atoms, int na);
 
-/* The axes ka of a and kb of b, summed against each other, as one atom each: their common
- * atoms merged in the order a stores them (a sum takes its terms in any order). */
-static bool summed_axes(outer *o, lay *a, int ka, lay *b, int kb)
+/* The axes ka of a and kb of b, summed against each other, as one atom each, placed as wa and
+ * wb say: their common atoms merged in the order a stores them (a sum takes its terms in any
+ * order). */
+static bool summed_axes(outer *o, lay *a, int ka, int wa, lay *b, int kb, int wb)
 {
     int64_t atoms[NA];
     int oa[NA], ob[NA], order[NA];
@@ -275,7 +334,7 @@ static bool summed_axes(outer *o, lay *a, int ka, lay *b, int kb)
         for (int j = 0; j < n; j++)
             if (a->pos[a->start[ka] + j] == t)
                 order[c++] = j;
-    return merge_axis_as(o, a, ka, order) && merge_axis_as(o, b, kb, order);
+    return merge_axis_as(o, a, ka, order, wa) && merge_axis_as(o, b, kb, order, wb);
 }
 
 /* A layout of one atom per axis of shape, stored as given (identity) or with the symbolic
@@ -615,7 +674,7 @@ static bool dot(outer *o, int32_t i, const ir_node *n)
     lay x = o->l[ir_resolve(o->f, n->in[0])], w = o->l[ir_resolve(o->f, n->in[1])];
     if (x.rank == 0 || w.rank == 0)
         return elementwise(o, i, n);
-    if (!summed_axes(o, &x, x.rank - 1, &w, 0))
+    if (!summed_axes(o, &x, x.rank - 1, BACK, &w, 0, FRONT))
         return false;
     int px[NA], pw[NA], kx = x.na - 1;
     for (int j = 0; j < x.na; j++)
@@ -656,7 +715,8 @@ static bool batch_dot(outer *o, int32_t i, const ir_node *n)
         return as_is(o, i);
     int nb = n->rank - 2;
     lay *ops[2] = {&x, &y};
-    if (!summed_axes(o, &x, x.rank - 1, &y, y.rank - 2) || !merge_axis(o, &x, x.rank - 2) ||
+    if (!summed_axes(o, &x, x.rank - 1, BACK, &y, y.rank - 2, IN_PLACE) ||
+        !merge_axis(o, &x, x.rank - 2) ||
         !merge_axis(o, &y, y.rank - 1))
         return false;
     /* the result's batch atoms: per batch axis, the common atoms of the operands that have it
@@ -1093,6 +1153,8 @@ nest_function *ir_outer(nest_function *f)
             refuse(&o, i);
     }
     ok = ok && outer_results(&o);
+    if (ok) /* what conform and rebroadcast left behind (the passes check every node) */
+        ir_prune(g);
     free(ids);
     free(o.map);
     free(o.l);
