@@ -102,10 +102,11 @@ def models():
 
 # the models exported with a symbolic batch, and the batch sizes each is checked at (the
 # large ones at fewer: a batch of 3 takes ResNet-18 through every image loop; torch refuses
-# x.view(0, -1))
+# x.view(0, -1)); the transformer's attention runs with the batch second and reshapes by
+# batch * heads
 DYNAMIC = {"mlp": (0, 1, 7, 64), "linear_bn": (0, 1, 7, 64), "lenet5": (0, 1, 7, 64),
            "conv_bn": (0, 1, 7, 64), "view_net": (1, 7, 64), "resnet18": (0, 1, 3),
-           "mobilenet_v2": (1, 2)}
+           "mobilenet_v2": (1, 2), "transformer": (0, 1, 3, 8)}
 
 
 def random_statistics(model):
