@@ -364,6 +364,11 @@ int32_t dim_find(const nest_function *f, const char *name, size_t len, int64_t *
 int64_t dim_add(nest_function *f, int64_t a, int64_t b);
 int64_t dim_sub(nest_function *f, int64_t a, int64_t b);
 int64_t dim_mul(nest_function *f, int64_t a, int64_t b);
+/* a / b when b divides a at every size of the names (a plain divisor of every coefficient, or
+ * one term whose names and coefficient divide every term of a: N*8 by N*4 is 2) into *q;
+ * false, recording nothing, when it does not (*q is DIM_NONE with the error on f when the
+ * quotient overflows). */
+bool dim_quotient(nest_function *f, int64_t a, int64_t b, int64_t *q);
 /* a / b when b is plain and divides every coefficient of a's terms (N*4+2 by 2 is N*2+1, by -2
  * -N*2-1), so that the quotient is exact at every size of the names; DIM_NONE with the error on
  * f otherwise (a symbolic divisor, 0, a division that leaves a remainder: 7 by 2 too). */

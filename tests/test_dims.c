@@ -218,6 +218,22 @@ static void test_div_exact(void **state)
     assert_error(f, NEST_ERR_ARG, "N divided by 0 is not computed");
     assert_int_equal(dim_div_exact(f, N - 1000, 2), DIM_NONE);
     assert_error(f, NEST_ERR_ARG, "dim_div_exact: an operand is not a dim of function f");
+    /* by one term of names, as the compiler splits an axis of N*M*6 into N and M*6 */
+    int64_t q;
+    assert_true(dim_quotient(f, dim_mul(f, nm, 6), N, &q));
+    assert_int_equal(q, dim_mul(f, M, 6));
+    assert_true(dim_quotient(f, dim_mul(f, nm, 6), dim_mul(f, nm, 3), &q));
+    assert_int_equal(q, 2);
+    assert_true(dim_quotient(f, dim_add(f, dim_mul(f, nm, 4), dim_mul(f, N, 2)), dim_mul(f, N, 2),
+                             &q));
+    assert_int_equal(q, dim_add(f, dim_mul(f, M, 2), 1));
+    assert_true(dim_quotient(f, e, e, &q));
+    assert_int_equal(q, 1);
+    assert_false(dim_quotient(f, e, N, &q));      /* the 2 has no N */
+    assert_false(dim_quotient(f, nm, dim_mul(f, M, 2), &q));
+    assert_false(dim_quotient(f, N, M, &q));
+    assert_false(dim_quotient(f, 6, e, &q));      /* a sum divides only itself */
+    assert_false(dim_quotient(f, 7, 2, &q));
 }
 
 /* dense at N = 0, 1, 7, 64 against the sum written out here */

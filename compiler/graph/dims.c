@@ -319,9 +319,35 @@ static int64_t not_divided(nest_function *f, int64_t a, int64_t b, const char *w
     return DIM_NONE;
 }
 
+bool dim_quotient(nest_function *f, int64_t a, int64_t b, int64_t *q)
+{
+    poly p, d, r = {0};
+    if (a == b && a != DIM_NONE)
+        return *q = 1, true;
+    if (a == DIM_NONE || b == DIM_NONE || !to_poly(f, a, &p) || !to_poly(f, b, &d) || d.n != 1)
+        return false;
+    const dim_term *t = &d.t[0];
+    for (int i = 0; i < p.n; i++) {
+        dim_term s = {0};
+        int k = 0; /* s: p's term less t's names (both ascending), when it has them all */
+        for (int j = 0; j < p.t[i].nf; j++)
+            if (k < t->nf && p.t[i].f[j] == t->f[k])
+                k++;
+            else
+                s.f[s.nf++] = p.t[i].f[j];
+        if (k < t->nf || p.t[i].coef % t->coef != 0 ||
+            (t->coef == -1 && p.t[i].coef == INT64_MIN) ||
+            !poly_add_term(&r, &s, p.t[i].coef / t->coef))
+            return false;
+    }
+    *q = from_poly(f, &r);
+    return true;
+}
+
 int64_t dim_div_exact(nest_function *f, int64_t a, int64_t b)
 {
     poly p;
+    int64_t q;
     if (a == DIM_NONE || b == DIM_NONE || !to_poly(f, a, &p) ||
         (dim_is_sym(b) && !dim_entry(f, b)))
         return bad_operand(f, "dim_div_exact");
@@ -329,14 +355,7 @@ int64_t dim_div_exact(nest_function *f, int64_t a, int64_t b)
         return not_divided(f, a, b, "is not computed (the divisor is symbolic)");
     if (b == 0)
         return not_divided(f, a, b, "is not computed");
-    for (int i = 0; i < p.n; i++) {
-        if (b == -1 && p.t[i].coef == INT64_MIN)
-            return too_large(f);
-        if (p.t[i].coef % b != 0)
-            return not_divided(f, a, b, "is not exact");
-        p.t[i].coef /= b; /* never 0, and the terms keep their order */
-    }
-    return from_poly(f, &p);
+    return dim_quotient(f, a, b, &q) ? q : not_divided(f, a, b, "is not exact");
 }
 
 int dim_compare(const nest_function *f, int64_t a, int64_t b)

@@ -48,53 +48,10 @@ typedef struct outer {
 
 static int64_t tr(outer *o, int64_t d) { return dim_transfer(o->f, o->g, o->map, d); }
 
-/* The expression of terms t (factors are entries of g's table), or DIM_NONE. */
-static int64_t from_terms(outer *o, const dim_term *t, int n)
-{
-    int64_t sum = 0;
-    for (int i = 0; i < n && sum != DIM_NONE; i++) {
-        int64_t prod = t[i].coef;
-        for (int j = 0; j < t[i].nf && prod != DIM_NONE; j++)
-            prod = dim_mul(o->g, prod, DIM_SYM0 - t[i].f[j]);
-        sum = prod == DIM_NONE ? DIM_NONE : dim_add(o->g, sum, prod);
-    }
-    return sum;
-}
-
-/* Whether b divides a for every size of the names, and the quotient in *q: a plain divisor of
- * every coefficient, or one term whose names every term of a has. */
+/* Whether b divides a for every size of the names, and the quotient in *q. */
 static bool quotient(outer *o, int64_t a, int64_t b, int64_t *q)
 {
-    if (a == b)
-        return *q = 1, true;
-    if (!dim_is_sym(b) && b <= 0)
-        return false;
-    if (!dim_is_sym(a)) {
-        if (dim_is_sym(b) || a % b)
-            return false;
-        return *q = a / b, true;
-    }
-    const dim_expr *ea = dim_entry(o->g, a), *eb = dim_entry(o->g, b);
-    dim_term one = {.coef = b}, t[DIM_MAX_TERMS];
-    const dim_term *d = eb ? eb->terms : &one;
-    if (eb && eb->nterms != 1)
-        return false;
-    for (int i = 0; i < ea->nterms; i++) {
-        const dim_term *s = &ea->terms[i];
-        if (s->coef % d->coef)
-            return false;
-        t[i] = (dim_term){.coef = s->coef / d->coef};
-        int k = 0; /* the factors of s less those of d (both ascending) */
-        for (int j = 0; j < s->nf; j++)
-            if (k < d->nf && s->f[j] == d->f[k])
-                k++;
-            else
-                t[i].f[t[i].nf++] = s->f[j];
-        if (k < d->nf)
-            return false;
-    }
-    *q = from_terms(o, t, ea->nterms);
-    return *q != DIM_NONE;
+    return dim_quotient(o->g, a, b, q) && *q != DIM_NONE;
 }
 
 /* The coarsest common refinement of two lists of extents of one product, less a's units that
