@@ -447,6 +447,9 @@ bool ir_collapse_needed(const nest_function *f);
  * refused naming the value and the run. Its origin is f; free it with ir_function_destroy.
  * NULL with the error on f. */
 nest_function *ir_collapse(nest_function *f);
+/* The error on f that refuses node i of a function with symbolic dims: what (why), the value's
+ * name and type, then `after`, and how to compile it at plain sizes; returns the status. */
+int ir_refuse_dims(nest_function *f, int32_t i, const char *why, const char *after);
 
 /* ---------------------------------------------------------------------------------------------
  * graph/outer.c: symbolic dims in any position, as values stored with them outermost

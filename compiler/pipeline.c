@@ -214,20 +214,8 @@ static int check_symbolic(nest_function *f)
             /* convolution and pooling: a symbolic batch alone (window.c), a loop bound */
             default: break;
             }
-        if (why) {
-            namer nm;
-            bool named = namer_init(&nm, f);
-            buf b = {0};
-            ir_format_type(&b, f, i);
-            char *t = buf_finish(&b);
-            ir_error(f, NEST_ERR_ARG,
-                     "compiling %s: %s (value %s: %s) with symbolic dims is not compiled yet; "
-                     "nest_specialize or nestc --dim NAME=N give plain sizes",
-                     f->name, why, named ? namer_name(&nm, i) : "?", t ? t : "?");
-            free(t);
-            namer_free(&nm);
-            return f->status;
-        }
+        if (why)
+            return ir_refuse_dims(f, i, why, "");
     }
     for (int32_t i = 0; i < f->nresults; i++) {
         bool outer;

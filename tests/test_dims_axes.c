@@ -2,9 +2,10 @@
  * test_dims_axes.c - symbolic dims beyond the first axis: values over [B,S,D] with B and S
  * symbolic (a batch of sequences) through element-wise ops, reductions over the last axes and
  * over the whole run [B,S], softmax over the last axis, dot, reshapes and transposes that keep
- * [B,S] in front, a training step with state, each compiled once and called at several (B, S),
- * zeros among them, against the interpreter at those sizes; and what is still refused says
- * which value and which dims.
+ * [B,S] in front, a training step with state; values with the batch behind a plain axis
+ * (PyTorch's attention over [S,B,E], stored batch-first); each compiled once and called at
+ * several (B, S), zeros among them, against the interpreter at those sizes; and what is still
+ * refused says which value and which dims.
  */
 #include "testutil.h"
 
@@ -260,6 +261,15 @@ static void test_refused(void **state)
         {"func f(x: f32[B,S,4], y: f32[B,4]) -> f32[B,S,4] {\n"
          "  return add(x, broadcast(y, shape=[B,S,4], axes=[1]))\n}\n",
          "a broadcast along part of the leading symbolic axes"},
+        /* stored batch-first, [3,B,5] cannot be regrouped as [5,B,3] */
+        {"func f(x: f32[B,3,5]) -> f32[B,15] {\n"
+         "  t = reshape(x, order=[1,0,2], shape=[3,B,5])\n"
+         "  r = reshape(t, shape=[5,B,3])\n"
+         "  return reshape(reshape(r, order=[1,0,2], shape=[B,5,3]), shape=[B,15])\n}\n",
+         "a reshape whose axes do not divide each other (value r: f32[5,B,3])"},
+        /* a parameter keeps the ABI's order */
+        {"func f(x: f32[3,B]) -> f32[B] {\n  return sum(x, axes=[0])\n}\n",
+         "a symbolic dim other than the first axis (value x: f32[3,B])"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         nest_module *m = parse_ok(cases[i].text);
@@ -272,7 +282,8 @@ static void test_refused(void **state)
         int64_t dims[2] = {2, 3};
         float x[64] = {0}, y[64] = {0}, r[64];
         void *args[2] = {x, y}, *res[1] = {r};
-        assert_ok(f, nest_evaluate_dims(f, dims, 2, args, nest_param_count(f), res, 1));
+        assert_ok(f, nest_evaluate_dims(f, dims, nest_dim_count(f), args, nest_param_count(f),
+                                        res, 1));
         nest_module_free(m);
     }
 }

@@ -218,19 +218,29 @@ static bool collapse_node(collapser *c, int32_t i)
 /* The refusal of node i: an error on f naming the value, its type and the prefix. */
 static void refuse(collapser *c, int32_t i)
 {
-    namer nm;
-    bool named = namer_init(&nm, c->f);
     buf b = {0};
-    ir_format_type(&b, c->f, i);
     buf_puts(&b, " over ");
     ir_format_dims(&b, c->f, c->p, c->pre);
     char *t = buf_finish(&b);
-    ir_error(c->f, NEST_ERR_ARG,
+    ir_refuse_dims(c->f, i, c->why, t ? t : "");
+    free(t);
+}
+
+int ir_refuse_dims(nest_function *f, int32_t i, const char *why, const char *after)
+{
+    namer nm;
+    bool named = namer_init(&nm, f);
+    buf b = {0};
+    ir_format_type(&b, f, i);
+    buf_puts(&b, after);
+    char *t = buf_finish(&b);
+    ir_error(f, NEST_ERR_ARG,
              "compiling %s: %s (value %s: %s) with symbolic dims is not compiled yet; "
              "nest_specialize or nestc --dim NAME=N give plain sizes",
-             c->f->name, c->why, named ? namer_name(&nm, i) : "?", t ? t : "?");
+             f->name, why, named ? namer_name(&nm, i) : "?", t ? t : "?");
     free(t);
     namer_free(&nm);
+    return f->status;
 }
 
 /* The prefix: the leading axes up to the last symbolic one of the first value whose first

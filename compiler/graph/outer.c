@@ -1019,22 +1019,6 @@ bool ir_outer_needed(const nest_function *f)
     return false;
 }
 
-/* The refusal of node i: an error on f naming the value and its type. */
-static void refuse(outer *o, int32_t i)
-{
-    namer nm;
-    bool named = namer_init(&nm, o->f);
-    buf b = {0};
-    ir_format_type(&b, o->f, i);
-    char *t = buf_finish(&b);
-    ir_error(o->f, NEST_ERR_ARG,
-             "compiling %s: %s (value %s: %s) with symbolic dims is not compiled yet; "
-             "nest_specialize or nestc --dim NAME=N give plain sizes",
-             o->f->name, o->why, named ? namer_name(&nm, i) : "?", t ? t : "?");
-    free(t);
-    namer_free(&nm);
-}
-
 /* The results, the returned values and the assignments of f, as g's nodes in f's order. */
 static bool outer_results(outer *o)
 {
@@ -1107,7 +1091,7 @@ nest_function *ir_outer(nest_function *f)
             ok = false;
         }
         if (!ok && o.why)
-            refuse(&o, i);
+            ir_refuse_dims(f, i, o.why, "");
     }
     ok = ok && outer_results(&o);
     if (ok) /* what conform and rebroadcast left behind (the passes check every node) */
