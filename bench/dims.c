@@ -5,7 +5,8 @@
  * backward and SGD update of its weights, in place in a state object) at N = 1 to 4096,
  * and a layer norm and projection over a batch of 4 sequences of S (x f32[B,S,256], both dims
  * symbolic; the "N" column is B x S) at S = 1 to 1000, a batch of N products of 64 x 64
- * matrices at N = 1 to 1000,
+ * matrices at N = 1 to 1000, and PyTorch's self-attention (the batch second inside: values
+ * stored batch-first, outer.c) at N = 1 to 1000,
  * against the same function compiled for that exact N (nest_specialize). The training step's
  * two kernels each update a state object of their own; they are compared after one call from
  * the same initial weights.
@@ -78,6 +79,21 @@ static const char TEXT[] =
     "}\n"
     "func bdot(a: f32[N,64,64], b: f32[N,64,64]) -> f32[N,64,64] {\n"
     "  return batch_dot(a, b)\n"
+    "}\n"
+    "func attn(x: f32[N,16,64], w: f32[64,192], b: f32[192], wo: f32[64,64]) -> f32[N,16,64] {\n"
+    "  t = reshape(x, order=[1,0,2], shape=[16,N,64])\n"
+    "  qkv = add(dot(t, w), broadcast(b, shape=[16,N,192], axes=[0,1]))\n"
+    "  q = slice(qkv, lower=[0,0,0], upper=[16,N,64])\n"
+    "  k = slice(qkv, lower=[0,0,64], upper=[16,N,128])\n"
+    "  v = slice(qkv, lower=[0,0,128], upper=[16,N,192])\n"
+    "  qh = reshape(reshape(q, shape=[16,N*4,16]), order=[1,0,2], shape=[N*4,16,16])\n"
+    "  kh = reshape(reshape(k, shape=[16,N*4,16]), order=[1,2,0], shape=[N*4,16,16])\n"
+    "  vh = reshape(reshape(v, shape=[16,N*4,16]), order=[1,0,2], shape=[N*4,16,16])\n"
+    "  s = multiply(batch_dot(qh, kh), constant(f32[N*4,16,16], 0.25))\n"
+    "  o = batch_dot(softmax(s, axes=[2]), vh)\n"
+    "  m = reshape(o, order=[1,0,2], shape=[16*N,64])\n"
+    "  y = reshape(reshape(dot(m, wo), shape=[16,N,64]), order=[1,0,2], shape=[N,16,64])\n"
+    "  return add(x, y)\n"
     "}\n";
 
 static const char *const WHAT[] = {
@@ -88,9 +104,11 @@ static const char *const WHAT[] = {
     "train: an SGD step of a 64-256-10 perceptron (ReLU, softmax cross-entropy), x f32[N,64]",
     "seq: relu(layernorm(x) W), x f32[B,S,256] at B = 4 (N is B x S), W f32[256,256]",
     "bdot: batch_dot(a, b), a, b f32[N,64,64] (a batch of N products of 64 x 64 matrices)",
+    "attn: PyTorch's self-attention over x f32[N,16,64] (4 heads), the batch second inside "
+    "([16,N,64], heads [16,N*4,16], merged back as [16*N,64]), plus x",
 };
 /* the largest N each is called at */
-static const int64_t MAXN[] = {4096, 4096, 4096, 64, 4096, 1000, 1000};
+static const int64_t MAXN[] = {4096, 4096, 4096, 64, 4096, 1000, 1000, 1000};
 static const int64_t SIZES[] = {1, 7, 64, 1000, 4096};
 #define NS ((int)(sizeof SIZES / sizeof *SIZES))
 

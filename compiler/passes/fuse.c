@@ -22,6 +22,7 @@
 #define FUSE_MAX_OPS 200  /* ops in one expression */
 #define SHARE_COST 8      /* a value with several consumers is stored from this cost on */
 #define REUSE_COST 2      /* an operand read many times (broadcast, dot) is stored from this on */
+#define REUSE_RECOMPUTE 4 /* ... and at any cost when a batch_dot reads it this many times */
 
 typedef struct lower {
     plan *p;
@@ -761,10 +762,14 @@ static bool lower_batch_dot(lower *lw, int32_t node)
     bool has_m = a->rank >= 2, has_n = b->rank >= 2;
     int nb = n->rank - has_m - has_n, rank = n->rank + 1;
     int64_t m = has_m ? a->shape[a->rank - 2] : 1, nn = has_n ? b->shape[b->rank - 1] : 1;
-    if (nn > 1 && !is_load(lw->val[ia]) && cost(lw, lw->val[ia], REUSE_COST) >= REUSE_COST &&
+    /* each element of a is read nn times, of b m times: an expression whose recomputation
+     * costs more than storing it once (a bias added to attention's queries) is stored */
+    if (nn > 1 && !is_load(lw->val[ia]) &&
+        cost(lw, lw->val[ia], REUSE_COST) * (nn >= REUSE_RECOMPUTE ? REUSE_COST : 1) >= REUSE_COST &&
         !store(lw, ia))
         return false;
-    if (m > 1 && !is_load(lw->val[ib]) && cost(lw, lw->val[ib], REUSE_COST) >= REUSE_COST &&
+    if (m > 1 && !is_load(lw->val[ib]) &&
+        cost(lw, lw->val[ib], REUSE_COST) * (m >= REUSE_RECOMPUTE ? REUSE_COST : 1) >= REUSE_COST &&
         !store(lw, ib))
         return false;
     fx *av = NULL, *bv = NULL;
