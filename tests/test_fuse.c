@@ -360,6 +360,37 @@ static void l2_is_one_loop(void **state)
     check_values(f, 1);
 }
 
+/* Attention's product of the weights and the values, the values in PyTorch's [S, B*H, D]
+ * order: the batch of products runs product by product (the batch axis outermost, the sum
+ * over the keys inside it), not the sum outermost as the strides alone would order it; and a
+ * bias added to an operand that the product reads 16 times is stored once before it. */
+static void batch_of_products_by_product(void **state)
+{
+    nest_function *f = *state;
+    nest_value w = param(f, "w", NEST_F32, 3, SHAPE(256, 16, 16));
+    nest_value v = param(f, "v", NEST_F32, 3, SHAPE(16, 256, 16));
+    nest_value b = param(f, "b", NEST_F32, 1, SHAPE(16));
+    nest_value vt = nest_reshape(f, v, SHAPE(1, 0, 2), 3, SHAPE(256, 16, 16));
+    nest_value vb = nest_add(f, vt, nest_broadcast(f, b, 3, SHAPE(256, 16, 16), 2, SHAPE(0, 1)));
+    nest_value r[2] = {nest_batch_dot(f, w, vt), nest_batch_dot(f, w, vb)};
+    assert_value(f, r[1]);
+    ret(f, 2, r);
+
+    planned *pl = plan_all(f, 1);
+    /* the products of the values as they lie, the bias added, the products of those */
+    assert_int_equal(live_nests(&pl->p), 3);
+    for (int k = 0; k < 3; k++) {
+        const nest *ne = live_nest(&pl->p, k);
+        if (!ne->reduced)
+            continue;
+        assert_int_equal(ne->dims[0], 256);
+        assert_false(ne->reduced & 1u);
+        assert_int_equal(count_ops(&pl->p, ne, OP_ADD), 0);
+    }
+    plan_release(pl);
+    check_values(f, 1);
+}
+
 /* Transposing twice is the identity view: no copy, x read row-major. */
 static void double_transpose_is_a_view(void **state)
 {
@@ -1196,6 +1227,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(row_layer_norm, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(rows_respect_dependences, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(no_fuse_one_nest_per_op, fn_setup, fn_teardown),
+        cmocka_unit_test_setup_teardown(batch_of_products_by_product, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(memplan_shares_by_liveness, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(memplan_no_fuse_chain, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(memplan_overlapping_lives, fn_setup, fn_teardown),

@@ -72,6 +72,27 @@ static bool reorder(plan *p, nest *n)
             order[j] = order[j - 1];
             order[j - 1] = t;
         }
+    /* a batch of products runs product by product: its batch axes (which every operand and
+     * the result step along) outside the rest, whatever their strides. PyTorch's attention
+     * keeps the heads' rows 64 floats apart ([S,B*H,D]): by strides alone, the sum over the
+     * keys went outermost, through the whole batch of results for each key. */
+    uint32_t batch = 0;
+    for (int k = 0; ok && n->dot && n->rank >= 4 && k < n->rank; k++) {
+        bool all = !(n->reduced & (1u << k));
+        for (size_t i = 0; i < s.n && all; i++)
+            all = s.st[i][k] != 0;
+        batch |= all ? 1u << k : 0;
+    }
+    if (batch) {
+        uint8_t by[NEST_MAX_RANK];
+        int m = fixed;
+        memcpy(by, order, (size_t)fixed);
+        for (int pass = 0; pass < 2; pass++)
+            for (int i = fixed; i < n->rank; i++)
+                if (((batch >> order[i]) & 1u) == (pass == 0))
+                    by[m++] = order[i];
+        memcpy(order, by, (size_t)n->rank);
+    }
     free(s.st);
     return ok && nest_permute(p, n, order);
 }
