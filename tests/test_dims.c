@@ -378,6 +378,40 @@ static void test_call_checks(void **state)
     nest_module_free(m);
 }
 
+/* The kernel's check of its sizes returns at once below the dims at which every shape fits
+ * (2^18 for rows of 2^40 floats: 2^60 bytes), and checks every shape above them (2^20 rows:
+ * 2^62 bytes, refused before anything is read); a function with a slice, whose bound depends
+ * on the sizes, never skips the checks. */
+static void test_small_dims_check(void **state)
+{
+    (void)state;
+    nest_module *m = parse_ok("func f(x: f32[N,1099511627776]) -> f32[] {\n"
+                              "  return sum(x, axes=[0,1])\n"
+                              "}\n"
+                              "func g(x: f32[N,4]) -> f32[N-1,4] {\n"
+                              "  return slice(x, lower=[1,0], upper=[N,4])\n"
+                              "}\n");
+    nest_function *fs[2] = {nest_module_function(m, 0), nest_module_function(m, 1)};
+    char *c = nest_emit(fs, 1, NEST_EMIT_C, NULL);
+    assert_non_null(c);
+    assert_non_null(strstr(c, "if (N <= 262144)\n        return nest_ws; /* every shape fits"));
+    free(c);
+    c = nest_emit(fs + 1, 1, NEST_EMIT_C, NULL);
+    assert_non_null(c);
+    assert_null(strstr(c, "every shape fits"));
+    free(c);
+    nest_kernel *k = nest_compile(fs[0], NULL);
+    assert_non_null(k);
+    float x[4] = {0}, r = 7;
+    int64_t big = (int64_t)1 << 20;
+    assert_int_equal(nest_call_dims(k, &big, 1, (void *[]){x}, 1, (void *[]){&r}, 1),
+                     NEST_ERR_CALL);
+    assert_non_null(strstr(nest_kernel_errmsg(k), "the sizes do not fit its shapes"));
+    assert_true(r == 7);
+    nest_kernel_free(k);
+    nest_module_free(m);
+}
+
 /* Bad sizes are errors that write nothing. */
 static void test_bad_sizes(void **state)
 {
@@ -1120,6 +1154,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_div_exact, fn_setup, fn_teardown),
         cmocka_unit_test(test_dense_sizes),
         cmocka_unit_test(test_chain_and_l2),
+        cmocka_unit_test(test_small_dims_check),
         cmocka_unit_test(test_bad_sizes),
         cmocka_unit_test(test_compile_sizes),
         cmocka_unit_test(test_compile_products),
