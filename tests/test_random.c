@@ -248,6 +248,24 @@ static void cache_teardown(void)
 /* ---- graphs that once failed, kept as text: the generator's seeds change with it ---- */
 
 static const char *const regressions[] = {
+    /* Two nests merged (fx_forward), the second reading the first's stored value through a
+     * gather, split by the concat of its other operand: the gather's index term was added
+     * twice (row * take(i) + row * take(i); fixed: layout.c fw_load). Found by
+     * NEST_FUZZ_SEED=424242 NEST_FUZZ_COUNT=1500, seed 425438. */
+    "func r425438(p1: i64[2,4] col, p2: i64[3,4] col) -> bool[7,4] {\n"
+    "  _2 = constant(i64[7,4], [-11, 3, -6, 8, -1, -10, 4, -5, 9, 0, -9, 5, -4, 10, 1, -8, 6, -3, 11, 2, -7, 7, -2, -11, 3, -6, 8, -1])\n"
+    "  _4 = slice(_2, lower=[0,0], upper=[4,4])\n"
+    "  _5 = concat(p2, _4, axis=0)\n"
+    "  _6 = concat(p1, _2, _5, axis=0)\n"
+    "  _8 = multiply(_6, _6)\n"
+    "  _10 = add(_6, _8)\n"
+    "  _11 = constant(i64[14], [-5, 7, 15, -13, -5, 0, 8, -14, -7, 8, -12, -5, -1, -14])\n"
+    "  _12 = gather(_10, _11, axis=0)\n"
+    "  _14 = slice(_12, lower=[0,0], upper=[14,4], strides=[2,1])\n"
+    "  _18 = slice(_5, lower=[0,0], upper=[7,4])\n"
+    "  return greater(_14, _18)\n"
+    "}\n"
+    ,
     /* A fold over [0,5r,3r] into an empty temporary ran in a function without a workspace:
      * "use of undeclared identifier 'ws'" (fixed: emit_c.c nest_runs, memplan.c). */
     "func r78(p0: f64[3,1,0,5], p1: f64[3,1,0,5] col, p2: f64[3,1,0,5], p3: f64[3,1,0,5], p4: f32[3,1,1,4]) -> f32[1,2,3,0] {\n"

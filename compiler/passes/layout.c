@@ -542,10 +542,14 @@ fx *fx_substitute(plan *p, fx *e, fx *from, fx *to)
     return run(&x, e);
 }
 
-/* forward: the loads that are keys of a map replaced by their values, over several roots */
+/* forward: the loads that are keys of a map replaced by their values, over several roots (a
+ * load with gather terms keeps its base, as in substitute: rewrite_gload adds its terms, which
+ * the load itself returned would have carried twice) */
 static fx *fw_load(xform *x, const fx *e)
 {
     fx *to = fx_map_get(x->subst, e);
+    if (!to && e->nargs)
+        return fx_load(x->p, e->buf, e->off, e->rank, e->st, e->node);
     return to ? to : (fx *)e;
 }
 
