@@ -393,9 +393,6 @@ static bool conform(outer *o, lay *ls, int n, int lead, int skip)
 
 /* ---- each op ---- */
 
-/* The attributes of node i of f with g's dims, and shape (rank ranks) the storage of r. */
-static bool attrs(outer *o, int32_t i, ir_node_attrs *s);
-
 static bool tr_map(void *ctx, int64_t d, int64_t *out, const char *what, int32_t node, int i)
 {
     (void)what, (void)node, (void)i;
@@ -406,6 +403,7 @@ static bool tr_map(void *ctx, int64_t d, int64_t *out, const char *what, int32_t
     return *out != DIM_NONE;
 }
 
+/* The attributes of node i of f with g's dims. */
 static bool attrs(outer *o, int32_t i, ir_node_attrs *s)
 {
     return ir_node_attrs_of(o->f, i, tr_map, o, s);
@@ -513,23 +511,41 @@ static bool broadcast(outer *o, int32_t i, const ir_node *n)
     }
     while (t < x->na)
         r->pos[byslot[t++]] = p++;
-    int64_t axes[NA];
-    int nx = 0;
+    uint32_t added = 0; /* the storage axes of the new atoms */
     for (int j = 0; j < r->na; j++)
         if (xatom[j] < 0)
-            axes[nx++] = r->pos[j];
-    /* ascending, as a list of new axes */
-    for (int a = 1; a < nx; a++)
-        for (int b = a; b > 0 && axes[b - 1] > axes[b]; b--) {
-            int64_t tmp = axes[b];
-            axes[b] = axes[b - 1];
-            axes[b - 1] = tmp;
-        }
+            added |= 1u << r->pos[j];
+    int64_t axes[NA];
+    int nx = ir_mask_axes(added, axes);
     storage(r, s.shape);
     s.at.rank = r->na;
     s.at.naxes = nx;
     s.at.axes = axes;
     return (r->g = build(o, (ir_op)n->op, 1, &x->g, &s.at)) >= 0;
+}
+
+/* r: x without the atoms of the axes of mask, their storage closed up. */
+static void drop_axes(lay *r, const lay *x, uint32_t mask)
+{
+    bool gone[NA] = {0};
+    for (int k = 0; k < x->rank; k++)
+        for (int j = x->start[k]; j < x->start[k + 1] && (mask & (1u << k)); j++)
+            gone[x->pos[j]] = true;
+    lay t = {.g = x->g};
+    for (int k = 0; k < x->rank; k++) {
+        if (mask & (1u << k))
+            continue;
+        t.start[t.rank++] = t.na;
+        for (int j = x->start[k]; j < x->start[k + 1]; j++) {
+            int p = x->pos[j];
+            for (int q = 0; q < x->pos[j]; q++)
+                p -= gone[q];
+            t.pos[t.na] = p;
+            t.ext[t.na++] = x->ext[j];
+        }
+    }
+    t.start[t.rank] = t.na;
+    *r = t;
 }
 
 /* A reduction, softmax or reverse over whole axes: over their atoms where they lie. */
@@ -540,38 +556,17 @@ static bool over_axes(outer *o, int32_t i, const ir_node *n)
     ir_node_attrs s;
     if (!attrs(o, i, &s))
         return false;
-    int64_t axes[NA];
-    bool gone[NA] = {0};
-    int na = 0;
+    uint32_t at = 0; /* the storage axes of the axes' atoms */
     for (int k = 0; k < x->rank; k++)
-        if (n->a.axes & (1u << k))
-            for (int j = x->start[k]; j < x->start[k + 1]; j++)
-                axes[na++] = x->pos[j], gone[x->pos[j]] = true;
-    for (int a = 1; a < na; a++)
-        for (int b = a; b > 0 && axes[b - 1] > axes[b]; b--) {
-            int64_t tmp = axes[b];
-            axes[b] = axes[b - 1];
-            axes[b - 1] = tmp;
-        }
+        for (int j = x->start[k]; j < x->start[k + 1] && (n->a.axes & (1u << k)); j++)
+            at |= 1u << x->pos[j];
+    int64_t axes[NA];
+    int na = ir_mask_axes(at, axes);
     lay *r = &o->l[i];
-    *r = *x;
-    if (ir_kind_of(n) == K_REDUCE) { /* the kept atoms, their storage compacted */
-        r->rank = n->rank;
-        r->na = 0;
-        for (int k = 0, rk = 0; k < x->rank; k++) {
-            if (n->a.axes & (1u << k))
-                continue;
-            r->start[rk++] = r->na;
-            for (int j = x->start[k]; j < x->start[k + 1]; j++) {
-                int p = x->pos[j];
-                for (int q = 0; q < x->pos[j]; q++)
-                    p -= gone[q];
-                r->pos[r->na] = p;
-                r->ext[r->na++] = x->ext[j];
-            }
-        }
-        r->start[r->rank] = r->na;
-    }
+    if (ir_kind_of(n) == K_REDUCE) /* the kept atoms, their storage closed up */
+        drop_axes(r, x, n->a.axes);
+    else
+        *r = *x;
     int64_t shape[NA];
     storage(r, shape);
     s.at.rank = r->na;
@@ -819,30 +814,6 @@ static bool batch_dot(outer *o, int32_t i, const ir_node *n)
     if (!attrs(o, i, &s))
         return false;
     return (r->g = build(o, (ir_op)n->op, 2, in, &s.at)) >= 0;
-}
-
-/* r: x without the atoms of the axes of mask, their storage closed up. */
-static void drop_axes(lay *r, const lay *x, uint32_t mask)
-{
-    bool gone[NA] = {0};
-    for (int k = 0; k < x->rank; k++)
-        for (int j = x->start[k]; j < x->start[k + 1] && (mask & (1u << k)); j++)
-            gone[x->pos[j]] = true;
-    lay t = {.g = x->g};
-    for (int k = 0; k < x->rank; k++) {
-        if (mask & (1u << k))
-            continue;
-        t.start[t.rank++] = t.na;
-        for (int j = x->start[k]; j < x->start[k + 1]; j++) {
-            int p = x->pos[j];
-            for (int q = 0; q < x->pos[j]; q++)
-                p -= gone[q];
-            t.pos[t.na] = p;
-            t.ext[t.na++] = x->ext[j];
-        }
-    }
-    t.start[t.rank] = t.na;
-    *r = t;
 }
 
 /* argmax, argmin: along its axis as one atom. */
