@@ -83,7 +83,7 @@ NESTC_SRC    := driver/cli.c driver/npy.c driver/run.c driver/nestc.c
 TEST_NAMES   := test_ir test_parse test_parse_errors test_parse_ops test_interp test_interp_ops \
                 test_runtime test_fuse test_diff test_diff_abi test_diff_ops test_random test_onnx \
                 test_oom test_faults test_threads test_sizes test_npy test_nestc test_state test_grad \
-                test_scale test_conv test_dims test_dims_train test_dims_axes
+                test_scale test_conv test_dims test_dims_train test_dims_axes test_denormals
 
 LIB_OBJ   := $(patsubst %.c,$(B)/obj/%.o,$(COMMON_SRC) $(COMPILER_SRC) $(RUNTIME_SRC) $(DRIVER_SRC)) \
              $(B)/obj/gen/onnx.pb-c.o

@@ -16,7 +16,9 @@ Run with Debian's interpreter (/usr/bin/python3), which has python3-torch.
       quit
 
 A step is what people write in eager PyTorch: loss = cross_entropy(net(x), y);
-opt.zero_grad(); loss.backward(); opt.step().
+opt.zero_grad(); loss.backward(); opt.step(). Denormal floats are flushed to zero
+(torch.set_flush_denormal), as nest's step kernels flush them by default: the same arithmetic
+on both sides (momentum's velocities decay into denormals, which the CPU handles slowly).
 """
 import sys
 import time
@@ -24,6 +26,8 @@ import time
 import torch
 
 from torch_threads import set_threads
+
+torch.set_flush_denormal(True)
 
 net = opt = x = y = None
 

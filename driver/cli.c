@@ -29,6 +29,10 @@ int cli_common_option(const char *a, nest_options *o)
         o->march = a + 8;
     else if (strcmp(a, "--no-openmp") == 0)
         o->openmp = 0;
+    else if (strcmp(a, "--flush-denormals") == 0)
+        o->flush_denormals = 1;
+    else if (strcmp(a, "--keep-denormals") == 0)
+        o->flush_denormals = 0;
     else if (strcmp(a, "--no-fuse") == 0)
         o->fuse = 0;
     else if (strcmp(a, "--no-cache") == 0)

@@ -627,6 +627,13 @@ typedef struct nest_options {
     int openmp;         /* run large loops on several cores (default 1) */
     int cache;          /* use the compile cache (default 1; NEST_CACHE=0 turns it off) */
     int verbose;        /* nest_build_so: report the command and its time in *log (default 0) */
+    /* Denormal (subnormal) floats during a call: 1 flushes them (each thread of the call reads
+     * them as zero and writes zero for a result below the normal range, x86's FTZ and DAZ,
+     * AArch64's FZ; the caller's mode is restored on return), 0 keeps IEEE arithmetic, -1
+     * (default) flushes in the functions that assign state (training steps, whose momentum
+     * decays into denormals, each operation on one costing a hundred cycles) and keeps them in
+     * the others. Other CPUs keep them whatever this says. */
+    int flush_denormals;
 } nest_options;
 
 /* Fills o with the defaults above. */

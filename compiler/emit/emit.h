@@ -49,8 +49,8 @@ enum {
     H_TAKE = H_SIGMOID + 2, /* a gathered index, clamped */
     H_TOPK = H_TAKE + 1,   /* + element type (f32, f64, i32, i64): topk of a row */
     H_VEC = H_TOPK + 4,    /* + 3 * (f64) + (16, 32, 64 vector bytes): vector types (conv.c) */
-    H_CONTRACT = H_VEC + 6, /* NEST_CONTRACT: multiply-adds fused by gcc in ISO C mode too */
-    H_DIMS = H_CONTRACT + 1, /* the checked arithmetic of symbolic dims (emit_dims.c) */
+    H_FLUSH = H_VEC + 6,   /* nest_flush_enter and nest_flush_leave: denormals flushed */
+    H_DIMS = H_FLUSH + 1,  /* the checked arithmetic of symbolic dims (emit_dims.c) */
     H_THIN = H_DIMS + 1,   /* + 3 * (f64) + (16, 32, 64 vector bytes): the thin tiles of tile.c */
     H_STREAM = H_THIN + 6, /* + (f64): stores past the caches (emit_tile.c) */
     H_COUNT = H_STREAM + 2, /* 64: every bit of the helpers' mask */
@@ -107,6 +107,8 @@ typedef struct ctx {
     int accs;                         /* partial accumulators in use (1 or lanes) */
     bool unrolled;                    /* inside the lane-wide loop: `u` picks the accumulator */
     bool par_outer;                   /* the outermost loop runs on several cores */
+    bool flush;                       /* denormals flushed during the call: each parallel
+                                       * region sets its threads' mode (nest_options) */
     bool par_chunks;                  /* the outermost (folded) axis runs in parallel chunks */
     const char **fold_dst;            /* per output: where a fold ends (chunks), else NULL */
     names *body_names;                /* the scope of the body being emitted */
@@ -227,8 +229,14 @@ void em_nest_enter(ctx *c, int32_t k);
 void em_nest_close(ctx *c);
 /* The store of output o at the index expressions in c->expr: "buf[index]". */
 void em_store_text(ctx *c, buf *b, const nout *o);
-/* "#pragma omp parallel for" for the loop that follows (under #ifdef _OPENMP). */
+/* "#pragma omp parallel for" for the loop that follows (under #ifdef _OPENMP); with c->flush,
+ * a region whose threads flush denormals around their share of the loop. */
 void em_omp_for(ctx *c);
+/* em_omp_for, in parallel only when the C condition cond holds at run time (NULL: always). */
+void em_omp_for_if(ctx *c, const char *cond);
+/* The start of a parallel region whose block follows (a tiled product's): with c->flush, each
+ * thread flushes denormals for the region. */
+void em_omp_region(ctx *c);
 /* dst = value, the value's statements first (at the index expressions in c->expr). */
 void em_assign(ctx *c, const char *dst, fx *value);
 /* A row group: one loop over the rows, each member nest's inner loops inside it. */
@@ -250,7 +258,9 @@ void em_topk(ctx *c, int32_t k);
 void em_window(ctx *c, int32_t k);
 /* The static kernels of the function's convolutions, before its entry points. */
 void em_window_kernels(ctx *c);
-/* Helper h >= H_VEC of the preamble: a vector type, or NEST_CONTRACT. */
+/* Helper H_VEC.. H_VEC + 5 of the preamble: a vector type. */
 void em_vec_helper(buf *b, int h);
+/* The NEST_CONTRACT and NEST_KEEP macros, which tiles and convolution kernels use. */
+void em_contract_macro(buf *b);
 
 #endif /* NEST_EMIT_H */

@@ -552,6 +552,14 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
         if (i >= 0)
             named[i] = true;
     }
+    /* denormals: flushed when asked, or by default in a function that assigns state */
+    int fl = p->opts->flush_denormals;
+    for (int i = 0; fl < 0 && i < c.nst; i++)
+        fl = c.st_written[i] ? 1 : fl;
+    c.flush = fl > 0;
+    if (c.flush)
+        *c.helpers |= 1ull << H_FLUSH;
+    const char *csr = c.flush ? em_unique(&c.fn, "nest_csr") : NULL;
     emit_constants(&c);
     bool ws = c.dimname ? emit_dims_have_ws(p) : p->ws_size > 0, state = c.nst > 0;
     const char *sp = state ? f->module->name : NULL;
@@ -600,6 +608,8 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
     em_line(&c, "{");
     c.indent++;
     buf_write(b, consts.data ? consts.data : "", consts.len);
+    if (csr)
+        em_line(&c, "const uint64_t %s = nest_flush_enter();", csr);
     buf_write(b, direct.data ? direct.data : "", direct.len);
     buf_reset(&consts);
     buf_reset(&defs);
@@ -618,6 +628,8 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
             em_line(&c, "(void)%s;", abi[f->nparams + f->nresults + i]);
     if (ws && !c.ws_refd)
         em_line(&c, "(void)ws;");
+    if (csr)
+        em_line(&c, "nest_flush_leave(%s);", csr);
     em_line(&c, "return 0;");
     c.indent--;
     em_line(&c, "}");

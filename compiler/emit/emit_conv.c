@@ -31,10 +31,9 @@ static void vec_name(char *s, size_t n, int etype, int vb)
              vb / (int)nest_type_size((nest_type)etype));
 }
 
-void em_vec_helper(buf *b, int h)
+void em_contract_macro(buf *b)
 {
-    if (h == H_CONTRACT) {
-        buf_puts(b, "/* gcc fuses multiply-adds in ISO C mode only when asked; and it would load a\n"
+    buf_puts(b, "/* gcc fuses multiply-adds in ISO C mode only when asked; and it would load a\n"
                     " * vector again for every multiply-add that uses it (on x86 a memory operand,\n"
                     " * an unaligned load each): NEST_KEEP holds it in a register */\n"
                     "#if defined(__GNUC__) && !defined(__clang__)\n"
@@ -42,8 +41,10 @@ void em_vec_helper(buf *b, int h)
                     "#if defined(__x86_64__)\n#define NEST_KEEP(v) __asm__(\"\" : \"+v\"(v))\n#endif\n"
                     "#else\n#define NEST_CONTRACT\n#endif\n"
                     "#ifndef NEST_KEEP\n#define NEST_KEEP(v) (void)0\n#endif\n");
-        return;
-    }
+}
+
+void em_vec_helper(buf *b, int h)
+{
     int et = (h - H_VEC) / 3 ? NEST_F64 : NEST_F32, vb = 16 << ((h - H_VEC) % 3);
     char v[32];
     vec_name(v, sizeof v, et, vb);
@@ -173,7 +174,7 @@ static void emit_kernel(ctx *c, int32_t k)
     char V[32], name[IR_MAX_NAME + 32];
     vec_name(V, sizeof V, et, w->vb);
     kernel_name(c, k, name, sizeof name);
-    *c->helpers |= 1ull << vec_helper(et, w->vb) | 1ull << H_CONTRACT;
+    *c->helpers |= 1ull << vec_helper(et, w->vb);
     int ti = w->ti, tj = w->nv * w->lanes;
     long long cg = w->C / w->G, taps = w->taps, crs = cg * taps, cs = w->cstride;
     buf *b = c->b;
@@ -215,7 +216,7 @@ static void emit_kernel_by_channels(ctx *c, int32_t k)
     char V[32], name[IR_MAX_NAME + 32];
     vec_name(V, sizeof V, et, w->vb);
     kernel_name(c, k, name, sizeof name);
-    *c->helpers |= 1ull << vec_helper(et, w->vb) | 1ull << H_CONTRACT;
+    *c->helpers |= 1ull << vec_helper(et, w->vb);
     int ti = w->ti, tj = w->nv * w->lanes;
     long long cg = w->C / w->G, taps = w->taps, cs = w->cstride;
     buf *b = c->b;

@@ -241,16 +241,54 @@ static void omp_parallel_for(ctx *c)
     for (int k = 0; c->ne && k < c->ne->rank; k++)
         sym |= dim_is_sym(c->ne->dims[k]);
     for (int k = 0; sym && k < c->ne->rank; k++) {
-        buf_puts(&w, k ? " * " : " if(");
+        buf_puts(&w, k ? " * " : "");
         em_dim(c, &w, c->ne->dims[k]);
     }
     if (sym)
-        buf_printf(&w, " >= %lld)", (long long)PAR_MIN);
-    char *ws = em_finish(c, &w);
+        buf_printf(&w, " >= %lld", (long long)PAR_MIN);
+    char *cond = em_finish(c, &w);
+    em_omp_for_if(c, sym ? cond : NULL);
+    free(cond);
+}
+
+/* The one statement a parallel region runs when denormals are flushed: a loop of one pass that
+ * sets the thread's mode and restores it after the construct below it (nest_flush_enter) */
+static void flush_region(ctx *c)
+{
+    const char *csr = em_unique(&c->local, "nest_csr"), *once = em_unique(&c->local, "nest_once");
+    em_line(c, "for (uint64_t %s = nest_flush_enter(), %s = 1; %s; %s = 0, nest_flush_leave(%s))",
+            csr, once, once, once, csr);
+}
+
+void em_omp_for_if(ctx *c, const char *cond)
+{
+    buf w = {0};
+    if (cond)
+        buf_printf(&w, " if(%s)", cond);
+    char *clause = em_finish(c, &w);
     em_line(c, "#ifdef _OPENMP");
-    em_line(c, "#pragma omp parallel for schedule(static)%s", ws ? ws : "");
+    if (!c->flush) {
+        em_line(c, "#pragma omp parallel for schedule(static)%s", clause ? clause : "");
+        em_line(c, "#endif");
+        free(clause);
+        return;
+    }
+    em_line(c, "#pragma omp parallel%s", clause ? clause : "");
     em_line(c, "#endif");
-    free(ws);
+    flush_region(c);
+    em_line(c, "#ifdef _OPENMP");
+    em_line(c, "#pragma omp for schedule(static) nowait");
+    em_line(c, "#endif");
+    free(clause);
+}
+
+void em_omp_region(ctx *c)
+{
+    em_line(c, "#ifdef _OPENMP");
+    em_line(c, "#pragma omp parallel");
+    em_line(c, "#endif");
+    if (c->flush)
+        flush_region(c);
 }
 
 /* The loop of level lvl over [lo, hi), bounds as C text, n its trip count when the bounds are

@@ -345,6 +345,38 @@ static void emit_model_helper(buf *b, int h)
     }
 }
 
+static void emit_flush_helpers(buf *b)
+{
+    buf_puts(b,
+             "/* Denormal floats are flushed during a call (nest_options.flush_denormals): read\n"
+             " * as zero, and a result below the normal range written as zero (x86's DAZ and\n"
+             " * FTZ, AArch64's FZ). Each thread sets the mode on entry and puts back what it\n"
+             " * found on return, keeping the exception flags the call raised. */\n"
+             "#if defined(__x86_64__) || defined(__i386__)\n"
+             "static inline uint64_t nest_flush_enter(void)\n{\n"
+             "    const unsigned csr = __builtin_ia32_stmxcsr();\n"
+             "    __builtin_ia32_ldmxcsr(csr | 0x8040u);\n"
+             "    return csr;\n}\n"
+             "static inline void nest_flush_leave(uint64_t csr)\n{\n"
+             "    __builtin_ia32_ldmxcsr((__builtin_ia32_stmxcsr() & ~0x8040u) | "
+             "((unsigned)csr & 0x8040u));\n}\n"
+             "#elif defined(__aarch64__)\n"
+             "static inline uint64_t nest_flush_enter(void)\n{\n"
+             "    uint64_t fpcr;\n"
+             "    __asm__ __volatile__(\"mrs %0, fpcr\" : \"=r\"(fpcr));\n"
+             "    __asm__ __volatile__(\"msr fpcr, %0\" : : \"r\"(fpcr | (1u << 24)));\n"
+             "    return fpcr;\n}\n"
+             "static inline void nest_flush_leave(uint64_t csr)\n{\n"
+             "    uint64_t fpcr;\n"
+             "    __asm__ __volatile__(\"mrs %0, fpcr\" : \"=r\"(fpcr));\n"
+             "    fpcr = (fpcr & ~(uint64_t)(1u << 24)) | (csr & (1u << 24));\n"
+             "    __asm__ __volatile__(\"msr fpcr, %0\" : : \"r\"(fpcr));\n}\n"
+             "#else\n"
+             "static inline uint64_t nest_flush_enter(void) { return 0; }\n"
+             "static inline void nest_flush_leave(uint64_t csr) { (void)csr; }\n"
+             "#endif\n\n");
+}
+
 static void emit_helper(buf *b, int h)
 {
     if (h >= H_STREAM) {
@@ -361,6 +393,10 @@ static void emit_helper(buf *b, int h)
                     "    return !__builtin_mul_overflow(*a, b, a);\n}\n\n"
                     "static inline int nest_dim_add(int64_t *a, int64_t b)\n{\n"
                     "    return !__builtin_add_overflow(*a, b, a);\n}\n\n");
+        return;
+    }
+    if (h == H_FLUSH) {
+        emit_flush_helpers(b);
         return;
     }
     if (h >= H_VEC) {
@@ -486,16 +522,16 @@ void emit_preamble(buf *b, uint64_t helpers, emit_mode mode)
                     "#include <math.h>\n#include <stddef.h>\n#include <stdint.h>\n"
                     "#include <stdlib.h>\n\n");
     bool any = false;
-    /* tiles, folds and parts are NEST_NOINLINE: the macro first; tiles are NEST_CONTRACT too */
+    /* tiles, folds and parts are NEST_NOINLINE: the macro first; tiles and convolutions' vector
+     * kernels are NEST_CONTRACT too */
     uint64_t tiles = ((1ull << H_HSUM) - (1ull << H_TILE)) | ((1ull << H_STREAM) - (1ull << H_THIN));
+    uint64_t vecs = (1ull << H_FLUSH) - (1ull << H_VEC);
     if (helpers & (((2ull << H_NOINLINE) - (1ull << H_FOLD)) | tiles))
         emit_helper(b, H_NOINLINE);
-    if (helpers & tiles)
-        helpers |= 1ull << H_CONTRACT;
-    if (helpers & (1ull << H_CONTRACT))
-        emit_helper(b, H_CONTRACT);
+    if (helpers & (tiles | vecs))
+        em_contract_macro(b);
     for (int h = 0; h < H_COUNT; h++)
-        if (h != H_NOINLINE && h != H_CONTRACT && (helpers & (1ull << h))) {
+        if (h != H_NOINLINE && (helpers & (1ull << h))) {
             emit_helper(b, h);
             any = true;
         }

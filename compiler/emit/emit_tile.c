@@ -456,9 +456,7 @@ void em_tiled(ctx *c, int32_t k)
                    *pj = em_unique(&c->local, "pj");
         char tjs[16];
         snprintf(tjs, sizeof tjs, "%d", tj);
-        em_line(c, "#ifdef _OPENMP");
-        em_line(c, "#pragma omp parallel");
-        em_line(c, "#endif");
+        em_omp_region(c);
         em_line(c, "{");
         c->indent++;
         em_line(c, "#ifdef _OPENMP");
@@ -518,10 +516,12 @@ void em_tiled(ctx *c, int32_t k)
             em_omp_for(c);
         else if (rt && J >= tj && c->p->opts->openmp &&
                  (double)ti * TILE_DIRECT_BLOCKS * (double)K * (double)J >= (double)PAR_MIN_MACS) {
-            em_line(c, "#ifdef _OPENMP");
-            em_line(c, "#pragma omp parallel for schedule(static) if(%s && %s * %lld >= %lld)", dir,
-                    Is ? Is : "0", (long long)K * J, (long long)PAR_MIN_MACS);
-            em_line(c, "#endif");
+            buf w = {0};
+            buf_printf(&w, "%s && %s * %lld >= %lld", dir, Is ? Is : "0", (long long)K * J,
+                       (long long)PAR_MIN_MACS);
+            char *cond = em_finish(c, &w);
+            em_omp_for_if(c, cond);
+            free(cond);
         }
         em_line(c, "for (int64_t %s = 0; %s < %lld; %s += %d) {", j0, j0, J, j0, tj);
         c->indent++;

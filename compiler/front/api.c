@@ -632,6 +632,7 @@ void nest_options_init(nest_options *o)
     o->fuse = 1;
     o->openmp = 1;
     o->cache = 1;
+    o->flush_denormals = -1;
 }
 
 /* ---- modules: their functions (graph/state.c holds the rest of a module) ---- */

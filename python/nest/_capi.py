@@ -48,7 +48,7 @@ class Options(ctypes.Structure):
     _fields_ = [("opt_level", ctypes.c_int), ("march", ctypes.c_char_p),
                 ("cc", ctypes.c_char_p), ("fuse", ctypes.c_int), ("openmp", ctypes.c_int),
                 ("cache", ctypes.c_int), ("verbose", ctypes.c_int),
-                ("_reserved", ctypes.c_char * 256)]
+                ("flush_denormals", ctypes.c_int), ("_reserved", ctypes.c_char * 256)]
 
 
 class Dim(ctypes.Structure):
@@ -257,7 +257,10 @@ def int64s(values):
     return (ctypes.c_int64 * max(len(values), 1))(*values)
 
 
-def options(opt_level=3, march=None, cc=None, fuse=True, openmp=True, cache=True):
+def options(opt_level=3, march=None, cc=None, fuse=True, openmp=True, cache=True,
+            flush_denormals=None):
+    """nest_options; flush_denormals: True, False, or None for the library's default (flushed
+    in the functions that assign state)."""
     o = Options()
     lib.nest_options_init(ctypes.byref(o))
     if not 0 <= opt_level <= 3:
@@ -268,4 +271,6 @@ def options(opt_level=3, march=None, cc=None, fuse=True, openmp=True, cache=True
     if cc is not None:
         o.cc = cc.encode()
     o.fuse, o.openmp, o.cache = int(bool(fuse)), int(bool(openmp)), int(bool(cache))
+    if flush_denormals is not None:
+        o.flush_denormals = int(bool(flush_denormals))
     return o

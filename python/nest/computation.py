@@ -52,7 +52,7 @@ class Computation:
     list (None in the place of an ng.assign)."""
 
     def __init__(self, results, *placeholders, name="computation", opt_level=3, march=None,
-                 fuse=True, openmp=True, cache=True):
+                 fuse=True, openmp=True, cache=True, flush_denormals=None):
         self._single = isinstance(results, Tensor)
         results = [results] if self._single else list(results)
         for r in results:
@@ -63,7 +63,8 @@ class Computation:
                 raise TypeError("computation: %r is not a placeholder" % (p,))
         if len(set(map(id, placeholders))) != len(placeholders):
             raise ValueError("computation: a placeholder is given twice")
-        self._setup(name, _capi.options(opt_level, march, None, fuse, openmp, cache))
+        self._setup(name, _capi.options(opt_level, march, None, fuse, openmp, cache,
+                                              flush_denormals))
 
         nodes = _graph(results)
         given = set(map(id, placeholders))
@@ -382,6 +383,7 @@ class Computation:
         opts = _capi.options(self._options.opt_level,
                              self._options.march.decode() if self._options.march else None, cc,
                              self._options.fuse, self._options.openmp, self._options.cache)
+        opts.flush_denormals = self._options.flush_denormals
         fns = (ctypes.c_void_p * 1)(self._b.fn)
         if lib.nest_build_so(fns, 1, so_path.encode(), h_path.encode(), ctypes.byref(opts),
                              None) != 0:
@@ -456,5 +458,6 @@ class Computation:
 def computation(results, *placeholders, **options):
     """Compiles results (a tensor, or a list of tensors and ng.assign's) as a function of the
     placeholders, in order. Options: name= (the C function's name), opt_level=, march=,
-    fuse=, openmp=, cache=."""
+    fuse=, openmp=, cache=, flush_denormals= (True: denormal floats read and written as zero
+    during a call; False: IEEE; None, the default: flushed when the function assigns state)."""
     return Computation(results, *placeholders, **options)

@@ -9,14 +9,15 @@ from .graph import Builder
 
 
 def load_onnx(path, name=None, dims=None, data_dir=None, opt_level=3, march=None, fuse=True,
-              openmp=True, cache=True):
+              openmp=True, cache=True, flush_denormals=None):
     """Imports the ONNX model at path (bytes of a model are accepted too) and compiles it: a
     Computation whose arguments are the graph inputs that are not initializers, in order
     (numpy arrays), and whose results are the graph outputs. name: the C function's name
     (default: the file's stem); dims: {name: value} for the named dimensions of the inputs
     (each must be given: a Computation takes arrays of plain sizes);
-    data_dir: the folder of external data (default: the model's). Errors raise NestError
-    with the importer's message ("FILE: node N 'name' (Op, opset K): what")."""
+    data_dir: the folder of external data (default: the model's); flush_denormals: as for
+    ng.computation. Errors raise NestError with the importer's message ("FILE: node N 'name'
+    (Op, opset K): what")."""
     o = _capi.OnnxOptions()
     keep = []
     if name is not None:
@@ -48,7 +49,7 @@ def load_onnx(path, name=None, dims=None, data_dir=None, opt_level=3, march=None
                                                     ", ".join(names),
                                                     ", ".join("%r: N" % n for n in names)),
                               _capi.ERR_ARG)
-    options = _capi.options(opt_level, march, None, fuse, openmp, cache)
+    options = _capi.options(opt_level, march, None, fuse, openmp, cache, flush_denormals)
     try:
         return Computation.of_function(b, options)
     except BaseException:

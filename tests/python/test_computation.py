@@ -3,6 +3,7 @@ the ahead-of-time .so, calls from threads, and errors that carry the C library's
 (state and training: test_state.py)."""
 import ctypes
 import os
+import platform
 import threading
 
 import numpy as np
@@ -162,3 +163,23 @@ def test_calls_from_threads():
         t.join()
     assert not errors
     assert ng.value_of(count) == 800  # calls with state take turns: no assignment is lost
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "i686", "aarch64"),
+                    reason="denormals are flushed on x86 and AArch64 only")
+def test_denormals_flushed_when_asked_and_in_steps_by_default():
+    tiny = np.full(6, 1.5e-38, dtype=np.float32)  # normal; half of it is not
+    x = ng.placeholder([N])
+    half = np.float32(1.5e-38) / np.float32(2)
+    assert 0 < half < np.finfo(np.float32).tiny
+    np.testing.assert_array_equal(ng.computation(x * 0.5, x)(tiny), half)
+    np.testing.assert_array_equal(ng.computation(x * 0.5, x, flush_denormals=False)(tiny), half)
+    np.testing.assert_array_equal(ng.computation(x * 0.5, x, flush_denormals=True)(tiny), 0)
+    # a computation that assigns state flushes by default, and keeps when told
+    s = ng.persistent_tensor([N], initial_value=0, name="s")
+    got = ng.computation([x * 0.5, ng.assign(s, x * 0.5)], x)(tiny)
+    np.testing.assert_array_equal(got[0], 0)
+    kept = ng.computation([x * 0.5, ng.assign(s, x * 0.5)], x, flush_denormals=False)(tiny)
+    np.testing.assert_array_equal(kept[0], half)
+    # the caller's arithmetic is its own again
+    assert np.float32(1.5e-38) * np.float32(0.5) == half
