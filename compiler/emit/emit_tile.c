@@ -180,7 +180,9 @@ static void emit_tile_block(ctx *c, const nest *ne, const char *KS, const tile_s
     else
         em_line(c, "const int %s = %d;", ni, ti);
     free(Is);
-    em_line(c, "%s %s[%d];", T, acc, ti * tj);
+    /* aligned: the micro-kernel sums into it, and a vector split across two cache lines is
+     * neither stored nor read back at full speed */
+    em_line(c, "%s %s[%d] NEST_ALIGNED;", T, acc, ti * tj);
     char iexpr[64], jexpr[64];
     snprintf(iexpr, sizeof iexpr, "%s + ii", i0);
     snprintf(jexpr, sizeof jexpr, "%s + jj", j0);
