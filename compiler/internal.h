@@ -404,6 +404,13 @@ char *dim_text(const nest_function *f, int64_t d);
 /* Dim d of f as the same expression of g's names (declared in g on first use); map (per entry
  * of f's table, 0 before) keeps the handles made. DIM_NONE with the error on g. */
 int64_t dim_transfer(const nest_function *f, nest_function *g, int64_t *map, int64_t d);
+/* The same as ir_node_attrs_of's map of the dims in a node's attributes, ctx a dim_move: a dim
+ * that cannot be copied (out of memory) puts g's error on f. */
+typedef struct dim_move {
+    nest_function *f, *g;
+    int64_t *map;
+} dim_move;
+bool dim_transfer_map(void *ctx, int64_t d, int64_t *out, const char *what, int32_t node, int i);
 /* "[N,256]": ir_format_shape with f's names. */
 void ir_format_dims(buf *b, const nest_function *f, int rank, const int64_t *shape);
 

@@ -89,6 +89,12 @@ typedef enum opk {
 enum { C_BINARY, C_UNARY, C_COMPARE, C_CONVERT, C_BROADCAST, C_RESHAPE, C_SLICE, C_CONCAT,
        C_REDUCE, C_DOT, C_CONST, C_TUPLE, C_ROWS, C_DENSE, C_CONV, C_POOL, C_MODEL, C_COUNT };
 
+/* Graphs for gradients (test_grad): sqrt only of values of at least 0.25, as log. At an exact
+ * zero (an empty sum) sqrt's derivative is infinite, and reverse mode multiplies it by the
+ * zero derivative of that sum: NaN, in nest as in any reverse mode, where the function itself
+ * does not move. */
+static bool gen_for_gradients;
+
 typedef struct gen {
     rng r;
     nest_function *f;

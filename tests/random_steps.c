@@ -268,7 +268,7 @@ static bool step_unary(gen *g)
     val *a = pick(g, op == O_NEGATIVE || op == O_ABS ? is_numeric_val : is_float_val);
     if (!a)
         return false;
-    if (op == O_LOG || (op == O_SQRT && (a->in.lo < 0 || a->in.err > 0)))
+    if (op == O_LOG || (op == O_SQRT && (a->in.lo < 0 || a->in.err > 0 || gen_for_gradients)))
         a = positive(g, a);
     else if (op == O_EXP)
         a = bounded(g, a, 4);

@@ -999,6 +999,7 @@ static void random_graphs(void **state)
     uint64_t n = count && *count ? strtoull(count, NULL, 10) : 300;
     uint64_t s0 = first && *first ? strtoull(first, NULL, 10) : 1;
     stats st = {0};
+    gen_for_gradients = true;
     for (uint64_t s = s0; s < s0 + n; s++)
         check_graph(s, &st);
     print_message("%d graphs, %d gradient elements checked, %d skipped (within h of a jump or "

@@ -62,17 +62,6 @@ bool ir_collapse_needed(const nest_function *f)
 /* Dim d of f as the same expression of g's names. */
 static int64_t transfer(collapser *c, int64_t d) { return dim_transfer(c->f, c->g, c->map, d); }
 
-static bool transfer_map(void *ctx, int64_t d, int64_t *out, const char *what, int32_t node,
-                         int i)
-{
-    (void)what, (void)node, (void)i;
-    collapser *c = ctx;
-    *out = transfer(c, d);
-    if (*out == DIM_NONE)
-        ir_error(c->f, c->g->status, "%s", c->g->errmsg ? c->g->errmsg : "out of memory");
-    return *out != DIM_NONE;
-}
-
 /* mask over axes with the prefix's axes (all or none of them) merged into axis 0. */
 static uint32_t merged_mask(const collapser *c, uint32_t mask)
 {
@@ -102,7 +91,8 @@ static bool collapse_node(collapser *c, int32_t i)
     const ir_node *n = &f->nodes[i];
     ir_kind kind = ir_kind_of(n);
     ir_node_attrs s;
-    if (!ir_node_attrs_of(f, i, transfer_map, c, &s))
+    dim_move mv = {c->f, c->g, c->map};
+    if (!ir_node_attrs_of(f, i, dim_transfer_map, &mv, &s))
         return false;
     bool np = has_prefix(c, n), any = np;
     for (int j = 0; j < n->nin; j++)

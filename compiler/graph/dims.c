@@ -613,3 +613,13 @@ int64_t dim_transfer(const nest_function *f, nest_function *g, int64_t *map, int
     }
     return map[k] = sum;
 }
+
+bool dim_transfer_map(void *ctx, int64_t d, int64_t *out, const char *what, int32_t node, int i)
+{
+    (void)what, (void)node, (void)i;
+    dim_move *m = ctx;
+    *out = dim_transfer(m->f, m->g, m->map, d);
+    if (*out == DIM_NONE)
+        ir_error(m->f, m->g->status, "%s", m->g->errmsg ? m->g->errmsg : "out of memory");
+    return *out != DIM_NONE;
+}

@@ -393,20 +393,11 @@ static bool conform(outer *o, lay *ls, int n, int lead, int skip)
 
 /* ---- each op ---- */
 
-static bool tr_map(void *ctx, int64_t d, int64_t *out, const char *what, int32_t node, int i)
-{
-    (void)what, (void)node, (void)i;
-    outer *o = ctx;
-    *out = tr(o, d);
-    if (*out == DIM_NONE)
-        ir_error(o->f, o->g->status, "%s", o->g->errmsg ? o->g->errmsg : "out of memory");
-    return *out != DIM_NONE;
-}
-
 /* The attributes of node i of f with g's dims. */
 static bool attrs(outer *o, int32_t i, ir_node_attrs *s)
 {
-    return ir_node_attrs_of(o->f, i, tr_map, o, s);
+    dim_move m = {o->f, o->g, o->map};
+    return ir_node_attrs_of(o->f, i, dim_transfer_map, &m, s);
 }
 
 /* Node i as in f, its operands in their logical order: a layout of one atom per axis. */
