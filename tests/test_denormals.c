@@ -7,7 +7,7 @@
 
 #include "testutil.h"
 
-#if defined(__x86_64__) || defined(__i386__) || defined(__aarch64__)
+#if ((defined(__x86_64__) || defined(__i386__)) && defined(__SSE__)) || defined(__aarch64__)
 #define CAN_FLUSH 1
 #else
 #define CAN_FLUSH 0

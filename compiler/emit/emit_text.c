@@ -347,7 +347,7 @@ static void emit_flush_helpers(buf *b)
              " * as zero, and a result below the normal range written as zero (x86's DAZ and\n"
              " * FTZ, AArch64's FZ). Each thread sets the mode on entry and puts back what it\n"
              " * found on return, keeping the exception flags the call raised. */\n"
-             "#if defined(__x86_64__) || defined(__i386__)\n"
+             "#if (defined(__x86_64__) || defined(__i386__)) && defined(__SSE__)\n"
              "static inline uint64_t nest_flush_enter(void)\n{\n"
              "    const unsigned csr = __builtin_ia32_stmxcsr();\n"
              "    __builtin_ia32_ldmxcsr(csr | 0x8040u);\n"
