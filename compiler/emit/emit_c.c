@@ -553,10 +553,9 @@ void emit_function(buf *b, const plan *p, emit_mode mode, uint64_t *helpers)
             named[i] = true;
     }
     /* denormals: flushed when asked, or by default in a function that assigns state */
-    int fl = p->opts->flush_denormals;
-    for (int i = 0; fl < 0 && i < c.nst; i++)
-        fl = c.st_written[i] ? 1 : fl;
-    c.flush = fl > 0;
+    c.flush = p->opts->flush_denormals > 0;
+    for (int i = 0; p->opts->flush_denormals < 0 && i < c.nst; i++)
+        c.flush |= c.st_written[i];
     if (c.flush)
         *c.helpers |= 1ull << H_FLUSH;
     const char *csr = c.flush ? em_unique(&c.fn, "nest_csr") : NULL;
