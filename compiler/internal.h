@@ -713,6 +713,8 @@ typedef struct nest {
     bool dot;            /* fuse.c: a contraction with free axes on both sides (a product of
                           * matrices); tile.c may tile it */
     int tile_i, tile_j;  /* tile.c: the register tile of a [I, K, J] product, or 0 */
+    int tile_rows;       /* tile.c: the rows of a block, tile_i or a multiple (a transposed
+                          * product's blocks store whole cache lines down its columns) */
     int tile_vb;         /* tile.c: the vector bytes the tile was sized for (16, 32, 64) */
     fx *tile_a, *tile_b; /* tile.c: its factors: a load ignoring J, an expression ignoring I */
     bool a_first;        /* tile.c: the product is tile_a * tile_b (else tile_b * tile_a) */
@@ -721,6 +723,8 @@ typedef struct nest {
                           * most TILE_DIRECT_BLOCKS blocks, decided at run time, else packed */
     bool tile_par;       /* tile.c: its tiles run on several cores (each product of a batch in
                           * one parallel region): B packed whole, then the tiles */
+    bool tile_rowwise;   /* tile.c: B packed whole, then the blocks row by row (each block of
+                          * rows across all the columns), not column block by column block */
     int32_t pack;        /* the workspace buffer private to the nest, or -1: a tiled product's
                           * packed panel (tile.c; -1 for a batch of products: a local array),
                           * a convolution's copy of its input (conv.c) */
@@ -1056,6 +1060,12 @@ bool nest_permute(plan *p, nest *n, const uint8_t *order);
  * is a load of unit stride along the columns: a packed panel would serve too few blocks to pay
  * for its copy (a dense layer at a batch of 16 copied its whole weight on every call). */
 #define TILE_DIRECT_BLOCKS 8
+/* A product runs its blocks along the result's rows, its second factor packed whole first,
+ * when that packing takes at most TILE_WHOLE_PANEL bytes (it stays in the second-level cache
+ * while every block of rows reads it) and the result, with the element-wise outputs absorbed
+ * into its stores, takes TILE_ROWS_RESULT bytes or more (it streams from beyond the caches). */
+#define TILE_WHOLE_PANEL (256 * 1024)
+#define TILE_ROWS_RESULT (1 << 20)
 /* Products and convolutions run on several cores (with OpenMP) from this many multiply-adds
  * (about 80 us of one core at 100 GFLOP/s): a parallel region costs microseconds of a quiet
  * machine, and tens when the cores are shared; the smaller products of a training step (the

@@ -486,6 +486,9 @@ static void build_tile(bctx *b, const void *arg)
         /* up to 8 blocks of rows read the second factor in place (the columns in parallel
          * past 2^18 multiply-adds, a last block narrower than a tile among them), more pack */
         {16, 256, 200}, {32, 70, 128}, {33, 70, 128}, {40, 64, 64},
+        /* a result of a megabyte or more with a small second factor: packed whole, then
+         * the blocks row by row (a last block of fewer rows, and of fewer columns) */
+        {301, 5, 900},
     };
     for (size_t i = 0; i < countof_(mkn); i++) {
         int64_t m = mkn[i][0], k = mkn[i][1], n = mkn[i][2];
@@ -525,6 +528,17 @@ static void build_tile(bctx *b, const void *arg)
        "h2 + transpose(transpose(h2))");
     TR(nest_slice(f, h2, SHAPE(1, 2), SHAPE(9, 75), SHAPE(2, 3)), 40, "slice of a product");
     TR(h2t, 40, "transpose of a product");
+    /* a . w^T with many rows of w (tile.c computes it transposed): blocks of several tiles
+     * down the rows, so that each column's stores fill cache lines, the last block short;
+     * on several cores past 2^18 multiply-adds; and an update absorbed into its store */
+    nest_value wl = P(b, t, 2, SHAPE(901, 300), da->g), al = P(b, t, 2, SHAPE(40, 300), da->g);
+    nest_value wlt = nest_reshape(f, wl, SHAPE(1, 0), 2, SHAPE(300, 901));
+    nest_value rl = nest_dot(f, M(b, al), M(b, wlt));
+    TR(rl, 300, "dot(a, w^T) in blocks of rows");
+    nest_value ul = P(b, t, 2, SHAPE(40, 901), da->g);
+    nest_value rr = nest_multiply(f, rl, rl); /* the twin: |u| + rl^2 bounds the error */
+    TR(b->mag ? nest_add(f, nest_abs(f, ul), rr) : nest_subtract(f, ul, rr), 300 * 300 * 2,
+       "u - dot(a, w^T)^2");
     /* chained products: the second's first factor is the first's result */
     nest_value c = P(b, t, 2, SHAPE(70, 24), da->g);
     TR(nest_dot(f, M(b, h), M(b, c)), 70 * 40, "dot(dot(a, w), c)");

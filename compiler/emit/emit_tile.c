@@ -169,20 +169,21 @@ static void emit_tile_block(ctx *c, const nest *ne, const char *KS, const tile_s
     const char *small = src->small;
     const nout *prod = &ne->outs[0];
     int et = prod->value->etype, ti = ne->tile_i, tj = ne->tile_j, nb = ne->rank - 3;
+    int rows = ne->tile_rows; /* the block's: tile_i, or several tiles down I */
     int64_t I = ne->dims[nb];
     bool Isym = dim_is_sym(I);
     const char *T = em_ctype(et), *i0 = c->var[nb], *kv = c->var[nb + 1], *j0 = c->var[nb + 2];
     const char *ni = em_unique(&c->local, "ni"), *acc = em_unique(&c->local, "acc");
     char *Is = em_dim_text(c, I);
-    if (Isym || I % ti)
-        em_line(c, "const int %s = %s - %s < %d ? (int)(%s - %s) : %d;", ni, Is ? Is : "0", i0, ti,
-                Is ? Is : "0", i0, ti);
+    if (Isym || I % rows)
+        em_line(c, "const int %s = %s - %s < %d ? (int)(%s - %s) : %d;", ni, Is ? Is : "0", i0,
+                rows, Is ? Is : "0", i0, rows);
     else
-        em_line(c, "const int %s = %d;", ni, ti);
+        em_line(c, "const int %s = %d;", ni, rows);
     free(Is);
     /* aligned: the micro-kernel sums into it, and a vector split across two cache lines is
      * neither stored nor read back at full speed */
-    em_line(c, "%s %s[%d] NEST_ALIGNED;", T, acc, ti * tj);
+    em_line(c, "%s %s[%d] NEST_ALIGNED;", T, acc, rows * tj);
     char iexpr[64], jexpr[64];
     snprintf(iexpr, sizeof iexpr, "%s + ii", i0);
     snprintf(jexpr, sizeof jexpr, "%s + jj", j0);
@@ -238,9 +239,16 @@ static void emit_tile_block(ctx *c, const nest *ne, const char *KS, const tile_s
             em_line(c, "} else {");
             c->indent++;
         }
-        em_line(c, "nest_tile_%s_%dx%d(%s, %s, %s, %lld, %lld, %s, %s, %s);",
-             nest_type_name((nest_type)et), ti, tj, ni, KS, base ? base : "0",
-             (long long)a->st[nb], (long long)a->st[nb + 1], src->panel, src->sp, acc);
+        if (rows == ti)
+            em_line(c, "nest_tile_%s_%dx%d(%s, %s, %s, %lld, %lld, %s, %s, %s);",
+                    nest_type_name((nest_type)et), ti, tj, ni, KS, base ? base : "0",
+                    (long long)a->st[nb], (long long)a->st[nb + 1], src->panel, src->sp, acc);
+        else /* the block's tiles down I, each into its rows of acc */
+            em_line(c, "for (int s = 0; s < %s; s += %d)\n%*s    nest_tile_%s_%dx%d(%s - s < %d ? "
+                       "%s - s : %d, %s, %s + s * %lld, %lld, %lld, %s, %s, %s + s * %d);",
+                    ni, ti, c->indent * 4, "", nest_type_name((nest_type)et), ti, tj, ni, ti, ni,
+                    ti, KS, base ? base : "0", (long long)a->st[nb], (long long)a->st[nb],
+                    (long long)a->st[nb + 1], src->panel, src->sp, acc, tj);
         if (small || src->few) {
             c->indent--;
             em_line(c, "}");
@@ -359,6 +367,7 @@ void em_tiled(ctx *c, int32_t k)
     const nest *ne = &c->p->nests[k];
     const nout *prod = &ne->outs[0];
     int et = prod->value->etype, ti = ne->tile_i, tj = ne->tile_j, nb = ne->rank - 3;
+    int brows = ne->tile_rows; /* a block's */
     long long J = ne->dims[nb + 2];
     /* the summed K may be symbolic (x^T . g sums over a batch): its C, and a panel of K rows
      * in the workspace placed at run time */
@@ -378,6 +387,8 @@ void em_tiled(ctx *c, int32_t k)
     em_nest_start(c, k);
     em_line(c, "/* in tiles of %d x %d held in registers over the %s-long sum, the second factor", ti,
          tj, KS);
+    if (brows != ti)
+        em_line(c, " * (blocks of %d rows: the transposed result's stores fill cache lines)", brows);
     if (direct)
         em_line(c, " * read in place %d columns at a time%s */", tj,
                 par_cols ? ", the blocks of columns in parallel" : "");
@@ -387,8 +398,10 @@ void em_tiled(ctx *c, int32_t k)
     else
         em_line(c, " * packed %d columns at a time%s */", tj,
                 par_batch      ? "; the products of the batch in parallel"
-                : ne->tile_par ? "; the panels, then the tiles, in parallel"
-                               : "");
+                : ne->tile_par && ne->tile_rowwise ? "; all of it, then the tiles row by row, in parallel"
+                : ne->tile_par     ? "; the panels, then the tiles, in parallel"
+                : ne->tile_rowwise ? "; all of it, then the tiles row by row"
+                                   : "");
     em_nest_enter(c, k);
     const char *panel = em_unique(&c->local, "panel");
     if (!local_panel && !direct && c->p->bufs[ne->pack].offset < 0) { /* symbolic: at run time */
@@ -449,21 +462,24 @@ void em_tiled(ctx *c, int32_t k)
     }
     if (local_panel)
         em_line(c, "%s %s[%lld];", T, panel, (long long)K * tj); /* K is plain (tile.c) */
-    if (ne->tile_par) {
-        /* one parallel region: the panels of every block of columns, then the tiles, j-major
-         * (a thread's tiles read the panels it packed when the blocks divide evenly); I and K
-         * are plain (tile.c) */
-        long long jblocks = (J + tj - 1) / tj, iblocks = (I + ti - 1) / ti;
+    if (ne->tile_par || ne->tile_rowwise) {
+        /* the panels of every block of columns, then the tiles: j-major (a thread's tiles
+         * read the panels it packed when the blocks divide evenly), or row by row
+         * (tile_rowwise); on several cores, one parallel region. I and K are plain (tile.c) */
+        long long jblocks = (J + tj - 1) / tj, iblocks = (I + brows - 1) / brows;
         const char *jb = em_unique(&c->local, "jb"), *t = em_unique(&c->local, "t"),
                    *pj = em_unique(&c->local, "pj");
         char tjs[16];
         snprintf(tjs, sizeof tjs, "%d", tj);
-        em_omp_region(c);
+        if (ne->tile_par)
+            em_omp_region(c);
         em_line(c, "{");
         c->indent++;
-        em_line(c, "#ifdef _OPENMP");
-        em_line(c, "#pragma omp for schedule(static)");
-        em_line(c, "#endif");
+        if (ne->tile_par) {
+            em_line(c, "#ifdef _OPENMP");
+            em_line(c, "#pragma omp for schedule(static)");
+            em_line(c, "#endif");
+        }
         em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", jb, jb, jblocks, jb);
         c->indent++;
         em_line(c, "const int64_t %s = %s * %d;", j0, jb, tj);
@@ -472,15 +488,21 @@ void em_tiled(ctx *c, int32_t k)
         emit_pack_panel(c, ne, KS, pj, nj);
         c->indent--;
         em_line(c, "}");
-        em_line(c, "#ifdef _OPENMP");
-        em_line(c, "#pragma omp for schedule(static)");
-        em_line(c, "#endif");
+        if (ne->tile_par) {
+            em_line(c, "#ifdef _OPENMP");
+            em_line(c, "#pragma omp for schedule(static)");
+            em_line(c, "#endif");
+        }
         em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", t, t, jblocks * iblocks, t);
         c->indent++;
-        em_line(c, "const int64_t %s = %s / %lld * %d, %s = %s %% %lld * %d;", j0, t, iblocks, tj,
-                i0, t, iblocks, ti);
+        if (ne->tile_rowwise)
+            em_line(c, "const int64_t %s = %s / %lld * %d, %s = %s %% %lld * %d;", i0, t, jblocks,
+                    brows, j0, t, jblocks, tj);
+        else
+            em_line(c, "const int64_t %s = %s / %lld * %d, %s = %s %% %lld * %d;", j0, t, iblocks,
+                    tj, i0, t, iblocks, brows);
         emit_block_cols(c, ne, nj);
-        em_line(c, "const %s *restrict %s = %s + %s / %lld * %lld;", T, pj, panel, t, iblocks,
+        em_line(c, "const %s *restrict %s = %s + %s / %d * %lld;", T, pj, panel, j0, tj,
                 (long long)K * tj);
         emit_last_block(c, ne, KS, &(tile_src){pj, tjs, NULL, NULL, NULL, stream}, nj);
     } else {
@@ -551,7 +573,7 @@ void em_tiled(ctx *c, int32_t k)
                 em_line(c, "if (!%s)", small);
             emit_pack_panel(c, ne, KS, panel, nj);
         }
-        em_line(c, "for (int64_t %s = 0; %s < %s; %s += %d) {", i0, i0, Is ? Is : "0", i0, ti);
+        em_line(c, "for (int64_t %s = 0; %s < %s; %s += %d) {", i0, i0, Is ? Is : "0", i0, brows);
         c->indent++;
         emit_last_block(c, ne, KS, &(tile_src){pb, sp, small, few, rows, stream}, nj);
     }

@@ -301,6 +301,17 @@ static bool tile_nest(plan *p, int32_t k, int vbytes, const int32_t *readers)
         tile_thin_shape(et, n->tile_vb, thin, &n->tile_i, &n->tile_j);
     else
         tile_shape(et, n->tile_vb, &n->tile_i, &n->tile_j);
+    /* a transposed product (I is the result's contiguous axis) stores a tile's columns as runs
+     * of tile_i elements, each a part of a cache line that the next tiles down I fill: the
+     * lines of one column block lie a row of the result apart, in the same few sets of the
+     * first-level cache, and were written back and read again for every tile (11% of a
+     * 784-1024-1024 MLP's training step). A block of several tiles down I stores a line's
+     * worth or more. */
+    int line = 64 / (int)nest_type_size((nest_type)et);
+    n->tile_rows = n->tile_i;
+    if (o->st[r - 3] == 1 && o->st[r - 1] != 1 && n->tile_i < line &&
+        (dim_is_sym(n->dims[r - 3]) || n->dims[r - 3] >= line))
+        n->tile_rows = (line + n->tile_i - 1) / n->tile_i * n->tile_i;
     /* a batch of products packs its panels into a local array of each thread when they are
      * small (the emitter runs the batch in parallel then), else into the workspace */
     bool ksym = dim_is_sym(n->dims[r - 2]); /* a symbolic K: the panel is in the workspace */
@@ -327,10 +338,21 @@ static bool tile_nest(plan *p, int32_t k, int vbytes, const int32_t *readers)
      * and sum known, more than one tile): then B is packed whole first, each panel by one
      * thread */
     int64_t jblocks = (J + n->tile_j - 1) / n->tile_j;
-    int64_t iblocks = dim_is_sym(I) ? 0 : (I + n->tile_i - 1) / n->tile_i;
+    int64_t iblocks = dim_is_sym(I) ? 0 : (I + n->tile_rows - 1) / n->tile_rows;
     n->tile_par = p->opts->openmp && !dim_is_sym(I) && !ksym && !bsym && jblocks * iblocks >= 2 &&
                   (double)I * (double)K * (double)J >= (double)PAR_MIN_MACS;
-    int64_t panel = dim_mul(p->f, n->dims[r - 2], n->tile_j * (n->tile_par ? jblocks : 1));
+    /* row by row when B packed whole stays in the second-level cache and the result is
+     * beyond it: a block's stores (and the absorbed outputs', as a training step's update of
+     * its weights and velocities) then run along the result's rows. Column block by column
+     * block they were short runs a row apart, each in a page of its own, where the hardware
+     * prefetchers stop (a 784-1024-1024 MLP's training step: 3.9 -> 3.5 ms, one core). */
+    int64_t es = (int64_t)nest_type_size((nest_type)et);
+    n->tile_rowwise = !dim_is_sym(I) && !ksym && !bsym && nbatch == 1 && jblocks >= 2 &&
+                      o->st[r - 3] != 1 && (double)K * (double)jblocks * n->tile_j * es <=
+                                               TILE_WHOLE_PANEL &&
+                      (double)I * (double)J * es >= TILE_ROWS_RESULT;
+    bool whole = n->tile_par || n->tile_rowwise;
+    int64_t panel = dim_mul(p->f, n->dims[r - 2], n->tile_j * (whole ? jblocks : 1));
     if (panel == DIM_NONE) {
         p->status = p->f->status;
         return false;
