@@ -263,10 +263,32 @@ static void build_value_names(bctx *b, const void *arg)
     R(b, nest_sum(f, iprev, 2, SHAPE(0, 1)), R_EXACT, "integer sum");
 }
 
+/* Tiled products whose parameters are named like the block loops' indexes (ii, jj, s): a
+ * bias and a residual absorbed into the stores, read inside those loops; a transposed product
+ * in blocks of several tiles (tile.c) whose first factor is s. */
+static void build_tile_names(bctx *b, const void *arg)
+{
+    (void)arg;
+    nest_function *f = b->f;
+    nest_value a = P(b, NEST_F32, 2, SHAPE(40, 300), G_GENERAL);
+    nest_value w = P(b, NEST_F32, 2, SHAPE(300, 128), G_GENERAL);
+    nest_value ii = nest_parameter(f, "ii", NEST_F32, 2, SHAPE(40, 128), NEST_ROW_MAJOR);
+    nest_value jj = nest_parameter(f, "jj", NEST_F32, 2, SHAPE(40, 128), NEST_ROW_MAJOR);
+    nest_value s = nest_parameter(f, "s", NEST_F32, 2, SHAPE(901, 300), NEST_ROW_MAJOR);
+    for (int i = 0; i < 3 && b->np + 3 <= MAXP; i++)
+        b->gen[b->np++] = G_GENERAL;
+    nest_value h = nest_dot(f, M(b, a), M(b, w));
+    nest_value bias = b->mag ? nest_abs(f, ii) : ii, res = b->mag ? nest_abs(f, jj) : jj;
+    RS(b, nest_add(f, nest_add(f, h, bias), res), 302, "dot(a, w) + ii + jj");
+    nest_value st = nest_reshape(f, s, SHAPE(1, 0), 2, SHAPE(300, 901));
+    RS(b, nest_dot(f, M(b, a), M(b, st)), 300, "dot(a, s^T)");
+}
+
 static void test_colliding_names(void **state)
 {
     (void)state;
     check_case("emit_names", build_emit_names, NULL, V_STD | V_AOT | V_AOT_CLANG);
+    check_case("tile_names", build_tile_names, NULL, V_STD | V_AOT);
     check_case("value_names", build_value_names, NULL, V_STD | V_AOT);
     /* function names that are the emitter's (or a parameter's) identifiers */
     const char *fnames[] = {"ws", "u", "i0", "args", "results", "workspace", "rc", "acc",

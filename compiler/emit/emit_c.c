@@ -19,8 +19,10 @@
 
 /* ---- functions ---- */
 
-/* Names the emitter uses at function scope. */
-static const char *const reserved[] = {"ws", "args", "results", "workspace", "rc", "u", "st"};
+/* Names the emitter uses at function scope (ii and jj: the rows and columns of a tiled
+ * product's block, inside which its absorbed outputs read parameters). */
+static const char *const reserved[] = {"ws", "args", "results", "workspace", "rc", "u", "st",
+                                       "ii", "jj"};
 
 /* Records the names a function's C cannot give to its parameters and values: the emitter's,
  * and the function's own entry points, which its wrappers call (em_unique also steers clear of

@@ -244,8 +244,9 @@ static void emit_tile_block(ctx *c, const nest *ne, const char *KS, const tile_s
                     nest_type_name((nest_type)et), ti, tj, ni, KS, base ? base : "0",
                     (long long)a->st[nb], (long long)a->st[nb + 1], src->panel, src->sp, acc);
         else /* the block's tiles down I, each into its rows of acc */
-            em_line(c, "for (int s = 0; s < %s; s += %d)\n%*s    nest_tile_%s_%dx%d(%s - s < %d ? "
-                       "%s - s : %d, %s, %s + s * %lld, %lld, %lld, %s, %s, %s + s * %d);",
+            em_line(c, "for (int nest_s = 0; nest_s < %s; nest_s += %d)\n%*s    nest_tile_%s_%dx%d(%s - "
+                       "nest_s < %d ? %s - nest_s : %d, %s, %s + nest_s * %lld, %lld, %lld, %s, %s, "
+                       "%s + nest_s * %d);",
                     ni, ti, c->indent * 4, "", nest_type_name((nest_type)et), ti, tj, ni, ti, ni,
                     ti, KS, base ? base : "0", (long long)a->st[nb], (long long)a->st[nb],
                     (long long)a->st[nb + 1], src->panel, src->sp, acc, tj);
