@@ -44,6 +44,10 @@ static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
  * pack, once per call, then weighs as it would for 8 images; a batch of 1 pays it whole). */
 #define CONV_SYM_BATCH 8
 
+/* The bytes of a first-level data cache (32 KiB on the Intel and AMD cores measured here, 48 on
+ * the newest): a packed panel of filters past it streams from the second level. */
+#define CONV_L1_BYTES (32 * 1024)
+
 /* Cycles per step of the sum for a tile of ti rows by nv vectors: one FMA per accumulator, at
  * least 8 accumulators' worth (the FMA units' latency), and a quarter cycle per load (ti
  * broadcasts and nv vectors: a tall thin tile loads more per FMA). */
@@ -88,9 +92,13 @@ static void choose_tile(wplan *w, int etype, int vb)
                     if (ti > 10 || (ti > w->p && ti > 1) || kg < 1)
                         break;
                     tiles = (double)ceil_div(w->p, ti) * (double)ceil_div(kg, (int64_t)nv * lanes);
-                    /* the store goes by position (a division each); the pack transposes every
-                     * filter (about 3 cycles an element, measured) */
-                    cost = tiles * (steps * step_cycles(ti, nv) + 4.0 * ti * nv * lanes) +
+                    /* each step reads nv vectors of the packed filters, which come from the
+                     * second-level cache when a tile's panel is past the first (a cycle a
+                     * cache line); the store goes by position (a division each); the pack
+                     * transposes every filter (about 3 cycles an element, measured) */
+                    double panel = steps * (double)nv * vb;
+                    double l2 = panel > CONV_L1_BYTES ? nv * vb / 64.0 : 0;
+                    cost = tiles * (steps * (step_cycles(ti, nv) + l2) + 4.0 * ti * nv * lanes) +
                            3.0 * (double)w->K * steps / images;
                 }
                 cost *= images;
