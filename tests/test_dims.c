@@ -615,7 +615,7 @@ static const char windows_text[] =
     "func in_place(x: f32[N,3,10,10], w: f32[4,3,3,3]) -> f32[N,4,8,8] {\n"
     "  return convolution(x, w)\n"
     "}\n"
-    "func by_channels(x: f32[N,64,7,7], w: f32[128,64,3,3]) -> f32[N,128,7,7] {\n"
+    "func by_channels(x: f32[N,32,5,5], w: f32[128,32,3,3]) -> f32[N,128,5,5] {\n"
     "  return convolution(x, w, pad_below=[1,1], pad_above=[1,1])\n"
     "}\n"
     "func depthwise(x: f32[N,4,12,12], w: f32[4,1,3,3]) -> f32[N,4,6,6] {\n"
