@@ -1091,6 +1091,10 @@ int tile_vector_bytes(const nest_options *o);
  * (each row's accumulators kept across k, the rows in a local array of tile_i x J) when the
  * rows are fewer than a tile's: no batch, and that array within TILE_LOCAL_PANEL bytes. */
 bool tile_few_rows(const nest *n);
+/* Whether a tiled product's result is stored transposed: its rows I are the result's
+ * contiguous axis (tile.c computed `g . w^T` as `w . g^T`), so a block's columns leave as runs
+ * down the result's columns. */
+bool tile_transposed(const nest *n);
 
 /* ---------------------------------------------------------------------------------------------
  * passes/inplace.c: assignments of state in place

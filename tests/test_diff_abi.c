@@ -275,7 +275,7 @@ static void build_tile_names(bctx *b, const void *arg)
     nest_value ii = nest_parameter(f, "ii", NEST_F32, 2, SHAPE(40, 128), NEST_ROW_MAJOR);
     nest_value jj = nest_parameter(f, "jj", NEST_F32, 2, SHAPE(40, 128), NEST_ROW_MAJOR);
     nest_value s = nest_parameter(f, "s", NEST_F32, 2, SHAPE(901, 300), NEST_ROW_MAJOR);
-    for (int i = 0; i < 3 && b->np + 3 <= MAXP; i++)
+    for (int i = 0; i < 3 && b->np < MAXP; i++) /* ii, jj and s, as P registers its own */
         b->gen[b->np++] = G_GENERAL;
     nest_value h = nest_dot(f, M(b, a), M(b, w));
     nest_value bias = b->mag ? nest_abs(f, ii) : ii, res = b->mag ? nest_abs(f, jj) : jj;

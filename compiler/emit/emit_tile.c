@@ -77,6 +77,14 @@ static void emit_block_cols(ctx *c, const nest *ne, const char *nj)
         em_line(c, "const int %s = %d;", nj, tj);
 }
 
+/* A loop of the parallel region shared out among its threads in equal ranges. */
+static void emit_omp_for_static(ctx *c)
+{
+    em_line(c, "#ifdef _OPENMP");
+    em_line(c, "#pragma omp for schedule(static)");
+    em_line(c, "#endif");
+}
+
 /* Where a block of the product comes from (names in the generated C, or NULL). */
 typedef struct tile_src {
     const char *panel; /* B's columns from j0: the packed panel, or B where it lies */
@@ -169,21 +177,21 @@ static void emit_tile_block(ctx *c, const nest *ne, const char *KS, const tile_s
     const char *small = src->small;
     const nout *prod = &ne->outs[0];
     int et = prod->value->etype, ti = ne->tile_i, tj = ne->tile_j, nb = ne->rank - 3;
-    int rows = ne->tile_rows; /* the block's: tile_i, or several tiles down I */
+    int brows = ne->tile_rows; /* the block's: tile_i, or several tiles down I */
     int64_t I = ne->dims[nb];
     bool Isym = dim_is_sym(I);
     const char *T = em_ctype(et), *i0 = c->var[nb], *kv = c->var[nb + 1], *j0 = c->var[nb + 2];
     const char *ni = em_unique(&c->local, "ni"), *acc = em_unique(&c->local, "acc");
     char *Is = em_dim_text(c, I);
-    if (Isym || I % rows)
+    if (Isym || I % brows)
         em_line(c, "const int %s = %s - %s < %d ? (int)(%s - %s) : %d;", ni, Is ? Is : "0", i0,
-                rows, Is ? Is : "0", i0, rows);
+                brows, Is ? Is : "0", i0, brows);
     else
-        em_line(c, "const int %s = %d;", ni, rows);
+        em_line(c, "const int %s = %d;", ni, brows);
     free(Is);
     /* aligned: the micro-kernel sums into it, and a vector split across two cache lines is
      * neither stored nor read back at full speed */
-    em_line(c, "%s %s[%d] NEST_ALIGNED;", T, acc, rows * tj);
+    em_line(c, "%s %s[%d] NEST_ALIGNED;", T, acc, brows * tj);
     char iexpr[64], jexpr[64];
     snprintf(iexpr, sizeof iexpr, "%s + ii", i0);
     snprintf(jexpr, sizeof jexpr, "%s + jj", j0);
@@ -239,17 +247,21 @@ static void emit_tile_block(ctx *c, const nest *ne, const char *KS, const tile_s
             em_line(c, "} else {");
             c->indent++;
         }
-        if (rows == ti)
-            em_line(c, "nest_tile_%s_%dx%d(%s, %s, %s, %lld, %lld, %s, %s, %s);",
-                    nest_type_name((nest_type)et), ti, tj, ni, KS, base ? base : "0",
-                    (long long)a->st[nb], (long long)a->st[nb + 1], src->panel, src->sp, acc);
-        else /* the block's tiles down I, each into its rows of acc */
-            em_line(c, "for (int nest_s = 0; nest_s < %s; nest_s += %d)\n%*s    nest_tile_%s_%dx%d(%s - "
-                       "nest_s < %d ? %s - nest_s : %d, %s, %s + nest_s * %lld, %lld, %lld, %s, %s, "
-                       "%s + nest_s * %d);",
-                    ni, ti, c->indent * 4, "", nest_type_name((nest_type)et), ti, tj, ni, ti, ni,
-                    ti, KS, base ? base : "0", (long long)a->st[nb], (long long)a->st[nb],
-                    (long long)a->st[nb + 1], src->panel, src->sp, acc, tj);
+        /* the block's tiles down I, each into its rows of acc, when it has several */
+        char nrows[96] = "", aoff[64] = "", accoff[32] = "";
+        if (brows != ti) {
+            em_line(c, "for (int nest_s = 0; nest_s < %s; nest_s += %d)", ni, ti);
+            c->indent++;
+            snprintf(nrows, sizeof nrows, "%s - nest_s < %d ? %s - nest_s : %d", ni, ti, ni, ti);
+            snprintf(aoff, sizeof aoff, " + nest_s * %lld", (long long)a->st[nb]);
+            snprintf(accoff, sizeof accoff, " + nest_s * %d", tj);
+        }
+        em_line(c, "nest_tile_%s_%dx%d(%s, %s, %s%s, %lld, %lld, %s, %s, %s%s);",
+                nest_type_name((nest_type)et), ti, tj, brows != ti ? nrows : ni, KS,
+                base ? base : "0", aoff, (long long)a->st[nb], (long long)a->st[nb + 1],
+                src->panel, src->sp, acc, accoff);
+        if (brows != ti)
+            c->indent--;
         if (small || src->few) {
             c->indent--;
             em_line(c, "}");
@@ -259,7 +271,7 @@ static void emit_tile_block(ctx *c, const nest *ne, const char *KS, const tile_s
     c->expr[nb] = iexpr;
     /* the block leaves: through the absorbed outputs, and into the product if it is kept;
      * along the product's rows when they are its contiguous axis (a transposed product) */
-    bool cols_outer = prod->st[nb] == 1 && prod->st[nb + 2] != 1;
+    bool cols_outer = tile_transposed(ne);
     const nout *stream = src->stream;
     /* nothing to do element by element when the product alone leaves, past the caches */
     bool elements = ne->nouts > 1 || (!prod->drop && stream != prod);
@@ -388,8 +400,6 @@ void em_tiled(ctx *c, int32_t k)
     em_nest_start(c, k);
     em_line(c, "/* in tiles of %d x %d held in registers over the %s-long sum, the second factor", ti,
          tj, KS);
-    if (brows != ti)
-        em_line(c, " * (blocks of %d rows: the transposed result's stores fill cache lines)", brows);
     if (direct)
         em_line(c, " * read in place %d columns at a time%s */", tj,
                 par_cols ? ", the blocks of columns in parallel" : "");
@@ -403,6 +413,8 @@ void em_tiled(ctx *c, int32_t k)
                 : ne->tile_par     ? "; the panels, then the tiles, in parallel"
                 : ne->tile_rowwise ? "; all of it, then the tiles row by row"
                                    : "");
+    if (brows != ti)
+        em_line(c, "/* blocks of %d rows: the transposed result's stores fill cache lines */", brows);
     em_nest_enter(c, k);
     const char *panel = em_unique(&c->local, "panel");
     if (!local_panel && !direct && c->p->bufs[ne->pack].offset < 0) { /* symbolic: at run time */
@@ -476,11 +488,8 @@ void em_tiled(ctx *c, int32_t k)
             em_omp_region(c);
         em_line(c, "{");
         c->indent++;
-        if (ne->tile_par) {
-            em_line(c, "#ifdef _OPENMP");
-            em_line(c, "#pragma omp for schedule(static)");
-            em_line(c, "#endif");
-        }
+        if (ne->tile_par)
+            emit_omp_for_static(c);
         em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", jb, jb, jblocks, jb);
         c->indent++;
         em_line(c, "const int64_t %s = %s * %d;", j0, jb, tj);
@@ -489,11 +498,8 @@ void em_tiled(ctx *c, int32_t k)
         emit_pack_panel(c, ne, KS, pj, nj);
         c->indent--;
         em_line(c, "}");
-        if (ne->tile_par) {
-            em_line(c, "#ifdef _OPENMP");
-            em_line(c, "#pragma omp for schedule(static)");
-            em_line(c, "#endif");
-        }
+        if (ne->tile_par)
+            emit_omp_for_static(c);
         em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", t, t, jblocks * iblocks, t);
         c->indent++;
         if (ne->tile_rowwise)

@@ -255,6 +255,13 @@ static bool transposed_rather(plan *p, nest *n, fx **a, fx **b, bool *trans)
     return nest_permute(p, n, order) && factors(p, n->outs[0].value, r, a, b);
 }
 
+bool tile_transposed(const nest *n)
+{
+    const int64_t *st = n->outs[0].st;
+    int r = n->rank;
+    return st[r - 3] == 1 && st[r - 1] != 1;
+}
+
 bool tile_few_rows(const nest *n)
 {
     int et = n->outs[0].value->etype;
@@ -307,9 +314,10 @@ static bool tile_nest(plan *p, int32_t k, int vbytes, const int32_t *readers)
      * first-level cache, and were written back and read again for every tile (11% of a
      * 784-1024-1024 MLP's training step). A block of several tiles down I stores a line's
      * worth or more. */
-    int line = 64 / (int)nest_type_size((nest_type)et);
+    int64_t es = (int64_t)nest_type_size((nest_type)et);
+    int line = (int)(64 / es);
     n->tile_rows = n->tile_i;
-    if (o->st[r - 3] == 1 && o->st[r - 1] != 1 && n->tile_i < line &&
+    if (tile_transposed(n) && n->tile_i < line &&
         (dim_is_sym(n->dims[r - 3]) || n->dims[r - 3] >= line))
         n->tile_rows = (line + n->tile_i - 1) / n->tile_i * n->tile_i;
     /* a batch of products packs its panels into a local array of each thread when they are
@@ -346,9 +354,8 @@ static bool tile_nest(plan *p, int32_t k, int vbytes, const int32_t *readers)
      * its weights and velocities) then run along the result's rows. Column block by column
      * block they were short runs a row apart, each in a page of its own, where the hardware
      * prefetchers stop (a 784-1024-1024 MLP's training step: 3.9 -> 3.5 ms, one core). */
-    int64_t es = (int64_t)nest_type_size((nest_type)et);
     n->tile_rowwise = !dim_is_sym(I) && !ksym && !bsym && nbatch == 1 && jblocks >= 2 &&
-                      o->st[r - 3] != 1 && (double)K * (double)jblocks * n->tile_j * es <=
+                      !tile_transposed(n) && (double)K * (double)jblocks * n->tile_j * es <=
                                                TILE_WHOLE_PANEL &&
                       (double)I * (double)J * es >= TILE_ROWS_RESULT;
     bool whole = n->tile_par || n->tile_rowwise;
