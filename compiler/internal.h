@@ -725,6 +725,9 @@ typedef struct nest {
                           * one parallel region): B packed whole, then the tiles */
     bool tile_rowwise;   /* tile.c: B packed whole, then the blocks row by row (each block of
                           * rows across all the columns), not column block by column block */
+    bool b_shared;       /* tile.c: a batch of products whose B ignores the batch (the
+                          * filters of a 1x1 convolution computed transposed): B packed whole
+                          * once, then the tiles of every product */
     int32_t pack;        /* the workspace buffer private to the nest, or -1: a tiled product's
                           * packed panel (tile.c; -1 for a batch of products: a local array),
                           * a convolution's copy of its input (conv.c) */
@@ -1066,6 +1069,10 @@ bool nest_permute(plan *p, nest *n, const uint8_t *order);
  * into its stores, takes TILE_ROWS_RESULT bytes or more (it streams from beyond the caches). */
 #define TILE_WHOLE_PANEL (256 * 1024)
 #define TILE_ROWS_RESULT (1 << 20)
+/* A batch of products that share their second factor packs it once for all of them when the
+ * packing takes at most this many bytes of the workspace (a 1x1 convolution's filters: 1 MiB
+ * for 1024 to 256 channels); past it, once per product into one panel. */
+#define TILE_SHARED_PANEL (16 << 20)
 /* Products and convolutions run on several cores (with OpenMP) from this many multiply-adds
  * (about 80 us of one core at 100 GFLOP/s): a parallel region costs microseconds of a quiet
  * machine, and tens when the cores are shared; the smaller products of a training step (the

@@ -528,6 +528,13 @@ static const spec CONV2[] = {
      * the residual and the ReLU in its tiles; and with its value kept as a result too */
     {2, 2, 16, 24, 1, S3(8, 8, 0), S3(1, 1, 0), {0}, {0}, {0}, {0}, {0}, E_BN | E_RES | E_RELU},
     {2, 3, 5, 7, 1, S3(16, 4, 0), S3(1, 1, 0), {0}, {0}, {0}, {0}, {0}, E_KEEP | E_RELU},
+    /* 1x1 at 10x10 to 190 channels: a product computed transposed (positions as the rows of
+     * its tiles, tile.c), the filters packed once for the batch; with the batch norm, the
+     * residual and the ReLU in its tiles; with its value kept too; at 14x14 with nothing
+     * after it */
+    {2, 3, 37, 190, 1, S3(10, 10, 0), S3(1, 1, 0), {0}, {0}, {0}, {0}, {0}, E_BN | E_RES | E_RELU},
+    {2, 2, 37, 190, 1, S3(10, 10, 0), S3(1, 1, 0), {0}, {0}, {0}, {0}, {0}, E_KEEP | E_RELU},
+    {2, 1, 48, 128, 1, S3(14, 14, 0), S3(1, 1, 0), {0}, {0}, {0}, {0}, {0}, 0},
     /* 1x1 stride 2 (the downsampling of a residual block) */
     {2, 2, 4, 6, 1, S3(8, 9, 0), S3(1, 1, 0), S3(2, 2, 0), {0}, {0}, {0}, {0}, 0},
     /* valid 5x5 (LeNet), in place */

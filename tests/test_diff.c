@@ -489,6 +489,9 @@ static void build_tile(bctx *b, const void *arg)
         /* a result of a megabyte or more with a small second factor: packed whole, then
          * the blocks row by row (a last block of fewer rows, and of fewer columns) */
         {301, 5, 900},
+        /* columns that waste a quarter of the tiles' where the rows fill them: computed
+         * transposed (the sum not a multiple of the lanes, last blocks short both ways) */
+        {256, 37, 196}, {100, 45, 70}, {100, 45, 40},
     };
     for (size_t i = 0; i < countof_(mkn); i++) {
         int64_t m = mkn[i][0], k = mkn[i][1], n = mkn[i][2];
@@ -539,6 +542,14 @@ static void build_tile(bctx *b, const void *arg)
     nest_value rr = nest_multiply(f, rl, rl); /* the twin: |u| + rl^2 bounds the error */
     TR(b->mag ? nest_add(f, nest_abs(f, ul), rr) : nest_subtract(f, ul, rr), 300 * 300 * 2,
        "u - dot(a, w^T)^2");
+    /* computed transposed for its columns (196 of 256), with bias and ReLU absorbed into its
+     * store and the biased value a result too */
+    nest_value tl = P(b, t, 2, SHAPE(128, 37), da->g), tr = P(b, t, 2, SHAPE(37, 196), da->g);
+    nest_value tbias = P(b, t, 1, SHAPE(196), da->g);
+    nest_value tbb = nest_broadcast(f, tbias, 2, SHAPE(128, 196), 1, SHAPE(0));
+    nest_value zt = nest_add(f, nest_dot(f, M(b, tl), M(b, tr)), b->mag ? nest_abs(f, tbb) : tbb);
+    TR(nest_maximum(f, zt, nest_subtract(f, zt, zt)), 38, "relu(dot + bias), transposed");
+    TR(zt, 38, "dot + bias, transposed, also a result");
     /* chained products: the second's first factor is the first's result */
     nest_value c = P(b, t, 2, SHAPE(70, 24), da->g);
     TR(nest_dot(f, M(b, h), M(b, c)), 70 * 40, "dot(dot(a, w), c)");

@@ -794,6 +794,41 @@ static void tile_results_past_caches(void **state)
     free(xs), free(ws_), free(bs), free(x2s), free(xds), free(wds);
 }
 
+/* A 1x1 convolution whose 196 positions would fill 196 of a tile's 256 columns is computed
+ * transposed (tile.c fewer_lanes): the positions the rows of its tiles, the filters packed once
+ * for the batch in squares of the lanes, each full block stored as squares; with a bias and a
+ * ReLU absorbed, the block is transposed first and they run along the result's rows. */
+static void tile_transposed_by_lanes(void **state)
+{
+    nest_function *f = *state;
+    nest_value x = param(f, "x", NEST_F32, 4, SHAPE(2, 37, 14, 14));
+    nest_value w = param(f, "w", NEST_F32, 4, SHAPE(128, 37, 1, 1));
+    nest_value w2 = param(f, "w2", NEST_F32, 4, SHAPE(128, 37, 1, 1));
+    nest_value b = param(f, "b", NEST_F32, 1, SHAPE(128));
+    nest_value y = nest_convolution(f, x, w, NULL, NULL, NULL, NULL, NULL, 1);
+    nest_value z = nest_add(f, y, nest_broadcast(f, b, 4, SHAPE(2, 128, 14, 14), 3, SHAPE(0, 2, 3)));
+    nest_value r = nest_maximum(
+        f, z, nest_constant(f, NEST_F32, 4, SHAPE(2, 128, 14, 14), (const float[]){0}, 1));
+    nest_value p = nest_convolution(f, x, w2, NULL, NULL, NULL, NULL, NULL, 1);
+    assert_value(f, r);
+    assert_value(f, p);
+    ret(f, 2, (nest_value[]){r, p});
+    nest_options o;
+    nest_options_init(&o);
+    o.march = "x86-64-v4"; /* 16 lanes of f32, 4 x 64 tiles */
+    char *c = nest_emit(&f, 1, NEST_EMIT_C, &o);
+    if (!c)
+        fail_msg("nest_emit: %s", nest_errmsg(f));
+    assert_int_equal(count_str(c, "blocks of 16 rows: the transposed result"), 2);
+    assert_int_equal(count_str(c, "all of it once for the batch"), 2);
+    /* the helper, each product's pack, the plain product's store, the absorbed's transpose */
+    assert_int_equal(count_str(c, "nest_transpose_f32_16("), 5);
+    assert_int_equal(count_str(c, "acct["), 2);
+    free(c);
+    check_values(f, 1);
+    check_values(f, 0);
+}
+
 /* Empty tensors: a fold whose outputs are empty writes nothing (and needs no workspace), a fold
  * over an empty axis still writes its initial values. */
 static void empty_folds(void **state)
@@ -1221,6 +1256,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(concat_on_row_axis, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(tile_epilogue_with_concat, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(tile_results_past_caches, fn_setup, fn_teardown),
+        cmocka_unit_test_setup_teardown(tile_transposed_by_lanes, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(empty_folds, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(sum_middle_axis, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(row_softmax, fn_setup, fn_teardown),

@@ -172,9 +172,59 @@ static void emit_tile_fn(buf *b, int et, int ti, int tj, bool maybe_unused)
     buf_puts(b, "    }\n}\n\n");
 }
 
-/* The tile of tile_shape, or (thin) every thin tile narrower than it (tile_thin_shape; a bit of
- * the helpers' mask for each would take more bits than it has: those a function does not call
- * are NEST_UNUSED). */
+/* A square of L x L elements (L the lanes of the tile's vectors) transposed: d[k * ds + j] =
+ * s[j * ss + k]. It packs the panels of a second factor read across its rows (emit_tile.c).
+ * Under GNU C with __builtin_shufflevector (clang; gcc from 12) on vectors: log2(L) rounds in
+ * which rows i and i + L/2 interleave (a round rotates the bits of an element's (row, column)
+ * by one: after log2(L) rounds they are (column, row)). Element by element, a transposed pack
+ * ran as scattered single stores: 15% of a 1x1 convolution of 1024 channels on 14x14. */
+static void emit_transpose_fn(buf *b, int et, int lanes)
+{
+    const char *t = em_ctype(et), *tn = nest_type_name((nest_type)et);
+    int vb = lanes * (int)nest_type_size((nest_type)et), half = lanes / 2;
+    buf_printf(b,
+               "/* d[k * ds + j] = s[j * ss + k] for j, k < %d */\n"
+               "static inline NEST_UNUSED void nest_transpose_%s_%d(%s *restrict d, int64_t ds,\n"
+               "                                                 const %s *restrict s, int64_t ss)\n"
+               "{\n"
+               "#if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12)\n"
+               "    typedef %s v __attribute__((vector_size(%d)));\n"
+               "    typedef %s u __attribute__((vector_size(%d), aligned(%d), may_alias));\n"
+               "    v r[%d], q[%d];\n"
+               "    for (int j = 0; j < %d; j++)\n"
+               "        r[j] = *(const u *)(s + j * ss);\n",
+               lanes, tn, lanes, t, t, t, vb, t, vb, (int)nest_type_size((nest_type)et), lanes,
+               lanes, lanes);
+    int rounds = 0;
+    for (int l = lanes; l > 1; l /= 2)
+        rounds++;
+    for (int k = 0; k < rounds; k++) {
+        const char *from = k % 2 ? "q" : "r", *to = k % 2 ? "r" : "q";
+        buf_printf(b, "    for (int i = 0; i < %d; i++) {\n", half);
+        for (int h = 0; h < 2; h++) {
+            buf_printf(b, "        %s[2 * i + %d] = __builtin_shufflevector(%s[i], %s[i + %d]", to, h,
+                       from, from, half);
+            for (int m = 0; m < half; m++)
+                buf_printf(b, ", %d, %d", h * half + m, lanes + h * half + m);
+            buf_puts(b, ");\n");
+        }
+        buf_puts(b, "    }\n");
+    }
+    buf_printf(b,
+               "    for (int k = 0; k < %d; k++)\n"
+               "        *(u *)(d + k * ds) = %s[k];\n"
+               "#else\n"
+               "    for (int k = 0; k < %d; k++)\n"
+               "        for (int j = 0; j < %d; j++)\n"
+               "            d[k * ds + j] = s[j * ss + k];\n"
+               "#endif\n"
+               "}\n\n",
+               lanes, rounds % 2 ? "q" : "r", lanes, lanes);
+}
+
+/* The tile of tile_shape and the transpose of its panels' packing, or (thin) every thin tile
+ * narrower than it (tile_thin_shape; a bit of the helpers' mask for each would take more bits
+ * than it has: those a function does not call are NEST_UNUSED). */
 static void emit_tile_helper(buf *b, int h, bool thin)
 {
     int base = thin ? H_THIN : H_TILE;
@@ -182,6 +232,7 @@ static void emit_tile_helper(buf *b, int h, bool thin)
     if (!thin) {
         tile_shape(et, vb, &ti, &tj);
         emit_tile_fn(b, et, ti, tj, false);
+        emit_transpose_fn(b, et, vb / (int)nest_type_size((nest_type)et));
         return;
     }
     for (int nv = 1; nv < tile_vectors(et, vb); nv++) {

@@ -32,7 +32,36 @@ static void emit_pack_panel(ctx *c, const nest *ne, const char *KS, const char *
         /* B read transposed (a weight's transpose in a backward pass): blocks of PACK_BLOCK
          * values of k, read along k and written across the panel's rows, which stay in cache */
         const char *k0 = em_unique(&c->local, "k0"), *k1 = em_unique(&c->local, "k1");
-        em_line(c, "for (int64_t %s = 0; %s < %s; %s += %d) {", k0, k0, KS, k0, PACK_BLOCK);
+        /* a whole block of columns as squares of the tile's lanes (emit_transpose_fn), each
+         * strip of them along k (a few rows of B read in order, which the prefetchers follow):
+         * the tile's own shape (thin tiles come without the helper), B of the product's type;
+         * the rest of k, and a last block of fewer columns, as before */
+        int es = (int)nest_type_size((nest_type)b->etype), lanes = ne->tile_vb / es;
+        bool squares = b->etype == ne->outs[0].value->etype &&
+                       tj == tile_vectors(b->etype, ne->tile_vb) * lanes;
+        const char *kw = "0";
+        if (squares) { /* one statement, as callers take it (the body of an if) */
+            em_line(c, "{");
+            c->indent++;
+            buf t = {0};
+            buf_printf(&t, "%s + %lld + %s * %lld", c->bufname[b->buf], (long long)b->off,
+                       c->var[nb + 2], (long long)b->st[nb + 2]);
+            em_ref(c, b->buf);
+            for (int d = 0; d < nb; d++)
+                if (b->st[d])
+                    buf_printf(&t, " + %s * %lld", c->var[d], (long long)b->st[d]);
+            char *base = em_finish(c, &t);
+            kw = em_unique(&c->local, "kw");
+            em_line(c, "const int64_t %s = %s == %d ? (%s) / %d * %d : 0;", kw, nj, tj, KS, lanes,
+                    lanes);
+            em_line(c, "for (int jj = 0; jj < %d; jj += %d)", tj, lanes);
+            em_line(c, "    for (int64_t %s = 0; %s < %s; %s += %d)", kv, kv, kw, kv, lanes);
+            em_line(c, "        nest_transpose_%s_%d(%s + %s * %d + jj, %d, %s + jj * %lld + %s, %lld);",
+                    nest_type_name((nest_type)b->etype), lanes, panel, kv, tj, tj,
+                    base ? base : "0", (long long)b->st[nb + 2], kv, (long long)b->st[nb + 2]);
+            free(base);
+        }
+        em_line(c, "for (int64_t %s = %s; %s < %s; %s += %d) {", k0, kw, k0, KS, k0, PACK_BLOCK);
         c->indent++;
         em_line(c, "const int64_t %s = %s + %d < %s ? %s + %d : %s;", k1, k0, PACK_BLOCK, KS, k0,
                 PACK_BLOCK, KS);
@@ -48,6 +77,10 @@ static void emit_pack_panel(ctx *c, const nest *ne, const char *KS, const char *
         }
         c->indent--;
         em_line(c, "}");
+        if (squares) {
+            c->indent--;
+            em_line(c, "}");
+        }
     } else {
         em_line(c, "for (int64_t %s = 0; %s < %s; %s++) {", kv, kv, KS, kv);
         c->indent++;
@@ -275,6 +308,44 @@ static void emit_tile_block(ctx *c, const nest *ne, const char *KS, const tile_s
     const nout *stream = src->stream;
     /* nothing to do element by element when the product alone leaves, past the caches */
     bool elements = ne->nouts > 1 || (!prod->drop && stream != prod);
+    /* a transposed product that leaves alone: a whole block as squares of the tile's lanes
+     * (emit_transpose_fn; element by element its stores were gathers from acc, a fifth of a
+     * 1x1 convolution of 256 to 1024 channels on 14x14) */
+    int lanes = ne->tile_vb / (int)nest_type_size((nest_type)et);
+    bool square = cols_outer && elements && brows == lanes &&
+                  tj == tile_vectors(et, ne->tile_vb) * lanes;
+    bool squares = square && ne->nouts == 1;
+    char tile[96];
+    snprintf(tile, sizeof tile, "%s[ii * %d + jj]", acc, tj);
+    if (square && !squares) {
+        /* absorbed outputs: the block transposed first (the rows a last block lacks zero), so
+         * that they read it along the result's rows, as they store it */
+        const char *acct = em_unique(&c->local, "acct");
+        em_line(c, "%s %s[%d] NEST_ALIGNED;", T, acct, brows * tj);
+        em_line(c, "for (int u = %s * %d; u < %d; u++)", ni, tj, brows * tj);
+        em_line(c, "    %s[u] = 0;", acc);
+        em_line(c, "for (int jj = 0; jj < %d; jj += %d)", tj, lanes);
+        em_line(c, "    nest_transpose_%s_%d(%s + jj * %d, %d, %s + jj, %d);",
+                nest_type_name((nest_type)et), lanes, acct, brows, brows, acc, tj);
+        snprintf(tile, sizeof tile, "%s[jj * %d + ii]", acct, brows);
+    }
+    if (squares) {
+        c->expr[nb] = i0;
+        c->expr[nb + 1] = "0";
+        c->expr[nb + 2] = j0;
+        buf t = {0};
+        em_store_text(c, &t, prod);
+        char *d = em_finish(c, &t);
+        long long sj = (long long)prod->st[nb + 2];
+        em_line(c, "if (%s == %d && %s == %d) {", ni, brows, nj, tj);
+        em_line(c, "    for (int jj = 0; jj < %d; jj += %d)", tj, lanes);
+        em_line(c, "        nest_transpose_%s_%d(&%s + jj * %lld, %lld, %s + jj, %d);",
+                nest_type_name((nest_type)et), lanes, d ? d : "", sj, sj, acc, tj);
+        em_line(c, "} else {");
+        c->indent++;
+        free(d);
+        c->expr[nb] = iexpr;
+    }
     const char *loop[2][2] = {{"ii", ni}, {"jj", nj}}; /* index and extent, outer first */
     for (int l = 0; l < 2 && elements; l++) {
         const char *v = loop[l ^ cols_outer][0], *n = loop[l ^ cols_outer][1];
@@ -283,8 +354,6 @@ static void emit_tile_block(ctx *c, const nest *ne, const char *KS, const tile_s
     }
     c->expr[nb + 1] = "0";
     c->expr[nb + 2] = jexpr;
-    char tile[96];
-    snprintf(tile, sizeof tile, "%s[ii * %d + jj]", acc, tj);
     c->tile_view = fx_load(c->mp, prod->buf, prod->off, ne->rank, prod->st, -1);
     if (!c->tile_view)
         c->b->failed = true; /* out of memory: reads of the product would find no name */
@@ -306,6 +375,10 @@ static void emit_tile_block(ctx *c, const nest *ne, const char *KS, const tile_s
     c->tile_view = NULL;
     c->tile_text = NULL;
     for (int close = 0; close < 2 && elements; close++) {
+        c->indent--;
+        em_line(c, "}");
+    }
+    if (squares) {
         c->indent--;
         em_line(c, "}");
     }
@@ -409,6 +482,8 @@ void em_tiled(ctx *c, int32_t k)
     else
         em_line(c, " * packed %d columns at a time%s */", tj,
                 par_batch      ? "; the products of the batch in parallel"
+                : ne->b_shared && ne->tile_par ? "; all of it once for the batch, then the tiles, in parallel"
+                : ne->b_shared     ? "; all of it once for the batch, then the tiles"
                 : ne->tile_par && ne->tile_rowwise ? "; all of it, then the tiles row by row, in parallel"
                 : ne->tile_par     ? "; the panels, then the tiles, in parallel"
                 : ne->tile_rowwise ? "; all of it, then the tiles row by row"
@@ -464,7 +539,7 @@ void em_tiled(ctx *c, int32_t k)
             em_line(c, "%s;", ixs ? ixs : "");
             free(ixs);
         }
-    } else {
+    } else if (!ne->b_shared) { /* (shared: the batch runs inside the tiles' loop) */
         for (int d = 0; d < nb; d++) {
             char *ext = em_dim_text(c, ne->dims[d]);
             em_line(c, "for (int64_t %s = 0; %s < %s; %s++) {", c->var[d], c->var[d],
@@ -475,11 +550,15 @@ void em_tiled(ctx *c, int32_t k)
     }
     if (local_panel)
         em_line(c, "%s %s[%lld];", T, panel, (long long)K * tj); /* K is plain (tile.c) */
-    if (ne->tile_par || ne->tile_rowwise) {
+    if (ne->tile_par || ne->tile_rowwise || ne->b_shared) {
         /* the panels of every block of columns, then the tiles: j-major (a thread's tiles
          * read the panels it packed when the blocks divide evenly), or row by row
-         * (tile_rowwise); on several cores, one parallel region. I and K are plain (tile.c) */
-        long long jblocks = (J + tj - 1) / tj, iblocks = (I + brows - 1) / brows;
+         * (tile_rowwise); on several cores, one parallel region. I and K are plain (tile.c).
+         * B shared by a batch of products: the panels once, then the tiles of every product,
+         * each block of columns across the batch (its panel stays in cache) */
+        long long jblocks = (J + tj - 1) / tj, iblocks = (I + brows - 1) / brows, nbatch = 1;
+        for (int d = 0; d < nb && ne->b_shared; d++)
+            nbatch *= (long long)ne->dims[d];
         const char *jb = em_unique(&c->local, "jb"), *t = em_unique(&c->local, "t"),
                    *pj = em_unique(&c->local, "pj");
         char tjs[16];
@@ -500,9 +579,20 @@ void em_tiled(ctx *c, int32_t k)
         em_line(c, "}");
         if (ne->tile_par)
             emit_omp_for_static(c);
-        em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", t, t, jblocks * iblocks, t);
+        em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", t, t, nbatch * jblocks * iblocks, t);
         c->indent++;
-        if (ne->tile_rowwise)
+        if (ne->b_shared) { /* t: the block of columns, the product, the block of rows */
+            const char *bt = em_unique(&c->local, "bt");
+            em_line(c, "const int64_t %s = %s / %lld * %d, %s = %s / %lld %% %lld, %s = %s %% %lld * %d;",
+                    j0, t, nbatch * iblocks, tj, bt, t, iblocks, nbatch, i0, t, iblocks, brows);
+            for (int d = 0; d < nb; d++) { /* bt / (the extents inside d) % extent d */
+                long long inner = 1;
+                for (int e = d + 1; e < nb; e++)
+                    inner *= (long long)ne->dims[e];
+                em_line(c, "const int64_t %s = %s / %lld %% %lld;", c->var[d], bt, inner,
+                        (long long)ne->dims[d]);
+            }
+        } else if (ne->tile_rowwise)
             em_line(c, "const int64_t %s = %s / %lld * %d, %s = %s %% %lld * %d;", i0, t, jblocks,
                     brows, j0, t, jblocks, tj);
         else
@@ -586,7 +676,7 @@ void em_tiled(ctx *c, int32_t k)
     }
     free(Is);
     free(Ks);
-    for (int close = 0; close < (bflat ? 1 : nb); close++) {
+    for (int close = 0; close < (bflat ? 1 : ne->b_shared ? 0 : nb); close++) {
         c->indent--;
         em_line(c, "}");
     }

@@ -91,10 +91,12 @@ static bool factors(plan *p, fx *v, int r, fx **a, fx **b)
 }
 
 /* The element-wise nest right after n, if it reads n's product only where n writes it and its
- * space is n's [batch..., I, J]: its outputs, lifted into n's [batch..., I, K, J] space, join n.
- * `readers` counts, per buffer, the nests that read it (before any absorption: only nests after
- * a product read it, and absorbing one into its product leaves the others as they are). */
-static bool absorb(plan *p, int32_t k, const int32_t *readers)
+ * space is n's [batch..., I, J] (a product computed transposed: [batch..., J, I], the order of
+ * its result in memory, which it is then permuted from): its outputs, lifted into n's
+ * [batch..., I, K, J] space, join n. `readers` counts, per buffer, the nests that read it
+ * (before any absorption: only nests after a product read it, and absorbing one into its
+ * product leaves the others as they are). */
+static bool absorb(plan *p, int32_t k, const int32_t *readers, bool trans)
 {
     nest *n = &p->nests[k];
     int32_t e = next_live_nest(p, k);
@@ -123,11 +125,27 @@ static bool absorb(plan *p, int32_t k, const int32_t *readers)
     /* lift each output: its space regroups into [batch..., I, J] (a flat one splits), then K
      * gets stride 0 */
     nout lifted[ep->nouts];
+    int64_t mem[NEST_MAX_RANK]; /* the result's order in memory */
+    uint8_t swap[NEST_MAX_RANK];
+    for (int d = 0; d < nb + 2; d++) {
+        mem[d] = bij[d];
+        swap[d] = (uint8_t)d;
+    }
+    if (trans) {
+        mem[nb] = bij[nb + 1];
+        mem[nb + 1] = bij[nb];
+        swap[nb] = (uint8_t)(nb + 1);
+        swap[nb + 1] = (uint8_t)nb;
+    }
     for (int i = 0; i < ep->nouts; i++) {
         const nout *o = &ep->outs[i];
-        fx *v = fx_reshape(p, o->value, ep->rank, ep->dims, nb + 2, bij);
+        fx *v = fx_reshape(p, o->value, ep->rank, ep->dims, nb + 2, mem);
         fx *ov = fx_load(p, o->buf, o->off, ep->rank, o->st, -1);
-        fx *os = ov ? fx_reshape(p, ov, ep->rank, ep->dims, nb + 2, bij) : NULL;
+        fx *os = ov ? fx_reshape(p, ov, ep->rank, ep->dims, nb + 2, mem) : NULL;
+        if (trans) {
+            v = v ? fx_permute(p, v, nb + 2, swap) : NULL;
+            os = os ? fx_permute(p, os, nb + 2, swap) : NULL;
+        }
         fx *v3 = v ? fx_broadcast(p, v, r, 1u << (nb + 1)) : NULL;
         int64_t *st3 = arena_array(p->a, (size_t)r, sizeof *st3);
         if (!v3 || !os || !st3)
@@ -227,18 +245,43 @@ static bool swap_last_axes(plan *p, nest *n)
     return true;
 }
 
+/* The lanes that ti x tj tiles compute over I x J (the partial tiles' whole). */
+static double tiled_lanes(int64_t I, int64_t J, int ti, int tj)
+{
+    return (double)((I + ti - 1) / ti * ti) * (double)((J + tj - 1) / tj * tj);
+}
+
+/* Whether the transposed product computes fewer lanes: J wastes much of its tiles' columns
+ * where I fills its rows (a 1x1 convolution on 14x14: 196 positions in 256 columns). B must
+ * be a plain load (the transposed product reads it in place as its first factor). */
+static bool fewer_lanes(const nest *n, const fx *B, int vb)
+{
+    int r = n->rank, ti, tj;
+    int64_t I = n->dims[r - 3], J = n->dims[r - 1];
+    if (B->kind != FX_LOAD || B->nargs || B->buf == FX_IOTA || dim_is_sym(I) || dim_is_sym(J))
+        return false;
+    tile_shape(n->outs[0].value->etype, vb, &ti, &tj);
+    /* (7x7, 49 positions, stays: with 2048 channels to sum it ran 1.25 times slower
+     * transposed, one core) */
+    if (I < tj || J < tj)
+        return false;
+    return tiled_lanes(I, J, ti, tj) > 1.1 * tiled_lanes(J, I, ti, tj);
+}
+
 /* A product whose second factor is read across its rows (B = w^T: dot(g, w^T), the backward of
  * a dense layer) and has more columns than the first has rows is computed transposed, C^T =
  * B^T . A^T, its rows and columns swapped: the panel packs A (I x K, the batch's gradient)
  * rather than B (K x J, the weight, read across its rows once per call), and w is read in place,
- * each row of the tile along a row of w. The transposed product then absorbs nothing (the
- * nest after it runs over C's space). *a and *b become its factors; false when out of memory. */
-static bool transposed_rather(plan *p, nest *n, fx **a, fx **b, bool *trans)
+ * each row of the tile along a row of w. So is one that computes fewer lanes transposed
+ * (fewer_lanes). *a and *b become its factors; false when out of memory. */
+static bool transposed_rather(plan *p, nest *n, int vb, fx **a, fx **b, bool *trans)
 {
     int r = n->rank;
     const fx *B = *b;
-    if (!fx_is_view(B) || B->st[r - 2] != 1 || B->st[r - 1] == 1 || dim_is_sym(n->dims[r - 3]) ||
-        n->dims[r - 3] >= n->dims[r - 1])
+    int64_t I = n->dims[r - 3], J = n->dims[r - 1];
+    bool across = fx_is_view(B) && B->st[r - 2] == 1 && B->st[r - 1] != 1 && !dim_is_sym(I) &&
+                  I < J;
+    if (!across && !fewer_lanes(n, B, vb))
         return true;
     uint8_t order[NEST_MAX_RANK];
     for (int d = 0; d < r; d++)
@@ -296,7 +339,7 @@ static bool tile_nest(plan *p, int32_t k, int vbytes, const int32_t *readers)
         return p->status == NEST_OK;
     }
     bool trans = false;
-    if (!transposed_rather(p, n, &a, &b, &trans))
+    if (!transposed_rather(p, n, vbytes, &a, &b, &trans))
         return false;
     o = &n->outs[0];
     n->tile_a = a;
@@ -329,15 +372,23 @@ static bool tile_nest(plan *p, int32_t k, int vbytes, const int32_t *readers)
         bsym |= dim_is_sym(n->dims[d]);
         nbatch = bsym ? nbatch : nbatch * n->dims[d];
     }
-    if (!ksym && (bsym || nbatch >= 2) && bytes <= TILE_LOCAL_PANEL)
-        return trans || absorb(p, k, readers);
     int64_t I = n->dims[r - 3], K = n->dims[r - 2], J = n->dims[r - 1];
+    int64_t jblocks = (J + n->tile_j - 1) / n->tile_j;
+    /* a B that every product of a plain batch shares is packed once for all of them (per
+     * product it was packed again for each: 8 times per call, at batch 8, the 1 MiB of a 1x1
+     * convolution's filters) */
+    n->b_shared = !bsym && !ksym && nbatch >= 2 && !dim_is_sym(I) &&
+                  (double)K * (double)jblocks * n->tile_j * es <= TILE_SHARED_PANEL;
+    for (int d = 0; d < r - 3 && n->b_shared; d++)
+        n->b_shared = ignores(p, b, d);
+    if (!ksym && (bsym || nbatch >= 2) && bytes <= TILE_LOCAL_PANEL && !n->b_shared)
+        return absorb(p, k, readers, trans);
     bool b_plain = nbatch == 1 && !bsym && !ksym && fx_is_view(b) && b->st[r - 1] == 1 &&
                    b->etype == et;
     if (b_plain && J >= n->tile_j && !dim_is_sym(I) &&
         (I + n->tile_i - 1) / n->tile_i <= TILE_DIRECT_BLOCKS) {
         n->b_direct = true;
-        return trans || absorb(p, k, readers);
+        return absorb(p, k, readers, trans);
     }
     /* symbolic rows: the same choice, made at run time (fewer columns than a tile's: in place
      * only for fewer rows than a tile's, computed whole); the panel is kept for many rows */
@@ -345,10 +396,11 @@ static bool tile_nest(plan *p, int32_t k, int vbytes, const int32_t *readers)
     /* the tiles of one product on several cores when it is worth a parallel region (its rows
      * and sum known, more than one tile): then B is packed whole first, each panel by one
      * thread */
-    int64_t jblocks = (J + n->tile_j - 1) / n->tile_j;
     int64_t iblocks = dim_is_sym(I) ? 0 : (I + n->tile_rows - 1) / n->tile_rows;
-    n->tile_par = p->opts->openmp && !dim_is_sym(I) && !ksym && !bsym && jblocks * iblocks >= 2 &&
-                  (double)I * (double)K * (double)J >= (double)PAR_MIN_MACS;
+    double products = n->b_shared ? (double)nbatch : 1;
+    n->tile_par = p->opts->openmp && !dim_is_sym(I) && !ksym && !bsym &&
+                  products * (double)(jblocks * iblocks) >= 2 &&
+                  products * (double)I * (double)K * (double)J >= (double)PAR_MIN_MACS;
     /* row by row when B packed whole stays in the second-level cache and the result is
      * beyond it: a block's stores (and the absorbed outputs', as a training step's update of
      * its weights and velocities) then run along the result's rows. Column block by column
@@ -358,7 +410,7 @@ static bool tile_nest(plan *p, int32_t k, int vbytes, const int32_t *readers)
                       !tile_transposed(n) && (double)K * (double)jblocks * n->tile_j * es <=
                                                TILE_WHOLE_PANEL &&
                       (double)I * (double)J * es >= TILE_ROWS_RESULT;
-    bool whole = n->tile_par || n->tile_rowwise;
+    bool whole = n->tile_par || n->tile_rowwise || n->b_shared;
     int64_t panel = dim_mul(p->f, n->dims[r - 2], n->tile_j * (whole ? jblocks : 1));
     if (panel == DIM_NONE) {
         p->status = p->f->status;
@@ -367,7 +419,7 @@ static bool tile_nest(plan *p, int32_t k, int vbytes, const int32_t *readers)
     n->pack = plan_buffer(p, BUF_TEMP, -1, o->node, et, panel);
     if (n->pack < 0)
         return false;
-    return trans || absorb(p, k, readers);
+    return absorb(p, k, readers, trans);
 }
 
 int pass_tile(plan *p)
