@@ -1,7 +1,8 @@
 /*
  * test_threads.c - what nest.h promises about threads: functions built, printed, emitted and
  * compiled in many threads at once with the compile cache shared; one kernel called from many
- * threads at once (its workspace taken by one call, the others making their own); each thread
+ * threads at once (its workspace taken by one call, the others making their own), and so one
+ * function of a library built ahead of time (NAME_call keeps its last workspace); each thread
  * sees its own call errors. Every result is compared with the interpreter. State objects: calls,
  * saves and loads with one state object from several threads take turns (no update lost, every
  * save a snapshot between calls), and distinct state objects are called at once.
@@ -9,6 +10,7 @@
  * Part of `make test`; `make tsan` runs it under ThreadSanitizer (with the JIT shim built with
  * -fsanitize=thread too: see the Makefile).
  */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -68,8 +70,11 @@ static void fill(float *p, int64_t n, int seed)
         p[i] = (float)((i * 7 + seed * 13) % 17) / 17.0f - 0.4f;
 }
 
-/* Calls k (or evaluates) on inputs made from seed; compares with the interpreter on f. */
-static bool check_call(nest_function *f, nest_kernel *k, int n, int seed, char *why)
+typedef int (*aot_call)(void *const *, void *const *);
+
+/* Calls k (or, without it, NAME_call of a library) on inputs made from seed; compares with
+ * the interpreter on f. */
+static bool check_call(nest_function *f, nest_kernel *k, aot_call aot, int n, int seed, char *why)
 {
     int64_t nx = (int64_t)n * 48, nw = 48 * 40, nb = 40, nr = (int64_t)n * 40;
     float *x = malloc((size_t)nx * 4), *w = malloc((size_t)nw * 4), *b = malloc((size_t)nb * 4);
@@ -81,8 +86,8 @@ static bool check_call(nest_function *f, nest_kernel *k, int n, int seed, char *
         if (nest_evaluate(f, args, 3, rw, 1) != NEST_OK) {
             snprintf(why, 256, "evaluate: %s", nest_errmsg(f));
             ok = false;
-        } else if (nest_call(k, args, 3, rg, 1) != NEST_OK) {
-            snprintf(why, 256, "call: %s", nest_kernel_errmsg(k));
+        } else if (k ? nest_call(k, args, 3, rg, 1) != NEST_OK : aot(args, rg) != 0) {
+            snprintf(why, 256, "call: %s", k ? nest_kernel_errmsg(k) : "non-zero");
             ok = false;
         } else {
             for (int64_t i = 0; i < nr && ok; i++)
@@ -126,7 +131,7 @@ static void *compile_job(void *arg)
     if (!k) {
         snprintf(j->why, sizeof j->why, "compile: %s", nest_errmsg(f));
         j->fails++;
-    } else if (!check_call(f, k, 16, j->id, j->why)) {
+    } else if (!check_call(f, k, NULL, 16, j->id, j->why)) {
         j->fails++;
     }
     nest_kernel_free(k);
@@ -166,7 +171,7 @@ static void *call_job(void *arg)
 {
     job *j = arg;
     for (int r = 0; r < 6; r++)
-        if (!check_call(shared_f, j->shared, 64, j->id * 10 + r, j->why))
+        if (!check_call(shared_f, j->shared, NULL, 64, j->id * 10 + r, j->why))
             j->fails++;
     void *none[1] = {NULL};
     char want[64];
@@ -204,6 +209,50 @@ static void threads_call_one_kernel(void **state)
     run_jobs(call_job, jobs);
     assert_string_equal(nest_kernel_errmsg(k), ""); /* this thread made no failing call */
     nest_kernel_free(k);
+    nest_module_free(m);
+}
+
+static aot_call shared_aot;
+
+static void *aot_job(void *arg)
+{
+    job *j = arg;
+    for (int r = 0; r < 20; r++)
+        if (!check_call(shared_f, NULL, shared_aot, 64, j->id * 10 + r, j->why))
+            j->fails++;
+    return NULL;
+}
+
+/* NAME_call of a library built ahead of time from many threads at once: it keeps the
+ * workspace of a call for the next (taken and given back by atomic exchanges) and a call that
+ * finds it taken allocates its own; each call's results are its own. */
+static void threads_call_one_library(void **state)
+{
+    (void)state;
+    char *text = dense_text(1, 64);
+    nest_module *m = nest_parse(text, strlen(text), "dense.nest");
+    free(text);
+    assert_int_equal(nest_module_errcode(m), NEST_OK);
+    shared_f = nest_module_function(m, 0);
+    nest_options o;
+    nest_options_init(&o);
+    o.openmp = 0;
+    char so[128];
+    snprintf(so, sizeof so, "%s/dense1.so", root);
+    if (nest_build_so(&shared_f, 1, so, NULL, &o, NULL) != NEST_OK)
+        fail_msg("%s", nest_errmsg(shared_f));
+    void *lib = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+    assert_non_null(lib);
+    size_t (*wsz)(void);
+    *(void **)&wsz = dlsym(lib, "dense1_workspace_size");
+    *(void **)&shared_aot = dlsym(lib, "dense1_call");
+    assert_true(wsz && shared_aot);
+    assert_true(wsz() > 0); /* the workspace is what is kept */
+    job jobs[THREADS] = {{0}};
+    for (int i = 0; i < THREADS; i++)
+        jobs[i].id = i;
+    run_jobs(aot_job, jobs);
+    dlclose(lib); /* (frees the kept workspace: the sanitizers' leak check sees it) */
     nest_module_free(m);
 }
 
@@ -353,6 +402,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(threads_compile, setup, teardown),
         cmocka_unit_test_setup_teardown(threads_call_one_kernel, setup, teardown),
+        cmocka_unit_test_setup_teardown(threads_call_one_library, setup, teardown),
         cmocka_unit_test_setup_teardown(threads_state_objects, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
