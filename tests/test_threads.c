@@ -187,14 +187,21 @@ static void *call_job(void *arg)
     return NULL;
 }
 
-static void threads_call_one_kernel(void **state)
+/* The module of dense_text(variant, 64), its function shared_f. */
+static nest_module *parse_shared(int variant)
 {
-    (void)state;
-    char *text = dense_text(0, 64);
+    char *text = dense_text(variant, 64);
     nest_module *m = nest_parse(text, strlen(text), "dense.nest");
     free(text);
     assert_int_equal(nest_module_errcode(m), NEST_OK);
     shared_f = nest_module_function(m, 0);
+    return m;
+}
+
+static void threads_call_one_kernel(void **state)
+{
+    (void)state;
+    nest_module *m = parse_shared(0);
     nest_options o;
     nest_options_init(&o);
     o.openmp = 0;
@@ -229,11 +236,7 @@ static void *aot_job(void *arg)
 static void threads_call_one_library(void **state)
 {
     (void)state;
-    char *text = dense_text(1, 64);
-    nest_module *m = nest_parse(text, strlen(text), "dense.nest");
-    free(text);
-    assert_int_equal(nest_module_errcode(m), NEST_OK);
-    shared_f = nest_module_function(m, 0);
+    nest_module *m = parse_shared(1);
     nest_options o;
     nest_options_init(&o);
     o.openmp = 0;
