@@ -13,6 +13,31 @@
  * 64 floats each) and PACK_BLOCK values of each of its columns stay in L1. */
 #define PACK_BLOCK 16
 
+/* The lanes of the squares nest_transpose_* moves for the tiles of ne in type et (they come
+ * with the tile of tile_shape: thin tiles have none), or 0. */
+static int square_lanes(const nest *ne, int et)
+{
+    int lanes = ne->tile_vb / (int)nest_type_size((nest_type)et);
+    return et == ne->outs[0].value->etype && ne->tile_j == tile_vectors(et, ne->tile_vb) * lanes
+               ? lanes
+               : 0;
+}
+
+/* The C of the address of view v's element at the batch c->var[0 .. nb), index `row` along
+ * `axis` (NULL: 0) and 0 along every other axis. */
+static char *view_base(ctx *c, const fx *v, int nb, const char *row, int axis)
+{
+    buf t = {0};
+    buf_printf(&t, "%s + %lld", c->bufname[v->buf], (long long)v->off);
+    em_ref(c, v->buf);
+    for (int d = 0; d < nb; d++)
+        if (v->st[d])
+            buf_printf(&t, " + %s * %lld", c->var[d], (long long)v->st[d]);
+    if (row && v->st[axis])
+        buf_printf(&t, " + %s * %lld", row, (long long)v->st[axis]);
+    return em_finish(c, &t);
+}
+
 /* The panel `panel` of B's columns j0 .. j0 + nj (j0 and nj named by c->var[nb + 2] and nj),
  * k-major, zero past the edge; KS is the sum's extent as C (symbolic: a sum over a batch). */
 static void emit_pack_panel(ctx *c, const nest *ne, const char *KS, const char *panel,
@@ -36,21 +61,13 @@ static void emit_pack_panel(ctx *c, const nest *ne, const char *KS, const char *
          * strip of them along k (a few rows of B read in order, which the prefetchers follow):
          * the tile's own shape (thin tiles come without the helper), B of the product's type;
          * the rest of k, and a last block of fewer columns, as before */
-        int es = (int)nest_type_size((nest_type)b->etype), lanes = ne->tile_vb / es;
-        bool squares = b->etype == ne->outs[0].value->etype &&
-                       tj == tile_vectors(b->etype, ne->tile_vb) * lanes;
+        int lanes = square_lanes(ne, b->etype);
+        bool squares = lanes > 0;
         const char *kw = "0";
         if (squares) { /* one statement, as callers take it (the body of an if) */
             em_line(c, "{");
             c->indent++;
-            buf t = {0};
-            buf_printf(&t, "%s + %lld + %s * %lld", c->bufname[b->buf], (long long)b->off,
-                       c->var[nb + 2], (long long)b->st[nb + 2]);
-            em_ref(c, b->buf);
-            for (int d = 0; d < nb; d++)
-                if (b->st[d])
-                    buf_printf(&t, " + %s * %lld", c->var[d], (long long)b->st[d]);
-            char *base = em_finish(c, &t);
+            char *base = view_base(c, b, nb, c->var[nb + 2], nb + 2);
             kw = em_unique(&c->local, "kw");
             em_line(c, "const int64_t %s = %s == %d ? (%s) / %d * %d : 0;", kw, nj, tj, KS, lanes,
                     lanes);
@@ -233,15 +250,7 @@ static void emit_tile_block(ctx *c, const nest *ne, const char *KS, const tile_s
         const fx *a = ne->tile_a;
         int h = em_tile_helper(et, ne->tile_vb, tj);
         *c->helpers |= 1ull << h;
-        buf t = {0};
-        buf_printf(&t, "%s + %lld", c->bufname[a->buf], (long long)a->off);
-        em_ref(c, a->buf);
-        for (int d = 0; d < nb; d++)
-            if (a->st[d])
-                buf_printf(&t, " + %s * %lld", c->var[d], (long long)a->st[d]);
-        if (a->st[nb])
-            buf_printf(&t, " + %s * %lld", i0, (long long)a->st[nb]);
-        char *base = em_finish(c, &t);
+        char *base = view_base(c, a, nb, i0, nb);
         if (src->few) { /* rows of the product computed whole */
             em_line(c, "if (%s) {", src->few);
             em_line(c, "    for (int ii = 0; ii < %s; ii++)", ni);
@@ -311,9 +320,8 @@ static void emit_tile_block(ctx *c, const nest *ne, const char *KS, const tile_s
     /* a transposed product that leaves alone: a whole block as squares of the tile's lanes
      * (emit_transpose_fn; element by element its stores were gathers from acc, a fifth of a
      * 1x1 convolution of 256 to 1024 channels on 14x14) */
-    int lanes = ne->tile_vb / (int)nest_type_size((nest_type)et);
-    bool square = cols_outer && elements && brows == lanes &&
-                  tj == tile_vectors(et, ne->tile_vb) * lanes;
+    int lanes = square_lanes(ne, et);
+    bool square = cols_outer && elements && lanes && brows == lanes;
     bool squares = square && ne->nouts == 1;
     char tile[96];
     snprintf(tile, sizeof tile, "%s[ii * %d + jj]", acc, tj);
