@@ -232,7 +232,6 @@ static void emit_tile_helper(buf *b, int h, bool thin)
     if (!thin) {
         tile_shape(et, vb, &ti, &tj);
         emit_tile_fn(b, et, ti, tj, false);
-        emit_transpose_fn(b, et, vb / (int)nest_type_size((nest_type)et));
         return;
     }
     for (int nv = 1; nv < tile_vectors(et, vb); nv++) {
@@ -575,7 +574,7 @@ void emit_preamble(buf *b, uint64_t helpers, emit_mode mode)
      * kernels are NEST_CONTRACT too */
     uint64_t tiles = ((1ull << H_HSUM) - (1ull << H_TILE)) | ((1ull << H_STREAM) - (1ull << H_THIN));
     uint64_t vecs = (1ull << H_FLUSH) - (1ull << H_VEC);
-    if (helpers & (((2ull << H_NOINLINE) - (1ull << H_FOLD)) | tiles))
+    if (helpers & (((2ull << H_NOINLINE) - (1ull << H_FOLD)) | tiles | vecs))
         emit_helper(b, H_NOINLINE);
     if (helpers & (tiles | vecs))
         em_contract_macro(b);
@@ -583,6 +582,14 @@ void emit_preamble(buf *b, uint64_t helpers, emit_mode mode)
         if (h != H_NOINLINE && (helpers & (1ull << h))) {
             emit_helper(b, h);
             any = true;
+        }
+    /* the squares' transpose of each type and vector width that a tile (the packs of its
+     * panels, its transposed stores) or a convolution's vectors (the packs of its filters) use:
+     * H_TILE and H_VEC count their types and widths alike */
+    for (int i = 0; i < 6; i++)
+        if (helpers & ((1ull << (H_TILE + i)) | (1ull << (H_VEC + i)))) {
+            int et = i / 3 ? NEST_F64 : NEST_F32, vb = 16 << (i % 3);
+            emit_transpose_fn(b, et, vb / (int)nest_type_size((nest_type)et));
         }
     if (any)
         buf_putc(b, '\n');
