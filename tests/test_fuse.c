@@ -829,6 +829,59 @@ static void tile_transposed_by_lanes(void **state)
     check_values(f, 0);
 }
 
+/* A convolution with channels in vector lanes packs its filters by squares of the lanes
+ * (nest_transpose_*): whole panels of 16 channels, then element by element the last, partial
+ * panel (100 channels) and the sum's last values (20 channels x 9 taps = 11 squares and 4);
+ * in f32 and f64. And the form the model picks for ResNet's 512 channels at 7x7: positions in
+ * lanes for one image (the pack would not pay), channels in lanes for 8. */
+static void conv_channels_by_squares(void **state)
+{
+    nest_function *f = *state;
+    nest_value r[2];
+    for (int i = 0; i < 2; i++) {
+        nest_type t = i ? NEST_F64 : NEST_F32;
+        nest_value x = param(f, i ? "x64" : "x32", t, 4, SHAPE(3, 20, 4, 4));
+        nest_value w = param(f, i ? "w64" : "w32", t, 4, SHAPE(100, 20, 3, 3));
+        nest_value y = nest_convolution(f, x, w, NULL, NULL, SHAPE(1, 1), SHAPE(1, 1), NULL, 1);
+        r[i] = nest_maximum(f, y, nest_constant(f, t, 4, SHAPE(3, 100, 4, 4),
+                                                i ? (const void *)(const double[]){0}
+                                                  : (const void *)(const float[]){0},
+                                                1));
+        assert_value(f, r[i]);
+    }
+    ret(f, 2, r);
+    nest_options o;
+    nest_options_init(&o);
+    o.march = "x86-64-v4"; /* 16 lanes of f32, 8 of f64 */
+    char *c = nest_emit(&f, 1, NEST_EMIT_C, &o);
+    if (!c)
+        fail_msg("nest_emit: %s", nest_errmsg(f));
+    assert_int_equal(count_str(c, "tiles of 8 positions x 16 output channels"), 2);
+    assert_int_equal(count_str(c, "nest_transpose_f32_16(dst"), 1);
+    assert_int_equal(count_str(c, "nest_transpose_f64_8(dst"), 1);
+    free(c);
+    check_values(f, 1);
+    check_values(f, 0);
+
+    static const char *const forms[] = {"tiles of 4 output channels x 64 positions",
+                                        "tiles of 10 positions x 32 output channels"};
+    for (int n = 1; n <= 8; n += 7) {
+        nest_function *g = nest_function_new("resnet512");
+        assert_non_null(g);
+        nest_value x = param(g, "x", NEST_F32, 4, SHAPE(n, 512, 7, 7));
+        nest_value w = param(g, "w", NEST_F32, 4, SHAPE(512, 512, 3, 3));
+        nest_value y = nest_convolution(g, x, w, NULL, NULL, SHAPE(1, 1), SHAPE(1, 1), NULL, 1);
+        assert_value(g, y);
+        ret(g, 1, &y);
+        c = nest_emit(&g, 1, NEST_EMIT_C, &o);
+        if (!c)
+            fail_msg("nest_emit: %s", nest_errmsg(g));
+        assert_int_equal(count_str(c, forms[n > 1]), 1);
+        free(c);
+        nest_function_free(g);
+    }
+}
+
 /* Empty tensors: a fold whose outputs are empty writes nothing (and needs no workspace), a fold
  * over an empty axis still writes its initial values. */
 static void empty_folds(void **state)
@@ -1257,6 +1310,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(tile_epilogue_with_concat, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(tile_results_past_caches, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(tile_transposed_by_lanes, fn_setup, fn_teardown),
+        cmocka_unit_test_setup_teardown(conv_channels_by_squares, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(empty_folds, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(sum_middle_axis, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(row_softmax, fn_setup, fn_teardown),
