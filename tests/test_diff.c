@@ -492,6 +492,8 @@ static void build_tile(bctx *b, const void *arg)
         /* columns that waste a quarter of the tiles' where the rows fill them: computed
          * transposed (the sum not a multiple of the lanes, last blocks short both ways) */
         {256, 37, 196}, {100, 45, 70}, {100, 45, 40},
+        /* 250 columns in 256 and a small second factor: transposed for a saving of 2% */
+        {64, 24, 250},
     };
     for (size_t i = 0; i < countof_(mkn); i++) {
         int64_t m = mkn[i][0], k = mkn[i][1], n = mkn[i][2];

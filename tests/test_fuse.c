@@ -829,6 +829,32 @@ static void tile_transposed_by_lanes(void **state)
     check_values(f, 0);
 }
 
+/* A product whose columns waste a little of its tiles' (250 in 256) is computed transposed
+ * when the second factor, which it then reads across its rows, is small (24 x 250); a large
+ * one (600 x 250, 600 KB) is read along its rows and the product computed as it is. */
+static void tile_transposed_small_saving(void **state)
+{
+    nest_function *f = *state;
+    nest_value r[2];
+    for (int i = 0; i < 2; i++) {
+        int64_t k = i ? 600 : 24;
+        nest_value a = param(f, i ? "a1" : "a0", NEST_F32, 2, SHAPE(64, k));
+        nest_value b = param(f, i ? "b1" : "b0", NEST_F32, 2, SHAPE(k, 250));
+        r[i] = nest_dot(f, a, b);
+        assert_value(f, r[i]);
+    }
+    ret(f, 2, r);
+    nest_options o;
+    nest_options_init(&o);
+    o.march = "x86-64-v4"; /* 4 x 64 tiles */
+    char *c = nest_emit(&f, 1, NEST_EMIT_C, &o);
+    if (!c)
+        fail_msg("nest_emit: %s", nest_errmsg(f));
+    assert_int_equal(count_str(c, "blocks of 16 rows: the transposed result"), 1);
+    free(c);
+    check_values(f, 1);
+}
+
 /* A convolution with channels in vector lanes packs its filters by squares of the lanes
  * (nest_transpose_*): whole panels of 16 channels, then element by element the last, partial
  * panel (100 channels) and the sum's last values (20 channels x 9 taps = 11 squares and 4);
@@ -1310,6 +1336,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(tile_epilogue_with_concat, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(tile_results_past_caches, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(tile_transposed_by_lanes, fn_setup, fn_teardown),
+        cmocka_unit_test_setup_teardown(tile_transposed_small_saving, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(conv_channels_by_squares, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(empty_folds, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(sum_middle_axis, fn_setup, fn_teardown),
