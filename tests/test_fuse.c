@@ -273,6 +273,19 @@ static char *emit_c(nest_function *f, int fuse)
     return c;
 }
 
+/* The C of f, fused, as emitted for x86-64-v4 whatever this CPU is: 512-bit vectors, tiles of
+ * 4 x 64 f32, 16 lanes of f32 and 8 of f64. */
+static char *emit_c_v4(nest_function *f)
+{
+    nest_options o;
+    nest_options_init(&o);
+    o.march = "x86-64-v4";
+    char *c = nest_emit(&f, 1, NEST_EMIT_C, &o);
+    if (!c)
+        fail_msg("nest_emit: %s", nest_errmsg(f));
+    return c;
+}
+
 static int count_str(const char *s, const char *needle)
 {
     int n = 0;
@@ -813,12 +826,7 @@ static void tile_transposed_by_lanes(void **state)
     assert_value(f, r);
     assert_value(f, p);
     ret(f, 2, (nest_value[]){r, p});
-    nest_options o;
-    nest_options_init(&o);
-    o.march = "x86-64-v4"; /* 16 lanes of f32, 4 x 64 tiles */
-    char *c = nest_emit(&f, 1, NEST_EMIT_C, &o);
-    if (!c)
-        fail_msg("nest_emit: %s", nest_errmsg(f));
+    char *c = emit_c_v4(f);
     assert_int_equal(count_str(c, "blocks of 16 rows: the transposed result"), 2);
     assert_int_equal(count_str(c, "all of it once for the batch"), 2);
     /* the helper, each product's pack, the plain product's store, the absorbed's transpose */
@@ -844,12 +852,7 @@ static void tile_transposed_small_saving(void **state)
         assert_value(f, r[i]);
     }
     ret(f, 2, r);
-    nest_options o;
-    nest_options_init(&o);
-    o.march = "x86-64-v4"; /* 4 x 64 tiles */
-    char *c = nest_emit(&f, 1, NEST_EMIT_C, &o);
-    if (!c)
-        fail_msg("nest_emit: %s", nest_errmsg(f));
+    char *c = emit_c_v4(f);
     assert_int_equal(count_str(c, "blocks of 16 rows: the transposed result"), 1);
     free(c);
     check_values(f, 1);
@@ -876,12 +879,7 @@ static void conv_channels_by_squares(void **state)
         assert_value(f, r[i]);
     }
     ret(f, 2, r);
-    nest_options o;
-    nest_options_init(&o);
-    o.march = "x86-64-v4"; /* 16 lanes of f32, 8 of f64 */
-    char *c = nest_emit(&f, 1, NEST_EMIT_C, &o);
-    if (!c)
-        fail_msg("nest_emit: %s", nest_errmsg(f));
+    char *c = emit_c_v4(f);
     assert_int_equal(count_str(c, "tiles of 8 positions x 16 output channels"), 2);
     assert_int_equal(count_str(c, "nest_transpose_f32_16(dst"), 1);
     assert_int_equal(count_str(c, "nest_transpose_f64_8(dst"), 1);
@@ -899,9 +897,7 @@ static void conv_channels_by_squares(void **state)
         nest_value y = nest_convolution(g, x, w, NULL, NULL, SHAPE(1, 1), SHAPE(1, 1), NULL, 1);
         assert_value(g, y);
         ret(g, 1, &y);
-        c = nest_emit(&g, 1, NEST_EMIT_C, &o);
-        if (!c)
-            fail_msg("nest_emit: %s", nest_errmsg(g));
+        c = emit_c_v4(g);
         assert_int_equal(count_str(c, forms[n > 1]), 1);
         free(c);
         nest_function_free(g);
