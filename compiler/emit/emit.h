@@ -166,6 +166,9 @@ bool em_is_float(int etype);
 /* The helper of a tile of tile.c tj columns wide (the thin tiles' when narrower than
  * tile_shape's). */
 int em_tile_helper(int etype, int vb, int tj);
+/* The element type and vector bytes of the helper i past the first of those counted by type and
+ * width (H_TILE, H_THIN, H_VEC: + 3 * (f64) + (16, 32, 64 vector bytes)). */
+void em_helper_width(int i, int *etype, int *vector_bytes);
 /* The helper combining `lanes` partial accumulators of a fold, or -1 when there is none. */
 int em_fold_helper(int op, int etype, int lanes);
 /* The helper that sums a fold's lanes partial sums of etype, or -1. */

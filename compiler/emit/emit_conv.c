@@ -45,7 +45,8 @@ void em_contract_macro(buf *b)
 
 void em_vec_helper(buf *b, int h)
 {
-    int et = (h - H_VEC) / 3 ? NEST_F64 : NEST_F32, vb = 16 << ((h - H_VEC) % 3);
+    int et, vb;
+    em_helper_width(h - H_VEC, &et, &vb);
     char v[32];
     vec_name(v, sizeof v, et, vb);
     buf_printf(b,

@@ -18,6 +18,12 @@ int em_tile_helper(int etype, int vb, int tj)
     return (thin ? H_THIN : H_TILE) + 3 * (etype == NEST_F64) + (vb >= 64 ? 2 : vb >= 32 ? 1 : 0);
 }
 
+void em_helper_width(int i, int *etype, int *vector_bytes)
+{
+    *etype = i / 3 ? NEST_F64 : NEST_F32;
+    *vector_bytes = 16 << (i % 3);
+}
+
 int em_fold_helper(int op, int etype, int lanes)
 {
     int k = op == OP_SUM ? 0 : op == OP_MAX ? 1 : op == OP_MIN ? 2 : -1;
@@ -228,7 +234,8 @@ static void emit_transpose_fn(buf *b, int et, int lanes)
 static void emit_tile_helper(buf *b, int h, bool thin)
 {
     int base = thin ? H_THIN : H_TILE;
-    int et = (h - base) / 3 ? NEST_F64 : NEST_F32, vb = 16 << ((h - base) % 3), ti, tj;
+    int et, vb, ti, tj;
+    em_helper_width(h - base, &et, &vb);
     if (!thin) {
         tile_shape(et, vb, &ti, &tj);
         emit_tile_fn(b, et, ti, tj, false);
@@ -586,9 +593,10 @@ void emit_preamble(buf *b, uint64_t helpers, emit_mode mode)
     /* the squares' transpose of each type and vector width that a tile (the packs of its
      * panels, its transposed stores) or a convolution's vectors (the packs of its filters) use:
      * H_TILE and H_VEC count their types and widths alike */
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < H_HSUM - H_TILE; i++)
         if (helpers & ((1ull << (H_TILE + i)) | (1ull << (H_VEC + i)))) {
-            int et = i / 3 ? NEST_F64 : NEST_F32, vb = 16 << (i % 3);
+            int et, vb;
+            em_helper_width(i, &et, &vb);
             emit_transpose_fn(b, et, vb / (int)nest_type_size((nest_type)et));
         }
     if (any)

@@ -80,10 +80,8 @@ static void choose_tile(wplan *w, int etype, int vb)
     double steps = (double)cg * (double)w->taps, best[2] = {-1, -1};
     int bti[2] = {1, 1}, bnv[2] = {1, 1};
     double images = (double)(dim_is_sym(w->N) ? CONV_SYM_BATCH : w->N) * (double)w->G;
-    w->ti = w->nv = 1;
     w->lanes = lanes;
     w->vb = vb;
-    w->by_channels = false;
     for (int form = 0; form < 2; form++)
         for (int nv = 1; nv <= 4; nv++)
             for (int ti = 1; ti * nv <= budget; ti++) {
