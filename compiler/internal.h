@@ -645,6 +645,9 @@ typedef struct pbuf {
     bool dead;          /* BUF_TEMP: no longer written or read (merged away) */
     int64_t row;        /* BUF_TEMP: shrunk to one row of this many elements, a local array of
                          * its row group's loop (rows.c); 0 when it lives in the workspace */
+    const struct conv_pack *pack; /* BUF_CONST: its node's data packed so for the convolution
+                                   * that alone reads it (conv.c), count the packed elements;
+                                   * NULL: the data as they are */
 } pbuf;
 
 typedef enum fx_kind {
@@ -992,8 +995,9 @@ typedef struct wplan {
     /* the register tile: ti rows by nv vectors of lanes (vb bytes): rows are output channels
      * and lanes positions, or with by_channels, rows are positions and lanes channels (the
      * filters then packed in the workspace at packoff: per group and tile of tj channels, a
-     * panel [C/G x taps][tj]; kpad is the group's channels rounded up to whole tiles) */
-    bool by_channels;
+     * panel [C/G x taps][tj]; kpad is the group's channels rounded up to whole tiles; with
+     * prepacked, the filters are a constant packed so ahead of time: conv_pack) */
+    bool by_channels, prepacked;
     int ti, nv, lanes, vb;
     int64_t kpad, packoff;
     bool filters_outer;         /* tiles of positions run innermost (see emit_conv.c) */
@@ -1031,6 +1035,22 @@ bool conv_plan(plan *p, nest *ne, int32_t node, fx *x, fx *filters);
 int pass_conv(plan *p);
 /* One line of --dump-after on a convolution's or pool's plan. */
 void conv_describe(buf *b, const nest *ne);
+
+/* Filters packed ahead of time: a convolution with channels in lanes whose filters are a
+ * constant that nothing else reads takes them as the panels it would otherwise pack on every
+ * call (per group and tile of tj output channels, [C/G x taps][tj], zeros past the group's
+ * channels). The constant's buffer then holds conv_pack_count elements, which whoever gives
+ * the constant's data (the AOT tables, nest_build_so's data, the JIT's copies) makes with
+ * conv_pack_data from the node's. */
+typedef struct conv_pack {
+    int64_t K, G;    /* output channels, groups */
+    int64_t ct;      /* a group's input channels x taps: one output channel's filters */
+    int64_t tj;      /* a tile's output channels */
+    int64_t kpad;    /* a group's output channels rounded up to whole tiles */
+} conv_pack;
+int64_t conv_pack_count(const conv_pack *pk);
+/* dst (conv_pack_count elements of esize bytes) from src, the filters [K, C/G, f..]. */
+void conv_pack_data(const conv_pack *pk, size_t esize, const void *src, void *dst);
 
 /* ---------------------------------------------------------------------------------------------
  * passes/rows.c: outer-loop fusion
@@ -1177,8 +1197,14 @@ typedef struct jit_info {
     bool ws_dims; /* symbolic dims: whether anything is placed in the workspace at some sizes */
     int32_t nconsts;
     int32_t *const_nodes;
+    conv_pack *const_packs; /* per constant, how its data are packed (K 0: as they are) */
     const struct nest_function *const_fn;
 } jit_info;
+/* The data of constant i as the code reads them, size in *bytes: its node's, or packed into a
+ * malloc'd copy left in *owned (the caller frees it; NULL otherwise). NULL when out of memory. */
+const void *pipeline_const_data(const jit_info *info, int32_t i, size_t *bytes, void **owned);
+/* Frees what pipeline_consts or pipeline_emit_jit left in info. */
+void pipeline_info_free(jit_info *info);
 /* The module whose state the C of fns declares: mod if it has state, else the first of the
  * functions' modules with state, or NULL. */
 const nest_module *pipeline_state_module(const nest_module *mod, nest_function *const *fns, int n);

@@ -365,11 +365,15 @@ static int emit_all(const nest_module *mod, nest_function *const *fns, int n, ne
             info->nconsts = p.nconsts;
             info->const_fn = p.f;
             info->const_nodes = calloc((size_t)p.nconsts + 1, sizeof *info->const_nodes);
-            if (!info->const_nodes)
+            info->const_packs = calloc((size_t)p.nconsts + 1, sizeof *info->const_packs);
+            if (!info->const_nodes || !info->const_packs)
                 st = ir_error(fns[i], NEST_ERR_NOMEM, "out of memory");
             for (int32_t b = 0; st == NEST_OK && b < p.nbufs; b++)
-                if (p.bufs[b].kind == BUF_CONST)
+                if (p.bufs[b].kind == BUF_CONST) {
                     info->const_nodes[p.bufs[b].index] = p.bufs[b].node;
+                    if (p.bufs[b].pack)
+                        info->const_packs[p.bufs[b].index] = *p.bufs[b].pack;
+                }
         }
         free(p.table);
         arena_free(&a);
@@ -410,11 +414,39 @@ static int emit_all(const nest_module *mod, nest_function *const *fns, int n, ne
     return NEST_OK;
 }
 
+const void *pipeline_const_data(const jit_info *info, int32_t i, size_t *bytes, void **owned)
+{
+    const ir_node *n = &info->const_fn->nodes[info->const_nodes[i]];
+    const conv_pack *pk = &info->const_packs[i];
+    size_t esize = nest_type_size((nest_type)n->etype);
+    *owned = NULL;
+    if (pk->K == 0) {
+        *bytes = (size_t)n->a.constant.count * esize;
+        return n->a.constant.data;
+    }
+    *bytes = (size_t)conv_pack_count(pk) * esize;
+    if (!(*owned = malloc(*bytes + 1)))
+        return NULL;
+    conv_pack_data(pk, esize, n->a.constant.data, *owned);
+    return *owned;
+}
+
+void pipeline_info_free(jit_info *info)
+{
+    free(info->const_nodes);
+    free(info->const_packs);
+    info->const_nodes = NULL;
+    info->const_packs = NULL;
+}
+
 int pipeline_consts(nest_function *f, const nest_options *opts, jit_info *info)
 {
     buf out = {0};
+    memset(info, 0, sizeof *info);
     int st = emit_all(NULL, &f, 1, NEST_EMIT_H, EMIT_AOT, opts, &out, info);
     buf_reset(&out);
+    if (st != NEST_OK)
+        pipeline_info_free(info);
     return st;
 }
 
@@ -452,8 +484,7 @@ char *pipeline_emit_jit(nest_function *f, const nest_options *opts, jit_info *in
     buf out = {0};
     memset(info, 0, sizeof *info);
     if (emit_all(NULL, &f, 1, NEST_EMIT_C, EMIT_JIT, opts, &out, info) != NEST_OK) {
-        free(info->const_nodes);
-        info->const_nodes = NULL;
+        pipeline_info_free(info);
         buf_reset(&out);
         return NULL;
     }

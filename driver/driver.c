@@ -177,11 +177,15 @@ nest_kernel *nest_compile(nest_function *f, const nest_options *opts)
         goto nomem;
     k->nconsts = info.nconsts;
     for (int32_t i = 0; i < info.nconsts; i++) {
-        const ir_node *n = &info.const_fn->nodes[info.const_nodes[i]];
-        size_t bytes = (size_t)n->a.constant.count * nest_type_size((nest_type)n->etype);
-        if (!(k->consts[i] = malloc(bytes + 1)))
+        size_t bytes;
+        void *owned;
+        const void *data = pipeline_const_data(&info, i, &bytes, &owned);
+        if (!data)
             goto nomem;
-        memcpy(k->consts[i], n->a.constant.data, bytes);
+        if (!owned && (owned = malloc(bytes + 1)))
+            memcpy(owned, data, bytes);
+        if (!(k->consts[i] = owned))
+            goto nomem;
     }
     if (info.ws_size > 0) {
         k->ws_size = (size_t)info.ws_size;
@@ -246,7 +250,7 @@ entered:
         for (int32_t i = 0; i < info.nconsts; i++)
             table[i] = k->consts[i];
     }
-    free(info.const_nodes);
+    pipeline_info_free(&info);
     free(src);
     free(err);
     k->compile_ms = clock_ms() - t0;
@@ -255,7 +259,7 @@ entered:
 nomem:
     ir_error(f, NEST_ERR_NOMEM, "compiling %s: out of memory", f->name);
 fail:
-    free(info.const_nodes);
+    pipeline_info_free(&info);
     free(src);
     free(err);
     nest_kernel_free(k);
@@ -514,7 +518,26 @@ typedef struct blobs {
     char (*syms)[IR_MAX_NAME + 64];
     int n;
     size_t cap;
+    void **owned;      /* data made for the build (constants packed ahead of time), freed with it */
+    size_t nowned, capowned;
 } blobs;
+
+/* Keeps p, to be freed with the blobs; false (p freed) when out of memory. */
+static bool blobs_own(blobs *bl, void *p)
+{
+    if (bl->nowned == bl->capowned) {
+        size_t cap = bl->capowned ? bl->capowned * 2 : 16;
+        void **v = realloc(bl->owned, cap * sizeof *v);
+        if (!v) {
+            free(p);
+            return false;
+        }
+        bl->owned = v;
+        bl->capowned = cap;
+    }
+    bl->owned[bl->nowned++] = p;
+    return true;
+}
 
 /* Room for `more` blobs; false when out of memory (what is there stays). */
 static bool blobs_reserve(blobs *bl, size_t more)
@@ -550,6 +573,9 @@ static void blobs_free(blobs *bl)
 {
     free(bl->b);
     free(bl->syms);
+    for (size_t i = 0; i < bl->nowned; i++)
+        free(bl->owned[i]);
+    free(bl->owned);
 }
 
 /* nest_build_so of n functions, with the state of module m (NULL: of the functions' module),
@@ -584,12 +610,19 @@ static int build_so(nest_module *m, nest_function *const *fns, int n, const char
             st = ir_error(fns[i], NEST_ERR_NOMEM, "out of memory");
         for (int32_t k = 0; st == NEST_OK && k < info.nconsts; k++) {
             const ir_node *c = &info.const_fn->nodes[info.const_nodes[k]];
-            if (emit_const_is_data(c->a.constant.count, c->etype))
-                blobs_add(&bl, c->a.constant.data,
-                          (size_t)c->a.constant.count * nest_type_size((nest_type)c->etype),
-                          "nest_const_%s_%d", fns[i]->name, k);
+            size_t bytes;
+            void *owned;
+            if (!emit_const_is_data(info.const_packs[k].K ? conv_pack_count(&info.const_packs[k])
+                                                          : c->a.constant.count,
+                                    c->etype))
+                continue;
+            const void *data = pipeline_const_data(&info, k, &bytes, &owned);
+            if (!data || (owned && !blobs_own(&bl, owned)))
+                st = ir_error(fns[i], NEST_ERR_NOMEM, "out of memory");
+            else
+                blobs_add(&bl, data, bytes, "nest_const_%s_%d", fns[i]->name, k);
         }
-        free(info.const_nodes);
+        pipeline_info_free(&info);
     }
     /* and the state's initial values given as arrays, above EMIT_DATA_BYTES */
     const nest_module *sm = pipeline_state_module(m, fns, n);

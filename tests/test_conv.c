@@ -76,7 +76,10 @@ static uint64_t rnd(uint64_t *s)
  * Cases: convolutions and pools with their element-wise work, several in one function
  * ------------------------------------------------------------------------------------------- */
 
-enum { E_BIAS = 1, E_BN = 2, E_RES = 4, E_RELU = 8, E_TWICE = 16, E_KEEP = 32 };
+/* E_CONST: the filters a constant (packed ahead of time where the tiles take channels in
+ * lanes); E_CONST_KEPT: and a result too (then they are packed per call) */
+enum { E_BIAS = 1, E_BN = 2, E_RES = 4, E_RELU = 8, E_TWICE = 16, E_KEEP = 32, E_CONST = 64,
+       E_CONST_KEPT = 128 };
 
 typedef struct spec {
     int nsp;
@@ -141,6 +144,29 @@ static nest_value channel_vector(bld *b, nest_type t, int64_t k, int rank, const
     return nest_broadcast(b->f, v, rank, shape, rank - 1, axes);
 }
 
+/* Filters of `shape` as a constant of small integers (exact in any type) from seed. */
+static nest_value const_filters(bld *b, nest_type t, int rank, const int64_t *shape,
+                                uint64_t seed)
+{
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++)
+        n *= shape[i];
+    size_t esize = t == NEST_F32 ? sizeof(float) : sizeof(double);
+    char *v = malloc((size_t)n * esize + 1);
+    if (!v)
+        return -1;
+    for (int64_t i = 0; i < n; i++) {
+        double x = (double)(rnd(&seed) % 7) - 3;
+        if (t == NEST_F32)
+            ((float *)v)[i] = (float)x;
+        else
+            ((double *)v)[i] = x;
+    }
+    nest_value w = nest_constant(b->f, t, rank, shape, v, n);
+    free(v);
+    return w;
+}
+
 /* A convolution of spec sp with its element-wise work; returns its value. */
 static nest_value conv_of(bld *b, nest_type t, const spec *sp)
 {
@@ -151,7 +177,15 @@ static nest_value conv_of(bld *b, nest_type t, const spec *sp)
         xs[2 + i] = sp->d[i];
         ws[2 + i] = sp->f[i];
     }
-    nest_value x = A(b, param(b, t, rank, xs)), w = A(b, param(b, t, rank, ws));
+    nest_value x = A(b, param(b, t, rank, xs)), w;
+    if (sp->epi & (E_CONST | E_CONST_KEPT)) {
+        w = const_filters(b, t, rank, ws, (uint64_t)b->np * 7919 + (uint64_t)sp->k);
+        if (sp->epi & E_CONST_KEPT)
+            b->res[b->nres++] = w;
+        w = A(b, w);
+    } else {
+        w = A(b, param(b, t, rank, ws));
+    }
     nest_value y = nest_convolution(f, x, w, given(sp->s, sp->nsp), given(sp->dil, sp->nsp),
                                     given(sp->pb, sp->nsp), given(sp->pa, sp->nsp),
                                     given(sp->dd, sp->nsp), sp->g ? sp->g : 1);
@@ -610,6 +644,15 @@ static const spec CONV_BIG[] = {
      * of 32 channels, the 3 images' 2 tiles of 8 positions each) */
     {2, 3, 128, 96, 1, S3(4, 4, 0), S3(3, 3, 0), {0}, {0}, S3(1, 1, 0), S3(1, 1, 0), {0},
      E_BN | E_RELU},
+    /* the same with constant filters, packed ahead of time; then grouped (two groups of 40
+     * channels, each a panel of 48 with 8 of zeros under AVX-512); then constant filters that
+     * are a result too, packed per call */
+    {2, 3, 128, 96, 1, S3(4, 4, 0), S3(3, 3, 0), {0}, {0}, S3(1, 1, 0), S3(1, 1, 0), {0},
+     E_BN | E_RELU | E_CONST},
+    {2, 1, 64, 80, 2, S3(5, 5, 0), S3(3, 3, 0), {0}, {0}, S3(1, 1, 0), S3(1, 1, 0), {0},
+     E_BIAS | E_CONST},
+    {2, 2, 128, 96, 1, S3(4, 4, 0), S3(3, 3, 0), {0}, {0}, S3(1, 1, 0), S3(1, 1, 0), {0},
+     E_RELU | E_CONST_KEPT},
 };
 
 static void test_conv_big(void **state)

@@ -904,6 +904,63 @@ static void conv_channels_by_squares(void **state)
     }
 }
 
+/* Filters of `shape` as a constant of small integers from seed (exact sums in f32). */
+static nest_value const_filters(nest_function *f, int rank, const int64_t *shape, int seed)
+{
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++)
+        n *= shape[i];
+    float *v = malloc((size_t)n * sizeof *v);
+    assert_non_null(v);
+    for (int64_t i = 0; i < n; i++)
+        v[i] = (float)((i * 7919 + seed * 104729) % 7) - 3;
+    nest_value w = nest_constant(f, NEST_F32, rank, shape, v, n);
+    free(v);
+    assert_value(f, w);
+    return w;
+}
+
+/* Constant filters of a convolution with channels in lanes are packed ahead of time: the C
+ * reads the constant as panels and packs nothing per call; filters that something else reads
+ * too (here a result) are packed per call. And 512 channels at 7x7 for one image take channels
+ * in lanes when the pack costs nothing. */
+static void conv_filters_packed_ahead(void **state)
+{
+    nest_function *f = *state;
+    nest_value x = param(f, "x", NEST_F32, 4, SHAPE(3, 20, 4, 4));
+    nest_value w1 = const_filters(f, 4, SHAPE(100, 20, 3, 3), 1);
+    nest_value w2 = const_filters(f, 4, SHAPE(100, 20, 3, 3), 2);
+    nest_value r[3];
+    r[0] = nest_convolution(f, x, w1, NULL, NULL, SHAPE(1, 1), SHAPE(1, 1), NULL, 1);
+    r[1] = nest_convolution(f, x, w2, NULL, NULL, SHAPE(1, 1), SHAPE(1, 1), NULL, 1);
+    r[2] = w2;
+    assert_value(f, r[0]);
+    assert_value(f, r[1]);
+    ret(f, 3, r);
+    char *c = emit_c_v4(f);
+    assert_int_equal(count_str(c, "tiles of 8 positions x 16 output channels"), 2);
+    assert_int_equal(count_str(c, "the filters, packed ahead of time"), 1);
+    assert_int_equal(count_str(c, "packed for its convolution: per group and 16 output "
+                                  "channels, [180: input channel x tap][16]"), 1);
+    assert_int_equal(count_str(c, "nest_transpose_f32_16(dst"), 1); /* w2's, per call */
+    free(c);
+    check_values(f, 1);
+    check_values(f, 0);
+
+    nest_function *g = nest_function_new("resnet512");
+    assert_non_null(g);
+    x = param(g, "x", NEST_F32, 4, SHAPE(1, 512, 7, 7));
+    nest_value y = nest_convolution(g, x, const_filters(g, 4, SHAPE(512, 512, 3, 3), 3), NULL,
+                                    NULL, SHAPE(1, 1), SHAPE(1, 1), NULL, 1);
+    assert_value(g, y);
+    ret(g, 1, &y);
+    c = emit_c_v4(g);
+    assert_int_equal(count_str(c, "tiles of 10 positions x 32 output channels"), 1);
+    assert_int_equal(count_str(c, "the filters, packed ahead of time"), 1);
+    free(c);
+    nest_function_free(g);
+}
+
 /* Empty tensors: a fold whose outputs are empty writes nothing (and needs no workspace), a fold
  * over an empty axis still writes its initial values. */
 static void empty_folds(void **state)
@@ -1334,6 +1391,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(tile_transposed_by_lanes, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(tile_transposed_small_saving, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(conv_channels_by_squares, fn_setup, fn_teardown),
+        cmocka_unit_test_setup_teardown(conv_filters_packed_ahead, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(empty_folds, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(sum_middle_axis, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(row_softmax, fn_setup, fn_teardown),

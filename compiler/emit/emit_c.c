@@ -226,19 +226,36 @@ static void emit_constants(ctx *c)
         c->bufname[b] = em_unique(&c->fn, nm);
         if (c->mode == EMIT_JIT)
             continue;
+        if (pb->pack)
+            buf_printf(c->b, "/* %s packed for its convolution: per group and %lld output "
+                             "channels, [%lld: input channel x tap][%lld] */\n",
+                       namer_name(&c->nm, pb->node), (long long)pb->pack->tj,
+                       (long long)pb->pack->ct, (long long)pb->pack->tj);
         if (emit_const_is_data(pb->count, pb->etype)) {
             buf b2 = {0};
             ir_format_type(&b2, c->f, pb->node);
             char *t = buf_finish(&b2);
-            buf_printf(c->b, "/* %s: %s, %lld bytes of data linked beside this C, not text */\n",
-                       namer_name(&c->nm, pb->node), t ? t : "?",
+            buf_printf(c->b, "/* %s: %s%s, %lld bytes of data linked beside this C, not text */\n",
+                       namer_name(&c->nm, pb->node), t ? t : "?", pb->pack ? " packed" : "",
                        (long long)(pb->count * (int64_t)nest_type_size((nest_type)pb->etype)));
             free(t);
             buf_printf(c->b, "extern const %s %s[%lld] __attribute__((visibility(\"hidden\"), "
                        "aligned(64)));\n", em_ctype(pb->etype), c->bufname[b], (long long)pb->count);
             continue;
         }
-        emit_table(c->b, c->bufname[b], pb->etype, n->a.constant.data, pb->count);
+        if (!pb->pack) {
+            emit_table(c->b, c->bufname[b], pb->etype, n->a.constant.data, pb->count);
+            continue;
+        }
+        size_t esize = nest_type_size((nest_type)pb->etype);
+        void *packed = malloc((size_t)pb->count * esize + 1);
+        if (!packed) {
+            c->b->failed = true;
+            continue;
+        }
+        conv_pack_data(pb->pack, esize, n->a.constant.data, packed);
+        emit_table(c->b, c->bufname[b], pb->etype, packed, pb->count);
+        free(packed);
     }
     if (c->mode == EMIT_JIT && p->nconsts > 0) {
         char nm[IR_MAX_NAME + 32];

@@ -885,7 +885,11 @@ static void emit_conv(ctx *c, int32_t k)
         em_ref_ws(c);
         emit_copy(c, w, xp, w->packoff, NULL);
     }
-    if (w->by_channels) {
+    if (w->by_channels && w->prepacked) {
+        em_line(c, "const %s *restrict %s = %s; /* the filters, packed ahead of time */", T, wp,
+                bufname(c, w->wbuf));
+        emit_tiles_by_channels(c, k, xp, wp);
+    } else if (w->by_channels) {
         em_line(c, "%s *restrict %s = (%s *)(ws + %s) + %s;", T, wp, T, at, packoff);
         em_ref_ws(c);
         emit_pack(c, w, wp);

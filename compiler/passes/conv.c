@@ -14,7 +14,8 @@
  *     Positions of the planes' margins are computed too and never stored (a 56-wide row padded
  *     to 58 spends 2 of 58 lanes);
  *   - channels in lanes: `ti` positions by `nv` vectors of output channels; the filters are
- *     packed once per call into panels of a tile's channels, the input broadcast. No margin is
+ *     packed once per call into panels of a tile's channels (ahead of time when they are a
+ *     constant that nothing else reads: conv_pack), the input broadcast. No margin is
  *     computed: on small images (7x7: 49 positions of 61 in the planes, 64 lanes) the packing
  *     pays for itself once a batch has a few images.
  * When nothing needs padding, dilating or splitting and x is a dense buffer, x is read in place
@@ -68,8 +69,9 @@ static double step_cycles(int ti, int nv) { return (ti * nv > 8 ? ti * nv : 8) +
  *   once per call so that each tap's channels are consecutive (no margin is computed: it wins
  *   on small images, 7x7 and 14x14, where the margins and a partial vector cost a quarter of
  *   the lanes).
- * Costs are cycles of the whole convolution: tiles x (steps x cycles per step + the store). */
-static void choose_tile(wplan *w, int etype, int vb)
+ * Costs are cycles of the whole convolution: tiles x (steps x cycles per step + the store).
+ * Constant filters (const_filters) are packed ahead of time: their pack costs nothing. */
+static void choose_tile(wplan *w, int etype, int vb, bool const_filters)
 {
     int lanes = vb / (int)nest_type_size((nest_type)etype);
     /* vector accumulators: with 32 registers, 24 leave room for the tile's 4 vectors of filters
@@ -105,9 +107,9 @@ static void choose_tile(wplan *w, int etype, int vb)
                      * transposes every filter, by squares where a panel is whole */
                     double panel = steps * (double)nv * vb;
                     double l3 = panel > CONV_L2_HALF ? nv * vb / 64.0 : 0;
-                    double pack = kg >= (int64_t)nv * lanes && steps >= lanes
-                                      ? CONV_PACK_SQUARES
-                                      : CONV_PACK_ELEMENTS;
+                    double pack = const_filters                               ? 0
+                                  : kg >= (int64_t)nv * lanes && steps >= lanes ? CONV_PACK_SQUARES
+                                                                                : CONV_PACK_ELEMENTS;
                     cost = tiles * (steps * (step_cycles(ti, nv) + l3) + 4.0 * ti * nv * lanes) +
                            pack * (double)w->K * steps / images;
                 }
@@ -340,6 +342,7 @@ bool conv_plan(plan *p, nest *ne, int32_t node, fx *x, fx *filters)
         w->o[i] = n->shape[2 + i];
     }
     w->wbuf = w->xbuf = -1;
+    w->by_channels = w->prepacked = false;
     ne->win = w;
     if (n->op != OP_CONVOLUTION)
         return true;
@@ -350,7 +353,12 @@ bool conv_plan(plan *p, nest *ne, int32_t node, fx *x, fx *filters)
             p->status = NEST_ERR_NOMEM;
         return false;
     }
-    choose_tile(w, n->etype, tile_vector_bytes(p->opts));
+    /* filters that are a whole constant may be packed ahead of time (pass_conv decides, once it
+     * knows that nothing else reads them; when something does, they are packed per call) */
+    const pbuf *fb = &p->bufs[filters->buf];
+    bool const_filters = fb->kind == BUF_CONST && filters->off == 0 && !fb->pack &&
+                         fb->count == ir_count(&f->nodes[fb->node]);
+    choose_tile(w, n->etype, tile_vector_bytes(p->opts), const_filters);
     /* the planes of one image and group, with the slack of the last tile */
     double bytes = ((double)(w->C / w->G) * (double)w->cstride + (double)(w->nv * w->lanes)) *
                    (double)nest_type_size((nest_type)n->etype);
@@ -377,7 +385,7 @@ static bool make_private(plan *p, nest *ne)
         else if (!over)
             over = mul_overflows(w->N, one, &copy) || add_overflows(copy, slack, &copy);
     }
-    if (w->by_channels)
+    if (w->by_channels && !w->prepacked)
         over |= mul_overflows(w->C, w->taps, &filters) ||
                 mul_overflows(filters, w->kpad, &filters);
     w->packoff = copy;
@@ -402,8 +410,9 @@ void conv_describe(buf *b, const nest *ne)
         return;
     }
     if (w->by_channels)
-        buf_printf(b, "    (direct: tiles of %d positions x %d channels, filters packed%s, ",
-                   w->ti, w->nv * w->lanes, w->images_inner ? ", images inside" : "");
+        buf_printf(b, "    (direct: tiles of %d positions x %d channels, filters packed%s%s, ",
+                   w->ti, w->nv * w->lanes, w->prepacked ? " ahead of time" : "",
+                   w->images_inner ? ", images inside" : "");
     else
         buf_printf(b, "    (direct: tiles of %d channels x %d positions, %lld per image in ",
                    w->ti, w->nv * w->lanes, (long long)w->q);
@@ -448,6 +457,56 @@ static bool absorb(plan *p, int32_t k, const int32_t *readers)
     return nest_absorb(p, k, e, ep->outs, readers);
 }
 
+/* ---- filters packed ahead of time ---- */
+
+int64_t conv_pack_count(const conv_pack *pk)
+{
+    return pk->G * pk->kpad * pk->ct;
+}
+
+void conv_pack_data(const conv_pack *pk, size_t esize, const void *src, void *dst)
+{
+    const char *s = src;
+    char *d = dst;
+    int64_t kg = pk->K / pk->G, kt = pk->kpad / pk->tj;
+    for (int64_t gb = 0; gb < pk->G * kt; gb++) { /* a panel: group gb / kt, its tile gb % kt */
+        int64_t k0 = gb % kt * pk->tj, rows = kg - k0 < pk->tj ? kg - k0 : pk->tj;
+        const char *from = s + (size_t)((gb / kt * kg + k0) * pk->ct) * esize;
+        char *to = d + (size_t)(gb * pk->ct * pk->tj) * esize;
+        for (int64_t e = 0; e < pk->ct; e++)
+            for (int64_t j = 0; j < pk->tj; j++) {
+                char *at = to + (size_t)(e * pk->tj + j) * esize;
+                if (j < rows)
+                    memcpy(at, from + (size_t)(j * pk->ct + e) * esize, esize);
+                else
+                    memset(at, 0, esize);
+            }
+    }
+}
+
+/* Packs the filters of convolution nest ne ahead of time when they are a whole constant that
+ * only ne reads (readers: nest_readers' counts): its buffer becomes the packed panels. */
+static bool prepack(plan *p, nest *ne, const int32_t *readers)
+{
+    wplan *w = ne->win;
+    pbuf *pb = &p->bufs[w->wbuf];
+    if (!w->by_channels || pb->kind != BUF_CONST || pb->pack || w->woff != 0 ||
+        pb->count != ir_count(&p->f->nodes[pb->node]) || readers[w->wbuf] != 1 ||
+        fx_reads(p, w->x, w->wbuf))
+        return p->status == NEST_OK;
+    conv_pack *pk = arena_alloc(p->a, sizeof *pk);
+    if (!pk) {
+        p->status = NEST_ERR_NOMEM;
+        return false;
+    }
+    *pk = (conv_pack){.K = w->K, .G = w->G, .ct = w->C / w->G * w->taps,
+                      .tj = (int64_t)w->nv * w->lanes, .kpad = w->kpad};
+    pb->pack = pk;
+    pb->count = conv_pack_count(pk);
+    w->prepacked = true;
+    return true;
+}
+
 int pass_conv(plan *p)
 {
     int32_t *readers = NULL;
@@ -455,6 +514,9 @@ int pass_conv(plan *p)
         nest *ne = &p->nests[k];
         if (!ne->win || ne->dead)
             continue;
+        if (ne->win->by_channels && p->bufs[ne->win->wbuf].kind == BUF_CONST &&
+            (!(readers || (readers = nest_readers(p))) || !prepack(p, ne, readers)))
+            break;
         bool ok = ne->win->wbuf < 0 || make_private(p, ne);
         if (ok && p->opts->fuse) /* --no-fuse: every op keeps its nest */
             ok = (readers || (readers = nest_readers(p))) && absorb(p, k, readers);
