@@ -656,6 +656,38 @@ static void test_compile_windows(void **state)
     nest_module_free(m);
 }
 
+/* Constant filters packed ahead of time over a symbolic batch (channels in lanes, costed for
+ * a few images): the text gives every value of the constant. */
+static void test_compile_const_filters(void **state)
+{
+    (void)state;
+    static const char head[] = "func packed(x: f32[N,32,5,5]) -> f32[N,128,5,5] {\n"
+                               "  w = constant(f32[128,32,3,3], [";
+    static const char tail[] = "])\n  return convolution(x, w, pad_below=[1,1], "
+                               "pad_above=[1,1])\n}\n";
+    size_t n = 128 * 32 * 9, len = sizeof head + n * 3 + sizeof tail;
+    char *text = malloc(len), *at = text;
+    assert_non_null(text);
+    at += sprintf(at, "%s", head);
+    for (size_t i = 0; i < n; i++)
+        at += sprintf(at, "%s%d", i ? "," : "", (int)(i * 7919 % 5) - 2);
+    sprintf(at, "%s", tail);
+    static const int64_t sizes[] = {0, 1, 3, 9};
+    compile_at_sizes(text, sizes, sizeof sizes / sizeof *sizes);
+    nest_module *m = parse_ok(text);
+    nest_function *f = nest_module_find(m, "packed");
+    nest_options o;
+    nest_options_init(&o);
+    o.march = "x86-64-v4";
+    char *c = nest_emit(&f, 1, NEST_EMIT_C, &o);
+    assert_non_null(c);
+    if (!strstr(c, "the filters, packed ahead of time"))
+        fail_msg("no filters packed ahead of time in:\n%.4000s", c);
+    nest_string_free(c);
+    nest_module_free(m);
+    free(text);
+}
+
 /* Gathers and scatter_adds along and across a symbolic batch (indices into N rows clamped to
  * them at run time; none to take from N = 0 is refused), and batch_dot over it. */
 static const char indexed_text[] =
@@ -1164,6 +1196,7 @@ int main(void)
         cmocka_unit_test(test_compile_products),
         cmocka_unit_test(test_call_checks),
         cmocka_unit_test(test_compile_windows),
+        cmocka_unit_test(test_compile_const_filters),
         cmocka_unit_test(test_compile_indexed),
         cmocka_unit_test(test_compile_bad_sizes),
         cmocka_unit_test(test_compile_refused),
