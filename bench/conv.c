@@ -17,7 +17,7 @@
  * PyTorch runs the same computation in eager mode under torch.no_grad() with
  * its threads matched (bench/conv_peers.py: torch.set_num_threads and its BLAS's). Both get the same inputs, and their
  * results must agree. nest's own product of 2048 x 2048 matrices is measured the same way: the
- * 3x3 layers are judged against it.
+ * 3x3 layers with their filters a parameter are judged against it.
  *
  * Each round times a batch of calls (at least BATCH_SECONDS) of nest and then of PyTorch, in
  * alternating order; the ratio of a round is PyTorch's time over nest's, and the table gives the
