@@ -69,7 +69,7 @@ COMPILER_SRC := compiler/graph/types.c compiler/graph/ir.c compiler/graph/dims.c
                 compiler/front/onnx_read.c compiler/front/onnx_ops.c compiler/front/onnx_math.c \
                 compiler/front/onnx_shape.c compiler/front/onnx_nn.c compiler/front/onnx_conv.c \
                 compiler/passes/layout.c compiler/passes/walk.c compiler/passes/fuse.c \
-                compiler/passes/merge.c compiler/passes/conv.c \
+                compiler/passes/merge.c compiler/passes/conv.c compiler/passes/prepack.c \
                 compiler/passes/rows.c compiler/passes/flatten.c compiler/passes/tile.c \
                 compiler/passes/memplan.c \
                 compiler/emit/emit_text.c compiler/emit/emit_loops.c compiler/emit/emit_topk.c \

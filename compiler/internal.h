@@ -645,9 +645,9 @@ typedef struct pbuf {
     bool dead;          /* BUF_TEMP: no longer written or read (merged away) */
     int64_t row;        /* BUF_TEMP: shrunk to one row of this many elements, a local array of
                          * its row group's loop (rows.c); 0 when it lives in the workspace */
-    const struct conv_pack *pack; /* BUF_CONST: its node's data packed so for the convolution
-                                   * that alone reads it (conv.c), count the packed elements;
-                                   * NULL: the data as they are */
+    const struct const_pack *pack; /* BUF_CONST: its node's data packed so for the one nest
+                                    * that reads it (prepack.c), count the packed elements;
+                                    * NULL: the data as they are */
 } pbuf;
 
 typedef enum fx_kind {
@@ -731,6 +731,8 @@ typedef struct nest {
     bool b_shared;       /* tile.c: a batch of products whose B ignores the batch (the
                           * filters of a 1x1 convolution computed transposed): B packed whole
                           * once, then the tiles of every product */
+    bool b_packed;       /* tile.c: B is a constant stored as its panels (prepack.c): nothing
+                          * packed per call, the panels read from the constant */
     int32_t pack;        /* the workspace buffer private to the nest, or -1: a tiled product's
                           * packed panel (tile.c; -1 for a batch of products: a local array),
                           * a convolution's copy of its input (conv.c) */
@@ -996,7 +998,7 @@ typedef struct wplan {
      * and lanes positions, or with by_channels, rows are positions and lanes channels (the
      * filters then packed in the workspace at packoff: per group and tile of tj channels, a
      * panel [C/G x taps][tj]; kpad is the group's channels rounded up to whole tiles; with
-     * prepacked, the filters are a constant packed so ahead of time: conv_pack) */
+     * prepacked, the filters are a constant packed so ahead of time: prepack.c) */
     bool by_channels, prepacked;
     int ti, nv, lanes, vb;
     int64_t kpad, packoff;
@@ -1036,21 +1038,39 @@ int pass_conv(plan *p);
 /* One line of --dump-after on a convolution's or pool's plan. */
 void conv_describe(buf *b, const nest *ne);
 
-/* Filters packed ahead of time: a convolution with channels in lanes whose filters are a
- * constant that nothing else reads takes them as the panels it would otherwise pack on every
- * call (per group and tile of tj output channels, [C/G x taps][tj], zeros past the group's
- * channels). The constant's buffer then holds conv_pack_count elements, which whoever gives
- * the constant's data (the AOT tables, nest_build_so's data, the JIT's copies) makes with
- * conv_pack_data from the node's. */
-typedef struct conv_pack {
-    int64_t K, G;    /* output channels, groups */
-    int64_t ct;      /* a group's input channels x taps: one output channel's filters */
-    int64_t tj;      /* a tile's output channels */
-    int64_t kpad;    /* a group's output channels rounded up to whole tiles */
-} conv_pack;
-int64_t conv_pack_count(const conv_pack *pk);
-/* dst (conv_pack_count elements of esize bytes) from src, the filters [K, C/G, f..]. */
-void conv_pack_data(const conv_pack *pk, size_t esize, const void *src, void *dst);
+/* ---------------------------------------------------------------------------------------------
+ * passes/prepack.c: constants packed ahead of time
+ * ------------------------------------------------------------------------------------------- */
+
+/* A constant that one nest alone reads, and reads as panels it would otherwise pack on every
+ * call, is stored as those panels: its buffer gets a const_pack (and count becomes
+ * const_pack_count), and whoever gives the constant's data (the AOT file's tables,
+ * nest_build_so's linked data, the JIT's copies) makes it with const_pack_data from the
+ * node's. Two kinds:
+ *   - CONST_PACK_CONV: a convolution's filters [K, C/G, f..] for its tiles with channels in
+ *     lanes: per group and tile of tj output channels, a panel [C/G x taps][tj], zeros past
+ *     the group's channels (kpad: the group's channels rounded up to whole tiles);
+ *   - CONST_PACK_PANELS: the second factor of a tiled product, a view of the constant (element
+ *     (k, j) at off + k * stk + j * stj), K x J: per block of tj columns a panel [K][tj], zeros
+ *     past J. */
+enum { CONST_PACK_NONE, CONST_PACK_CONV, CONST_PACK_PANELS };
+typedef struct const_pack {
+    int kind;
+    int64_t tj;        /* the panels' columns: a tile's output channels, or its columns */
+    int64_t K, G, ct, kpad; /* CONV: output channels, groups, C/G x taps, padded channels */
+    int64_t off, stk, stj, J; /* PANELS: the view (K its rows), its columns */
+} const_pack;
+int64_t const_pack_count(const const_pack *pk);
+/* dst (const_pack_count elements of esize bytes) from src, the node's data. */
+void const_pack_data(const const_pack *pk, size_t esize, const void *src, void *dst);
+/* Packs the filters of convolution nest ne (channels in lanes) ahead of time when they are a
+ * whole constant that only ne reads (readers: nest_readers' counts); sets its plan's
+ * prepacked. False when out of memory. (conv.c) */
+bool prepack_conv(plan *p, nest *ne, const int32_t *readers);
+/* Packs tiled product n's second factor ahead of time when it is a view of a constant that only
+ * n reads, the same for every product of a batch, with the rows, sum and columns known; sets
+ * n->b_packed. False when it does not (or out of memory: p->status). (tile.c) */
+bool prepack_panels(plan *p, nest *n, const int32_t *readers);
 
 /* ---------------------------------------------------------------------------------------------
  * passes/rows.c: outer-loop fusion
@@ -1197,7 +1217,8 @@ typedef struct jit_info {
     bool ws_dims; /* symbolic dims: whether anything is placed in the workspace at some sizes */
     int32_t nconsts;
     int32_t *const_nodes;
-    conv_pack *const_packs; /* per constant, how its data are packed (K 0: as they are) */
+    const_pack *const_packs; /* per constant, how its data are packed (CONST_PACK_NONE: as
+                              * they are) */
     const struct nest_function *const_fn;
 } jit_info;
 /* The data of constant i as the code reads them, size in *bytes: its node's, or packed into a

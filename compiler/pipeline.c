@@ -417,17 +417,17 @@ static int emit_all(const nest_module *mod, nest_function *const *fns, int n, ne
 const void *pipeline_const_data(const jit_info *info, int32_t i, size_t *bytes, void **owned)
 {
     const ir_node *n = &info->const_fn->nodes[info->const_nodes[i]];
-    const conv_pack *pk = &info->const_packs[i];
+    const const_pack *pk = &info->const_packs[i];
     size_t esize = nest_type_size((nest_type)n->etype);
     *owned = NULL;
-    if (pk->K == 0) {
+    if (pk->kind == CONST_PACK_NONE) {
         *bytes = (size_t)n->a.constant.count * esize;
         return n->a.constant.data;
     }
-    *bytes = (size_t)conv_pack_count(pk) * esize;
+    *bytes = (size_t)const_pack_count(pk) * esize;
     if (!(*owned = malloc(*bytes + 1)))
         return NULL;
-    conv_pack_data(pk, esize, n->a.constant.data, *owned);
+    const_pack_data(pk, esize, n->a.constant.data, *owned);
     return *owned;
 }
 

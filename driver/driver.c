@@ -612,7 +612,7 @@ static int build_so(nest_module *m, nest_function *const *fns, int n, const char
             const ir_node *c = &info.const_fn->nodes[info.const_nodes[k]];
             size_t bytes;
             void *owned;
-            if (!emit_const_is_data(info.const_packs[k].K ? conv_pack_count(&info.const_packs[k])
+            if (!emit_const_is_data(info.const_packs[k].kind ? const_pack_count(&info.const_packs[k])
                                                           : c->a.constant.count,
                                     c->etype))
                 continue;

@@ -653,6 +653,10 @@ static const spec CONV_BIG[] = {
      E_BIAS | E_CONST},
     {2, 2, 128, 96, 1, S3(4, 4, 0), S3(3, 3, 0), {0}, {0}, S3(1, 1, 0), S3(1, 1, 0), {0},
      E_RELU | E_CONST_KEPT},
+    /* a 1x1 convolution with constant filters at 14x14: a product computed transposed, the
+     * filters its second factor, stored as its panels (AVX-512) */
+    {2, 2, 256, 128, 1, S3(14, 14, 0), S3(1, 1, 0), {0}, {0}, {0}, {0}, {0},
+     E_BN | E_RELU | E_CONST},
 };
 
 static void test_conv_big(void **state)

@@ -961,6 +961,38 @@ static void conv_filters_packed_ahead(void **state)
     nest_function_free(g);
 }
 
+/* A tiled product's second factor that is a constant only it reads is stored as its panels:
+ * a plain product (columns past the last panel's zeros), one on several cores, a batch of
+ * products sharing it, and a 1x1 convolution computed transposed (its filters the second
+ * factor); a constant that is also a result is packed per call. */
+static void product_constant_panels(void **state)
+{
+    nest_function *f = *state;
+    nest_value r[6];
+    r[0] = nest_dot(f, param(f, "x", NEST_F32, 2, SHAPE(256, 300)),
+                    const_filters(f, 2, SHAPE(300, 190), 4));
+    r[1] = nest_dot(f, param(f, "y", NEST_F32, 2, SHAPE(256, 512)),
+                    const_filters(f, 2, SHAPE(512, 256), 5));
+    r[2] = nest_batch_dot(f, param(f, "z", NEST_F32, 3, SHAPE(4, 64, 30)),
+                          const_filters(f, 2, SHAPE(30, 126), 6));
+    r[3] = nest_convolution(f, param(f, "im", NEST_F32, 4, SHAPE(3, 256, 14, 14)),
+                            const_filters(f, 4, SHAPE(128, 256, 1, 1), 7), NULL, NULL, NULL, NULL,
+                            NULL, 1);
+    r[5] = const_filters(f, 2, SHAPE(300, 128), 8);
+    r[4] = nest_dot(f, param(f, "u", NEST_F32, 2, SHAPE(256, 300)), r[5]);
+    for (int i = 0; i < 6; i++)
+        assert_value(f, r[i]);
+    ret(f, 6, r);
+    char *c = emit_c_v4(f);
+    assert_int_equal(count_str(c, "a constant packed ahead of time"), 4);
+    assert_int_equal(count_str(c, "packed for its product: per block of 64 columns"), 4);
+    assert_int_equal(count_str(c, "packed for its product: per block of 64 columns, [300][64]"), 1);
+    assert_int_equal(count_str(c, "packed 64 columns at a time"), 1); /* r[5], per call */
+    free(c);
+    check_values(f, 1);
+    check_values(f, 0);
+}
+
 /* Empty tensors: a fold whose outputs are empty writes nothing (and needs no workspace), a fold
  * over an empty axis still writes its initial values. */
 static void empty_folds(void **state)
@@ -1392,6 +1424,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(tile_transposed_small_saving, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(conv_channels_by_squares, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(conv_filters_packed_ahead, fn_setup, fn_teardown),
+        cmocka_unit_test_setup_teardown(product_constant_panels, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(empty_folds, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(sum_middle_axis, fn_setup, fn_teardown),
         cmocka_unit_test_setup_teardown(row_softmax, fn_setup, fn_teardown),

@@ -226,11 +226,16 @@ static void emit_constants(ctx *c)
         c->bufname[b] = em_unique(&c->fn, nm);
         if (c->mode == EMIT_JIT)
             continue;
-        if (pb->pack)
+        if (pb->pack && pb->pack->kind == CONST_PACK_CONV)
             buf_printf(c->b, "/* %s packed for its convolution: per group and %lld output "
                              "channels, [%lld: input channel x tap][%lld] */\n",
                        namer_name(&c->nm, pb->node), (long long)pb->pack->tj,
                        (long long)pb->pack->ct, (long long)pb->pack->tj);
+        else if (pb->pack)
+            buf_printf(c->b, "/* %s packed for its product: per block of %lld columns, "
+                             "[%lld][%lld] */\n",
+                       namer_name(&c->nm, pb->node), (long long)pb->pack->tj,
+                       (long long)pb->pack->K, (long long)pb->pack->tj);
         if (emit_const_is_data(pb->count, pb->etype)) {
             buf b2 = {0};
             ir_format_type(&b2, c->f, pb->node);
@@ -253,7 +258,7 @@ static void emit_constants(ctx *c)
             c->b->failed = true;
             continue;
         }
-        conv_pack_data(pb->pack, esize, n->a.constant.data, packed);
+        const_pack_data(pb->pack, esize, n->a.constant.data, packed);
         emit_table(c->b, c->bufname[b], pb->etype, packed, pb->count);
         free(packed);
     }

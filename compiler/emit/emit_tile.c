@@ -473,7 +473,8 @@ void em_tiled(ctx *c, int32_t k)
     bool Isym = dim_is_sym(I);
     char *Is = em_dim_text(c, I);
     const char *T = em_ctype(et);
-    bool direct = ne->b_direct, local_panel = ne->pack < 0 && !direct;
+    bool direct = ne->b_direct, packed = ne->b_packed;
+    bool local_panel = ne->pack < 0 && !direct && !packed;
     bool par_batch = local_panel && c->p->opts->openmp && em_nest_work(ne) >= PAR_MIN_MACS;
     /* B read in place: the blocks of columns are independent, so they go in parallel */
     bool par_cols = direct && c->p->opts->openmp && em_nest_work(ne) >= PAR_MIN_MACS && J > tj;
@@ -487,6 +488,9 @@ void em_tiled(ctx *c, int32_t k)
     else if (ne->b_direct_rt)
         em_line(c, " * read in place %d columns at a time up to %d rows, else packed */", tj,
                 ti * TILE_DIRECT_BLOCKS);
+    else if (packed)
+        em_line(c, " * a constant packed ahead of time, %d columns a panel%s */", tj,
+                ne->tile_par ? "; the tiles in parallel" : "");
     else
         em_line(c, " * packed %d columns at a time%s */", tj,
                 par_batch      ? "; the products of the batch in parallel"
@@ -500,7 +504,10 @@ void em_tiled(ctx *c, int32_t k)
         em_line(c, "/* blocks of %d rows: the transposed result's stores fill cache lines */", brows);
     em_nest_enter(c, k);
     const char *panel = em_unique(&c->local, "panel");
-    if (!local_panel && !direct && c->p->bufs[ne->pack].offset < 0) { /* symbolic: at run time */
+    if (packed) {
+        em_ref(c, ne->tile_b->buf);
+        em_line(c, "const %s *restrict %s = %s;", T, panel, c->bufname[ne->tile_b->buf]);
+    } else if (!local_panel && !direct && c->p->bufs[ne->pack].offset < 0) { /* symbolic: at run time */
         em_line(c, "%s *restrict %s = (%s *)(ws + nest_off%d);", T, panel, T, ne->pack);
         em_ref_ws(c);
     } else if (!local_panel && !direct) {
@@ -575,16 +582,18 @@ void em_tiled(ctx *c, int32_t k)
             em_omp_region(c);
         em_line(c, "{");
         c->indent++;
-        if (ne->tile_par)
-            emit_omp_for_static(c);
-        em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", jb, jb, jblocks, jb);
-        c->indent++;
-        em_line(c, "const int64_t %s = %s * %d;", j0, jb, tj);
-        emit_block_cols(c, ne, nj);
-        em_line(c, "%s *restrict %s = %s + %s * %lld;", T, pj, panel, jb, (long long)K * tj);
-        emit_pack_panel(c, ne, KS, pj, nj);
-        c->indent--;
-        em_line(c, "}");
+        if (!packed) {
+            if (ne->tile_par)
+                emit_omp_for_static(c);
+            em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", jb, jb, jblocks, jb);
+            c->indent++;
+            em_line(c, "const int64_t %s = %s * %d;", j0, jb, tj);
+            emit_block_cols(c, ne, nj);
+            em_line(c, "%s *restrict %s = %s + %s * %lld;", T, pj, panel, jb, (long long)K * tj);
+            emit_pack_panel(c, ne, KS, pj, nj);
+            c->indent--;
+            em_line(c, "}");
+        }
         if (ne->tile_par)
             emit_omp_for_static(c);
         em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", t, t, nbatch * jblocks * iblocks, t);
@@ -673,6 +682,10 @@ void em_tiled(ctx *c, int32_t k)
             snprintf(sp, sizeof sp, "(%s ? %lld : %d)", dir, (long long)b->st[nb + 1], tj);
             if (small)
                 em_line(c, "const int %s = %s && %s < %d;", small, dir, nj, tj);
+        } else if (packed) { /* (the rows are known: no small path) */
+            pb = em_unique(&c->local, "pb");
+            em_line(c, "const %s *restrict %s = %s + %s / %d * %lld;", T, pb, panel, j0, tj,
+                    (long long)K * tj);
         } else {
             if (small)
                 em_line(c, "if (!%s)", small);

@@ -15,7 +15,7 @@
  *     to 58 spends 2 of 58 lanes);
  *   - channels in lanes: `ti` positions by `nv` vectors of output channels; the filters are
  *     packed once per call into panels of a tile's channels (ahead of time when they are a
- *     constant that nothing else reads: conv_pack), the input broadcast. No margin is
+ *     constant that nothing else reads: prepack.c), the input broadcast. No margin is
  *     computed: on small images (7x7: 49 positions of 61 in the planes, 64 lanes) the packing
  *     pays for itself once a batch has a few images.
  * When nothing needs padding, dilating or splitting and x is a dense buffer, x is read in place
@@ -457,56 +457,6 @@ static bool absorb(plan *p, int32_t k, const int32_t *readers)
     return nest_absorb(p, k, e, ep->outs, readers);
 }
 
-/* ---- filters packed ahead of time ---- */
-
-int64_t conv_pack_count(const conv_pack *pk)
-{
-    return pk->G * pk->kpad * pk->ct;
-}
-
-void conv_pack_data(const conv_pack *pk, size_t esize, const void *src, void *dst)
-{
-    const char *s = src;
-    char *d = dst;
-    int64_t kg = pk->K / pk->G, kt = pk->kpad / pk->tj;
-    for (int64_t gb = 0; gb < pk->G * kt; gb++) { /* a panel: group gb / kt, its tile gb % kt */
-        int64_t k0 = gb % kt * pk->tj, rows = kg - k0 < pk->tj ? kg - k0 : pk->tj;
-        const char *from = s + (size_t)((gb / kt * kg + k0) * pk->ct) * esize;
-        char *to = d + (size_t)(gb * pk->ct * pk->tj) * esize;
-        for (int64_t e = 0; e < pk->ct; e++)
-            for (int64_t j = 0; j < pk->tj; j++) {
-                char *at = to + (size_t)(e * pk->tj + j) * esize;
-                if (j < rows)
-                    memcpy(at, from + (size_t)(j * pk->ct + e) * esize, esize);
-                else
-                    memset(at, 0, esize);
-            }
-    }
-}
-
-/* Packs the filters of convolution nest ne ahead of time when they are a whole constant that
- * only ne reads (readers: nest_readers' counts): its buffer becomes the packed panels. */
-static bool prepack(plan *p, nest *ne, const int32_t *readers)
-{
-    wplan *w = ne->win;
-    pbuf *pb = &p->bufs[w->wbuf];
-    if (!w->by_channels || pb->kind != BUF_CONST || pb->pack || w->woff != 0 ||
-        pb->count != ir_count(&p->f->nodes[pb->node]) || readers[w->wbuf] != 1 ||
-        fx_reads(p, w->x, w->wbuf))
-        return p->status == NEST_OK;
-    conv_pack *pk = arena_alloc(p->a, sizeof *pk);
-    if (!pk) {
-        p->status = NEST_ERR_NOMEM;
-        return false;
-    }
-    *pk = (conv_pack){.K = w->K, .G = w->G, .ct = w->C / w->G * w->taps,
-                      .tj = (int64_t)w->nv * w->lanes, .kpad = w->kpad};
-    pb->pack = pk;
-    pb->count = conv_pack_count(pk);
-    w->prepacked = true;
-    return true;
-}
-
 int pass_conv(plan *p)
 {
     int32_t *readers = NULL;
@@ -515,7 +465,7 @@ int pass_conv(plan *p)
         if (!ne->win || ne->dead)
             continue;
         if (ne->win->by_channels && p->bufs[ne->win->wbuf].kind == BUF_CONST &&
-            (!(readers || (readers = nest_readers(p))) || !prepack(p, ne, readers)))
+            (!(readers || (readers = nest_readers(p))) || !prepack_conv(p, ne, readers)))
             break;
         bool ok = ne->win->wbuf < 0 || make_private(p, ne);
         if (ok && p->opts->fuse) /* --no-fuse: every op keeps its nest */

@@ -421,6 +421,11 @@ static bool tile_nest(plan *p, int32_t k, int vbytes, const int32_t *readers)
                       !tile_transposed(n) && (double)K * (double)jblocks * n->tile_j * es <=
                                                TILE_WHOLE_PANEL &&
                       (double)I * (double)J * es >= TILE_ROWS_RESULT;
+    /* a constant B that only this product reads is stored as its panels: none packed here */
+    if (prepack_panels(p, n, readers))
+        return absorb(p, k, readers, trans);
+    if (p->status)
+        return false;
     bool whole = n->tile_par || n->tile_rowwise || n->b_shared;
     int64_t panel = dim_mul(p->f, n->dims[r - 2], n->tile_j * (whole ? jblocks : 1));
     if (panel == DIM_NONE) {
