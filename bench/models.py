@@ -129,6 +129,15 @@ def main():
             rounds = int(args.pop(0))
         elif a == "--only":
             only, args = args, []
+        else:  # --help and anything else: the usage, not a six-minute run
+            usage = __doc__.split("\n\n")[1]
+            if a in ("-h", "--help"):
+                print(usage)
+                sys.exit(0)
+            sys.exit(f"models.py: unknown option {a}\n{usage}")
+    unknown = [n for n in only if n not in definitions()]
+    if unknown:
+        sys.exit(f"models.py: no model {', '.join(unknown)} (the models: {', '.join(MODELS)})")
     os.makedirs(WORK, exist_ok=True)
     # PyTorch's OpenBLAS runs the best kernel the CPU's flags allow (bench/blascore.c): its own
     # choice is a generic one on CPUs it does not know
