@@ -964,11 +964,12 @@ static void conv_filters_packed_ahead(void **state)
 /* A tiled product's second factor that is a constant only it reads is stored as its panels:
  * a plain product (columns past the last panel's zeros), one on several cores, a batch of
  * products sharing it, and a 1x1 convolution computed transposed (its filters the second
- * factor); a constant that is also a result is packed per call. */
+ * factor); a constant that is also a result, or one that the view repeats, is packed per
+ * call. */
 static void product_constant_panels(void **state)
 {
     nest_function *f = *state;
-    nest_value r[6];
+    nest_value r[7];
     r[0] = nest_dot(f, param(f, "x", NEST_F32, 2, SHAPE(256, 300)),
                     const_filters(f, 2, SHAPE(300, 190), 4));
     r[1] = nest_dot(f, param(f, "y", NEST_F32, 2, SHAPE(256, 512)),
@@ -980,14 +981,18 @@ static void product_constant_panels(void **state)
                             NULL, 1);
     r[5] = const_filters(f, 2, SHAPE(300, 128), 8);
     r[4] = nest_dot(f, param(f, "u", NEST_F32, 2, SHAPE(256, 300)), r[5]);
-    for (int i = 0; i < 6; i++)
+    /* a constant [128] repeated down 300 rows: stored whole it would be 300 x 128 */
+    r[6] = nest_dot(f, param(f, "v", NEST_F32, 2, SHAPE(256, 300)),
+                    nest_broadcast(f, const_filters(f, 1, SHAPE(128), 9), 2, SHAPE(300, 128), 1,
+                                   SHAPE(0)));
+    for (int i = 0; i < 7; i++)
         assert_value(f, r[i]);
-    ret(f, 6, r);
+    ret(f, 7, r);
     char *c = emit_c_v4(f);
     assert_int_equal(count_str(c, "a constant packed ahead of time"), 4);
     assert_int_equal(count_str(c, "packed for its product: per block of 64 columns"), 4);
     assert_int_equal(count_str(c, "packed for its product: per block of 64 columns, [300][64]"), 1);
-    assert_int_equal(count_str(c, "packed 64 columns at a time"), 1); /* r[5], per call */
+    assert_int_equal(count_str(c, "packed 64 columns at a time"), 2); /* r[5], r[6]: per call */
     free(c);
     check_values(f, 1);
     check_values(f, 0);

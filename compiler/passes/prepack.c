@@ -113,6 +113,10 @@ bool prepack_panels(plan *p, nest *n, const int32_t *readers)
             return false;
     const_pack pk = {.kind = CONST_PACK_PANELS, .tj = n->tile_j, .off = b->off,
                      .stk = b->st[nb + 1], .stj = b->st[nb + 2], .K = K, .J = J};
+    /* at most a block of padding more than the constant: a view that repeats it (a broadcast,
+     * stride 0) would store K x J elements for a few, where a call packs K x tj at a time */
+    if (const_pack_count(&pk) > p->bufs[b->buf].count + K * n->tile_j)
+        return false;
     if (!set_pack(p, b->buf, &pk))
         return false;
     n->b_packed = true;
