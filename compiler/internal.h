@@ -1063,6 +1063,13 @@ typedef struct const_pack {
 int64_t const_pack_count(const const_pack *pk);
 /* dst (const_pack_count elements of esize bytes) from src, the node's data. */
 void const_pack_data(const const_pack *pk, size_t esize, const void *src, void *dst);
+/* The same into a malloc'd copy (the caller frees it), or NULL when out of memory. */
+void *const_pack_copy(const const_pack *pk, size_t esize, const void *src);
+/* The comment line above constant `name` in the C: how it is packed. */
+void const_pack_describe(buf *b, const char *name, const const_pack *pk);
+/* Whether buffer b read from element off is a whole constant not packed yet (what a
+ * convolution's filters must be to be packed ahead of time). */
+bool prepack_whole(const plan *p, int32_t b, int64_t off);
 /* Packs the filters of convolution nest ne (channels in lanes) ahead of time when they are a
  * whole constant that only ne reads (readers: nest_readers' counts); sets its plan's
  * prepacked. False when out of memory. (conv.c) */
@@ -1221,6 +1228,8 @@ typedef struct jit_info {
                               * they are) */
     const struct nest_function *const_fn;
 } jit_info;
+/* The elements of constant i as the code reads them (packed or not). */
+int64_t pipeline_const_count(const jit_info *info, int32_t i);
 /* The data of constant i as the code reads them, size in *bytes: its node's, or packed into a
  * malloc'd copy left in *owned (the caller frees it; NULL otherwise). NULL when out of memory. */
 const void *pipeline_const_data(const jit_info *info, int32_t i, size_t *bytes, void **owned);

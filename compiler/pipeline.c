@@ -414,21 +414,23 @@ static int emit_all(const nest_module *mod, nest_function *const *fns, int n, ne
     return NEST_OK;
 }
 
+int64_t pipeline_const_count(const jit_info *info, int32_t i)
+{
+    const const_pack *pk = &info->const_packs[i];
+    return pk->kind == CONST_PACK_NONE
+               ? info->const_fn->nodes[info->const_nodes[i]].a.constant.count
+               : const_pack_count(pk);
+}
+
 const void *pipeline_const_data(const jit_info *info, int32_t i, size_t *bytes, void **owned)
 {
     const ir_node *n = &info->const_fn->nodes[info->const_nodes[i]];
-    const const_pack *pk = &info->const_packs[i];
     size_t esize = nest_type_size((nest_type)n->etype);
+    *bytes = (size_t)pipeline_const_count(info, i) * esize;
     *owned = NULL;
-    if (pk->kind == CONST_PACK_NONE) {
-        *bytes = (size_t)n->a.constant.count * esize;
+    if (info->const_packs[i].kind == CONST_PACK_NONE)
         return n->a.constant.data;
-    }
-    *bytes = (size_t)const_pack_count(pk) * esize;
-    if (!(*owned = malloc(*bytes + 1)))
-        return NULL;
-    const_pack_data(pk, esize, n->a.constant.data, *owned);
-    return *owned;
+    return *owned = const_pack_copy(&info->const_packs[i], esize, n->a.constant.data);
 }
 
 void pipeline_info_free(jit_info *info)

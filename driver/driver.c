@@ -612,9 +612,7 @@ static int build_so(nest_module *m, nest_function *const *fns, int n, const char
             const ir_node *c = &info.const_fn->nodes[info.const_nodes[k]];
             size_t bytes;
             void *owned;
-            if (!emit_const_is_data(info.const_packs[k].kind ? const_pack_count(&info.const_packs[k])
-                                                          : c->a.constant.count,
-                                    c->etype))
+            if (!emit_const_is_data(pipeline_const_count(&info, k), c->etype))
                 continue;
             const void *data = pipeline_const_data(&info, k, &bytes, &owned);
             if (!data || (owned && !blobs_own(&bl, owned)))

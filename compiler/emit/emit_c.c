@@ -226,16 +226,8 @@ static void emit_constants(ctx *c)
         c->bufname[b] = em_unique(&c->fn, nm);
         if (c->mode == EMIT_JIT)
             continue;
-        if (pb->pack && pb->pack->kind == CONST_PACK_CONV)
-            buf_printf(c->b, "/* %s packed for its convolution: per group and %lld output "
-                             "channels, [%lld: input channel x tap][%lld] */\n",
-                       namer_name(&c->nm, pb->node), (long long)pb->pack->tj,
-                       (long long)pb->pack->ct, (long long)pb->pack->tj);
-        else if (pb->pack)
-            buf_printf(c->b, "/* %s packed for its product: per block of %lld columns, "
-                             "[%lld][%lld] */\n",
-                       namer_name(&c->nm, pb->node), (long long)pb->pack->tj,
-                       (long long)pb->pack->K, (long long)pb->pack->tj);
+        if (pb->pack)
+            const_pack_describe(c->b, namer_name(&c->nm, pb->node), pb->pack);
         if (emit_const_is_data(pb->count, pb->etype)) {
             buf b2 = {0};
             ir_format_type(&b2, c->f, pb->node);
@@ -252,13 +244,12 @@ static void emit_constants(ctx *c)
             emit_table(c->b, c->bufname[b], pb->etype, n->a.constant.data, pb->count);
             continue;
         }
-        size_t esize = nest_type_size((nest_type)pb->etype);
-        void *packed = malloc((size_t)pb->count * esize + 1);
+        void *packed = const_pack_copy(pb->pack, nest_type_size((nest_type)pb->etype),
+                                       n->a.constant.data);
         if (!packed) {
             c->b->failed = true;
             continue;
         }
-        const_pack_data(pb->pack, esize, n->a.constant.data, packed);
         emit_table(c->b, c->bufname[b], pb->etype, packed, pb->count);
         free(packed);
     }

@@ -355,10 +355,8 @@ bool conv_plan(plan *p, nest *ne, int32_t node, fx *x, fx *filters)
     }
     /* filters that are a whole constant may be packed ahead of time (pass_conv decides, once it
      * knows that nothing else reads them; when something does, they are packed per call) */
-    const pbuf *fb = &p->bufs[filters->buf];
-    bool const_filters = fb->kind == BUF_CONST && filters->off == 0 && !fb->pack &&
-                         fb->count == ir_count(&f->nodes[fb->node]);
-    choose_tile(w, n->etype, tile_vector_bytes(p->opts), const_filters);
+    choose_tile(w, n->etype, tile_vector_bytes(p->opts),
+                prepack_whole(p, filters->buf, filters->off));
     /* the planes of one image and group, with the slack of the last tile */
     double bytes = ((double)(w->C / w->G) * (double)w->cstride + (double)(w->nv * w->lanes)) *
                    (double)nest_type_size((nest_type)n->etype);

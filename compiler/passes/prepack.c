@@ -9,6 +9,7 @@
  * The data are packed where they are given: the AOT file's tables (emit_c.c), the linked data
  * of nest_build_so and the JIT's copies (driver.c, through pipeline_const_data).
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
@@ -63,6 +64,32 @@ void const_pack_data(const const_pack *pk, size_t esize, const void *src, void *
         pack_panels(pk, esize, src, dst);
 }
 
+void *const_pack_copy(const const_pack *pk, size_t esize, const void *src)
+{
+    void *dst = malloc((size_t)const_pack_count(pk) * esize + 1);
+    if (dst)
+        const_pack_data(pk, esize, src, dst);
+    return dst;
+}
+
+void const_pack_describe(buf *b, const char *name, const const_pack *pk)
+{
+    if (pk->kind == CONST_PACK_CONV)
+        buf_printf(b, "/* %s packed for its convolution: per group and %lld output channels, "
+                      "[%lld: input channel x tap][%lld] */\n",
+                   name, (long long)pk->tj, (long long)pk->ct, (long long)pk->tj);
+    else if (pk->kind == CONST_PACK_PANELS)
+        buf_printf(b, "/* %s packed for its product: per block of %lld columns, [%lld][%lld] */\n",
+                   name, (long long)pk->tj, (long long)pk->K, (long long)pk->tj);
+}
+
+bool prepack_whole(const plan *p, int32_t b, int64_t off)
+{
+    const pbuf *pb = &p->bufs[b];
+    return pb->kind == BUF_CONST && !pb->pack && off == 0 &&
+           pb->count == ir_count(&p->f->nodes[pb->node]);
+}
+
 /* Whether buffer b is a constant, not packed yet, that nest ne alone reads. */
 static bool alone_reads(const plan *p, int32_t b, const int32_t *readers)
 {
@@ -87,9 +114,8 @@ static bool set_pack(plan *p, int32_t b, const const_pack *pk)
 bool prepack_conv(plan *p, nest *ne, const int32_t *readers)
 {
     wplan *w = ne->win;
-    const pbuf *pb = &p->bufs[w->wbuf];
-    if (!w->by_channels || !alone_reads(p, w->wbuf, readers) || w->woff != 0 ||
-        pb->count != ir_count(&p->f->nodes[pb->node]) || fx_reads(p, w->x, w->wbuf))
+    if (!w->by_channels || !prepack_whole(p, w->wbuf, w->woff) ||
+        !alone_reads(p, w->wbuf, readers) || fx_reads(p, w->x, w->wbuf))
         return p->status == NEST_OK;
     const_pack pk = {.kind = CONST_PACK_CONV, .tj = (int64_t)w->nv * w->lanes, .K = w->K,
                      .G = w->G, .ct = w->C / w->G * w->taps, .kpad = w->kpad};
