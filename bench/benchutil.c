@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #endif
 #include <errno.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +44,41 @@ void die(const char *fmt, ...)
     fprintf(stderr, "\n");
     va_end(ap);
     exit(1);
+}
+
+/* The cores this process started with, in order. */
+static int start_cores[CPU_SETSIZE], nstart = -1;
+static cpu_set_t start_set;
+
+static void read_cores(void)
+{
+    if (nstart >= 0)
+        return;
+    nstart = 0;
+    if (sched_getaffinity(0, sizeof start_set, &start_set) != 0)
+        return;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &start_set))
+            start_cores[nstart++] = c;
+}
+
+int round_core(int round)
+{
+    read_cores();
+    return nstart > 1 ? start_cores[round % nstart] : -1;
+}
+
+void pin_core(int core)
+{
+    read_cores();
+    if (nstart <= 1)
+        return;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    if (core >= 0)
+        CPU_SET(core, &one);
+    if (sched_setaffinity(0, sizeof one, core >= 0 ? &one : &start_set) != 0)
+        die("cannot run on core %d: %s", core, strerror(errno));
 }
 
 static int cmp_double(const void *a, const void *b)

@@ -22,6 +22,17 @@ double load_1min(void);
 /* A field of /proc/self/status in KiB ("VmRSS", "VmHWM"), or -1. */
 long status_kib(const char *field);
 
+/* The cores of a round. The vCPUs of a shared guest need not run at one speed: on the machine of
+ * docs/performance.md one of its two ran the same convolution 12-15% slower than the other, in
+ * CPU time, for nest and PyTorch alike, so a one-thread comparison went to whichever side the
+ * scheduler had put on the faster core. The tables' one-thread rounds pin both sides (this
+ * process with pin_core, the peer's with its "core" argument) to round_core(r): the same core
+ * for both within a round, the cores in turn from round to round. pin_core(-1) gives the
+ * thread back every core it started with (before two-thread rounds, so that the OpenMP threads
+ * created then may run anywhere). round_core is -1 when the process may run on one core only. */
+int round_core(int round);
+void pin_core(int core);
+
 /* A float32 array of count elements in its own page-aligned mapping, huge pages from 4 MiB
  * (numpy's own policy), zeroed. */
 float *alloc_f32(int64_t count);

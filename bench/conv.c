@@ -21,7 +21,8 @@
  *
  * Each round times a batch of calls (at least BATCH_SECONDS) of nest and then of PyTorch, in
  * alternating order; the ratio of a round is PyTorch's time over nest's, and the table gives the
- * medians. GFLOP/s count the multiply-adds of the convolutions and products (2 per tap).
+ * medians. A one-thread round runs both sides on one core, the cores in turn from round to round
+ * (benchutil.h, round_core: the two vCPUs of the machine measured differ in speed). GFLOP/s count the multiply-adds of the convolutions and products (2 per tap).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -41,7 +42,7 @@
 
 #define PEER "bench/conv_peers.py"
 #define BATCH_SECONDS 0.03
-#define MAX_ROUNDS 7
+#define MAX_ROUNDS 8 /* even: with the cores in turn, the medians take one of each */
 #define PAUSE_MS 250 /* before two-thread batches: the other runtime's threads stop spinning */
 
 typedef enum { W_CONV, W_POOL, W_BLOCK, W_LENET, W_DOT } wkind;
@@ -342,23 +343,29 @@ static void measure(peer *py, const workload *w, int64_t n)
     if (differs)
         note("- %s, batch %lld: the checksums differ: nest %.9g, PyTorch %.9g\n", w->name,
              (long long)n, mine, theirs);
-    int rounds = quick ? 3 : w->kind == W_DOT ? 5 : MAX_ROUNDS;
+    int rounds = quick ? 4 : w->kind == W_DOT ? 6 : MAX_ROUNDS;
     for (int threads = 1; threads <= 2; threads++) {
         double tn[MAX_ROUNDS], tt[MAX_ROUNDS], ratio[MAX_ROUNDS];
         int iters = 0;
         for (int r = 0; r < rounds; r++) {
             bool nest_first = r % 2 == 0;
+            int core = threads == 1 ? round_core(r) : -1; /* both sides on one core */
+            char core_arg[32] = "";
+            if (core >= 0)
+                snprintf(core_arg, sizeof core_arg, " core %d", core);
+            pin_core(core);
             for (int k = 0; k < 2; k++) {
                 if (threads > 1)
                     sleep_ms(PAUSE_MS);
                 if ((k == 0) == nest_first)
                     tn[r] = time_nest(&s, threads, &iters);
                 else
-                    tt[r] = atof(peer_cmd(py, "time %d %g%s", threads, BATCH_SECONDS,
-                                          cpu_time && threads == 1 ? " cpu" : ""));
+                    tt[r] = atof(peer_cmd(py, "time %d %g%s%s", threads, BATCH_SECONDS,
+                                          cpu_time && threads == 1 ? " cpu" : "", core_arg));
             }
             ratio[r] = tt[r] / tn[r];
         }
+        pin_core(-1);
         row *rw = &rows[nrows++];
         *rw = (row){w, (int)n, threads, median(tn, rounds), median(tt, rounds),
                     median(ratio, rounds), s.flops, differs, false};
@@ -433,8 +440,9 @@ int main(int argc, char **argv)
     printf("\n## Convolution: nest against PyTorch (oneDNN), matched threads\n\n");
     printf("%s; float32, NCHW; the median of %d rounds, each a batch of at least %.0f ms of each "
            "side. Speed: PyTorch's time over nest's, the median of the rounds' ratios (above 1: "
-           "nest is faster).%s\n\n",
-           torch_info, quick ? 3 : MAX_ROUNDS, BATCH_SECONDS * 1e3,
+           "nest is faster). A one-thread round runs both sides on the same core, the cores in "
+           "turn from round to round.%s\n\n",
+           torch_info, quick ? 4 : MAX_ROUNDS, BATCH_SECONDS * 1e3,
            cpu_time ? " One-thread rows in CPU time of each side's process (--cpu-time), "
                       "two-thread rows in wall time." : "");
     printf("| workload | batch | threads | nest ms | PyTorch ms | nest GFLOP/s | PyTorch GFLOP/s "

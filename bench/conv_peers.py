@@ -6,9 +6,11 @@ CPU convolutions are oneDNN's).
   conv_peers.py --serve       read commands on stdin, one reply line each on stdout:
       setup W N ARGS...       the inputs of workload W at batch N (ARGS as bench/conv.c sends
                               them) -> "ok"
-      time T SECONDS [cpu]    seconds per call on T threads (set_threads: torch's and its BLAS's), timed with
-                              time.perf_counter (cpu: time.process_time, the process's CPU
-                              time) over a batch of at least SECONDS -> "<s>"
+      time T SECONDS [cpu] [core K]
+                              seconds per call on T threads (set_threads: torch's and its
+                              BLAS's), timed with time.perf_counter (cpu: time.process_time,
+                              the process's CPU time) over a batch of at least SECONDS, on core
+                              K alone if given (else on any) -> "<s>"
       check                   run once -> the checksum of the result (see bench/conv.c)
       info                    -> "torch X.Y.Z"
       quit
@@ -24,7 +26,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from torch_threads import set_threads
+from torch_threads import set_threads, time_options
 
 
 def fill(shape, seed, scale):
@@ -129,7 +131,7 @@ def serve():
             wl = Workload(cmd[1], int(cmd[2]), cmd[3:])
             reply = "ok"
         elif cmd[0] == "time":
-            clock = time.process_time if cmd[3:] == ["cpu"] else time.perf_counter
+            clock = time.process_time if time_options(cmd[3:]) else time.perf_counter
             reply = "%.9g" % seconds_per_call(wl, int(cmd[1]), float(cmd[2]), clock)
         elif cmd[0] == "check":
             with torch.no_grad():

@@ -8,8 +8,13 @@ oneDNN hands to a GEMM, its backward) on two cores: measured here, a 2048 x 2048
 GFLOP/s of wall time for 174 ms of CPU per 108 ms call; with the BLAS held to one thread, 97
 GFLOP/s. set_threads() sets both, so a peer that changes its thread count between calls (one
 server for the 1- and 2-thread rows) is matched every time.
+
+pin() puts the calling thread on one core, as the C driver puts itself for a one-thread round
+(bench/benchutil.h, round_core: the vCPUs of a shared guest need not run at one speed), and
+pin(None) gives it back the cores it started with.
 """
 import ctypes
+import os
 
 import torch
 
@@ -39,3 +44,22 @@ def set_threads(threads):
     torch.set_num_threads(threads)
     for fn in _blas_setters():
         fn(threads)
+
+
+_START_CORES = os.sched_getaffinity(0)
+
+
+def pin(core):
+    """The calling thread on CORE alone, or with None on the cores the process started with."""
+    os.sched_setaffinity(0, _START_CORES if core is None else {core})
+
+
+def time_options(words):
+    """The options after "time T SECONDS" of a peer's command: "cpu" (time.process_time for
+    time.perf_counter) and "core K" (the round's core, see pin); pins the thread and returns
+    whether to take the CPU time."""
+    core = None
+    if "core" in words:
+        core = int(words[words.index("core") + 1])
+    pin(core)
+    return "cpu" in words
