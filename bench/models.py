@@ -10,7 +10,8 @@ Each contender runs in its own long-lived process per thread count (OMP_NUM_THRE
 torch.set_num_threads for PyTorch): nest's JIT (clang's libomp), nest's AOT (gcc's libgomp) and
 PyTorch never share an OpenMP runtime. The contenders are timed in turn, round after round, with
 a pause between them for spinning threads to sleep; a contender's figure is the median of its
-rounds, each the median of five batches of calls. Times are per inference (one call on the whole
+rounds, each the median of five batches of calls. A one-thread round runs every contender on
+the same core, the cores in turn from round to round. Times are per inference (one call on the whole
 batch), in milliseconds.
 """
 import os
@@ -28,6 +29,9 @@ BATCHES = (1, 16)
 THREADS = (1, 2)
 PAUSE = 0.25   # seconds between contenders: OpenMP threads spin 200 ms after a region
 SECONDS = 0.6  # of calls per round and contender
+# The cores of the one-thread rounds, in turn: a round runs every contender on the same core
+# (the vCPUs of a shared guest need not run at one speed; see bench/benchutil.h, round_core).
+CORES = sorted(os.sched_getaffinity(0))
 
 
 # the models of the ONNX issue's table (tests/onnx_models.py also has test-only ones)
@@ -160,7 +164,8 @@ def main():
     lines = ["## Models: nest against PyTorch eager", "",
              f"ONNX exported from PyTorch (opset 13, random weights); {info.split(' threads')[0]}."
              f" Median of {rounds} interleaved rounds, milliseconds per inference; the ratio is "
-             "PyTorch's time over nest's (above 1: nest is faster). "
+             "PyTorch's time over nest's (above 1: nest is faster). One-thread rounds run every "
+             "contender on the same core, the cores in turn. "
              f"Machine: {os.uname().nodename}, {os.cpu_count()} cores, load average "
              f"{os.getloadavg()[0]:.1f} at the start. PyTorch's OpenBLAS: {blas_note}.", "",
              "| model | batch | threads | PyTorch | nest JIT | nest AOT | PyTorch / JIT | "
@@ -187,10 +192,12 @@ def main():
                 f"{aot[1] if aot[0] != 'error' else 'refused'} |")
             for t in THREADS:
                 times = {k: [] for k in ("torch", "jit", "aot")}
-                for _ in range(rounds):
+                for r in range(rounds):
                     for kind in times:
                         if loaded[kind, t].startswith("error"):
                             continue
+                        if t == 1 and len(CORES) > 1:  # every contender on the round's core
+                            os.sched_setaffinity(servers[kind, t].p.pid, {CORES[r % len(CORES)]})
                         reply = servers[kind, t].ask(f"time {SECONDS}")
                         if reply.startswith("error"):
                             sys.exit(f"models.py: {name} at batch {batch}, {kind} on {t} "

@@ -13,7 +13,9 @@
  * step is generated from the same template as samples/mlp.nest and samples/cnn.nest: one
  * kernel per step, the update in place. "1t" compiles without OpenMP; "2t" with OpenMP on
  * two threads, and PyTorch gets torch.set_num_threads of the same. Each figure is the median
- * of several rounds; in each round every contender runs a batch of steps of at least 0.2 s.
+ * of several rounds; in each round every contender runs a batch of steps of at least 0.2 s,
+ * in a one-thread round both on the same core, the cores in turn from round to round
+ * (benchutil.h, round_core).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -260,7 +262,7 @@ int main(int argc, char **argv)
         } else
             die("usage: train [-o REPORT.md] [--quick] [--cpu-time] [--rounds N] [--print MODEL]");
     }
-    int rounds = nrounds ? nrounds : quick ? 3 : 7;
+    int rounds = nrounds ? nrounds : quick ? 4 : 8; /* even: one median of each core */
     double secs = quick ? 0.1 : 0.2;
     FILE *rep = report ? fopen(report, "a") : NULL;
     char blas_note[320];
@@ -275,7 +277,8 @@ int main(int argc, char **argv)
     int tl = snprintf(table, sizeof table,
                       "\n## Training: one step (forward, backward, SGD with momentum), ms\n\n"
                       "nest's step is one compiled kernel; PyTorch (%s) runs eager. Medians of %d "
-                      "rounds, contenders in turn%s. PyTorch's OpenBLAS: %s.\n\n"
+                      "rounds, contenders in turn, a one-thread round with both on the same core (the "
+                      "cores in turn)%s. PyTorch's OpenBLAS: %s.\n\n"
                       "| model | batch | threads | nest | PyTorch | PyTorch / nest |\n"
                       "|---|---|---|---|---|---|\n",
                       torch_version, rounds,
@@ -296,9 +299,15 @@ int main(int argc, char **argv)
             double tn[64], tp[64];
             bool cpu = cpu_time && threads == 1;
             for (int k = 0; k < rounds; k++) {
+                int core = threads == 1 ? round_core(k) : -1; /* both on one core */
+                char core_arg[32] = "";
+                if (core >= 0)
+                    snprintf(core_arg, sizeof core_arg, " core %d", core);
+                pin_core(core);
                 tn[k] = nest_time(&c, secs, cpu);
-                tp[k] = atof(peer_cmd(&py, "time %g%s", secs, cpu ? " cpu" : ""));
+                tp[k] = atof(peer_cmd(&py, "time %g%s%s", secs, cpu ? " cpu" : "", core_arg));
             }
+            pin_core(-1);
             double n = median(tn, rounds) * 1e3, p = median(tp, rounds) * 1e3;
             tl += snprintf(table + tl, sizeof table - (size_t)tl,
                            "| %s | %d | %d | %.3f | %.3f | %.1fx |\n", m->title, m->batch, threads,

@@ -9,9 +9,11 @@ Run with Debian's interpreter (/usr/bin/python3), which has python3-torch.
       lenet BATCH THREADS    LeNet-5 on [BATCH, 1, 28, 28] (conv 5x5 1->6 padded, ReLU, max
                              pool 2, conv 5x5 6->16, ReLU, max pool 2, dense 400-120-84-10 with
                              ReLU), the same loss and optimizer -> "ok"
-      time SECONDS [cpu]     seconds per training step (forward, backward, update) over a
+      time SECONDS [cpu] [core K]
+                             seconds per training step (forward, backward, update) over a
                              batch of steps of at least SECONDS, timed with perf_counter (cpu:
-                             time.process_time, the process's CPU time) -> "<s>"
+                             time.process_time, the process's CPU time), on core K alone if
+                             given (else on any) -> "<s>"
       info                   -> "torch X.Y.Z"
       quit
 
@@ -25,7 +27,7 @@ import time
 
 import torch
 
-from torch_threads import set_threads
+from torch_threads import pin, set_threads, time_options
 
 torch.set_flush_denormal(True)
 
@@ -44,6 +46,7 @@ def start(model, n_in, n_out, batch, threads):
 
 
 def setup(n_in, h1, h2, n_out, batch, threads):
+    pin(None)  # a one-thread round may have left it on one core: its threads start from here
     set_threads(threads)
     torch.manual_seed(0)
     start(torch.nn.Sequential(torch.nn.Linear(n_in, h1), torch.nn.ReLU(), torch.nn.Linear(h1, h2),
@@ -52,6 +55,7 @@ def setup(n_in, h1, h2, n_out, batch, threads):
 
 
 def lenet(batch, threads):
+    pin(None)
     set_threads(threads)
     torch.manual_seed(0)
     nn = torch.nn
@@ -93,7 +97,7 @@ def serve():
             lenet(*[int(v) for v in w[1:3]])
             reply = "ok"
         elif w[0] == "time":
-            clock = time.process_time if w[2:] == ["cpu"] else time.perf_counter
+            clock = time.process_time if time_options(w[2:]) else time.perf_counter
             reply = "%.9g" % time_steps(float(w[1]), clock)
         elif w[0] == "info":
             reply = "torch " + torch.__version__
