@@ -81,6 +81,16 @@ void pin_core(int core)
         die("cannot run on core %d: %s", core, strerror(errno));
 }
 
+void pin_round(int threads, int round, char *arg, size_t n)
+{
+    int core = threads == 1 ? round_core(round) : -1;
+    pin_core(core);
+    if (core >= 0)
+        snprintf(arg, n, " core %d", core);
+    else if (n > 0)
+        arg[0] = '\0';
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;

@@ -32,6 +32,9 @@ long status_kib(const char *field);
  * created then may run anywhere). round_core is -1 when the process may run on one core only. */
 int round_core(int round);
 void pin_core(int core);
+/* Pins this thread for round r of a row on `threads` threads (one: round_core(r); more: every
+ * core) and writes the peer's argument for the same round to arg: " core K", or "". */
+void pin_round(int threads, int round, char *arg, size_t n);
 
 /* A float32 array of count elements in its own page-aligned mapping, huge pages from 4 MiB
  * (numpy's own policy), zeroed. */

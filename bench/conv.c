@@ -349,11 +349,8 @@ static void measure(peer *py, const workload *w, int64_t n)
         int iters = 0;
         for (int r = 0; r < rounds; r++) {
             bool nest_first = r % 2 == 0;
-            int core = threads == 1 ? round_core(r) : -1; /* both sides on one core */
-            char core_arg[32] = "";
-            if (core >= 0)
-                snprintf(core_arg, sizeof core_arg, " core %d", core);
-            pin_core(core);
+            char core_arg[32]; /* both sides on the round's core */
+            pin_round(threads, r, core_arg, sizeof core_arg);
             for (int k = 0; k < 2; k++) {
                 if (threads > 1)
                     sleep_ms(PAUSE_MS);

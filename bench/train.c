@@ -299,11 +299,8 @@ int main(int argc, char **argv)
             double tn[64], tp[64];
             bool cpu = cpu_time && threads == 1;
             for (int k = 0; k < rounds; k++) {
-                int core = threads == 1 ? round_core(k) : -1; /* both on one core */
-                char core_arg[32] = "";
-                if (core >= 0)
-                    snprintf(core_arg, sizeof core_arg, " core %d", core);
-                pin_core(core);
+                char core_arg[32]; /* both on the round's core */
+                pin_round(threads, k, core_arg, sizeof core_arg);
                 tn[k] = nest_time(&c, secs, cpu);
                 tp[k] = atof(peer_cmd(&py, "time %g%s%s", secs, cpu ? " cpu" : "", core_arg));
             }
