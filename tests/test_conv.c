@@ -653,6 +653,11 @@ static const spec CONV_BIG[] = {
      E_BIAS | E_CONST},
     {2, 2, 128, 96, 1, S3(4, 4, 0), S3(3, 3, 0), {0}, {0}, S3(1, 1, 0), S3(1, 1, 0), {0},
      E_RELU | E_CONST_KEPT},
+    /* a stem's shape: 7x7 with stride 2 over 16 channels of 90x90, whose planes (one per phase
+     * of the stride, 590 KB an image) pass half the second-level cache while the filters (75
+     * KB) stay within it: the tiles of channels run innermost (AVX-512) */
+    {2, 2, 16, 24, 1, S3(90, 90, 0), S3(7, 7, 0), S3(2, 2, 0), {0}, S3(3, 3, 0), S3(3, 3, 0),
+     {0}, E_BIAS | E_RELU},
     /* a 1x1 convolution with constant filters at 14x14: a product computed transposed, the
      * filters its second factor, stored as its panels (AVX-512) */
     {2, 2, 256, 128, 1, S3(14, 14, 0), S3(1, 1, 0), {0}, {0}, {0}, {0}, {0},

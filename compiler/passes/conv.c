@@ -140,9 +140,16 @@ static void choose_tile(wplan *w, int etype, int vb, bool const_filters)
     }
     /* The order of the tiles: the bytes read from beyond the cache are about the filters once
      * per tile of positions (the channels' tiles innermost), or the input once per tile of
-     * channels (the positions' innermost). */
+     * channels (the positions' innermost). When the filters stay in half the second-level
+     * cache and an image's input does not, the channels' tiles run innermost: the filters
+     * then come from beyond it once, where the input would come once per tile of channels
+     * (the 7x7 stem: 38 KB of filters beside 635 KB of planes, 5% faster). */
     double filters = (double)kg * steps, input = (double)cg * (double)w->cstride;
-    w->filters_outer = filters * (double)ptiles > input * (double)ktiles;
+    double es = (double)nest_type_size((nest_type)etype);
+    if (filters * es <= CONV_L2_HALF && input * es > CONV_L2_HALF)
+        w->filters_outer = false;
+    else
+        w->filters_outer = filters * (double)ptiles > input * (double)ktiles;
     /* With the filters packed, the images may run inside each tile of channels: its packed
      * filters then come from beyond the cache once per call instead of once per image, and
      * the images' planes once per tile of channels instead of once (512 channels at 7x7,
