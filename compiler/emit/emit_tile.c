@@ -600,8 +600,12 @@ void em_tiled(ctx *c, int32_t k)
         c->indent++;
         if (ne->b_shared) { /* t: the block of columns, the product, the block of rows */
             const char *bt = em_unique(&c->local, "bt");
-            em_line(c, "const int64_t %s = %s / %lld * %d, %s = %s / %lld %% %lld, %s = %s %% %lld * %d;",
-                    j0, t, nbatch * iblocks, tj, bt, t, iblocks, nbatch, i0, t, iblocks, brows);
+            if (ne->batch_outer) /* t: the product, the block of columns, the block of rows */
+                em_line(c, "const int64_t %s = %s / %lld, %s = %s / %lld %% %lld * %d, %s = %s %% %lld * %d;",
+                        bt, t, jblocks * iblocks, j0, t, iblocks, jblocks, tj, i0, t, iblocks, brows);
+            else
+                em_line(c, "const int64_t %s = %s / %lld * %d, %s = %s / %lld %% %lld, %s = %s %% %lld * %d;",
+                        j0, t, nbatch * iblocks, tj, bt, t, iblocks, nbatch, i0, t, iblocks, brows);
             for (int d = 0; d < nb; d++) { /* bt / (the extents inside d) % extent d */
                 long long inner = 1;
                 for (int e = d + 1; e < nb; e++)
