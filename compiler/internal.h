@@ -731,9 +731,10 @@ typedef struct nest {
     bool b_shared;       /* tile.c: a batch of products whose B ignores the batch (the
                           * filters of a 1x1 convolution computed transposed): B packed whole
                           * once, then the tiles of every product */
-    bool batch_outer;    /* tile.c: with b_shared, the products run outermost (each product's
-                          * A across all the blocks of columns), not the blocks of columns
-                          * (each panel across every product) */
+    bool batch_outer;    /* tile.c: with b_shared on several cores, the products run
+                          * outermost (each product's A across all the blocks of columns), not
+                          * the blocks of columns (each panel across every product), when that
+                          * reads fewer bytes from beyond the second-level cache */
     bool b_packed;       /* tile.c: B is a constant stored as its panels (prepack.c): nothing
                           * packed per call, the panels read from the constant */
     int32_t pack;        /* the workspace buffer private to the nest, or -1: a tiled product's
@@ -1123,9 +1124,6 @@ bool nest_permute(plan *p, nest *n, const uint8_t *order);
  * packing takes at most this many bytes of the workspace (a 1x1 convolution's filters: 1 MiB
  * for 1024 to 256 channels); past it, once per product into one panel. */
 #define TILE_SHARED_PANEL (16 << 20)
-/* Such a batch on several cores runs its products outermost when that reads fewer bytes from
- * beyond the second-level cache: each product's A once there (instead of once per block of
- * columns), the panels once per product (or once if they take at most half of it). */
 /* Products and convolutions run on several cores (with OpenMP) from this many multiply-adds
  * (about 80 us of one core at 100 GFLOP/s): a parallel region costs microseconds of a quiet
  * machine, and tens when the cores are shared; the smaller products of a training step (the

@@ -598,9 +598,10 @@ void em_tiled(ctx *c, int32_t k)
             emit_omp_for_static(c);
         em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", t, t, nbatch * jblocks * iblocks, t);
         c->indent++;
-        if (ne->b_shared) { /* t: the block of columns, the product, the block of rows */
+        if (ne->b_shared) { /* t: the block of columns, the product, the block of rows; with
+                              * batch_outer the product, the block of columns, the block of rows */
             const char *bt = em_unique(&c->local, "bt");
-            if (ne->batch_outer) /* t: the product, the block of columns, the block of rows */
+            if (ne->batch_outer)
                 em_line(c, "const int64_t %s = %s / %lld, %s = %s / %lld %% %lld * %d, %s = %s %% %lld * %d;",
                         bt, t, jblocks * iblocks, j0, t, iblocks, jblocks, tj, i0, t, iblocks, brows);
             else
