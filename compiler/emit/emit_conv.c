@@ -444,7 +444,8 @@ static void emit_copy_axis(ctx *c, const wplan *w, const copy_names *cn, int i, 
 /* The copy of x into the planes at xp (count elements with the slack), per image and channel:
  * one plane per phase of the stride along every axis (one plane when the strides are 1). With
  * nc0 (C text), only the group's channels of one image, from image-and-channel nc0 on, into xp
- * (the local planes of a thread: no loop of its own in parallel). */
+ * (the local planes of a thread: no loop of its own in parallel). With image (C text, one
+ * core), the planes of that image and the next few that its last tile reads into. */
 static void emit_copy(ctx *c, const wplan *w, const char *xp, int64_t count, const char *nc0,
                       const char *image)
 {
@@ -517,7 +518,8 @@ static void emit_copy(ctx *c, const wplan *w, const char *xp, int64_t count, con
     if (image) {
         /* image `image`'s planes, and the next planes its last tile reads a little of (copied
          * again, the same values, with the next image) */
-        long long extra = (w->nv * w->lanes + w->cstride - 1) / w->cstride, C = w->C;
+        long long cs = w->cstride, C = w->C;
+        long long extra = cs > 0 ? (w->nv * w->lanes + cs - 1) / cs : 0;
         const char *hi = nm(c, "hi");
         em_line(c, "const int64_t %s = %s * %lld + %lld < %s ? %s * %lld + %lld : %s;", hi, image,
                 C, C + extra, ncs, image, C, C + extra, ncs);
