@@ -45,12 +45,6 @@ static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
  * pack, once per call, then weighs as it would for 8 images; a batch of 1 pays it whole). */
 #define CONV_SYM_BATCH 8
 
-/* Half the bytes of a second-level cache (1 MiB on Intel's server cores since Skylake and AMD's
- * since Zen 4): a packed panel of filters past it streams from the third level, beside the
- * planes it is multiplied by. One within it costs nothing more: 512 channels' 3x3 filters,
- * 590 KB a panel of 32 channels, ran at 197 GFLOP/s on Zen 5 (batch 8, one core), above
- * the 4 x 64 tiles with positions in lanes. */
-#define CONV_L2_HALF (512 * 1024)
 
 /* Cycles an element of the filters takes to pack, as measured (Zen 5, 512 channels' 3x3
  * filters): by squares of a vector's lanes (whole panels), and element by element (the rest). */
@@ -106,7 +100,7 @@ static void choose_tile(wplan *w, int etype, int vb, bool const_filters)
                      * a cache line); the store goes by position (a division each); the pack
                      * transposes every filter, by squares where a panel is whole */
                     double panel = steps * (double)nv * vb;
-                    double l3 = panel > CONV_L2_HALF ? nv * vb / 64.0 : 0;
+                    double l3 = panel > L2_HALF ? nv * vb / 64.0 : 0;
                     double pack = const_filters                               ? 0
                                   : kg >= (int64_t)nv * lanes && steps >= lanes ? CONV_PACK_SQUARES
                                                                                 : CONV_PACK_ELEMENTS;
@@ -146,7 +140,7 @@ static void choose_tile(wplan *w, int etype, int vb, bool const_filters)
      * (the 7x7 stem: 38 KB of filters beside 635 KB of planes, 5% faster). */
     double filters = (double)kg * steps, input = (double)cg * (double)w->cstride;
     double es = (double)nest_type_size((nest_type)etype);
-    if (filters * es <= CONV_L2_HALF && input * es > CONV_L2_HALF)
+    if (filters * es <= L2_HALF && input * es > L2_HALF)
         w->filters_outer = false;
     else
         w->filters_outer = filters * (double)ptiles > input * (double)ktiles;

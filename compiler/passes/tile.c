@@ -258,10 +258,6 @@ static double tiled_lanes(int64_t I, int64_t J, int ti, int tj)
  * channels (B 401 KB an image) 5-7% faster transposed, 512 -> 128 (1.6 MB) 5-10% slower. */
 #define TILE_B_ACROSS (512 * 1024)
 
-/* Half a 1 MiB second-level cache: panels of a shared B within it stay there for every
- * product of the batch (TILE_SHARED_PANEL). */
-#define TILE_L2_HALF (512 * 1024)
-
 /* Whether the transposed product computes fewer lanes: J wastes some of its tiles' columns
  * where I fills its rows (a 1x1 convolution on 14x14: 196 positions in 256 columns). B must
  * be a plain load (the transposed product reads it in place as its first factor). */
@@ -427,7 +423,7 @@ static bool tile_nest(plan *p, int32_t k, int vbytes, const int32_t *readers)
         double abytes = (double)nbatch * (double)I * (double)K * es,
                panels = (double)K * (double)jblocks * n->tile_j * es;
         double by_cols = abytes * (double)jblocks + panels,
-               by_products = abytes + (panels > TILE_L2_HALF ? panels * (double)nbatch : panels);
+               by_products = abytes + (panels > L2_HALF ? panels * (double)nbatch : panels);
         n->batch_outer = by_products < by_cols;
     }
     /* row by row when B packed whole stays in the second-level cache and the result is
