@@ -2,11 +2,12 @@
  * conv.c - the convolution table of `make bench`: nest against PyTorch (its CPU convolutions are
  * oneDNN's) with matched threads, measured interleaved in one run.
  *
- *   conv [--quick] [--cpu-time] [--only TEXT]
+ *   conv [--quick] [--cpu-time] [--rounds] [--only TEXT]
  *                                    the whole table (from the repository root), as markdown on
  *                                    stdout; --only runs the workloads whose name holds TEXT;
  *                                    --cpu-time times the one-thread rows in the CPU time of
- *                                    each side's process (for a busy machine)
+ *                                    each side's process (for a busy machine); --rounds shows
+ *                                    each round's two times (and core) on standard error
  *
  * Workloads, float32, NCHW, at batch 1 and 8, on 1 and 2 threads: the convolution layers of
  * ResNet-50 (3x3 at 64, 128, 256 and 512 channels, and 512 again with the filters a constant of
@@ -79,7 +80,7 @@ static const workload WORKLOADS[] = {
 #define NW (sizeof WORKLOADS / sizeof *WORKLOADS)
 
 static const int BATCHES[2] = {1, 8};
-static bool quick, cpu_time;
+static bool quick, cpu_time, show_rounds;
 
 /* ---------------------------------------------------------------------------------------------
  * The nest side: graphs, inputs, checksums
@@ -361,6 +362,9 @@ static void measure(peer *py, const workload *w, int64_t n)
                                           cpu_time && threads == 1 ? " cpu" : "", core_arg));
             }
             ratio[r] = tt[r] / tn[r];
+            if (show_rounds)
+                fprintf(stderr, "    round %d%s: nest %.3f ms, PyTorch %.3f ms\n", r, core_arg,
+                        tn[r] * 1e3, tt[r] * 1e3);
         }
         pin_core(-1);
         row *rw = &rows[nrows++];
@@ -413,8 +417,10 @@ int main(int argc, char **argv)
             only = argv[++i];
         else if (strcmp(argv[i], "--cpu-time") == 0)
             cpu_time = true;
+        else if (strcmp(argv[i], "--rounds") == 0)
+            show_rounds = true;
         else
-            die("usage: conv [--quick] [--cpu-time] [--only TEXT]");
+            die("usage: conv [--quick] [--cpu-time] [--rounds] [--only TEXT]");
     }
     setenv("NEST_CACHE", "0", 0); /* every kernel compiled by this run */
     char blas_note[320];

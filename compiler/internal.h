@@ -735,6 +735,11 @@ typedef struct nest {
                           * outermost (each product's A across all the blocks of columns), not
                           * the blocks of columns (each panel across every product), when that
                           * reads fewer bytes from beyond the second-level cache */
+    int64_t k_block;     /* tile.c: with b_shared on one core, the sum in blocks of this many
+                          * k (0: whole): each group of k_group products runs every block of
+                          * columns on one block of k before the next, its partial sums kept
+                          * in the workspace after the panels */
+    int64_t k_group;
     bool b_packed;       /* tile.c: B is a constant stored as its panels (prepack.c): nothing
                           * packed per call, the panels read from the constant */
     int32_t pack;        /* the workspace buffer private to the nest, or -1: a tiled product's
@@ -1130,6 +1135,11 @@ bool nest_permute(plan *p, nest *n, const uint8_t *order);
  * packing takes at most this many bytes of the workspace (a 1x1 convolution's filters: 1 MiB
  * for 1024 to 256 channels); past it, once per product into one panel. */
 #define TILE_SHARED_PANEL (16 << 20)
+/* A shared B's products sum over k in blocks (k_block) whose panel of one block of columns
+ * takes this many bytes: it stays in the first-level cache while a group's blocks of rows read
+ * it, and their A's block stays in the second (1x1 1024 -> 256 at 14x14, 8 images, one core:
+ * each image's 784 KB input had been read once per block of 64 columns, from beyond it). */
+#define TILE_K_BLOCK_BYTES (32 * 1024)
 /* Products and convolutions run on several cores (with OpenMP) from this many multiply-adds
  * (about 80 us of one core at 100 GFLOP/s): a parallel region costs microseconds of a quiet
  * machine, and tens when the cores are shared; the smaller products of a training step (the

@@ -662,6 +662,15 @@ static const spec CONV_BIG[] = {
      * filters its second factor, stored as its panels (AVX-512) */
     {2, 2, 256, 128, 1, S3(14, 14, 0), S3(1, 1, 0), {0}, {0}, {0}, {0}, {0},
      E_BN | E_RELU | E_CONST},
+    /* 1x1 at 10x10 from 300 to 190 channels, 5 images (600 KB of input): compiled for one
+     * core, the sum in blocks of 128 k (the last of 44), three images a group (the last of
+     * two), the batch norm, the residual and the ReLU after the last block (AVX-512) */
+    {2, 5, 300, 190, 1, S3(10, 10, 0), S3(1, 1, 0), {0}, {0}, {0}, {0}, {0},
+     E_BN | E_RES | E_RELU},
+    /* the same at 14x14 to 128 channels with constant filters, stored as their panels: the
+     * partial sums in a buffer of their own, two images a group */
+    {2, 3, 300, 128, 1, S3(14, 14, 0), S3(1, 1, 0), {0}, {0}, {0}, {0}, {0},
+     E_BN | E_RELU | E_CONST},
 };
 
 static void test_conv_big(void **state)

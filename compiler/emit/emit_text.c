@@ -142,16 +142,18 @@ static void emit_tile_fn(buf *b, int et, int ti, int tj, bool maybe_unused)
     const char *t = em_ctype(et), *tn = nest_type_name((nest_type)et);
     buf_printf(b,
                "/* out[rows x %d] = sum over k < n of a[i * si + k * sk] * panel[k * sp + 0..%d), in k\n"
-               " * order, for rows <= %d: the block of a product of matrices, in registers, each\n"
-               " * step one multiply-add (fused where the CPU has them); summed in out itself,\n"
-               " * which restrict lets compilers hold in registers and store once */\n"
+               " * order, for rows <= %d (with add: out plus that sum, a block of k after others):\n"
+               " * the block of a product of matrices, in registers, each step one multiply-add\n"
+               " * (fused where the CPU has them); summed in out itself, which restrict lets\n"
+               " * compilers hold in registers and store once */\n"
                "static NEST_NOINLINE NEST_CONTRACT%s void nest_tile_%s_%dx%d(int rows, int64_t n, const %s *restrict a, int64_t si,\n"
                "                             int64_t sk, const %s *restrict panel, int64_t sp,\n"
-               "                             %s *restrict out)\n"
+               "                             %s *restrict out, int add)\n"
                "{\n"
                "    %s *restrict acc = out;\n"
-               "    for (int t = 0; t < %d; t++)\n"
-               "        acc[t] = 0;\n",
+               "    if (!add)\n"
+               "        for (int t = 0; t < %d; t++)\n"
+               "            acc[t] = 0;\n",
                tj, tj, ti, maybe_unused ? " NEST_UNUSED" : "", tn, ti, tj, t, t, t, t, ti * tj);
     int cases = ti <= TILE_ROW_CASES ? ti : 1;
     for (int r = ti; r > ti - cases; r--) {
@@ -165,7 +167,7 @@ static void emit_tile_fn(buf *b, int et, int ti, int tj, bool maybe_unused)
                    "            const %s *restrict p = panel;\n"
                    "            %s row[%d];\n"
                    "            for (int jj = 0; jj < %d; jj++)\n"
-                   "                row[jj] = 0;\n"
+                   "                row[jj] = acc[ii * %d + jj];\n"
                    "            for (int64_t k = 0; k < n; k++, p += sp) {\n"
                    "                const %s av = a[ii * si + k * sk];\n"
                    "                for (int jj = 0; jj < %d; jj++)\n"
@@ -174,7 +176,7 @@ static void emit_tile_fn(buf *b, int et, int ti, int tj, bool maybe_unused)
                    "            for (int jj = 0; jj < %d; jj++)\n"
                    "                acc[ii * %d + jj] = row[jj];\n"
                    "        }\n",
-                   t, t, tj, tj, t, tj, tj, tj);
+                   t, t, tj, tj, tj, t, tj, tj, tj);
     buf_puts(b, "    }\n}\n\n");
 }
 

@@ -146,6 +146,10 @@ typedef struct tile_src {
                         * rows computed before the blocks (emit_few_rows) */
     const char *rows;
     const nout *stream; /* the output written past the caches (stream_target), or NULL */
+    /* the sum in blocks of k (k_block): the block's partial sums (C text: where they are
+     * kept), its block of k (from k0, kn of them) and whether blocks of k follow (the block
+     * is not stored yet); else NULL */
+    const char *part, *k0, *kn, *more;
 } tile_src;
 
 /* A result of a product of at least this many bytes is written past the caches: it cannot
@@ -240,8 +244,12 @@ static void emit_tile_block(ctx *c, const nest *ne, const char *KS, const tile_s
         em_line(c, "const int %s = %d;", ni, brows);
     free(Is);
     /* aligned: the micro-kernel sums into it, and a vector split across two cache lines is
-     * neither stored nor read back at full speed */
-    em_line(c, "%s %s[%d] NEST_ALIGNED;", T, acc, brows * tj);
+     * neither stored nor read back at full speed (the partial sums are: tile.c sizes them in
+     * whole blocks, after the panels) */
+    if (src->part)
+        em_line(c, "%s *restrict %s = %s;", T, acc, src->part);
+    else
+        em_line(c, "%s %s[%d] NEST_ALIGNED;", T, acc, brows * tj);
     char iexpr[64], jexpr[64];
     snprintf(iexpr, sizeof iexpr, "%s + ii", i0);
     snprintf(jexpr, sizeof jexpr, "%s + jj", j0);
@@ -298,12 +306,21 @@ static void emit_tile_block(ctx *c, const nest *ne, const char *KS, const tile_s
             snprintf(aoff, sizeof aoff, " + nest_s * %lld", (long long)a->st[nb]);
             snprintf(accoff, sizeof accoff, " + nest_s * %d", tj);
         }
-        em_line(c, "nest_tile_%s_%dx%d(%s, %s, %s%s, %lld, %lld, %s, %s, %s%s);",
-                nest_type_name((nest_type)et), ti, tj, brows != ti ? nrows : ni, KS,
-                base ? base : "0", aoff, (long long)a->st[nb], (long long)a->st[nb + 1],
-                src->panel, src->sp, acc, accoff);
+        if (src->part) /* the block of k: A's columns from k0, the panel's rows */
+            snprintf(aoff + strlen(aoff), sizeof aoff - strlen(aoff), " + %s * %lld", src->k0,
+                     (long long)a->st[nb + 1]);
+        char add[64];
+        snprintf(add, sizeof add, "%s%s", src->part ? src->k0 : "0", src->part ? " > 0" : "");
+        em_line(c, "nest_tile_%s_%dx%d(%s, %s, %s%s, %lld, %lld, %s, %s, %s%s, %s);",
+                nest_type_name((nest_type)et), ti, tj, brows != ti ? nrows : ni,
+                src->part ? src->kn : KS, base ? base : "0", aoff, (long long)a->st[nb],
+                (long long)a->st[nb + 1], src->panel, src->sp, acc, accoff, add);
         if (brows != ti)
             c->indent--;
+        if (src->part) {
+            em_line(c, "if (%s)", src->more);
+            em_line(c, "    continue; /* stored after the last block of k */");
+        }
         if (small || src->few) {
             c->indent--;
             em_line(c, "}");
@@ -596,12 +613,47 @@ void em_tiled(ctx *c, int32_t k)
         }
         if (ne->tile_par)
             emit_omp_for_static(c);
-        em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", t, t, nbatch * jblocks * iblocks, t);
+        /* the sum in blocks of k: a group of products (from g, gn of them) at a time, every
+         * block of columns on one block of k (from kb, kn long) before the next, the partial
+         * sums of the group's tiles (one block each, t's) after the panels */
+        long long kblock = ne->k_block, kgroup = ne->k_group;
+        const char *g = NULL, *gn = NULL, *kb = NULL, *kn = NULL, *part = NULL;
+        char tiles[96], partk[96], more[96];
+        snprintf(tiles, sizeof tiles, "%lld", nbatch * jblocks * iblocks);
+        if (kblock) {
+            g = em_unique(&c->local, "g"), gn = em_unique(&c->local, "gn");
+            kb = em_unique(&c->local, "kb"), kn = em_unique(&c->local, "kn");
+            part = em_unique(&c->local, "part");
+            if (packed && c->p->bufs[ne->pack].offset < 0)
+                em_line(c, "%s *restrict %s = (%s *)(ws + nest_off%d);", T, part, T, ne->pack);
+            else if (packed)
+                em_line(c, "%s *restrict %s = (%s *)(ws + %lld);", T, part, T,
+                        (long long)c->p->bufs[ne->pack].offset);
+            else
+                em_line(c, "%s *restrict %s = %s + %lld;", T, part, panel, (long long)K * tj * jblocks);
+            if (packed)
+                em_ref_ws(c);
+            em_line(c, "for (int64_t %s = 0; %s < %lld; %s += %lld) {", g, g, nbatch, g, kgroup);
+            c->indent++;
+            em_line(c, "const int64_t %s = %lld - %s < %lld ? %lld - %s : %lld;", gn, nbatch, g,
+                    kgroup, nbatch, g, kgroup);
+            em_line(c, "for (int64_t %s = 0; %s < %lld; %s += %lld) {", kb, kb, (long long)K, kb, kblock);
+            c->indent++;
+            em_line(c, "const int64_t %s = %lld - %s < %lld ? %lld - %s : %lld;", kn, (long long)K,
+                    kb, kblock, (long long)K, kb, kblock);
+            snprintf(tiles, sizeof tiles, "%s * %lld", gn, jblocks * iblocks);
+            snprintf(partk, sizeof partk, "%s + %s * %d", part, t, brows * tj);
+            snprintf(more, sizeof more, "%s + %s < %lld", kb, kn, (long long)K);
+        }
+        em_line(c, "for (int64_t %s = 0; %s < %s; %s++) {", t, t, tiles, t);
         c->indent++;
         if (ne->b_shared) { /* t: the block of columns, the product, the block of rows; with
                               * batch_outer the product, the block of columns, the block of rows */
             const char *bt = em_unique(&c->local, "bt");
-            if (ne->batch_outer)
+            if (kblock)
+                em_line(c, "const int64_t %s = %s / (%s * %lld) * %d, %s = %s + %s / %lld %% %s, %s = %s %% %lld * %d;",
+                        j0, t, gn, iblocks, tj, bt, g, t, iblocks, gn, i0, t, iblocks, brows);
+            else if (ne->batch_outer)
                 em_line(c, "const int64_t %s = %s / %lld, %s = %s / %lld %% %lld * %d, %s = %s %% %lld * %d;",
                         bt, t, jblocks * iblocks, j0, t, iblocks, jblocks, tj, i0, t, iblocks, brows);
             else
@@ -621,9 +673,20 @@ void em_tiled(ctx *c, int32_t k)
             em_line(c, "const int64_t %s = %s / %lld * %d, %s = %s %% %lld * %d;", j0, t, iblocks,
                     tj, i0, t, iblocks, brows);
         emit_block_cols(c, ne, nj);
-        em_line(c, "const %s *restrict %s = %s + %s / %d * %lld;", T, pj, panel, j0, tj,
-                (long long)K * tj);
-        emit_last_block(c, ne, KS, &(tile_src){pj, tjs, NULL, NULL, NULL, stream}, nj);
+        if (kblock) /* the panel's rows of the block of k */
+            em_line(c, "const %s *restrict %s = %s + %s / %d * %lld + %s * %d;", T, pj, panel, j0,
+                    tj, (long long)K * tj, kb, tj);
+        else
+            em_line(c, "const %s *restrict %s = %s + %s / %d * %lld;", T, pj, panel, j0, tj,
+                    (long long)K * tj);
+        emit_last_block(c, ne, KS,
+                        &(tile_src){pj, tjs, NULL, NULL, NULL, stream, kblock ? partk : NULL,
+                                    kb, kn, more},
+                        nj);
+        for (int close = 0; close < (kblock ? 2 : 0); close++) { /* the groups, the blocks of k */
+            c->indent--;
+            em_line(c, "}");
+        }
     } else {
         /* B read in place (direct; I, K and the batch are plain, tile.c): its rows k are its
          * stride along k apart, and a last block of fewer columns than a tile's takes the small
@@ -698,7 +761,8 @@ void em_tiled(ctx *c, int32_t k)
         }
         em_line(c, "for (int64_t %s = 0; %s < %s; %s += %d) {", i0, i0, Is ? Is : "0", i0, brows);
         c->indent++;
-        emit_last_block(c, ne, KS, &(tile_src){pb, sp, small, few, rows, stream}, nj);
+        emit_last_block(c, ne, KS,
+                        &(tile_src){pb, sp, small, few, rows, stream, NULL, NULL, NULL, NULL}, nj);
     }
     free(Is);
     free(Ks);

@@ -426,6 +426,24 @@ static bool tile_nest(plan *p, int32_t k, int vbytes, const int32_t *readers)
                by_products = abytes + (panels > L2_HALF ? panels * (double)nbatch : panels);
         n->batch_outer = by_products < by_cols;
     }
+    /* on one core a shared B's batch whose A is read from beyond the second-level cache once
+     * per block of columns sums over k in blocks, a group of products at a time: each block
+     * of A then serves every block of columns while it is in that cache, and the block of a
+     * panel every block of rows while it is in the first (TILE_K_BLOCK_BYTES); the group's
+     * partial sums (a block of the result each) stay in the second-level cache with them.
+     * Every element is still summed in k order: the tile starts from its partial sums. */
+    n->k_block = n->k_group = 0;
+    if (n->b_shared && !n->tile_par && jblocks >= 2) {
+        int64_t kb = TILE_K_BLOCK_BYTES / (n->tile_j * es);
+        double partials = (double)iblocks * n->tile_rows * (double)jblocks * n->tile_j * es,
+               ablock = (double)I * (double)kb * es, slice = (double)kb * (double)jblocks * n->tile_j * es,
+               abytes = (double)nbatch * (double)I * (double)K * es;
+        double g = ((double)L2_HALF - slice) / (partials + ablock);
+        if (K >= 2 * kb && abytes > L2_HALF && g >= 1) {
+            n->k_block = kb;
+            n->k_group = g < (double)nbatch ? (int64_t)g : nbatch;
+        }
+    }
     /* row by row when B packed whole stays in the second-level cache and the result is
      * beyond it: a block's stores (and the absorbed outputs', as a training step's update of
      * its weights and velocities) then run along the result's rows. Column block by column
@@ -435,9 +453,14 @@ static bool tile_nest(plan *p, int32_t k, int vbytes, const int32_t *readers)
                       !tile_transposed(n) && (double)K * (double)jblocks * n->tile_j * es <=
                                                TILE_WHOLE_PANEL &&
                       (double)I * (double)J * es >= TILE_ROWS_RESULT;
+    /* the partial sums of a group's products summed over k in blocks: after the panels */
+    int64_t partials = n->k_block ? n->k_group * iblocks * n->tile_rows * jblocks * n->tile_j : 0;
     /* a constant B that only this product reads is stored as its panels: none packed here */
-    if (prepack_panels(p, n, readers))
+    if (prepack_panels(p, n, readers)) {
+        if (partials && (n->pack = plan_buffer(p, BUF_TEMP, -1, o->node, et, partials)) < 0)
+            return false;
         return absorb(p, k, readers, trans);
+    }
     if (p->status)
         return false;
     bool whole = n->tile_par || n->tile_rowwise || n->b_shared;
@@ -446,7 +469,7 @@ static bool tile_nest(plan *p, int32_t k, int vbytes, const int32_t *readers)
         p->status = p->f->status;
         return false;
     }
-    n->pack = plan_buffer(p, BUF_TEMP, -1, o->node, et, panel);
+    n->pack = plan_buffer(p, BUF_TEMP, -1, o->node, et, panel + partials);
     if (n->pack < 0)
         return false;
     return absorb(p, k, readers, trans);
