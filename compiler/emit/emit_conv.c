@@ -654,6 +654,40 @@ static void emit_tile_indexes(ctx *c, const wplan *w, const char *t, const char 
 /* The tiles with output channels in rows and positions in lanes. With local planes, a
  * parallel loop over images and groups copies the group's planes into a local array and runs
  * its tiles in turn. */
+/* One core, image by image (the tiles of image `image`, t the tile, `per` an image's): the
+ * next image's input is fetched toward the cache a few lines a tile while this image's tiles
+ * run, when x is a dense load, so that its planes' copy finds it there (the stem at batch 8:
+ * a cold input cost about 0.1 ms of 1.5 an image; fetched ahead, 4-5% faster). */
+static void emit_prefetch_next(ctx *c, const wplan *w, const char *image, const char *t,
+                               long long per)
+{
+    const fx *x = w->x;
+    int nsp = w->win->nsp;
+    if (x->kind != FX_LOAD || x->nargs || x->buf == FX_IOTA || x->rank != 2 + nsp || per < 1)
+        return;
+    long long dense = 1; /* the elements of an image, which lie together */
+    for (int i = x->rank - 1; i >= 1; i--) {
+        if (x->st[i] != dense)
+            return;
+        dense *= i == 1 ? w->C : w->d[i - 2];
+    }
+    long long es = (long long)nest_type_size((nest_type)x->etype);
+    long long lines = (dense * es + 63) / 64, each = (lines + per - 1) / per;
+    if (lines < 1 || w->N < 2)
+        return;
+    const char *pf = nm(c, "pf"), *l = nm(c, "l");
+    em_line(c, "#ifdef __GNUC__");
+    em_line(c, "if (%s < %lld) { /* the next image's input toward the cache, %lld lines a tile */",
+            image, (long long)w->N - 1, each);
+    em_line(c, "    const char *%s = (const char *)(%s + %lld + (%s + 1) * %lld);", pf,
+            bufname(c, x->buf), (long long)x->off, image, (long long)x->st[0]);
+    em_line(c, "    for (int64_t %s = (%s - %s * %lld) * %lld; %s < (%s - %s * %lld + 1) * %lld && %s < %lld; %s++)",
+            l, t, image, per, each, l, t, image, per, each, l, lines, l);
+    em_line(c, "        __builtin_prefetch(%s + %s * 64);", pf, l);
+    em_line(c, "}");
+    em_line(c, "#endif");
+}
+
 static void emit_tiles_by_positions(ctx *c, int32_t k, const char *xp, const char *image)
 {
     const nest *ne = &c->p->nests[k];
@@ -692,6 +726,7 @@ static void emit_tiles_by_positions(ctx *c, int32_t k, const char *xp, const cha
                 image, per, per, t);
         c->indent++;
         emit_tile_indexes(c, w, t, n, g, ktv, qbv, kt, qb);
+        emit_prefetch_next(c, w, image, t, per);
     } else {
         if (parallel_n(c, w->N, w->G * kt * qb, (double)ti * tj * cg * w->taps,
                        PAR_MIN_MACS))
