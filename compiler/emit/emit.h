@@ -156,6 +156,8 @@ typedef struct body {
 /* The C names buffer b (or the workspace): its declaration is used. */
 void em_ref(ctx *c, int32_t b);
 void em_ref_ws(ctx *c);
+/* Declares `name`, a pointer of workspace buffer b's type to where b lies in the workspace. */
+void em_ws_pointer(ctx *c, int32_t b, const char *name);
 
 /* emit_text.c */
 /* The entry of e in ix, or NULL when out of memory (c->b->failed set). */

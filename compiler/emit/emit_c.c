@@ -382,6 +382,17 @@ void em_ref_ws(ctx *c)
     c->part_ws = true;
 }
 
+void em_ws_pointer(ctx *c, int32_t b, const char *name)
+{
+    const pbuf *pb = &c->p->bufs[b];
+    const char *T = em_ctype(pb->etype);
+    if (pb->offset < 0) /* symbolic: placed at run time (emit_dims.c) */
+        em_line(c, "%s *restrict %s = (%s *)(ws + nest_off%d);", T, name, T, (int)b);
+    else
+        em_line(c, "%s *restrict %s = (%s *)(ws + %lld);", T, name, T, (long long)pb->offset);
+    em_ref_ws(c);
+}
+
 /* Parameters, then results, then state tensors, then constants, each in order. */
 static const plan *sort_plan;
 static int abi_rank(pbuf_kind k)

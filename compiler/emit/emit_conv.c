@@ -670,7 +670,7 @@ static void emit_prefetch_next(ctx *c, const wplan *w, const char *image, const 
     }
     long long es = (long long)nest_type_size((nest_type)x->etype);
     long long lines = (dense * es + 63) / 64, each = (lines + per - 1) / per;
-    if (lines < 1 || w->N < 2)
+    if (lines < 1)
         return;
     const char *pf = nm(c, "pf"), *l = nm(c, "l");
     em_line(c, "#ifdef __GNUC__");

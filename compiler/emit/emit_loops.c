@@ -859,14 +859,8 @@ static void declare_temps(ctx *c, int32_t first, int32_t last, int32_t group, bo
         c->refd[b] = false;
         if (rows)
             em_line(c, "%s %s[%lld];", em_ctype(pb->etype), name, (long long)pb->row);
-        else if (pb->offset < 0) /* symbolic: placed at run time (emit_c.c) */
-            em_line(c, "%s *restrict %s = (%s *)(ws + nest_off%d);", em_ctype(pb->etype), name,
-                    em_ctype(pb->etype), b);
         else
-            em_line(c, "%s *restrict %s = (%s *)(ws + %lld);", em_ctype(pb->etype), name,
-                 em_ctype(pb->etype), (long long)pb->offset);
-        if (!rows)
-            em_ref_ws(c);
+            em_ws_pointer(c, b, name);
     }
     free(used);
 }

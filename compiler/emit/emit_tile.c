@@ -306,11 +306,12 @@ static void emit_tile_block(ctx *c, const nest *ne, const char *KS, const tile_s
             snprintf(aoff, sizeof aoff, " + nest_s * %lld", (long long)a->st[nb]);
             snprintf(accoff, sizeof accoff, " + nest_s * %d", tj);
         }
-        if (src->part) /* the block of k: A's columns from k0, the panel's rows */
+        char add[64] = "0"; /* the kernel starts from acc: a block of k after the first */
+        if (src->part) { /* the block of k: A's columns from k0 (the panel's rows: src->panel) */
             snprintf(aoff + strlen(aoff), sizeof aoff - strlen(aoff), " + %s * %lld", src->k0,
                      (long long)a->st[nb + 1]);
-        char add[64];
-        snprintf(add, sizeof add, "%s%s", src->part ? src->k0 : "0", src->part ? " > 0" : "");
+            snprintf(add, sizeof add, "%s > 0", src->k0);
+        }
         em_line(c, "nest_tile_%s_%dx%d(%s, %s, %s%s, %lld, %lld, %s, %s, %s%s, %s);",
                 nest_type_name((nest_type)et), ti, tj, brows != ti ? nrows : ni,
                 src->part ? src->kn : KS, base ? base : "0", aoff, (long long)a->st[nb],
@@ -524,13 +525,8 @@ void em_tiled(ctx *c, int32_t k)
     if (packed) {
         em_ref(c, ne->tile_b->buf);
         em_line(c, "const %s *restrict %s = %s;", T, panel, c->bufname[ne->tile_b->buf]);
-    } else if (!local_panel && !direct && c->p->bufs[ne->pack].offset < 0) { /* symbolic: at run time */
-        em_line(c, "%s *restrict %s = (%s *)(ws + nest_off%d);", T, panel, T, ne->pack);
-        em_ref_ws(c);
     } else if (!local_panel && !direct) {
-        em_line(c, "%s *restrict %s = (%s *)(ws + %lld);", T, panel, T,
-             (long long)c->p->bufs[ne->pack].offset);
-        em_ref_ws(c);
+        em_ws_pointer(c, ne->pack, panel);
     }
     for (int d = 0; d < nb; d++) {
         char v[16];
@@ -618,21 +614,16 @@ void em_tiled(ctx *c, int32_t k)
          * sums of the group's tiles (one block each, t's) after the panels */
         long long kblock = ne->k_block, kgroup = ne->k_group;
         const char *g = NULL, *gn = NULL, *kb = NULL, *kn = NULL, *part = NULL;
-        char tiles[96], partk[96], more[96];
+        char tiles[96], partk[96], more[96], krows[64] = "";
         snprintf(tiles, sizeof tiles, "%lld", nbatch * jblocks * iblocks);
         if (kblock) {
             g = em_unique(&c->local, "g"), gn = em_unique(&c->local, "gn");
             kb = em_unique(&c->local, "kb"), kn = em_unique(&c->local, "kn");
             part = em_unique(&c->local, "part");
-            if (packed && c->p->bufs[ne->pack].offset < 0)
-                em_line(c, "%s *restrict %s = (%s *)(ws + nest_off%d);", T, part, T, ne->pack);
-            else if (packed)
-                em_line(c, "%s *restrict %s = (%s *)(ws + %lld);", T, part, T,
-                        (long long)c->p->bufs[ne->pack].offset);
+            if (packed) /* (the panels are the constant's: the pack holds the sums alone) */
+                em_ws_pointer(c, ne->pack, part);
             else
                 em_line(c, "%s *restrict %s = %s + %lld;", T, part, panel, (long long)K * tj * jblocks);
-            if (packed)
-                em_ref_ws(c);
             em_line(c, "for (int64_t %s = 0; %s < %lld; %s += %lld) {", g, g, nbatch, g, kgroup);
             c->indent++;
             em_line(c, "const int64_t %s = %lld - %s < %lld ? %lld - %s : %lld;", gn, nbatch, g,
@@ -644,6 +635,7 @@ void em_tiled(ctx *c, int32_t k)
             snprintf(tiles, sizeof tiles, "%s * %lld", gn, jblocks * iblocks);
             snprintf(partk, sizeof partk, "%s + %s * %d", part, t, brows * tj);
             snprintf(more, sizeof more, "%s + %s < %lld", kb, kn, (long long)K);
+            snprintf(krows, sizeof krows, " + %s * %d", kb, tj); /* the panel's rows from kb */
         }
         em_line(c, "for (int64_t %s = 0; %s < %s; %s++) {", t, t, tiles, t);
         c->indent++;
@@ -673,12 +665,8 @@ void em_tiled(ctx *c, int32_t k)
             em_line(c, "const int64_t %s = %s / %lld * %d, %s = %s %% %lld * %d;", j0, t, iblocks,
                     tj, i0, t, iblocks, brows);
         emit_block_cols(c, ne, nj);
-        if (kblock) /* the panel's rows of the block of k */
-            em_line(c, "const %s *restrict %s = %s + %s / %d * %lld + %s * %d;", T, pj, panel, j0,
-                    tj, (long long)K * tj, kb, tj);
-        else
-            em_line(c, "const %s *restrict %s = %s + %s / %d * %lld;", T, pj, panel, j0, tj,
-                    (long long)K * tj);
+        em_line(c, "const %s *restrict %s = %s + %s / %d * %lld%s;", T, pj, panel, j0, tj,
+                (long long)K * tj, krows);
         emit_last_block(c, ne, KS,
                         &(tile_src){pj, tjs, NULL, NULL, NULL, stream, kblock ? partk : NULL,
                                     kb, kn, more},

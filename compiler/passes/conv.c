@@ -45,7 +45,6 @@ static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
  * pack, once per call, then weighs as it would for 8 images; a batch of 1 pays it whole). */
 #define CONV_SYM_BATCH 8
 
-
 /* Cycles an element of the filters takes to pack, as measured (Zen 5, 512 channels' 3x3
  * filters): by squares of a vector's lanes (whole panels), and element by element (the rest). */
 #define CONV_PACK_SQUARES 1.1

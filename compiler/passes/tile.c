@@ -435,11 +435,11 @@ static bool tile_nest(plan *p, int32_t k, int vbytes, const int32_t *readers)
     n->k_block = n->k_group = 0;
     if (n->b_shared && !n->tile_par && jblocks >= 2) {
         int64_t kb = TILE_K_BLOCK_BYTES / (n->tile_j * es);
-        double partials = (double)iblocks * n->tile_rows * (double)jblocks * n->tile_j * es,
+        double sums = (double)iblocks * n->tile_rows * (double)jblocks * n->tile_j * es,
                ablock = (double)I * (double)kb * es,
                slice = (double)kb * (double)jblocks * n->tile_j * es,
                abytes = (double)nbatch * (double)I * (double)K * es;
-        double g = ((double)L2_HALF - slice) / (partials + ablock);
+        double g = ((double)L2_HALF - slice) / (sums + ablock); /* products a group */
         if (K >= 2 * kb && abytes > L2_HALF && g >= 1) {
             n->k_block = kb;
             n->k_group = g < (double)nbatch ? (int64_t)g : nbatch;
