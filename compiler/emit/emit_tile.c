@@ -312,10 +312,27 @@ static void emit_tile_block(ctx *c, const nest *ne, const char *KS, const tile_s
                      (long long)a->st[nb + 1]);
             snprintf(add, sizeof add, "%s > 0", src->k0);
         }
-        em_line(c, "nest_tile_%s_%dx%d(%s, %s, %s%s, %lld, %lld, %s, %s, %s%s, %s);",
-                nest_type_name((nest_type)et), ti, tj, brows != ti ? nrows : ni,
-                src->part ? src->kn : KS, base ? base : "0", aoff, (long long)a->st[nb],
-                (long long)a->st[nb + 1], src->panel, src->sp, acc, accoff, add);
+        /* a last block of fewer columns than the tile's, from a panel (which the tile may
+         * read whole), computes only the vectors that cover them */
+        int64_t J = ne->dims[nb + 2];
+        int lanes = ne->tile_vb / (int)nest_type_size((nest_type)et),
+            nv = (int)(J % tj + lanes - 1) / lanes;
+        bool edge = !ne->b_direct && !ne->b_direct_rt && !dim_is_sym(J) && J % tj &&
+                    tj == tile_vectors(et, ne->tile_vb) * lanes && nv < tj / lanes;
+        char args[512];
+        snprintf(args, sizeof args, "%s, %s%s, %lld, %lld, %s, %s, %s%s, %s",
+                 src->part ? src->kn : KS, base ? base : "0", aoff, (long long)a->st[nb],
+                 (long long)a->st[nb + 1], src->panel, src->sp, acc, accoff, add);
+        const char *tn = nest_type_name((nest_type)et), *rows = brows != ti ? nrows : ni;
+        if (edge) {
+            em_line(c, "if (%s < %d)", nj, tj);
+            em_line(c, "    nest_tile_%s_%dx%d_edge(%s, %d, %s);", tn, ti, tj, rows, nv, args);
+            em_line(c, "else");
+            c->indent++;
+        }
+        em_line(c, "nest_tile_%s_%dx%d(%s, %s);", tn, ti, tj, rows, args);
+        if (edge)
+            c->indent--;
         if (brows != ti)
             c->indent--;
         if (src->part) {
