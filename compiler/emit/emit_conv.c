@@ -40,11 +40,7 @@ void em_contract_macro(buf *b)
                     "#define NEST_CONTRACT __attribute__((optimize(\"fp-contract=fast\")))\n"
                     "#if defined(__x86_64__)\n#define NEST_KEEP(v) __asm__(\"\" : \"+v\"(v))\n#endif\n"
                     "#else\n#define NEST_CONTRACT\n#endif\n"
-                    "#ifndef NEST_KEEP\n#define NEST_KEEP(v) (void)0\n#endif\n"
-                    "/* a loop clang would vectorize where the loop inside it is the one to */\n"
-                    "#if defined(__clang__)\n"
-                    "#define NEST_NO_VECTORIZE _Pragma(\"clang loop vectorize(disable)\")\n"
-                    "#else\n#define NEST_NO_VECTORIZE\n#endif\n");
+                    "#ifndef NEST_KEEP\n#define NEST_KEEP(v) (void)0\n#endif\n");
 }
 
 void em_vec_helper(buf *b, int h)

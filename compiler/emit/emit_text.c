@@ -125,23 +125,37 @@ static void emit_fold_helper(buf *b, int h)
  * registers), else goes one row at a time. */
 #define TILE_ROW_CASES 8
 
-/* The loop of `rows` rows of `cols` columns of a tile whose rows are `stride` apart in acc.
- * NEST_NO_VECTORIZE: the columns' loop is the vectorized one, not the rows' (clang-14 chose the
- * rows' for the thin 16 x 16 tile, each step then gathers: 72 GFLOP/s against 178 on a Zen 5
- * core) */
-static void emit_tile_rows(buf *b, const char *t, int rows, int cols, int stride)
+/* The loop over k of `rows` rows of `cols` columns of a tile whose rows are `stride` apart in
+ * acc. One vector of columns: each row a statement of its own (as a loop over the rows, clang
+ * vectorized that loop with gathers for the thin 16 x 16 tile, 72 GFLOP/s against 180 on a Zen
+ * 5 core, and at the JIT's unrolling budget kept three of a 4 x 16 block's four rows of sums in
+ * memory, 10 against 113; gcc 21 against 150). Wider, a loop over the rows (gcc's code for 4 x
+ * 32 and 4 x 48 ran at half the speed written out; clang's the same either way). */
+static void emit_tile_rows(buf *b, const char *t, int rows, int cols, int stride, int lanes)
 {
-    buf_printf(b,
-               "        for (int64_t k = 0; k < n; k++, panel += sp)\n"
-               "            NEST_NO_VECTORIZE for (int ii = 0; ii < %d; ii++) {\n"
-               "                const %s av = a[ii * si + k * sk];\n"
-               "                for (int jj = 0; jj < %d; jj++)\n"
-               "                    acc[ii * %d + jj] = acc[ii * %d + jj] + av * panel[jj];\n"
-               "            }\n",
-               rows, t, cols, stride, stride);
+    if (cols > lanes) {
+        buf_printf(b,
+                   "        for (int64_t k = 0; k < n; k++, panel += sp)\n"
+                   "            for (int ii = 0; ii < %d; ii++) {\n"
+                   "                const %s av = a[ii * si + k * sk];\n"
+                   "                for (int jj = 0; jj < %d; jj++)\n"
+                   "                    acc[ii * %d + jj] = acc[ii * %d + jj] + av * panel[jj];\n"
+                   "            }\n",
+                   rows, t, cols, stride, stride);
+        return;
+    }
+    buf_printf(b, "        for (int64_t k = 0; k < n; k++, panel += sp) {\n"
+                  "            const %s a0 = a[k * sk]", t);
+    for (int i = 1; i < rows; i++)
+        buf_printf(b, ",%s a%d = a[%d * si + k * sk]", i % 4 ? "" : "\n                   ", i, i);
+    buf_printf(b, ";\n            for (int jj = 0; jj < %d; jj++) {\n", cols);
+    for (int i = 0; i < rows; i++)
+        buf_printf(b, "                acc[%d + jj] = acc[%d + jj] + a%d * panel[jj];\n", i * stride,
+                   i * stride, i);
+    buf_puts(b, "            }\n        }\n");
 }
 
-static void emit_tile_fn(buf *b, int et, int ti, int tj, bool maybe_unused)
+static void emit_tile_fn(buf *b, int et, int ti, int tj, int lanes, bool maybe_unused)
 {
     const char *t = em_ctype(et), *tn = nest_type_name((nest_type)et);
     buf_printf(b,
@@ -162,7 +176,7 @@ static void emit_tile_fn(buf *b, int et, int ti, int tj, bool maybe_unused)
     int cases = ti <= TILE_ROW_CASES ? ti : 1;
     for (int r = ti; r > ti - cases; r--) {
         buf_printf(b, "    %sif (rows == %d) {\n", r < ti ? "} else " : "", r);
-        emit_tile_rows(b, t, r, tj, tj);
+        emit_tile_rows(b, t, r, tj, tj, lanes);
     }
     if (cases < ti)
         buf_printf(b,
@@ -209,17 +223,7 @@ static void emit_tile_edge_fn(buf *b, int et, int ti, int tj, int lanes)
                    "                for (int jj = 0; jj < %d; jj++)\n"
                    "                    acc[ii * %d + jj] = 0;\n",
                    nv > 1 ? "} else " : "", ti, nv, ti, nv * lanes, tj);
-        /* each row a statement of its own: as a loop over the rows, at the JIT's unrolling
-         * budget, clang kept all but one row's sums in memory (18 GFLOP/s, 105 written out) */
-        buf_printf(b, "        for (int64_t k = 0; k < n; k++, panel += sp) {\n"
-                      "            const %s a0 = a[k * sk]", t);
-        for (int i = 1; i < ti; i++)
-            buf_printf(b, ", a%d = a[%d * si + k * sk]", i, i);
-        buf_printf(b, ";\n            for (int jj = 0; jj < %d; jj++) {\n", nv * lanes);
-        for (int i = 0; i < ti; i++)
-            buf_printf(b, "                acc[%d + jj] = acc[%d + jj] + a%d * panel[jj];\n", i * tj,
-                       i * tj, i);
-        buf_puts(b, "            }\n        }\n");
+        emit_tile_rows(b, t, ti, nv * lanes, tj, lanes);
     }
     buf_printf(b,
                "    } else {\n"
@@ -300,13 +304,13 @@ static void emit_tile_helper(buf *b, int h, bool thin)
     em_helper_width(h - base, &et, &vb);
     if (!thin) {
         tile_shape(et, vb, &ti, &tj);
-        emit_tile_fn(b, et, ti, tj, false);
+        emit_tile_fn(b, et, ti, tj, vb / (int)nest_type_size((nest_type)et), false);
         emit_tile_edge_fn(b, et, ti, tj, vb / (int)nest_type_size((nest_type)et));
         return;
     }
     for (int nv = 1; nv < tile_vectors(et, vb); nv++) {
         tile_thin_shape(et, vb, nv, &ti, &tj);
-        emit_tile_fn(b, et, ti, tj, tile_vectors(et, vb) > 2);
+        emit_tile_fn(b, et, ti, tj, vb / (int)nest_type_size((nest_type)et), tile_vectors(et, vb) > 2);
     }
 }
 
