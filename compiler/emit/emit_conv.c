@@ -111,11 +111,11 @@ static void tap_loops(ctx *c, const wplan *w, int indent)
  * and the stores of the tile into out. Each tap loads nv vectors at p and multiplies them by one
  * scalar a per row i: with positions in lanes, p is the input at the tap and a the filter
  * wc[i][t]; with channels in lanes, p is the tap's packed filters and a the input x<i>[o]. */
-static void vec_tile(ctx *c, const wplan *w, const char *T, const char *V, int in)
+static void vec_tile(ctx *c, const wplan *w, const char *T, const char *V, int in, int nv)
 {
     buf *b = c->b;
     bool by_ch = w->by_channels;
-    int ti = w->ti, nv = w->nv, L = w->lanes, tj = nv * L;
+    int ti = w->ti, L = w->lanes, tj = w->nv * L;
     long long cg = w->C / w->G, taps = w->taps, crs = cg * taps, cs = w->cstride;
     buf_printf(b, "%*s%s", in, "", V);
     for (int i = 0; i < ti; i++)
@@ -165,6 +165,16 @@ static void vec_tile(ctx *c, const wplan *w, const char *T, const char *V, int i
             buf_printf(b, "%*s*(%s *)(out + %d) = s%d_%d;\n", in, "", V, i * tj + j * L, i, j);
 }
 
+/* The vectors that cover the last tile of positions when they are fewer than a tile's (it
+ * computes only those: a 1x1 convolution with stride 2 to 28x28 has 784 positions in 17 tiles
+ * of 48, the last of 16), or 0. Positions in lanes only. */
+static int edge_vectors(const wplan *w)
+{
+    int tj = w->nv * w->lanes;
+    int nv = (int)((w->q % tj + w->lanes - 1) / w->lanes);
+    return !w->by_channels && nv < w->nv ? nv : 0;
+}
+
 /* The kernel of convolution nest k: out[ii * tj + jj] = sum over the group's input channels c
  * and taps t of w[ii][c][t] * x[c * cstride + conv_tapoff(w, t) + jj], for ii < rows, jj < lanes. */
 static void emit_kernel(ctx *c, int32_t k)
@@ -190,8 +200,16 @@ static void emit_kernel(ctx *c, int32_t k)
     emit_offsets(c, w);
     buf_puts(b, "#ifdef __GNUC__\n");
     buf_printf(b, "    if (rows == %d && lanes == %d) {\n", ti, tj);
-    vec_tile(c, w, T, V, 8);
-    buf_puts(b, "        return;\n    }\n#endif\n");
+    vec_tile(c, w, T, V, 8, w->nv);
+    buf_puts(b, "        return;\n    }\n");
+    int edge = edge_vectors(w);
+    if (edge) {
+        buf_printf(b, "    if (rows == %d && lanes == %d) { /* the last positions */\n", ti,
+                   edge * w->lanes);
+        vec_tile(c, w, T, V, 8, edge);
+        buf_puts(b, "        return;\n    }\n");
+    }
+    buf_puts(b, "#endif\n");
     buf_printf(b, "    for (int i = 0; i < %d; i++)\n        out[i] = 0;\n"
                   "    for (int64_t c = 0; c < %lld; c++)\n", ti * tj, cg);
     tap_loops(c, w, 8);
@@ -237,7 +255,7 @@ static void emit_kernel_by_channels(ctx *c, int32_t k)
     for (int i = 0; i < ti; i++)
         buf_printf(b, "%s *restrict x%d = x + q[%d]", i ? "," : "", i, i);
     buf_puts(b, ";\n");
-    vec_tile(c, w, T, V, 4);
+    vec_tile(c, w, T, V, 4, w->nv);
     buf_puts(b, "#else\n");
     emit_offsets(c, w);
     buf_printf(b, "    for (int i = 0; i < %d; i++)\n        out[i] = 0;\n"
@@ -755,6 +773,9 @@ static void emit_tiles_by_positions(ctx *c, int32_t k, const char *xp, const cha
                 lanes, n, (long long)w->C, g, cg, cg - 1, cs, (long long)w->maxoff, q0, tj, limit);
         em_line(c, "    ? (int)(%lld - %s < %d ? %lld - %s : %d) : %d;", (long long)w->q, q0, tj,
                 (long long)w->q, q0, tj, tj);
+    } else if (edge_vectors(w)) { /* the kernel's fast path for the last positions */
+        em_line(c, "const int %s = %s + %d > %lld ? %d : %d;", lanes, q0, tj, (long long)w->q,
+                edge_vectors(w) * w->lanes, tj);
     } else {
         em_line(c, "const int %s = %d;", lanes, tj);
     }
