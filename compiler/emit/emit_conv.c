@@ -165,14 +165,16 @@ static void vec_tile(ctx *c, const wplan *w, const char *T, const char *V, int i
             buf_printf(b, "%*s*(%s *)(out + %d) = s%d_%d;\n", in, "", V, i * tj + j * L, i, j);
 }
 
-/* The vectors that cover the last tile of positions when they are fewer than a tile's (it
- * computes only those: a 1x1 convolution with stride 2 to 28x28 has 784 positions in 17 tiles
- * of 48, the last of 16), or 0. Positions in lanes only. */
+/* The vectors that cover the last tile of positions when they are fewer than a tile's and
+ * that saves a hundredth of the vectors or more (it computes only those: a 1x1 convolution
+ * with stride 2 to 28x28 has 784 positions in 17 tiles of 48, the last of 16; the stem's 12,877
+ * would save a 400th, for a second copy of its 147 taps' code), or 0. Positions in lanes. */
 static int edge_vectors(const wplan *w)
 {
     int tj = w->nv * w->lanes;
     int nv = (int)((w->q % tj + w->lanes - 1) / w->lanes);
-    return !w->by_channels && nv < w->nv ? nv : 0;
+    double all = (double)((w->q + tj - 1) / tj) * w->nv;
+    return !w->by_channels && nv < w->nv && (w->nv - nv) >= 0.01 * all ? nv : 0;
 }
 
 /* The kernel of convolution nest k: out[ii * tj + jj] = sum over the group's input channels c
