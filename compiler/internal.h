@@ -1011,6 +1011,10 @@ typedef struct wplan {
     bool by_channels, prepacked;
     int ti, nv, lanes, vb;
     int64_t kpad, packoff;
+    /* tiles of positions along each output row (2-D, positions in lanes, not in place): row r's
+     * positions from r * qst[0] in pieces of a tile's lanes, the last of its vectors that cover
+     * the rest of the row (conv.c, row_tiles) */
+    bool row_tiles;
     bool filters_outer;         /* tiles of positions run innermost (see emit_conv.c) */
     bool images_inner;          /* by_channels: and the images inside each tile of channels */
     /* a group's planes fit in CONV_LOCAL_PLANES bytes and there are groups enough for the
@@ -1026,6 +1030,13 @@ typedef struct wplan {
 
 /* Where tap t (row-major over the window's axes) reads in a channel's planes. */
 int64_t conv_tapoff(const wplan *w, int64_t t);
+/* The tiles of positions of one image and group (positions in lanes): along the planes, or
+ * with row_tiles the output rows times the pieces of a row. */
+int64_t conv_position_tiles(const wplan *w);
+/* The vectors of the last tile of positions of the planes, or of each row's last piece with
+ * row_tiles, when they are fewer than a tile's and that saves a hundredth of the vectors or
+ * more (the kernel has a fast path for them); else 0. */
+int conv_edge_vectors(const wplan *w);
 
 /* The most bytes of a group's planes that its tiles read from a local array (conv.c). */
 #define CONV_LOCAL_PLANES (64 * 1024)

@@ -260,7 +260,7 @@ static const struct {
 
 typedef struct arrays {
     int n;
-    void *p[MAX_ARRAYS];
+    void *p[MAX_ARRAYS], *base[MAX_ARRAYS]; /* (p within the block at base) */
     int64_t count[MAX_ARRAYS];
     nest_type type[MAX_ARRAYS];
 } arrays;
@@ -273,6 +273,12 @@ static int64_t count_of(const nest_function *f, nest_value v)
     return c;
 }
 
+/* Results of the next checks at 64-byte boundaries plus g_skew elements when g_aligned (the
+ * stores past the caches take whole lines where a result is aligned, and plain stores where it
+ * is not); else where malloc puts them. */
+static bool g_aligned;
+static int g_skew;
+
 static void arrays_alloc(arrays *a, const nest_function *f, bool results)
 {
     a->n = results ? nest_result_count(f) : nest_param_count(f);
@@ -281,16 +287,23 @@ static void arrays_alloc(arrays *a, const nest_function *f, bool results)
         nest_value v = results ? nest_result(f, i) : nest_param(f, i);
         a->type[i] = (nest_type)nest_value_type(f, v);
         a->count[i] = count_of(f, v);
-        a->p[i] = malloc((size_t)(a->count[i] + GUARD) * nest_type_size(a->type[i]));
+        size_t bytes = (size_t)(a->count[i] + GUARD) * nest_type_size(a->type[i]);
+        if (results && g_aligned) {
+            size_t skew = (size_t)g_skew * nest_type_size(a->type[i]);
+            a->base[i] = aligned_alloc(64, (bytes + skew + 63) / 64 * 64);
+            a->p[i] = a->base[i] ? (char *)a->base[i] + skew : NULL;
+        } else {
+            a->p[i] = a->base[i] = malloc(bytes);
+        }
         assert_non_null(a->p[i]);
-        memset(a->p[i], 0xA5, (size_t)(a->count[i] + GUARD) * nest_type_size(a->type[i]));
+        memset(a->p[i], 0xA5, bytes);
     }
 }
 
 static void arrays_free(arrays *a)
 {
     for (int i = 0; i < a->n; i++)
-        free(a->p[i]);
+        free(a->base[i]);
     a->n = 0;
 }
 
@@ -658,6 +671,10 @@ static const spec CONV_BIG[] = {
      * KB) stay within it: the tiles of channels run innermost (AVX-512) */
     {2, 2, 16, 24, 1, S3(90, 90, 0), S3(7, 7, 0), S3(2, 2, 0), {0}, S3(3, 3, 0), S3(3, 3, 0),
      {0}, E_BIAS | E_RELU},
+    /* to 32x32: tiles of positions along the output rows, each a tile of two vectors of the
+     * 32 positions (AVX-512: the planes' rows of 35 would take 24 tiles of 48 an image) */
+    {2, 2, 3, 16, 1, S3(64, 64, 0), S3(7, 7, 0), S3(2, 2, 0), {0}, S3(3, 3, 0), S3(3, 3, 0),
+     {0}, E_BIAS | E_RELU},
     /* a 1x1 convolution with constant filters at 14x14: a product computed transposed, the
      * filters its second factor, stored as its panels (AVX-512) */
     {2, 2, 256, 128, 1, S3(14, 14, 0), S3(1, 1, 0), {0}, {0}, {0}, {0}, {0},
@@ -678,6 +695,33 @@ static void test_conv_big(void **state)
     (void)state;
     specs s = {CONV_BIG, countof_(CONV_BIG), NEST_F32};
     check("conv_big", build_convs, &s, V_JIT | V_NOOMP | V_V2 | V_AOT | V_AOT_PLAIN, false, 0);
+}
+
+/* Stems: 7x7 with stride 2 from 3 channels of 128x128 to 64 of 64x64, 2 images: tiles of
+ * positions along the output rows (48, then the last 16 in a tile of one vector: AVX-512), the
+ * result (2 MB) written past the caches; alone, and through a batch norm and a ReLU absorbed
+ * into the tiles' stores. With the results at 64 bytes (whole lines past the caches), and a
+ * float past them (plain stores). */
+static const spec CONV_STREAM[] = {
+    {2, 2, 3, 64, 1, S3(128, 128, 0), S3(7, 7, 0), S3(2, 2, 0), {0}, S3(3, 3, 0), S3(3, 3, 0),
+     {0}, 0},
+    {2, 2, 3, 64, 1, S3(128, 128, 0), S3(7, 7, 0), S3(2, 2, 0), {0}, S3(3, 3, 0), S3(3, 3, 0),
+     {0}, E_BN | E_RELU},
+};
+
+static void test_conv_stream(void **state)
+{
+    (void)state;
+    g_aligned = true;
+    for (g_skew = 0; g_skew < 2; g_skew++) {
+        for (size_t i = 0; i < countof_(CONV_STREAM); i++) {
+            specs s = {&CONV_STREAM[i], 1, NEST_F32};
+            check(g_skew ? "conv_stream_skewed" : "conv_stream", build_convs, &s,
+                  V_JIT | V_NOOMP | V_AOT, false, 0);
+        }
+    }
+    g_aligned = false;
+    g_skew = 0;
 }
 
 /* Real-valued data: the compiled sums may round differently from the interpreter's (double,
@@ -1253,6 +1297,7 @@ int main(void)
         cmocka_unit_test(test_conv2d),
         cmocka_unit_test(test_conv3d),
         cmocka_unit_test(test_conv_big),
+        cmocka_unit_test(test_conv_stream),
         cmocka_unit_test(test_conv_rounding),
         cmocka_unit_test(test_pool),
         cmocka_unit_test(test_chains),

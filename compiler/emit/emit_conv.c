@@ -165,18 +165,6 @@ static void vec_tile(ctx *c, const wplan *w, const char *T, const char *V, int i
             buf_printf(b, "%*s*(%s *)(out + %d) = s%d_%d;\n", in, "", V, i * tj + j * L, i, j);
 }
 
-/* The vectors that cover the last tile of positions when they are fewer than a tile's and
- * that saves a hundredth of the vectors or more (it computes only those: a 1x1 convolution
- * with stride 2 to 28x28 has 784 positions in 17 tiles of 48, the last of 16; the stem's 12,877
- * would save a 400th, for a second copy of its 147 taps' code), or 0. Positions in lanes. */
-static int edge_vectors(const wplan *w)
-{
-    int tj = w->nv * w->lanes;
-    int nv = (int)((w->q % tj + w->lanes - 1) / w->lanes);
-    double all = (double)((w->q + tj - 1) / tj) * w->nv;
-    return !w->by_channels && nv < w->nv && (w->nv - nv) >= 0.01 * all ? nv : 0;
-}
-
 /* The kernel of convolution nest k: out[ii * tj + jj] = sum over the group's input channels c
  * and taps t of w[ii][c][t] * x[c * cstride + conv_tapoff(w, t) + jj], for ii < rows, jj < lanes. */
 static void emit_kernel(ctx *c, int32_t k)
@@ -201,13 +189,16 @@ static void emit_kernel(ctx *c, int32_t k)
                name, T, T, T);
     emit_offsets(c, w);
     buf_puts(b, "#ifdef __GNUC__\n");
-    buf_printf(b, "    if (rows == %d && lanes == %d) {\n", ti, tj);
-    vec_tile(c, w, T, V, 8, w->nv);
-    buf_puts(b, "        return;\n    }\n");
-    int edge = edge_vectors(w);
+    int edge = conv_edge_vectors(w);
+    /* (tiles along rows shorter than a tile are all the last positions of a row) */
+    if (!edge || !w->row_tiles || w->o[1] > tj) {
+        buf_printf(b, "    if (rows == %d && lanes == %d) {\n", ti, tj);
+        vec_tile(c, w, T, V, 8, w->nv);
+        buf_puts(b, "        return;\n    }\n");
+    }
     if (edge) {
-        buf_printf(b, "    if (rows == %d && lanes == %d) { /* the last positions */\n", ti,
-                   edge * w->lanes);
+        buf_printf(b, "    if (rows == %d && lanes == %d) { /* the last positions%s */\n", ti,
+                   edge * w->lanes, w->row_tiles ? " of a row" : "");
         vec_tile(c, w, T, V, 8, edge);
         buf_puts(b, "        return;\n    }\n");
     }
@@ -341,7 +332,7 @@ static void emit_stores(ctx *c, const nest *ne, const char *value)
         c->b->failed = true;
         return;
     }
-    if (!o->drop) {
+    if (!o->drop && o != c->stream_to) { /* (streamed: it is in the tile already) */
         buf t = {0};
         buf_printf(&t, "%s[", bufname(c, o->buf));
         em_index(c, &t, o->buf, o->off, o->st, ne->rank);
@@ -591,9 +582,67 @@ static void emit_copy(ctx *c, const wplan *w, const char *xp, int64_t count, con
 
 /* ---- convolution: the tiles ---- */
 
-/* Stores the tile in `acc` (rows x tj, positions q0 ..) at the positions that are outputs. */
+/* A result of a convolution of at least this many bytes whose tiles lie in one row each
+ * (row_tiles) is written past the caches: it does not stay in the second-level cache, and a
+ * plain store reads each line before it writes it (the 7x7 stem, 3.2 MB for one image: 1.32 ->
+ * 1.22 ms, one core). */
+#define CONV_STREAM_MIN_BYTES (2 << 20)
+
+/* The output a convolution's tiles write past the caches (nest_stream_*), or NULL: with
+ * row_tiles, the one output its tiles store (the convolution, or the absorbed value that
+ * leaves), floats contiguous along the rows, of CONV_STREAM_MIN_BYTES or more, each tile's
+ * piece of a row whole cache lines when the result starts on one (rows, pieces and their
+ * distances whole lines). */
+static const nout *conv_stream_target(const nest *ne)
+{
+    const wplan *w = ne->win;
+    const nout *o = ne->outs[0].drop ? NULL : &ne->outs[0];
+    for (int i = 1; i < ne->nouts; i++) {
+        if (o || ne->outs[i].reduce >= 0) /* a second store, or a fold */
+            return NULL;
+        o = &ne->outs[i];
+    }
+    if (!o || !w->row_tiles || dim_is_sym(w->N))
+        return NULL;
+    int et = o->value->etype, es = (int)nest_type_size((nest_type)et);
+    double bytes = (double)w->N * (double)w->K * (double)w->p * es;
+    if ((et != NEST_F32 && et != NEST_F64) || o->st[ne->rank - 1] != 1 ||
+        bytes < CONV_STREAM_MIN_BYTES || (w->nv * w->lanes * es) % 64 ||
+        (o->st[ne->rank - 2] * es) % 64 || (w->o[1] * es) % 64)
+        return NULL;
+    return o;
+}
+
+/* The rows of the tile's piece of a row (lo .. hi, whole cache lines) leave from acc past the
+ * caches when the result is aligned to 64 bytes, else plainly. (Stores of the parts of lines
+ * at a row's ends, as a product's tiles do, cost 5% of the stem: their copies became calls of
+ * memcpy, around which the loop kept less in registers.) */
+static void emit_stream_piece(ctx *c, const nest *ne, const nout *o, const char *ii,
+                              const char *rows, const char *lo, const char *hi, const char *acc)
+{
+    int et = o->value->etype, tj = ne->win->nv * ne->win->lanes;
+    const char *T = em_ctype(et);
+    *c->helpers |= 1ull << (H_STREAM + (et == NEST_F64));
+    buf t = {0};
+    em_store_text(c, &t, o);
+    char *d = em_finish(c, &t);
+    em_line(c, "for (int %s = 0; %s < %s; %s++) {", ii, ii, rows, ii);
+    c->indent++;
+    em_line(c, "%s *nest_d = &%s;", T, d ? d : "");
+    em_line(c, "if (((size_t)nest_d & 63) == 0)");
+    em_line(c, "    nest_stream_%s(nest_d, %s + %s * %d, (int)(%s - %s));",
+            et == NEST_F64 ? "f64" : "f32", acc, ii, tj, hi, lo);
+    em_line(c, "else");
+    em_line(c, "    for (int jj = 0; jj < %s - %s; jj++)", hi, lo);
+    em_line(c, "        nest_d[jj] = %s[%s * %d + jj];", acc, ii, tj);
+    close_block(c);
+    free(d);
+}
+
+/* Stores the tile in `acc` (rows x tj, positions q0 ..) at the positions that are outputs;
+ * `stream` (conv_stream_target), when not NULL, leaves past the caches. */
 static void emit_tile_store(ctx *c, const nest *ne, const char *n, const char *k0,
-                            const char *q0, const char *rows, const char *acc)
+                            const char *q0, const char *rows, const char *acc, const nout *stream)
 {
     const wplan *w = ne->win;
     int nsp = w->win->nsp, tj = w->nv * w->lanes;
@@ -617,8 +666,13 @@ static void emit_tile_store(ctx *c, const nest *ne, const char *n, const char *k
     /* rows of positions: the last axis runs within a row */
     long long W = w->hq[nsp - 1];
     const char *r = nm(c, "r"), *lo = nm(c, "lo"), *hi = nm(c, "hi");
-    em_line(c, "for (int64_t %s = %s / %lld; %s * %lld < %s + %d && %s * %lld < %lld; %s++) {", r,
-            q0, W, r, W, q0, tj, r, W, (long long)w->q, r);
+    if (w->row_tiles) { /* the tile is a piece of one row */
+        em_line(c, "{");
+        em_line(c, "    const int64_t %s = %s / %lld;", r, q0, W);
+    } else {
+        em_line(c, "for (int64_t %s = %s / %lld; %s * %lld < %s + %d && %s * %lld < %lld; %s++) {", r,
+                q0, W, r, W, q0, tj, r, W, (long long)w->q, r);
+    }
     c->indent++;
     const char *o0 = nm(c, "o0"), *o1 = nsp == 3 ? nm(c, "o1") : NULL;
     if (nsp == 2) {
@@ -634,13 +688,24 @@ static void emit_tile_store(ctx *c, const nest *ne, const char *n, const char *k
     em_line(c, "const int64_t %s = %s * %lld < %s ? %s - %s * %lld : 0;", lo, r, W, q0, q0, r, W);
     em_line(c, "const int64_t %s = %s + %d - %s * %lld < %lld ? %s + %d - %s * %lld : %lld;", hi,
             q0, tj, r, W, (long long)w->o[nsp - 1], q0, tj, r, W, (long long)w->o[nsp - 1]);
-    em_line(c, "for (int %s = 0; %s < %s; %s++)", ii, ii, rows, ii);
-    em_line(c, "    for (int64_t %s = %s; %s < %s; %s++) {", ol, lo, ol, hi, ol);
-    c->indent += 2;
+    /* streamed: what leaves is computed into the tile first (nothing to do when that is the
+     * convolution itself) */
+    bool elements = !stream || ne->nouts > 1;
     snprintf(value, sizeof value, "%s[%s * %d + %s * %lld + %s - %s]", acc, ii, tj, r, W, ol, q0);
-    emit_stores(c, ne, value);
-    close_block(c);
-    c->indent--;
+    if (elements) {
+        em_line(c, "for (int %s = 0; %s < %s; %s++)", ii, ii, rows, ii);
+        em_line(c, "    for (int64_t %s = %s; %s < %s; %s++) {", ol, lo, ol, hi, ol);
+        c->indent += 2;
+        c->stream_to = stream;
+        emit_stores(c, ne, value);
+        c->stream_to = NULL;
+        close_block(c);
+        c->indent--;
+    }
+    if (stream) { /* (row_tiles: the piece starts the tile, at acc's row ii) */
+        c->expr[1 + nsp] = lo;
+        emit_stream_piece(c, ne, stream, ii, rows, lo, hi, acc);
+    }
     close_block(c);
 }
 
@@ -716,7 +781,7 @@ static void emit_tiles_by_positions(ctx *c, int32_t k, const char *xp, const cha
     const char *T = em_ctype(w->x->etype);
     int ti = w->ti, tj = w->nv * w->lanes;
     long long kg = w->K / w->G, cg = w->C / w->G, cs = w->cstride;
-    long long kt = (kg + ti - 1) / ti, qb = (w->q + tj - 1) / tj;
+    long long kt = (kg + ti - 1) / ti, qb = conv_position_tiles(w);
     char tiles[512], images[512];
     count_text(c, tiles, sizeof tiles, w->N, w->G * kt * qb);
     count_text(c, images, sizeof images, w->N, w->G);
@@ -725,6 +790,7 @@ static void emit_tiles_by_positions(ctx *c, int32_t k, const char *xp, const cha
     const char *t = nm(c, "t"), *ktv = nm(c, "kt"), *qbv = nm(c, "qb"), *g = nm(c, "g");
     const char *n = nm(c, "n"), *k0 = nm(c, "k0"), *q0 = nm(c, "q0"), *rows = nm(c, "rows");
     const char *lanes = nm(c, "lanes"), *acc = nm(c, "acc");
+    bool par = false; /* the tiles' loop in parallel (not by images and groups) */
     em_line(c, "/* %s tiles: images x groups x positions x output channels */", tiles);
     if (w->local_planes) {
         const char *ng = nm(c, "ng"), *nc0 = nm(c, "nc0");
@@ -749,15 +815,23 @@ static void emit_tiles_by_positions(ctx *c, int32_t k, const char *xp, const cha
         emit_tile_indexes(c, w, t, n, g, ktv, qbv, kt, qb);
         emit_prefetch_next(c, w, image, t, per);
     } else {
-        if (parallel_n(c, w->N, w->G * kt * qb, (double)ti * tj * cg * w->taps,
-                       PAR_MIN_MACS))
+        par = parallel_n(c, w->N, w->G * kt * qb, (double)ti * tj * cg * w->taps, PAR_MIN_MACS);
+        if (par)
             em_omp_for(c);
         em_line(c, "for (int64_t %s = 0; %s < %s; %s++) {", t, t, tiles, t);
         c->indent++;
         emit_tile_indexes(c, w, t, n, g, ktv, qbv, kt, qb);
     }
-    em_line(c, "const int64_t %s = %s * %lld + %s * %d, %s = %s * %d;", k0, g, kg, ktv, ti, q0, qbv,
-            tj);
+    long long pieces = (w->o[1] + tj - 1) / tj; /* with row_tiles, of a row */
+    if (w->row_tiles && pieces > 1)
+        em_line(c, "const int64_t %s = %s * %lld + %s * %d, %s = %s / %lld * %lld + %s %% %lld * %d;",
+                k0, g, kg, ktv, ti, q0, qbv, pieces, (long long)w->qst[0], qbv, pieces, tj);
+    else if (w->row_tiles) /* a tile a row */
+        em_line(c, "const int64_t %s = %s * %lld + %s * %d, %s = %s * %lld;", k0, g, kg, ktv, ti,
+                q0, qbv, (long long)w->qst[0]);
+    else
+        em_line(c, "const int64_t %s = %s * %lld + %s * %d, %s = %s * %d;", k0, g, kg, ktv, ti, q0,
+                qbv, tj);
     em_line(c, "const int %s = %lld - %s * %d < %d ? (int)(%lld - %s * %d) : %d;", rows, kg, ktv, ti,
             ti, kg, ktv, ti, ti);
     if (w->in_place) {
@@ -775,9 +849,15 @@ static void emit_tiles_by_positions(ctx *c, int32_t k, const char *xp, const cha
                 lanes, n, (long long)w->C, g, cg, cg - 1, cs, (long long)w->maxoff, q0, tj, limit);
         em_line(c, "    ? (int)(%lld - %s < %d ? %lld - %s : %d) : %d;", (long long)w->q, q0, tj,
                 (long long)w->q, q0, tj, tj);
-    } else if (edge_vectors(w)) { /* the kernel's fast path for the last positions */
+    } else if (conv_edge_vectors(w) && w->row_tiles && pieces == 1) {
+        em_line(c, "const int %s = %d; /* the kernel's fast path for a row */", lanes,
+                conv_edge_vectors(w) * w->lanes);
+    } else if (conv_edge_vectors(w) && w->row_tiles) { /* the kernel's fast path for a row's end */
+        em_line(c, "const int %s = %s %% %lld == %lld ? %d : %d;", lanes, qbv, pieces, pieces - 1,
+                conv_edge_vectors(w) * w->lanes, tj);
+    } else if (conv_edge_vectors(w)) { /* the kernel's fast path for the last positions */
         em_line(c, "const int %s = %s + %d > %lld ? %d : %d;", lanes, q0, tj, (long long)w->q,
-                edge_vectors(w) * w->lanes, tj);
+                conv_edge_vectors(w) * w->lanes, tj);
     } else {
         em_line(c, "const int %s = %d;", lanes, tj);
     }
@@ -790,8 +870,15 @@ static void emit_tiles_by_positions(ctx *c, int32_t k, const char *xp, const cha
                  (long long)w->C, g, cg, cs, q0);
     em_line(c, "%s(%s, %s, %s + %lld + %s * %lld, %s, %s);", kern, rows, lanes,
             bufname(c, w->wbuf), (long long)w->woff, k0, cg * w->taps, xt, acc);
-    emit_tile_store(c, ne, n, k0, q0, rows, acc);
+    /* past the caches: the stores fenced after the tiles, or in parallel (each thread its own)
+     * after each tile */
+    const nout *stream = w->local_planes ? NULL : conv_stream_target(ne);
+    emit_tile_store(c, ne, n, k0, q0, rows, acc, stream);
+    if (stream && par)
+        em_line(c, "NEST_STREAM_FENCE();");
     close_block(c);
+    if (stream && !par)
+        em_line(c, "NEST_STREAM_FENCE();");
     if (w->local_planes)
         close_block(c);
 }

@@ -152,6 +152,36 @@ static void choose_tile(wplan *w, int etype, int vb, bool const_filters)
                       filters + (double)ktiles * n * input < n * (filters + input);
 }
 
+int64_t conv_position_tiles(const wplan *w)
+{
+    int64_t tj = (int64_t)w->nv * w->lanes;
+    return w->row_tiles ? w->o[0] * ceil_div(w->o[1], tj) : ceil_div(w->q, tj);
+}
+
+int conv_edge_vectors(const wplan *w)
+{
+    int64_t tj = (int64_t)w->nv * w->lanes, rest = w->row_tiles ? w->o[1] % tj : w->q % tj;
+    int nv = (int)ceil_div(rest, w->lanes);
+    double all = (double)(w->row_tiles ? ceil_div(w->o[1], tj) : ceil_div(w->q, tj)) * w->nv;
+    return !w->by_channels && nv < w->nv && (w->nv - nv) >= 0.01 * all ? nv : 0;
+}
+
+/* Tiles of positions along each output row when they compute fewer vectors than along the
+ * planes, whose tiles run through the margins between rows (the 7x7 stem: rows of 112 as 48,
+ * 48 and 16, 784 vectors an image and channel tile against 807 in tiles of 48 over 12,877
+ * positions). Each tile's stores then lie in one row of the result. */
+static void choose_row_tiles(wplan *w)
+{
+    int64_t tj = (int64_t)w->nv * w->lanes;
+    w->row_tiles = false;
+    if (w->win->nsp != 2 || w->by_channels || w->in_place)
+        return;
+    int64_t pieces = ceil_div(w->o[1], tj), last = ceil_div(w->o[1] - (pieces - 1) * tj, w->lanes);
+    double rows = (double)w->o[0] * (double)((pieces - 1) * w->nv + last),
+           planes = (double)ceil_div(w->q, tj) * w->nv;
+    w->row_tiles = rows < planes;
+}
+
 /* Whether e is a load of a dense row-major tensor of `shape` (any offset). */
 static bool dense_load(const fx *e, int rank, const int64_t *shape)
 {
@@ -357,6 +387,7 @@ bool conv_plan(plan *p, nest *ne, int32_t node, fx *x, fx *filters)
      * knows that nothing else reads them; when something does, they are packed per call) */
     choose_tile(w, n->etype, tile_vector_bytes(p->opts),
                 prepack_whole(p, filters->buf, filters->off));
+    choose_row_tiles(w);
     /* the planes of one image and group, with the slack of the last tile */
     double bytes = ((double)(w->C / w->G) * (double)w->cstride + (double)(w->nv * w->lanes)) *
                    (double)nest_type_size((nest_type)n->etype);
