@@ -297,8 +297,23 @@ static void emit_tile_block(ctx *c, const nest *ne, const char *KS, const tile_s
             em_line(c, "} else {");
             c->indent++;
         }
+        /* a block of several tiles down I sums over k in blocks (TILE_K_BLOCK_BYTES of the
+         * panel): each block of the panel serves all the block's tiles from the first-level
+         * cache, where the whole panel (64 KiB for 256 k) came from the second for every tile
+         * (1x1 256 -> 1024 channels at 14x14, 8 images, one core: 4.76 -> 4.41 ms) */
+        int64_t K = ne->dims[nb + 1], kblk = TILE_K_BLOCK_BYTES / (tj * (int64_t)nest_type_size((nest_type)et));
+        bool kblocks = brows != ti && !src->part && !dim_is_sym(K) && K > kblk;
+        char kn[96], kpanel[128];
+        if (kblocks) {
+            em_line(c, "for (int64_t nest_kb = 0; nest_kb < %lld; nest_kb += %lld)", (long long)K,
+                    (long long)kblk);
+            c->indent++;
+            snprintf(kn, sizeof kn, "%lld - nest_kb < %lld ? %lld - nest_kb : %lld", (long long)K,
+                     (long long)kblk, (long long)K, (long long)kblk);
+            snprintf(kpanel, sizeof kpanel, "%s + nest_kb * %s", src->panel, src->sp);
+        }
         /* the block's tiles down I, each into its rows of acc, when it has several */
-        char nrows[96] = "", aoff[64] = "", accoff[32] = "";
+        char nrows[96] = "", aoff[96] = "", accoff[32] = "";
         if (brows != ti) {
             em_line(c, "for (int nest_s = 0; nest_s < %s; nest_s += %d)", ni, ti);
             c->indent++;
@@ -307,10 +322,12 @@ static void emit_tile_block(ctx *c, const nest *ne, const char *KS, const tile_s
             snprintf(accoff, sizeof accoff, " + nest_s * %d", tj);
         }
         char add[64] = "0"; /* the kernel starts from acc: a block of k after the first */
-        if (src->part) { /* the block of k: A's columns from k0 (the panel's rows: src->panel) */
-            snprintf(aoff + strlen(aoff), sizeof aoff - strlen(aoff), " + %s * %lld", src->k0,
+        if (src->part || kblocks) { /* the block of k: A's columns from k0 (the panel's rows:
+                                     * src->panel, or kpanel) */
+            const char *k0 = kblocks ? "nest_kb" : src->k0;
+            snprintf(aoff + strlen(aoff), sizeof aoff - strlen(aoff), " + %s * %lld", k0,
                      (long long)a->st[nb + 1]);
-            snprintf(add, sizeof add, "%s > 0", src->k0);
+            snprintf(add, sizeof add, "%s > 0", k0);
         }
         /* a last block of fewer columns than the tile's, from a panel (which the tile may
          * read whole), computes only the vectors that cover them */
@@ -321,8 +338,9 @@ static void emit_tile_block(ctx *c, const nest *ne, const char *KS, const tile_s
                     tj == tile_vectors(et, ne->tile_vb) * lanes && nv < tj / lanes;
         char args[512];
         snprintf(args, sizeof args, "%s, %s%s, %lld, %lld, %s, %s, %s%s, %s",
-                 src->part ? src->kn : KS, base ? base : "0", aoff, (long long)a->st[nb],
-                 (long long)a->st[nb + 1], src->panel, src->sp, acc, accoff, add);
+                 kblocks ? kn : src->part ? src->kn : KS, base ? base : "0", aoff,
+                 (long long)a->st[nb], (long long)a->st[nb + 1], kblocks ? kpanel : src->panel,
+                 src->sp, acc, accoff, add);
         const char *tn = nest_type_name((nest_type)et), *rows = brows != ti ? nrows : ni;
         if (edge) {
             em_line(c, "if (%s < %d)", nj, tj);
@@ -334,6 +352,8 @@ static void emit_tile_block(ctx *c, const nest *ne, const char *KS, const tile_s
         if (edge)
             c->indent--;
         if (brows != ti)
+            c->indent--;
+        if (kblocks)
             c->indent--;
         if (src->part) {
             em_line(c, "if (%s)", src->more);
