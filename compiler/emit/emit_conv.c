@@ -318,7 +318,7 @@ static bool tiles_parallel(const ctx *c, const wplan *w)
 
 /* The elements from which the copy of the input and the pack of the filters go on several
  * cores: PAR_MIN, or an eighth of it when the tiles that follow run in parallel anyway (the
- * threads are up: 3x3 at 128 channels of 28x28, one image, two threads, 0.73 -> 0.66 ms). */
+ * threads are up: 3x3 at 128 channels of 28x28, one image, two threads, 0.81 -> 0.73 ms). */
 static int64_t prep_min(const ctx *c, const wplan *w)
 {
     return tiles_parallel(c, w) ? PAR_MIN / 8 : PAR_MIN;
@@ -603,8 +603,8 @@ static void emit_copy(ctx *c, const wplan *w, const char *xp, int64_t count, con
 
 /* A result of a convolution of at least this many bytes whose tiles lie in one row each
  * (row_tiles) is written past the caches: it does not stay in the second-level cache, and a
- * plain store reads each line before it writes it (the 7x7 stem, 3.2 MB for one image: 1.32 ->
- * 1.22 ms, one core). */
+ * plain store reads each line before it writes it (the 7x7 stem, 3.2 MB for one image, with
+ * the tiles along its rows: 1.39 -> 1.31 ms, one core). */
 #define CONV_STREAM_MIN_BYTES (2 << 20)
 
 /* The output a convolution's tiles write past the caches (nest_stream_*), or NULL: with

@@ -302,15 +302,16 @@ static void emit_tile_helper(buf *b, int h, bool thin)
     int base = thin ? H_THIN : H_TILE;
     int et, vb, ti, tj;
     em_helper_width(h - base, &et, &vb);
+    int lanes = vb / (int)nest_type_size((nest_type)et);
     if (!thin) {
         tile_shape(et, vb, &ti, &tj);
-        emit_tile_fn(b, et, ti, tj, vb / (int)nest_type_size((nest_type)et), false);
-        emit_tile_edge_fn(b, et, ti, tj, vb / (int)nest_type_size((nest_type)et));
+        emit_tile_fn(b, et, ti, tj, lanes, false);
+        emit_tile_edge_fn(b, et, ti, tj, lanes);
         return;
     }
     for (int nv = 1; nv < tile_vectors(et, vb); nv++) {
         tile_thin_shape(et, vb, nv, &ti, &tj);
-        emit_tile_fn(b, et, ti, tj, vb / (int)nest_type_size((nest_type)et), tile_vectors(et, vb) > 2);
+        emit_tile_fn(b, et, ti, tj, lanes, tile_vectors(et, vb) > 2);
     }
 }
 

@@ -336,19 +336,22 @@ static void emit_tile_block(ctx *c, const nest *ne, const char *KS, const tile_s
             nv = (int)(J % tj + lanes - 1) / lanes;
         bool edge = !ne->b_direct && !ne->b_direct_rt && !dim_is_sym(J) && J % tj &&
                     tj == tile_vectors(et, ne->tile_vb) * lanes && nv < tj / lanes;
-        char args[512];
-        snprintf(args, sizeof args, "%s, %s%s, %lld, %lld, %s, %s, %s%s, %s",
-                 kblocks ? kn : src->part ? src->kn : KS, base ? base : "0", aoff,
-                 (long long)a->st[nb], (long long)a->st[nb + 1], kblocks ? kpanel : src->panel,
-                 src->sp, acc, accoff, add);
+        buf at = {0}; /* the arguments after the rows (base is of any length) */
+        buf_printf(&at, "%s, %s%s, %lld, %lld, %s, %s, %s%s, %s",
+                   kblocks ? kn : src->part ? src->kn : KS, base ? base : "0", aoff,
+                   (long long)a->st[nb], (long long)a->st[nb + 1], kblocks ? kpanel : src->panel,
+                   src->sp, acc, accoff, add);
+        char *args = em_finish(c, &at);
         const char *tn = nest_type_name((nest_type)et), *rows = brows != ti ? nrows : ni;
         if (edge) {
             em_line(c, "if (%s < %d)", nj, tj);
-            em_line(c, "    nest_tile_%s_%dx%d_edge(%s, %d, %s);", tn, ti, tj, rows, nv, args);
+            em_line(c, "    nest_tile_%s_%dx%d_edge(%s, %d, %s);", tn, ti, tj, rows, nv,
+                    args ? args : "");
             em_line(c, "else");
             c->indent++;
         }
-        em_line(c, "nest_tile_%s_%dx%d(%s, %s);", tn, ti, tj, rows, args);
+        em_line(c, "nest_tile_%s_%dx%d(%s, %s);", tn, ti, tj, rows, args ? args : "");
+        free(args);
         if (edge)
             c->indent--;
         if (brows != ti)
