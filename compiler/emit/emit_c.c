@@ -310,11 +310,12 @@ static void impl_call(ctx *c, const char *ws_bytes, const char *args)
         em_line(c, "    }");
         em_line(c, "#endif");
         em_line(c, "    if (!nest_block) {");
-        em_line(c, "        if (nest_need > SIZE_MAX - 64 || !(nest_block = malloc(nest_need + 64)))");
+        em_line(c, "        if (nest_need > SIZE_MAX - 128 || !(nest_block = malloc(nest_need + 128)))");
         em_line(c, "            return 1;");
         em_line(c, "        *(size_t *)nest_block = nest_need;");
         em_line(c, "    }");
-        em_line(c, "    ws = nest_block + 64;");
+        em_line(c, "    /* past the size, on a cache line (malloc's large blocks lie 16 bytes past one) */");
+        em_line(c, "    ws = nest_block + 128 - ((size_t)nest_block & 63);");
         em_line(c, "    rc = %s_impl(%s);", n, args ? args : "");
         em_line(c, "#ifdef __GNUC__");
         em_line(c, "    nest_block = __atomic_exchange_n(&nest_kept_%s, nest_block, __ATOMIC_ACQ_REL);", n);
