@@ -1149,8 +1149,11 @@ bool nest_permute(plan *p, nest *n, const uint8_t *order);
 /* A shared B's products sum over k in blocks (k_block) whose panel of one block of columns
  * takes this many bytes: it stays in the first-level cache while a group's blocks of rows read
  * it, and their A's block stays in the second (1x1 1024 -> 256 at 14x14, 8 images, one core:
- * each image's 784 KB input had been read once per block of 64 columns, from beyond it). */
+ * each image's 784 KB input had been read once per block of 64 columns, from beyond it); so
+ * do the tiles of a block of several rows (emit_tile.c). */
 #define TILE_K_BLOCK_BYTES (32 * 1024)
+/* The values of k in such a block for n's tiles. */
+int64_t tile_k_block_len(const nest *n);
 /* Products and convolutions run on several cores (with OpenMP) from this many multiply-adds
  * (about 80 us of one core at 100 GFLOP/s): a parallel region costs microseconds of a quiet
  * machine, and tens when the cores are shared; the smaller products of a training step (the

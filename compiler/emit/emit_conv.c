@@ -841,11 +841,13 @@ static void emit_tiles_by_positions(ctx *c, int32_t k, const char *xp, const cha
         c->indent++;
         emit_tile_indexes(c, w, t, n, g, ktv, qbv, kt, qb);
     }
-    long long pieces = (w->o[1] + tj - 1) / tj; /* with row_tiles, of a row */
-    if (w->row_tiles && pieces > 1)
+    /* with row_tiles, the pieces of a row (the last of `edge` vectors when edge > 0) */
+    long long pieces = w->row_tiles ? qb / w->o[0] : 0;
+    int edge = conv_edge_vectors(w);
+    if (pieces > 1)
         em_line(c, "const int64_t %s = %s * %lld + %s * %d, %s = %s / %lld * %lld + %s %% %lld * %d;",
                 k0, g, kg, ktv, ti, q0, qbv, pieces, (long long)w->qst[0], qbv, pieces, tj);
-    else if (w->row_tiles) /* a tile a row */
+    else if (pieces == 1) /* a tile a row */
         em_line(c, "const int64_t %s = %s * %lld + %s * %d, %s = %s * %lld;", k0, g, kg, ktv, ti,
                 q0, qbv, (long long)w->qst[0]);
     else
@@ -868,15 +870,15 @@ static void emit_tiles_by_positions(ctx *c, int32_t k, const char *xp, const cha
                 lanes, n, (long long)w->C, g, cg, cg - 1, cs, (long long)w->maxoff, q0, tj, limit);
         em_line(c, "    ? (int)(%lld - %s < %d ? %lld - %s : %d) : %d;", (long long)w->q, q0, tj,
                 (long long)w->q, q0, tj, tj);
-    } else if (conv_edge_vectors(w) && w->row_tiles && pieces == 1) {
+    } else if (edge && pieces == 1) {
         em_line(c, "const int %s = %d; /* the kernel's fast path for a row */", lanes,
-                conv_edge_vectors(w) * w->lanes);
-    } else if (conv_edge_vectors(w) && w->row_tiles) { /* the kernel's fast path for a row's end */
+                edge * w->lanes);
+    } else if (edge && w->row_tiles) { /* the kernel's fast path for a row's end */
         em_line(c, "const int %s = %s %% %lld == %lld ? %d : %d;", lanes, qbv, pieces, pieces - 1,
-                conv_edge_vectors(w) * w->lanes, tj);
-    } else if (conv_edge_vectors(w)) { /* the kernel's fast path for the last positions */
+                edge * w->lanes, tj);
+    } else if (edge) { /* the kernel's fast path for the last positions */
         em_line(c, "const int %s = %s + %d > %lld ? %d : %d;", lanes, q0, tj, (long long)w->q,
-                conv_edge_vectors(w) * w->lanes, tj);
+                edge * w->lanes, tj);
     } else {
         em_line(c, "const int %s = %d;", lanes, tj);
     }

@@ -155,6 +155,30 @@ static void emit_tile_rows(buf *b, const char *t, int rows, int cols, int stride
     buf_puts(b, "            }\n        }\n");
 }
 
+/* A tile's rows one at a time, each summed in a local row of `cols` (C text, at most `most`)
+ * columns: rows the kernel has no case of its own for. acc's rows are `stride` apart; with
+ * add, a row starts from acc only when the kernel's add says so (else acc is zero already). */
+static void emit_tile_row_by_row(buf *b, const char *t, const char *cols, int most, int stride,
+                                 bool add)
+{
+    buf_printf(b,
+               "        for (int ii = 0; ii < rows; ii++) {\n"
+               "            const %s *restrict p = panel;\n"
+               "            %s row[%d];\n"
+               "            for (int jj = 0; jj < %s; jj++)\n"
+               "                row[jj] = %sacc[ii * %d + jj]%s;\n"
+               "            for (int64_t k = 0; k < n; k++, p += sp) {\n"
+               "                const %s av = a[ii * si + k * sk];\n"
+               "                for (int jj = 0; jj < %s; jj++)\n"
+               "                    row[jj] = row[jj] + av * p[jj];\n"
+               "            }\n"
+               "            for (int jj = 0; jj < %s; jj++)\n"
+               "                acc[ii * %d + jj] = row[jj];\n"
+               "        }\n",
+               t, t, most, cols, add ? "add ? " : "", stride, add ? " : 0" : "", t, cols, cols,
+               stride);
+}
+
 static void emit_tile_fn(buf *b, int et, int ti, int tj, int lanes, bool maybe_unused)
 {
     const char *t = em_ctype(et), *tn = nest_type_name((nest_type)et);
@@ -178,23 +202,12 @@ static void emit_tile_fn(buf *b, int et, int ti, int tj, int lanes, bool maybe_u
         buf_printf(b, "    %sif (rows == %d) {\n", r < ti ? "} else " : "", r);
         emit_tile_rows(b, t, r, tj, tj, lanes);
     }
-    if (cases < ti)
-        buf_printf(b,
-                   "    } else {\n"
-                   "        for (int ii = 0; ii < rows; ii++) {\n"
-                   "            const %s *restrict p = panel;\n"
-                   "            %s row[%d];\n"
-                   "            for (int jj = 0; jj < %d; jj++)\n"
-                   "                row[jj] = acc[ii * %d + jj];\n"
-                   "            for (int64_t k = 0; k < n; k++, p += sp) {\n"
-                   "                const %s av = a[ii * si + k * sk];\n"
-                   "                for (int jj = 0; jj < %d; jj++)\n"
-                   "                    row[jj] = row[jj] + av * p[jj];\n"
-                   "            }\n"
-                   "            for (int jj = 0; jj < %d; jj++)\n"
-                   "                acc[ii * %d + jj] = row[jj];\n"
-                   "        }\n",
-                   t, t, tj, tj, tj, t, tj, tj, tj);
+    if (cases < ti) {
+        char cols[16];
+        snprintf(cols, sizeof cols, "%d", tj);
+        buf_puts(b, "    } else {\n");
+        emit_tile_row_by_row(b, t, cols, tj, tj, false);
+    }
     buf_puts(b, "    }\n}\n\n");
 }
 
@@ -225,23 +238,11 @@ static void emit_tile_edge_fn(buf *b, int et, int ti, int tj, int lanes)
                    nv > 1 ? "} else " : "", ti, nv, ti, nv * lanes, tj);
         emit_tile_rows(b, t, ti, nv * lanes, tj, lanes);
     }
-    buf_printf(b,
-               "    } else {\n"
-               "        for (int ii = 0; ii < rows; ii++) {\n"
-               "            const %s *restrict p = panel;\n"
-               "            %s row[%d];\n"
-               "            for (int jj = 0; jj < nv * %d; jj++)\n"
-               "                row[jj] = add ? acc[ii * %d + jj] : 0;\n"
-               "            for (int64_t k = 0; k < n; k++, p += sp) {\n"
-               "                const %s av = a[ii * si + k * sk];\n"
-               "                for (int jj = 0; jj < nv * %d; jj++)\n"
-               "                    row[jj] = row[jj] + av * p[jj];\n"
-               "            }\n"
-               "            for (int jj = 0; jj < nv * %d; jj++)\n"
-               "                acc[ii * %d + jj] = row[jj];\n"
-               "        }\n"
-               "    }\n}\n\n",
-               t, t, tj, lanes, tj, t, lanes, lanes, tj);
+    char cols[32];
+    snprintf(cols, sizeof cols, "nv * %d", lanes);
+    buf_puts(b, "    } else {\n");
+    emit_tile_row_by_row(b, t, cols, tj, tj, true);
+    buf_puts(b, "    }\n}\n\n");
 }
 
 /* A square of L x L elements (L the lanes of the tile's vectors) transposed: d[k * ds + j] =

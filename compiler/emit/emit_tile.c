@@ -301,9 +301,9 @@ static void emit_tile_block(ctx *c, const nest *ne, const char *KS, const tile_s
          * panel): each block of the panel serves all the block's tiles from the first-level
          * cache, where the whole panel (64 KiB for 256 k) came from the second for every tile
          * (1x1 256 -> 1024 channels at 14x14, 8 images, one core: 4.76 -> 4.41 ms) */
-        int64_t K = ne->dims[nb + 1], kblk = TILE_K_BLOCK_BYTES / (tj * (int64_t)nest_type_size((nest_type)et));
+        int64_t K = ne->dims[nb + 1], kblk = tile_k_block_len(ne);
         bool kblocks = brows != ti && !src->part && !dim_is_sym(K) && K > kblk;
-        char kn[96], kpanel[128];
+        char kn[128], kpanel[128];
         if (kblocks) {
             em_line(c, "for (int64_t nest_kb = 0; nest_kb < %lld; nest_kb += %lld)", (long long)K,
                     (long long)kblk);

@@ -152,17 +152,20 @@ static void choose_tile(wplan *w, int etype, int vb, bool const_filters)
                       filters + (double)ktiles * n * input < n * (filters + input);
 }
 
+/* The positions that one run of tiles covers: an output row with row_tiles, else the planes. */
+static int64_t run_positions(const wplan *w) { return w->row_tiles ? w->o[1] : w->q; }
+
 int64_t conv_position_tiles(const wplan *w)
 {
-    int64_t tj = (int64_t)w->nv * w->lanes;
-    return w->row_tiles ? w->o[0] * ceil_div(w->o[1], tj) : ceil_div(w->q, tj);
+    int64_t tiles = ceil_div(run_positions(w), (int64_t)w->nv * w->lanes);
+    return w->row_tiles ? w->o[0] * tiles : tiles;
 }
 
 int conv_edge_vectors(const wplan *w)
 {
-    int64_t tj = (int64_t)w->nv * w->lanes, rest = w->row_tiles ? w->o[1] % tj : w->q % tj;
-    int nv = (int)ceil_div(rest, w->lanes);
-    double all = (double)(w->row_tiles ? ceil_div(w->o[1], tj) : ceil_div(w->q, tj)) * w->nv;
+    int64_t tj = (int64_t)w->nv * w->lanes, run = run_positions(w);
+    int nv = (int)ceil_div(run % tj, w->lanes);
+    double all = (double)ceil_div(run, tj) * w->nv;
     return !w->by_channels && nv < w->nv && (w->nv - nv) >= 0.01 * all ? nv : 0;
 }
 
@@ -172,14 +175,10 @@ int conv_edge_vectors(const wplan *w)
  * positions). Each tile's stores then lie in one row of the result. */
 static void choose_row_tiles(wplan *w)
 {
-    int64_t tj = (int64_t)w->nv * w->lanes;
-    w->row_tiles = false;
-    if (w->win->nsp != 2 || w->by_channels || w->in_place)
-        return;
-    int64_t pieces = ceil_div(w->o[1], tj), last = ceil_div(w->o[1] - (pieces - 1) * tj, w->lanes);
-    double rows = (double)w->o[0] * (double)((pieces - 1) * w->nv + last),
-           planes = (double)ceil_div(w->q, tj) * w->nv;
-    w->row_tiles = rows < planes;
+    /* (a row's pieces, the last of the vectors it needs: the vectors that cover the row) */
+    double rows = (double)w->o[0] * (double)ceil_div(w->o[1], w->lanes),
+           planes = (double)ceil_div(w->q, (int64_t)w->nv * w->lanes) * w->nv;
+    w->row_tiles = w->win->nsp == 2 && !w->by_channels && !w->in_place && rows < planes;
 }
 
 /* Whether e is a load of a dense row-major tensor of `shape` (any offset). */

@@ -309,6 +309,12 @@ static bool transposed_rather(plan *p, nest *n, int vb, fx **a, fx **b, bool *tr
     return nest_permute(p, n, order) && factors(p, n->outs[0].value, r, a, b);
 }
 
+int64_t tile_k_block_len(const nest *n)
+{
+    int es = (int)nest_type_size((nest_type)n->outs[0].value->etype);
+    return TILE_K_BLOCK_BYTES / ((int64_t)n->tile_j * es);
+}
+
 bool tile_transposed(const nest *n)
 {
     const int64_t *st = n->outs[0].st;
@@ -434,7 +440,7 @@ static bool tile_nest(plan *p, int32_t k, int vbytes, const int32_t *readers)
      * Every element is still summed in k order: the tile starts from its partial sums. */
     n->k_block = n->k_group = 0;
     if (n->b_shared && !n->tile_par && jblocks >= 2) {
-        int64_t kb = TILE_K_BLOCK_BYTES / (n->tile_j * es);
+        int64_t kb = tile_k_block_len(n);
         double sums = (double)iblocks * n->tile_rows * (double)jblocks * n->tile_j * es,
                ablock = (double)I * (double)kb * es,
                slice = (double)kb * (double)jblocks * n->tile_j * es,
