@@ -74,6 +74,7 @@ COMPILER_SRC := compiler/graph/types.c compiler/graph/ir.c compiler/graph/dims.c
                 compiler/passes/memplan.c \
                 compiler/emit/emit_text.c compiler/emit/emit_loops.c compiler/emit/emit_topk.c \
                 compiler/emit/emit_tile.c compiler/emit/emit_conv.c \
+                compiler/emit/emit_conv_kernels.c \
                 compiler/emit/emit_c.c compiler/emit/emit_dims.c \
                 compiler/emit/emit_state.c compiler/passes/inplace.c \
                 compiler/pipeline.c

@@ -1022,6 +1022,18 @@ typedef struct wplan {
      * and group copies its planes into a local array of its thread just before its tiles,
      * which read them from the cache (no copy of the whole input in the workspace) */
     bool local_planes;
+    /* the dense form (positions in lanes, conv.c, make_dense): the copy holds, per image,
+     * input channel and tap, the values that tap reads for every output position, a run of p
+     * (no planes' margins: 49 positions of a 7x7 output in 49 lanes, not 61); the planes'
+     * fields then describe those runs (hq = o, plane = p, cstride = taps * p). With tail > 0 the
+     * tiles compute the first q = p - tail positions and the last `tail` are sums with the
+     * input channels and taps in the lanes, from their own copy [tail][C x taps] at tailoff in
+     * the workspace (one image, one group) */
+    bool dense;
+    int64_t tail, tailoff;
+    /* dense: the sum runs over blocks of cblock input channels (each block's copy stays in the
+     * cache for every tile), the tiles' partial sums in the workspace at partoff */
+    int64_t cblock, partoff;
 } wplan;
 
 /* The most taps along one axis of a convolution's window: the generated code holds a table of

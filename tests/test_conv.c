@@ -697,6 +697,65 @@ static void test_conv_big(void **state)
     check("conv_big", build_convs, &s, V_JIT | V_NOOMP | V_V2 | V_AOT | V_AOT_PLAIN, false, 0);
 }
 
+/* One image at small sizes, in the dense form (positions in lanes, the copy a run of the output
+ * positions per input channel and tap, no planes' margins: AVX-512). */
+static const spec CONV_DENSE[] = {
+    /* 512@7x7's shape at 160 channels: the sum over 2 blocks of 80 input channels, 16 tiles of
+     * 8 channels x 48 positions, the 49th position summed with the channels and taps in the
+     * lanes (the tail); through a batch norm, a residual and a ReLU */
+    {2, 1, 160, 128, 1, S3(7, 7, 0), S3(3, 3, 0), {0}, {0}, S3(1, 1, 0), S3(1, 1, 0), {0},
+     E_BN | E_RES | E_RELU},
+    /* 131 channels in tiles of 4: the last tile of 3 channels (the kernel's general loop, its
+     * block after block), the tail's 3 likewise; the value kept beside the bias' */
+    {2, 1, 160, 131, 1, S3(7, 7, 0), S3(3, 3, 0), {0}, {0}, S3(1, 1, 0), S3(1, 1, 0), {0},
+     E_BIAS | E_KEEP},
+    /* 1-D with stride 2: 49 positions of 97 */
+    {1, 1, 64, 64, 1, S3(97, 0, 0), S3(3, 0, 0), S3(2, 0, 0), {0}, S3(1, 0, 0), S3(1, 0, 0), {0},
+     E_RELU},
+    /* stride 2 and dilation 2: 6x6, the last 4 positions the tail */
+    {2, 1, 64, 64, 1, S3(13, 13, 0), S3(3, 3, 0), S3(2, 2, 0), S3(2, 2, 0), S3(2, 2, 0),
+     S3(2, 2, 0), {0}, E_BN},
+    /* data dilation 2 (a transposed convolution's form): 9x9 */
+    {2, 1, 32, 64, 1, S3(5, 5, 0), S3(3, 3, 0), {0}, {0}, S3(1, 1, 0), S3(1, 1, 0), S3(2, 2, 0),
+     0},
+    /* 60 channels in tiles of 6: the tail's 4 channels at a time, then 2 */
+    {2, 1, 128, 60, 1, S3(7, 7, 0), S3(3, 3, 0), {0}, {0}, S3(1, 1, 0), S3(1, 1, 0), {0},
+     E_TWICE},
+    /* 3-D, 4x4x4: 64 positions in 4 vectors, no tail */
+    {3, 1, 24, 48, 1, S3(4, 4, 4), S3(3, 3, 3), {0}, {0}, S3(1, 1, 1), S3(1, 1, 1), {0}, E_RELU},
+};
+
+/* f64: tiles of 7 channels x 3 vectors of 8, the tail's one position 4 channels then 3 */
+static const spec CONV_DENSE64[] = {
+    {2, 1, 96, 70, 1, S3(7, 7, 0), S3(3, 3, 0), {0}, {0}, S3(1, 1, 0), S3(1, 1, 0), {0},
+     E_BN | E_RELU},
+};
+
+static void test_conv_dense(void **state)
+{
+    (void)state;
+    specs s = {CONV_DENSE, countof_(CONV_DENSE), NEST_F32};
+    unsigned all = V_JIT | V_NOOMP | V_AVX2 | V_V2 | V_AOT | V_AOT_PLAIN;
+    /* with 64-byte vectors, each of them takes the dense form */
+    for (size_t i = 0; i < countof_(CONV_DENSE); i++) {
+        specs one = {&CONV_DENSE[i], 1, NEST_F32};
+        nest_function *f = build("conv_dense_form", build_convs, &one, false);
+        char *text = nest_emit(&f, 1, NEST_EMIT_C, NULL);
+        assert_non_null(text);
+        if (strstr(text, "nest_f32x16") &&
+            !strstr(text, "positions dense, a run per input channel and tap")) {
+            print_error("conv_dense spec %zu: not in the dense form\n", i);
+            fail();
+        }
+        nest_string_free(text);
+        nest_function_free(f);
+    }
+    check("conv_dense", build_convs, &s, all, false, 0);
+    check("conv_dense_real", build_convs, &s, V_JIT | V_NOOMP, true, 64);
+    specs d = {CONV_DENSE64, countof_(CONV_DENSE64), NEST_F64};
+    check("conv_dense_f64", build_convs, &d, all, false, 0);
+}
+
 /* Stems: 7x7 with stride 2 from 3 channels of 128x128 to 64 of 64x64, 2 images: tiles of
  * positions along the output rows (48, then the last 16 in a tile of one vector: AVX-512), the
  * result (2 MB) written past the caches; alone, and through a batch norm and a ReLU absorbed
@@ -1297,6 +1356,7 @@ int main(void)
         cmocka_unit_test(test_conv2d),
         cmocka_unit_test(test_conv3d),
         cmocka_unit_test(test_conv_big),
+        cmocka_unit_test(test_conv_dense),
         cmocka_unit_test(test_conv_stream),
         cmocka_unit_test(test_conv_rounding),
         cmocka_unit_test(test_pool),

@@ -5,7 +5,8 @@
  *   emit_text.c   helpers of the generated code, names, expressions, reductions' texts
  *   emit_loops.c  loop nests: levels, folds, parallel chunks, tiled products, row groups
  *   emit_c.c      functions: entry points, constants, the header's declarations
- *   emit_conv.c   convolutions and pools: their kernels, copies of the input, tiles and stores
+ *   emit_conv.c   convolutions and pools: copies of the input, tiles and stores
+ *   emit_conv_kernels.c  convolutions' kernels: a register tile, the dense form's tail
  *   emit_dims.c   symbolic dims: the check of given sizes, temporaries placed at run time
  */
 #ifndef NEST_EMIT_H
@@ -261,8 +262,12 @@ void em_topk(ctx *c, int32_t k);
 /* emit_conv.c */
 /* A convolution or pooling nest (conv.c): its loops, its kernel's call, its store. */
 void em_window(ctx *c, int32_t k);
+
+/* emit_conv_kernels.c */
 /* The static kernels of the function's convolutions, before its entry points. */
 void em_window_kernels(ctx *c);
+/* The C name of convolution nest k's kernel (its dense form's tail kernel: the name + _tail). */
+const char *em_conv_kernel_name(ctx *c, int32_t k, char *s, size_t n);
 /* Helper H_VEC.. H_VEC + 5 of the preamble: a vector type. */
 void em_vec_helper(buf *b, int h);
 /* The NEST_CONTRACT and NEST_KEEP macros, which tiles and convolution kernels use. */

@@ -1,14 +1,11 @@
 /*
  * emit_conv.c - convolutions and pools in C (plans of passes/conv.c).
  *
- * A convolution is three pieces: a static kernel per convolution (before the function's entry
- * points) that computes one register tile, ti output channels by nv vectors of positions, with
- * the sum over the group's input channels and the window's taps; the copy of the input into
- * zero-padded planes (unless it is read in place); and the loop over the tiles, which calls the
- * kernel and stores the tile's positions that are outputs, through the absorbed element-wise
- * outputs. The kernel's fast path uses GNU C vector types (gcc and clang), one named
- * accumulator per vector, so that no compiler has to unroll anything to keep them in
- * registers; a plain loop handles partial tiles and other compilers.
+ * A convolution is three pieces: a static kernel per convolution (emit_conv_kernels.c) that
+ * computes one register tile; the copy of the input into zero-padded planes (unless it is read
+ * in place), or with the dense form into a run of the output positions per input channel and
+ * tap; and the loop over the tiles, which calls the kernel and stores the tile's positions that
+ * are outputs, through the absorbed element-wise outputs.
  *
  * A pool is a loop over the output and the window, clamped to the input.
  */
@@ -17,264 +14,6 @@
 #include <string.h>
 
 #include "emit.h"
-
-/* ---- the preamble's vector types ---- */
-
-static int vec_helper(int etype, int vb)
-{
-    return H_VEC + 3 * (etype == NEST_F64) + (vb >= 64 ? 2 : vb >= 32 ? 1 : 0);
-}
-
-static void vec_name(char *s, size_t n, int etype, int vb)
-{
-    snprintf(s, n, "nest_%sx%d", nest_type_name((nest_type)etype),
-             vb / (int)nest_type_size((nest_type)etype));
-}
-
-void em_contract_macro(buf *b)
-{
-    buf_puts(b, "/* gcc fuses multiply-adds in ISO C mode only when asked; and it would load a\n"
-                    " * vector again for every multiply-add that uses it (on x86 a memory operand,\n"
-                    " * an unaligned load each): NEST_KEEP holds it in a register */\n"
-                    "#if defined(__GNUC__) && !defined(__clang__)\n"
-                    "#define NEST_CONTRACT __attribute__((optimize(\"fp-contract=fast\")))\n"
-                    "#if defined(__x86_64__)\n#define NEST_KEEP(v) __asm__(\"\" : \"+v\"(v))\n#endif\n"
-                    "#else\n#define NEST_CONTRACT\n#endif\n"
-                    "#ifndef NEST_KEEP\n#define NEST_KEEP(v) (void)0\n#endif\n");
-}
-
-void em_vec_helper(buf *b, int h)
-{
-    int et, vb;
-    em_helper_width(h - H_VEC, &et, &vb);
-    char v[32];
-    vec_name(v, sizeof v, et, vb);
-    buf_printf(b,
-               "#ifdef __GNUC__\n/* %d bytes of %s, loaded and stored at any address */\n"
-               "typedef %s %s __attribute__((vector_size(%d), aligned(%d), may_alias));\n#endif\n",
-               vb, em_ctype(et), em_ctype(et), v, vb, (int)nest_type_size((nest_type)et));
-}
-
-/* ---- kernels ---- */
-
-/* Kernels of at most this many taps run them as straight code, each with its offsets as
- * constants (no loop counter, no table: 3% of a 3x3 kernel's instructions); longer windows
- * loop over the taps, axis by axis. */
-#define UNROLL_TAPS 64
-
-static const char *kernel_name(ctx *c, int32_t k, char *s, size_t n)
-{
-    snprintf(s, n, "nest_conv_%s_%d", c->f->name, (int)k);
-    return s;
-}
-
-/* The tables of the taps' offsets, one per axis of the window (a tap reads at the sum of its
- * axes' entries: conv.c's conv_tapoff), for the loops over the taps (tap_loops): a window of
- * 1000 x 1000 takes 2,000 entries, not a million. */
-static void emit_offsets(ctx *c, const wplan *w)
-{
-    const ir_window *win = w->win;
-    for (int i = 0; i < win->nsp; i++) {
-        buf_printf(c->b, "    static const int64_t off%d[%lld] = {", i, (long long)win->window[i]);
-        for (int64_t f = 0; f < win->window[i]; f++)
-            buf_printf(c->b, "%s%lld", f ? (f % 12 ? ", " : ",\n        ") : "",
-                       (long long)w->axoff[i][f]);
-        buf_puts(c->b, "};\n");
-    }
-}
-
-/* Opens the loops over the taps, row-major over the window's axes, at `indent`: inside, t is
- * the tap and ot its offset (emit_offsets' tables); one brace to close. */
-static void tap_loops(ctx *c, const wplan *w, int indent)
-{
-    const ir_window *win = w->win;
-    int nsp = win->nsp;
-    buf_printf(c->b, "%*s", indent, "");
-    for (int i = 0; i < nsp; i++)
-        buf_printf(c->b, "for (int64_t a%d = 0; a%d < %lld; a%d++) ", i, i,
-                   (long long)win->window[i], i);
-    buf_printf(c->b, "{\n%*s    const int64_t t = ", indent, "");
-    for (int i = 0; i < nsp; i++) {
-        long long after = 1;
-        for (int j = i + 1; j < nsp; j++)
-            after *= win->window[j];
-        buf_printf(c->b, "%sa%d * %lld", i ? " + " : "", i, after);
-    }
-    buf_printf(c->b, ", ot = ");
-    for (int i = 0; i < nsp; i++)
-        buf_printf(c->b, "%soff%d[a%d]", i ? " + " : "", i, i);
-    buf_puts(c->b, ";\n");
-}
-
-/* The fast path of a kernel, at `in` spaces: the ti x nv vector accumulators, the sum over the
- * group's input channels c and the taps (straight code up to UNROLL_TAPS taps, else tap_loops),
- * and the stores of the tile into out. Each tap loads nv vectors at p and multiplies them by one
- * scalar a per row i: with positions in lanes, p is the input at the tap and a the filter
- * wc[i][t]; with channels in lanes, p is the tap's packed filters and a the input x<i>[o]. */
-static void vec_tile(ctx *c, const wplan *w, const char *T, const char *V, int in, int nv)
-{
-    buf *b = c->b;
-    bool by_ch = w->by_channels;
-    int ti = w->ti, L = w->lanes, tj = w->nv * L;
-    long long cg = w->C / w->G, taps = w->taps, crs = cg * taps, cs = w->cstride;
-    buf_printf(b, "%*s%s", in, "", V);
-    for (int i = 0; i < ti; i++)
-        for (int j = 0; j < nv; j++)
-            buf_printf(b, "%s s%d_%d = {0}", i || j ? "," : "", i, j);
-    buf_printf(b, ";\n%*sfor (int64_t c = 0; c < %lld; c++) {\n%*s", in, "", cg, in + 4, "");
-    if (by_ch)
-        buf_printf(b, "const %s *restrict wc = w + c * %lld;\n", T, taps * tj);
-    else
-        buf_printf(b, "const %s *restrict xc = x + c * %lld, *restrict wc = w + c * %lld;\n", T,
-                   cs, taps);
-    bool unroll = w->taps <= UNROLL_TAPS;
-    if (!unroll)
-        tap_loops(c, w, in + 4);
-    for (int64_t t = 0; t < (unroll ? w->taps : 1); t++) {
-        char tt[32], ot[32];
-        snprintf(tt, sizeof tt, unroll ? "%lld" : "t", (long long)t);
-        snprintf(ot, sizeof ot, unroll ? "%lld" : "ot", (long long)conv_tapoff(w, t));
-        buf_printf(b, "%*s%s ", in + 4, "", unroll ? "{" : "   ");
-        if (by_ch)
-            buf_printf(b, "const int64_t o = c * %lld + %s;\n"
-                          "%*sconst %s *restrict p = wc + %s * %d;\n",
-                       cs, ot, in + 8, "", T, tt, tj);
-        else
-            buf_printf(b, "const %s *restrict p = xc + %s;\n", T, ot);
-        buf_printf(b, "%*s%s", in + 8, "", V);
-        for (int j = 0; j < nv; j++)
-            buf_printf(b, "%s b%d = *(const %s *)(p + %d)", j ? "," : "", j, V, j * L);
-        buf_printf(b, ";\n%*s", in + 7, "");
-        for (int j = 0; j < nv; j++)
-            buf_printf(b, " NEST_KEEP(b%d);", j);
-        buf_printf(b, "\n%*s%s a;\n", in + 8, "", T);
-        for (int i = 0; i < ti; i++) {
-            if (by_ch)
-                buf_printf(b, "%*sa = x%d[o];", in + 8, "", i);
-            else
-                buf_printf(b, "%*sa = wc[%lld + %s];", in + 8, "", (long long)i * crs, tt);
-            for (int j = 0; j < nv; j++)
-                buf_printf(b, " s%d_%d += a * b%d;", i, j, j);
-            buf_putc(b, '\n');
-        }
-        buf_printf(b, "%*s}\n", in + 4, "");
-    }
-    buf_printf(b, "%*s}\n", in, "");
-    for (int i = 0; i < ti; i++)
-        for (int j = 0; j < nv; j++)
-            buf_printf(b, "%*s*(%s *)(out + %d) = s%d_%d;\n", in, "", V, i * tj + j * L, i, j);
-}
-
-/* The kernel of convolution nest k: out[ii * tj + jj] = sum over the group's input channels c
- * and taps t of w[ii][c][t] * x[c * cstride + conv_tapoff(w, t) + jj], for ii < rows, jj < lanes. */
-static void emit_kernel(ctx *c, int32_t k)
-{
-    const wplan *w = c->p->nests[k].win;
-    int et = c->p->bufs[c->p->nests[k].outs[0].buf].etype;
-    const char *T = em_ctype(et);
-    char V[32], name[IR_MAX_NAME + 32];
-    vec_name(V, sizeof V, et, w->vb);
-    kernel_name(c, k, name, sizeof name);
-    *c->helpers |= 1ull << vec_helper(et, w->vb);
-    int ti = w->ti, tj = w->nv * w->lanes;
-    long long cg = w->C / w->G, taps = w->taps, crs = cg * taps, cs = w->cstride;
-    buf *b = c->b;
-    buf_printf(b,
-               "/* out[%d x %d] = the sum over %lld input channels and %lld taps of filters times input,\n"
-               " * for `rows` output channels and `lanes` positions: one register tile of %s */\n",
-               ti, tj, cg, taps, namer_name(&c->nm, w->node));
-    buf_printf(b,
-               "static NEST_CONTRACT void %s(int rows, int lanes, const %s *restrict w,\n"
-               "    const %s *restrict x, %s *restrict out)\n{\n",
-               name, T, T, T);
-    emit_offsets(c, w);
-    buf_puts(b, "#ifdef __GNUC__\n");
-    int edge = conv_edge_vectors(w);
-    /* (tiles along rows shorter than a tile are all the last positions of a row) */
-    if (!edge || !w->row_tiles || w->o[1] > tj) {
-        buf_printf(b, "    if (rows == %d && lanes == %d) {\n", ti, tj);
-        vec_tile(c, w, T, V, 8, w->nv);
-        buf_puts(b, "        return;\n    }\n");
-    }
-    if (edge) {
-        buf_printf(b, "    if (rows == %d && lanes == %d) { /* the last positions%s */\n", ti,
-                   edge * w->lanes, w->row_tiles ? " of a row" : "");
-        vec_tile(c, w, T, V, 8, edge);
-        buf_puts(b, "        return;\n    }\n");
-    }
-    buf_puts(b, "#endif\n");
-    buf_printf(b, "    for (int i = 0; i < %d; i++)\n        out[i] = 0;\n"
-                  "    for (int64_t c = 0; c < %lld; c++)\n", ti * tj, cg);
-    tap_loops(c, w, 8);
-    buf_printf(b,
-               "            for (int ii = 0; ii < rows; ii++) {\n"
-               "                const %s a = w[ii * %lld + c * %lld + t];\n"
-               "                const %s *restrict p = x + c * %lld + ot;\n"
-               "                for (int jj = 0; jj < lanes; jj++)\n"
-               "                    out[ii * %d + jj] += a * p[jj];\n"
-               "            }\n        }\n}\n\n",
-               T, crs, taps, T, cs, tj);
-}
-
-/* The kernel of convolution nest k with channels in lanes: out[ii * tj + jj] = sum over the
- * group's input channels c and taps t of x[q[ii] + c * cstride + conv_tapoff(w, t)] * the packed filters
- * [c][t][jj], for every ii < ti and jj < tj (the caller repeats a position to fill a tile, and
- * the packed filters hold zeros past the group's channels). */
-static void emit_kernel_by_channels(ctx *c, int32_t k)
-{
-    const wplan *w = c->p->nests[k].win;
-    int et = c->p->bufs[c->p->nests[k].outs[0].buf].etype;
-    const char *T = em_ctype(et);
-    char V[32], name[IR_MAX_NAME + 32];
-    vec_name(V, sizeof V, et, w->vb);
-    kernel_name(c, k, name, sizeof name);
-    *c->helpers |= 1ull << vec_helper(et, w->vb);
-    int ti = w->ti, tj = w->nv * w->lanes;
-    long long cg = w->C / w->G, taps = w->taps, cs = w->cstride;
-    buf *b = c->b;
-    buf_printf(b,
-               "/* out[%d x %d] = the sum over %lld input channels and %lld taps of input times "
-               "filters,\n * for %d positions (at x + q[i]) and %d output channels: one "
-               "register tile of %s */\n",
-               ti, tj, cg, taps, ti, tj, namer_name(&c->nm, w->node));
-    buf_printf(b,
-               "static NEST_CONTRACT void %s(const int64_t *restrict q, const %s *restrict w,\n"
-               "    const %s *restrict x, %s *restrict out)\n{\n",
-               name, T, T, T);
-    buf_puts(b, "#ifdef __GNUC__\n");
-    if (w->taps > UNROLL_TAPS)
-        emit_offsets(c, w);
-    buf_printf(b, "    const %s", T);
-    for (int i = 0; i < ti; i++)
-        buf_printf(b, "%s *restrict x%d = x + q[%d]", i ? "," : "", i, i);
-    buf_puts(b, ";\n");
-    vec_tile(c, w, T, V, 4, w->nv);
-    buf_puts(b, "#else\n");
-    emit_offsets(c, w);
-    buf_printf(b, "    for (int i = 0; i < %d; i++)\n        out[i] = 0;\n"
-                  "    for (int64_t c = 0; c < %lld; c++)\n", ti * tj, cg);
-    tap_loops(c, w, 8);
-    buf_printf(b,
-               "            for (int ii = 0; ii < %d; ii++) {\n"
-               "                const %s a = x[q[ii] + c * %lld + ot];\n"
-               "                for (int jj = 0; jj < %d; jj++)\n"
-               "                    out[ii * %d + jj] += a * w[(c * %lld + t) * %d + jj];\n"
-               "            }\n        }\n#endif\n}\n\n",
-               ti, T, cs, tj, tj, taps, tj);
-}
-
-void em_window_kernels(ctx *c)
-{
-    for (int32_t k = 0; k < c->p->nnests; k++) {
-        const nest *ne = &c->p->nests[k];
-        if (ne->dead || !ne->win || ne->win->wbuf < 0 || !em_nest_runs(ne))
-            continue;
-        if (ne->win->by_channels)
-            emit_kernel_by_channels(c, k);
-        else
-            emit_kernel(c, k);
-    }
-}
 
 /* ---- pieces of the nests ---- */
 
@@ -599,6 +338,125 @@ static void emit_copy(ctx *c, const wplan *w, const char *xp, int64_t count, con
     close_block(c);
 }
 
+/* The copy of the dense form (conv.c, make_dense) at xp, count elements with the slack: per
+ * image, input channel and tap, the value the tap reads for each output position (row-major),
+ * zero where it reads the padding or between the dilated input's elements. With a tail, the
+ * last positions' values again, per image [tail][channels x taps], at tailoff. */
+static void emit_copy_dense(ctx *c, const wplan *w, const char *xp, int64_t count)
+{
+    const ir_window *win = w->win;
+    int nsp = win->nsp;
+    const char *T = em_ctype(w->x->etype);
+    long long P = w->p, taps = w->taps, C = w->C, N = w->N;
+    em_line(c, "/* x into runs of the %lld output positions per image, channel and tap: the "
+               "values each tap reads (zero in the padding) */",
+            P);
+    em_line(c, "{");
+    c->indent++;
+    names outer = c->local;
+    c->local = (names){.outer = &outer};
+    static const char *const base[][IR_MAX_SPATIAL] = {
+        {"a0", "a1", "a2"}, {"o0", "o1", "o2"}, {"u0", "u1", "u2"}, {"i0", "i1", "i2"}};
+    const char *av[IR_MAX_SPATIAL], *ov[IR_MAX_SPATIAL], *uv[IR_MAX_SPATIAL], *iv[IR_MAX_SPATIAL];
+    for (int i = 0; i < nsp; i++) {
+        av[i] = nm(c, base[0][i]);
+        ov[i] = nm(c, base[1][i]);
+        uv[i] = nm(c, base[2][i]);
+        iv[i] = nm(c, base[3][i]);
+    }
+    const char *ncv = nm(c, "nc"), *d = nm(c, "d");
+    char n[IR_MAX_NAME * 2 + 64], ch[IR_MAX_NAME * 2 + 64];
+    image_channel(ncv, C, n, ch, sizeof n);
+    if (parallel_n(c, N, C, w->cstride, prep_min(c, w)))
+        em_omp_for(c);
+    em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) { /* image and channel */", ncv, ncv, N * C,
+            ncv);
+    c->indent++;
+    buf tap = {0};
+    long long after = taps;
+    for (int i = 0; i < nsp; i++) {
+        after /= win->window[i];
+        em_line(c, "for (int64_t %s = 0; %s < %lld; %s++)", av[i], av[i],
+                (long long)win->window[i], av[i]);
+        buf_printf(&tap, "%s%s * %lld", i ? " + " : "", av[i], after);
+    }
+    char *ts = buf_finish(&tap);
+    em_line(c, "{");
+    c->indent++;
+    em_line(c, "%s *restrict %s = %s + %s * %lld + (%s) * %lld;", T, d, xp, ncv, taps * P,
+            ts ? ts : "0", P);
+    free(ts);
+    c->expr[0] = n;
+    c->expr[1] = ch;
+    buf at = {0};
+    for (int i = 0; i < nsp; i++) {
+        long long s = win->stride[i], dil = win->dilation[i], pb = win->pad_below[i];
+        long long dd = win->data_dilation[i], dn = w->d[i], block = 1;
+        for (int k = i + 1; k < nsp; k++)
+            block *= w->o[k];
+        em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", ov[i], ov[i], (long long)w->o[i],
+                ov[i]);
+        c->indent++;
+        buf_printf(&at, "%s%s * %lld", i ? " + " : "", ov[i], block);
+        em_line(c, "const int64_t %s = %s * %lld + %s * %lld - %lld;", uv[i], ov[i], s, av[i], dil,
+                pb);
+        char bad[256];
+        if (dd == 1)
+            snprintf(bad, sizeof bad, "%s < 0 || %s >= %lld", uv[i], uv[i], dn);
+        else
+            snprintf(bad, sizeof bad, "%s < 0 || %s %% %lld != 0 || %s / %lld >= %lld", uv[i],
+                     uv[i], dd, uv[i], dd, dn);
+        char *as = buf_finish(&at);
+        at = (buf){0};
+        buf_puts(&at, as ? as : "0");
+        if (i < nsp - 1) {
+            const char *e = nm(c, "e");
+            em_line(c, "if (%s) { /* no element of x: zeros */", bad);
+            em_line(c, "    for (int64_t %s = 0; %s < %lld; %s++)", e, e, block, e);
+            em_line(c, "        %s[%s + %s] = 0;", d, as ? as : "0", e);
+            em_line(c, "    continue;");
+            em_line(c, "}");
+            em_line(c, "const int64_t %s = %s / %lld;", iv[i], uv[i], dd);
+        } else {
+            char dst[IR_MAX_NAME * 8 + 64];
+            snprintf(dst, sizeof dst, "%s[%s]", d, as ? as : "0");
+            em_line(c, "if (%s) {", bad);
+            em_line(c, "    %s = 0;", dst);
+            em_line(c, "    continue;");
+            em_line(c, "}");
+            em_line(c, "const int64_t %s = %s / %lld;", iv[i], uv[i], dd);
+            for (int k = 0; k < nsp; k++)
+                c->expr[2 + k] = iv[k];
+            em_assign(c, dst, w->x);
+        }
+        free(as);
+    }
+    buf_reset(&at);
+    for (int i = 0; i < nsp; i++)
+        close_block(c);
+    close_block(c); /* the tap */
+    close_block(c); /* image and channel */
+    const char *e = nm(c, "e");
+    em_line(c, "for (int64_t %s = %lld; %s < %lld; %s++) /* read by the last tile */", e,
+            N * C * taps * P, e, (long long)count, e);
+    em_line(c, "    %s[%s] = 0;", xp, e);
+    if (w->tail) {
+        const char *tl = nm(c, "tl"), *img = nm(c, "n"), *pp = nm(c, "pp"), *k = nm(c, "k");
+        long long ct = C * taps, tail = w->tail;
+        em_line(c, "/* the last %lld position%s again, the channels and taps consecutive */", tail,
+                tail > 1 ? "s" : "");
+        em_line(c, "%s *restrict %s = %s + %lld;", T, tl, xp, (long long)w->tailoff);
+        em_line(c, "for (int64_t %s = 0; %s < %lld; %s++)", img, img, N, img);
+        em_line(c, "    for (int64_t %s = 0; %s < %lld; %s++)", pp, pp, tail, pp);
+        em_line(c, "        for (int64_t %s = 0; %s < %lld; %s++)", k, k, ct, k);
+        em_line(c, "            %s[(%s * %lld + %s) * %lld + %s] = %s[(%s * %lld + %s) * %lld + %lld + %s];",
+                tl, img, tail, pp, ct, k, xp, img, ct, k, P, (long long)w->q, pp);
+    }
+    em_names_free(&c->local);
+    c->local = outer;
+    close_block(c);
+}
+
 /* ---- convolution: the tiles ---- */
 
 /* A result of a convolution of at least this many bytes whose tiles lie in one row each
@@ -674,7 +532,7 @@ static void emit_tile_store(ctx *c, const nest *ne, const char *n, const char *k
     if (nsp == 1) {
         em_line(c, "for (int %s = 0; %s < %s; %s++)", ii, ii, rows, ii);
         em_line(c, "    for (int64_t %s = %s; %s < %s + %d && %s < %lld; %s++) {", ol, q0, ol, q0,
-                tj, ol, (long long)w->o[0], ol);
+                tj, ol, (long long)(w->tail ? w->q : w->o[0]), ol);
         c->indent += 2;
         snprintf(value, sizeof value, "%s[%s * %d + %s - %s]", acc, ii, tj, ol, q0);
         emit_stores(c, ne, value);
@@ -707,6 +565,12 @@ static void emit_tile_store(ctx *c, const nest *ne, const char *n, const char *k
     em_line(c, "const int64_t %s = %s * %lld < %s ? %s - %s * %lld : 0;", lo, r, W, q0, q0, r, W);
     em_line(c, "const int64_t %s = %s + %d - %s * %lld < %lld ? %s + %d - %s * %lld : %lld;", hi,
             q0, tj, r, W, (long long)w->o[nsp - 1], q0, tj, r, W, (long long)w->o[nsp - 1]);
+    if (w->tail) { /* (the tail's positions are not the tiles') */
+        const char *end = nm(c, "end");
+        em_line(c, "const int64_t %s = %lld - %s * %lld < %s ? %lld - %s * %lld : %s;", end,
+                (long long)w->q, r, W, hi, (long long)w->q, r, W, hi);
+        hi = end;
+    }
     /* streamed: what leaves is computed into the tile first (nothing to do when that is the
      * convolution itself) */
     bool elements = !stream || ne->nouts > 1;
@@ -790,6 +654,105 @@ static void emit_prefetch_next(ctx *c, const wplan *w, const char *image, const 
     em_line(c, "#endif");
 }
 
+/* The dense form's tail (conv.c, make_dense) for the tile of output channels k0 .. k0 + rows, the
+ * block of input channels c0 .. c1: the last positions of the image, from their copy at
+ * xp + tailoff (emit_copy_dense), summed into tacc and, after the last block (the C condition
+ * last), stored. Called by the tile that has just read those channels' filters for the block,
+ * still in the cache (a pass of its own read the 9.4 MB of 512 channels' 3x3 filters again). */
+static void emit_tail_call(ctx *c, const nest *ne, const char *xp, const char *k0,
+                           const char *rows, const char *tacc, const char *c0, const char *c1,
+                           const char *last)
+{
+    const wplan *w = ne->win;
+    int nsp = w->win->nsp;
+    long long ct = w->C * w->taps, tail = w->tail;
+    char kern[IR_MAX_NAME + 32];
+    em_conv_kernel_name(c, (int32_t)(ne - c->p->nests), kern, sizeof kern);
+    const char *ii = nm(c, "ii"), *pp = nm(c, "pp");
+    em_line(c, "%s_tail(%s, %s + %lld + %s * %lld, %s + %lld, %s, %s, %s);", kern, rows,
+            bufname(c, w->wbuf), (long long)w->woff, k0, ct, xp, (long long)w->tailoff, tacc, c0,
+            c1);
+    char kexpr[IR_MAX_NAME * 2 + 8], pexpr[IR_MAX_NAME + 32];
+    char oexpr[IR_MAX_SPATIAL][IR_MAX_NAME + 96], value[IR_MAX_NAME * 3 + 32];
+    snprintf(kexpr, sizeof kexpr, "%s + %s", k0, ii);
+    snprintf(pexpr, sizeof pexpr, "%lld + %s", (long long)w->q, pp);
+    c->expr[0] = "0";
+    c->expr[1] = kexpr;
+    int64_t div = 1;
+    for (int i = nsp - 1; i >= 0; i--) {
+        snprintf(oexpr[i], sizeof oexpr[i], "(%s) / %lld %% %lld", pexpr, (long long)div,
+                 (long long)w->o[i]);
+        c->expr[2 + i] = oexpr[i];
+        div *= w->o[i];
+    }
+    em_line(c, "if (%s)", last);
+    em_line(c, "    for (int %s = 0; %s < %s; %s++)", ii, ii, rows, ii);
+    em_line(c, "        for (int %s = 0; %s < %lld; %s++) {", pp, pp, tail, pp);
+    c->indent += 3;
+    snprintf(value, sizeof value, "%s[%s * %lld + %s]", tacc, ii, tail, pp);
+    emit_stores(c, ne, value);
+    close_block(c);
+    c->indent -= 2;
+}
+
+/* The tiles of the dense form (one image, one group: conv.c, make_dense): the sum over blocks
+ * of cblock input channels, each block's copy read by every tile while it is in the cache, the
+ * tiles' partial sums kept in the workspace at part; the last block's tiles store. A tile's
+ * tiles of positions run together, the last with the tail. */
+static void emit_tiles_dense(ctx *c, int32_t k, const char *xp, const char *part)
+{
+    const nest *ne = &c->p->nests[k];
+    const wplan *w = ne->win;
+    const char *T = em_ctype(w->x->etype);
+    int ti = w->ti, tj = w->nv * w->lanes, edge = conv_edge_vectors(w);
+    long long kg = w->K, C = w->C, kt = (kg + ti - 1) / ti, qn = conv_position_tiles(w);
+    long long cb = w->cblock;
+    char kern[IR_MAX_NAME + 32];
+    em_conv_kernel_name(c, k, kern, sizeof kern);
+    const char *c0 = nm(c, "c0"), *c1 = nm(c, "c1"), *t = nm(c, "t"), *ktv = nm(c, "kt");
+    const char *qbv = nm(c, "qb"), *k0 = nm(c, "k0"), *q0 = nm(c, "q0"), *rows = nm(c, "rows");
+    const char *lanes = nm(c, "lanes"), *acc = nm(c, "acc");
+    em_line(c, "/* %lld tiles: positions x output channels, the sum over %lld blocks of %lld input "
+               "channels (partial sums in %s) */",
+            kt * qn, (C + cb - 1) / cb, cb, part);
+    em_line(c, "for (int64_t %s = 0; %s < %lld; %s += %lld) {", c0, c0, C, c0, cb);
+    c->indent++;
+    em_line(c, "const int64_t %s = %s + %lld < %lld ? %s + %lld : %lld;", c1, c0, cb, C, c0, cb, C);
+    if (parallel(c, kt * qn, (double)ti * tj * cb * w->taps, PAR_MIN_MACS))
+        em_omp_for(c);
+    em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", t, t, kt * qn, t);
+    c->indent++;
+    em_line(c, "const int64_t %s = %s / %lld, %s = %s %% %lld;", ktv, t, qn, qbv, t, qn);
+    em_line(c, "const int64_t %s = %s * %d, %s = %s * %d;", k0, ktv, ti, q0, qbv, tj);
+    em_line(c, "const int %s = %lld - %s < %d ? (int)(%lld - %s) : %d;", rows, kg, k0, ti, kg, k0,
+            ti);
+    if (edge)
+        em_line(c, "const int %s = %s + %d > %lld ? %d : %d;", lanes, q0, tj, (long long)w->q,
+                edge * w->lanes, tj);
+    else
+        em_line(c, "const int %s = %d;", lanes, tj);
+    em_line(c, "%s *restrict %s = %s + %s * %d;", T, acc, part, t, ti * tj);
+    em_line(c, "%s(%s, %s, %s + %lld + %s * %lld, %s + %s, %s, %s, %s);", kern, rows, lanes,
+            bufname(c, w->wbuf), (long long)w->woff, k0, C * w->taps, xp, q0, acc, c0, c1);
+    char last[64];
+    snprintf(last, sizeof last, "%s == %lld", c1, C);
+    em_line(c, "if (%s) {", last);
+    c->indent++;
+    emit_tile_store(c, ne, "0", k0, q0, rows, acc, NULL);
+    close_block(c);
+    if (w->tail) {
+        const char *tacc = nm(c, "tacc");
+        em_line(c, "if (%s == %lld) { /* the last tile of positions: the tail */", qbv, qn - 1);
+        c->indent++;
+        em_line(c, "%s *restrict %s = %s + %lld + %s * %lld;", T, tacc, part, kt * qn * ti * tj,
+                ktv, (long long)ti * w->tail);
+        emit_tail_call(c, ne, xp, k0, rows, tacc, c0, c1, last);
+        close_block(c);
+    }
+    close_block(c);
+    close_block(c);
+}
+
 /* The tiles with output channels in rows and positions in lanes. With local planes, a
  * parallel loop over images and groups copies the group's planes into a local array and runs
  * its tiles in turn. */
@@ -805,7 +768,7 @@ static void emit_tiles_by_positions(ctx *c, int32_t k, const char *xp, const cha
     count_text(c, tiles, sizeof tiles, w->N, w->G * kt * qb);
     count_text(c, images, sizeof images, w->N, w->G);
     char kern[IR_MAX_NAME + 32];
-    kernel_name(c, k, kern, sizeof kern);
+    em_conv_kernel_name(c, k, kern, sizeof kern);
     const char *t = nm(c, "t"), *ktv = nm(c, "kt"), *qbv = nm(c, "qb"), *g = nm(c, "g");
     const char *n = nm(c, "n"), *k0 = nm(c, "k0"), *q0 = nm(c, "q0"), *rows = nm(c, "rows");
     const char *lanes = nm(c, "lanes"), *acc = nm(c, "acc");
@@ -973,7 +936,7 @@ static void emit_tiles_by_channels(ctx *c, int32_t k, const char *xp, const char
     char tiles[512];
     count_text(c, tiles, sizeof tiles, w->N, w->G * kt * pt);
     char kern[IR_MAX_NAME + 32];
-    kernel_name(c, k, kern, sizeof kern);
+    em_conv_kernel_name(c, k, kern, sizeof kern);
     const char *t = nm(c, "t"), *ktv = nm(c, "kt"), *ptv = nm(c, "pt"), *g = nm(c, "g");
     const char *n = nm(c, "n"), *k0 = nm(c, "k0"), *p0 = nm(c, "p0"), *rows = nm(c, "rows");
     const char *cols = nm(c, "cols"), *acc = nm(c, "acc"), *q = nm(c, "q"), *ii = nm(c, "ii");
@@ -1053,7 +1016,11 @@ static void emit_conv(ctx *c, int32_t k)
                    "registers,",
                 ti, tj, w->nv, w->nv > 1 ? "s" : "", w->lanes);
     em_line(c, " * the sum over %lld input channels x %lld taps%s */", (long long)(w->C / w->G),
-            (long long)w->taps, w->by_channels ? "" : w->win->nsp > 1 ? "; positions with the planes' margins" : "");
+            (long long)w->taps,
+            w->by_channels ? ""
+            : w->dense     ? "; positions dense, a run per input channel and tap"
+            : w->win->nsp > 1 ? "; positions with the planes' margins"
+                              : "");
     const char *xp = nm(c, "xp"), *wp = nm(c, "wp");
     const pbuf *pb = ne->pack >= 0 ? &c->p->bufs[ne->pack] : NULL;
     if (w->in_place) {
@@ -1073,7 +1040,7 @@ static void emit_conv(ctx *c, int32_t k)
      * parallel loop each over the whole batch: two parallel regions an image made the stem
      * at batch 8 on two threads 7.7 -> 9.4 ms. */
     bool by_image = !c->p->opts->openmp && !w->in_place && !w->local_planes &&
-                    !w->by_channels && !dim_is_sym(w->N) && w->N >= 2;
+                    !w->by_channels && !w->dense && !dim_is_sym(w->N) && w->N >= 2;
     const char *image = by_image ? nm(c, "n0") : NULL;
     if (!w->in_place && !w->local_planes) {
         em_line(c, "%s *restrict %s = (%s *)(ws + %s);", T, xp, T, at);
@@ -1083,7 +1050,10 @@ static void emit_conv(ctx *c, int32_t k)
                     image, (long long)w->N, image);
             c->indent++;
         }
-        emit_copy(c, w, xp, w->packoff, NULL, image);
+        if (w->dense)
+            emit_copy_dense(c, w, xp, w->tail ? w->tailoff : w->packoff);
+        else
+            emit_copy(c, w, xp, w->packoff, NULL, image);
     }
     if (w->by_channels && w->prepacked) {
         em_line(c, "const %s *restrict %s = %s; /* the filters, packed ahead of time */", T, wp,
@@ -1094,6 +1064,11 @@ static void emit_conv(ctx *c, int32_t k)
         em_ref_ws(c);
         emit_pack(c, w, wp);
         emit_tiles_by_channels(c, k, xp, wp);
+    } else if (w->dense) {
+        const char *part = nm(c, "part");
+        em_line(c, "%s *restrict %s = (%s *)(ws + %s) + %lld;", T, part, T, at,
+                (long long)w->partoff);
+        emit_tiles_dense(c, k, xp, part);
     } else {
         emit_tiles_by_positions(c, k, xp, image);
     }
