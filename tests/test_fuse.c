@@ -861,8 +861,9 @@ static void tile_transposed_small_saving(void **state)
 /* A convolution with channels in vector lanes packs its filters by squares of the lanes
  * (nest_transpose_*): whole panels of 16 channels, then element by element the last, partial
  * panel (100 channels) and the sum's last values (20 channels x 9 taps = 11 squares and 4);
- * in f32 and f64. And the form the model picks for ResNet's 512 channels at 7x7: positions in
- * lanes for one image (the pack would not pay), channels in lanes for 8. */
+ * in f32 and f64. And the form the model picks for ResNet's 512 channels at 7x7: for one image
+ * the dense form (positions in lanes, no margins: the pack would not pay), channels in lanes
+ * for 8. */
 static void conv_channels_by_squares(void **state)
 {
     nest_function *f = *state;
@@ -887,7 +888,7 @@ static void conv_channels_by_squares(void **state)
     check_values(f, 1);
     check_values(f, 0);
 
-    static const char *const forms[] = {"tiles of 4 output channels x 64 positions",
+    static const char *const forms[] = {"tiles of 8 output channels x 48 positions",
                                         "tiles of 10 positions x 32 output channels"};
     for (int n = 1; n <= 8; n += 7) {
         nest_function *g = nest_function_new("resnet512");
@@ -899,6 +900,7 @@ static void conv_channels_by_squares(void **state)
         ret(g, 1, &y);
         c = emit_c_v4(g);
         assert_int_equal(count_str(c, forms[n > 1]), 1);
+        assert_int_equal(count_str(c, "positions dense, a run per input channel and tap"), n == 1);
         free(c);
         nest_function_free(g);
     }

@@ -712,9 +712,15 @@ static void emit_tiles_dense(ctx *c, int32_t k, const char *xp, const char *part
     const char *c0 = nm(c, "c0"), *c1 = nm(c, "c1"), *t = nm(c, "t"), *ktv = nm(c, "kt");
     const char *qbv = nm(c, "qb"), *k0 = nm(c, "k0"), *q0 = nm(c, "q0"), *rows = nm(c, "rows");
     const char *lanes = nm(c, "lanes"), *acc = nm(c, "acc");
-    em_line(c, "/* %lld tiles: positions x output channels, the sum over %lld blocks of %lld input "
-               "channels (partial sums in %s) */",
-            kt * qn, (C + cb - 1) / cb, cb, part);
+    long long blocks = (C + cb - 1) / cb;
+    if (blocks > 1)
+        em_line(c, "/* %lld tiles: positions x output channels, the sum over %lld blocks of %lld input "
+                   "channels (partial sums in %s) */",
+                kt * qn, blocks, cb, part);
+    else
+        em_line(c, "/* %lld tiles: positions x output channels, the sum over the %lld input channels "
+                   "in one block */",
+                kt * qn, C);
     em_line(c, "for (int64_t %s = 0; %s < %lld; %s += %lld) {", c0, c0, C, c0, cb);
     c->indent++;
     em_line(c, "const int64_t %s = %s + %lld < %lld ? %s + %lld : %lld;", c1, c0, cb, C, c0, cb, C);
