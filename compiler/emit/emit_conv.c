@@ -654,6 +654,28 @@ static void emit_prefetch_next(ctx *c, const wplan *w, const char *image, const 
     em_line(c, "#endif");
 }
 
+/* The index along each spatial axis of output position p (C text pexpr, row-major over the
+ * output's spatial axes) into oexpr, and into c->expr[2 ..] for the stores. */
+static void position_indexes(ctx *c, const wplan *w, const char *pexpr,
+                             char oexpr[][IR_MAX_NAME * 2 + 64])
+{
+    int nsp = w->win->nsp;
+    int64_t div = 1;
+    for (int i = nsp - 1; i >= 0; i--) {
+        if (i == nsp - 1 && nsp == 1)
+            snprintf(oexpr[i], IR_MAX_NAME * 2 + 64, "%s", pexpr);
+        else if (i == nsp - 1)
+            snprintf(oexpr[i], IR_MAX_NAME * 2 + 64, "(%s) %% %lld", pexpr, (long long)w->o[i]);
+        else if (i == 0)
+            snprintf(oexpr[i], IR_MAX_NAME * 2 + 64, "(%s) / %lld", pexpr, (long long)div);
+        else
+            snprintf(oexpr[i], IR_MAX_NAME * 2 + 64, "(%s) / %lld %% %lld", pexpr,
+                     (long long)div, (long long)w->o[i]);
+        c->expr[2 + i] = oexpr[i];
+        div *= w->o[i];
+    }
+}
+
 /* The dense form's tail (conv.c, make_dense) for the tile of output channels k0 .. k0 + rows, the
  * block of input channels c0 .. c1: the last positions of the image, from their copy at
  * xp + tailoff (emit_copy_dense), summed into tacc and, after the last block (the C condition
@@ -664,7 +686,6 @@ static void emit_tail_call(ctx *c, const nest *ne, const char *xp, const char *k
                            const char *last)
 {
     const wplan *w = ne->win;
-    int nsp = w->win->nsp;
     long long ct = w->C * w->taps, tail = w->tail;
     char kern[IR_MAX_NAME + 32];
     em_conv_kernel_name(c, (int32_t)(ne - c->p->nests), kern, sizeof kern);
@@ -673,18 +694,12 @@ static void emit_tail_call(ctx *c, const nest *ne, const char *xp, const char *k
             bufname(c, w->wbuf), (long long)w->woff, k0, ct, xp, (long long)w->tailoff, tacc, c0,
             c1);
     char kexpr[IR_MAX_NAME * 2 + 8], pexpr[IR_MAX_NAME + 32];
-    char oexpr[IR_MAX_SPATIAL][IR_MAX_NAME + 96], value[IR_MAX_NAME * 3 + 32];
+    char oexpr[IR_MAX_SPATIAL][IR_MAX_NAME * 2 + 64], value[IR_MAX_NAME * 3 + 32];
     snprintf(kexpr, sizeof kexpr, "%s + %s", k0, ii);
     snprintf(pexpr, sizeof pexpr, "%lld + %s", (long long)w->q, pp);
     c->expr[0] = "0";
     c->expr[1] = kexpr;
-    int64_t div = 1;
-    for (int i = nsp - 1; i >= 0; i--) {
-        snprintf(oexpr[i], sizeof oexpr[i], "(%s) / %lld %% %lld", pexpr, (long long)div,
-                 (long long)w->o[i]);
-        c->expr[2 + i] = oexpr[i];
-        div *= w->o[i];
-    }
+    position_indexes(c, w, pexpr, oexpr);
     em_line(c, "if (%s)", last);
     em_line(c, "    for (int %s = 0; %s < %s; %s++)", ii, ii, rows, ii);
     em_line(c, "        for (int %s = 0; %s < %lld; %s++) {", pp, pp, tail, pp);
@@ -982,20 +997,7 @@ static void emit_tiles_by_channels(ctx *c, int32_t k, const char *xp, const char
     snprintf(pexpr, sizeof pexpr, "%s + %s", p0, ii);
     c->expr[0] = n;
     c->expr[1] = kexpr;
-    div = 1;
-    for (int i = nsp - 1; i >= 0; i--) {
-        if (i == nsp - 1 && nsp == 1)
-            snprintf(oexpr[i], sizeof oexpr[i], "%s", pexpr);
-        else if (i == nsp - 1)
-            snprintf(oexpr[i], sizeof oexpr[i], "(%s) %% %lld", pexpr, (long long)w->o[i]);
-        else if (i == 0)
-            snprintf(oexpr[i], sizeof oexpr[i], "(%s) / %lld", pexpr, (long long)div);
-        else
-            snprintf(oexpr[i], sizeof oexpr[i], "(%s) / %lld %% %lld", pexpr, (long long)div,
-                     (long long)w->o[i]);
-        c->expr[2 + i] = oexpr[i];
-        div *= w->o[i];
-    }
+    position_indexes(c, w, pexpr, oexpr);
     em_line(c, "for (int %s = 0; %s < %s; %s++)", jj, jj, cols, jj);
     em_line(c, "    for (int %s = 0; %s < %s; %s++) {", ii, ii, rows, ii);
     c->indent += 2;

@@ -64,6 +64,20 @@ const char *em_conv_kernel_name(ctx *c, int32_t k, char *s, size_t n)
     return s;
 }
 
+/* What each kernel of convolution nest k starts from: its plan; the C names of its element
+ * type (T), of its vector type (V, 32 bytes; the preamble's helper marked used) and of the
+ * kernel (name, IR_MAX_NAME + 32 bytes). */
+static const wplan *kernel_start(ctx *c, int32_t k, const char **T, char *V, char *name)
+{
+    const wplan *w = c->p->nests[k].win;
+    int et = c->p->bufs[c->p->nests[k].outs[0].buf].etype;
+    *T = em_ctype(et);
+    vec_name(V, 32, et, w->vb);
+    em_conv_kernel_name(c, k, name, IR_MAX_NAME + 32);
+    *c->helpers |= 1ull << vec_helper(et, w->vb);
+    return w;
+}
+
 /* The tables of the taps' offsets, one per axis of the window (a tap reads at the sum of its
  * axes' entries: conv.c's conv_tapoff), for the loops over the taps (tap_loops): a window of
  * 1000 x 1000 takes 2,000 entries, not a million. */
@@ -175,13 +189,9 @@ static void vec_tile(ctx *c, const wplan *w, const char *T, const char *V, int i
  * and taps t of w[ii][c][t] * x[c * cstride + conv_tapoff(w, t) + jj], for ii < rows, jj < lanes. */
 static void emit_kernel(ctx *c, int32_t k)
 {
-    const wplan *w = c->p->nests[k].win;
-    int et = c->p->bufs[c->p->nests[k].outs[0].buf].etype;
-    const char *T = em_ctype(et);
     char V[32], name[IR_MAX_NAME + 32];
-    vec_name(V, sizeof V, et, w->vb);
-    em_conv_kernel_name(c, k, name, sizeof name);
-    *c->helpers |= 1ull << vec_helper(et, w->vb);
+    const char *T;
+    const wplan *w = kernel_start(c, k, &T, V, name);
     int ti = w->ti, tj = w->nv * w->lanes;
     long long cg = w->C / w->G, taps = w->taps, crs = cg * taps, cs = w->cstride;
     buf *b = c->b;
@@ -232,13 +242,9 @@ static void emit_kernel(ctx *c, int32_t k)
  * the packed filters hold zeros past the group's channels). */
 static void emit_kernel_by_channels(ctx *c, int32_t k)
 {
-    const wplan *w = c->p->nests[k].win;
-    int et = c->p->bufs[c->p->nests[k].outs[0].buf].etype;
-    const char *T = em_ctype(et);
     char V[32], name[IR_MAX_NAME + 32];
-    vec_name(V, sizeof V, et, w->vb);
-    em_conv_kernel_name(c, k, name, sizeof name);
-    *c->helpers |= 1ull << vec_helper(et, w->vb);
+    const char *T;
+    const wplan *w = kernel_start(c, k, &T, V, name);
     int ti = w->ti, tj = w->nv * w->lanes;
     long long cg = w->C / w->G, taps = w->taps, cs = w->cstride;
     buf *b = c->b;
@@ -284,13 +290,9 @@ static void emit_kernel_by_channels(ctx *c, int32_t k)
  * end. */
 static void emit_tail_kernel(ctx *c, int32_t k)
 {
-    const wplan *w = c->p->nests[k].win;
-    int et = c->p->bufs[c->p->nests[k].outs[0].buf].etype;
-    const char *T = em_ctype(et);
     char V[32], name[IR_MAX_NAME + 32];
-    vec_name(V, sizeof V, et, w->vb);
-    em_conv_kernel_name(c, k, name, sizeof name);
-    *c->helpers |= 1ull << vec_helper(et, w->vb);
+    const char *T;
+    const wplan *w = kernel_start(c, k, &T, V, name);
     int L = w->lanes, R = TAIL_ROWS, tail = (int)w->tail, U = R * tail < 8 ? 2 : 1;
     long long ct = w->C / w->G * w->taps, taps = w->taps;
     buf *b = c->b;
