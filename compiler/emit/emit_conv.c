@@ -338,18 +338,18 @@ static void emit_copy(ctx *c, const wplan *w, const char *xp, int64_t count, con
     close_block(c);
 }
 
-/* The copy of the dense form (conv.c, make_dense) at xp, count elements with the slack: per
- * image, input channel and tap, the value the tap reads for each output position (row-major),
- * zero where it reads the padding or between the dilated input's elements. With a tail, the
- * last positions' values again, per image [tail][channels x taps], at tailoff. */
+/* The copy of the dense form (conv.c, make_dense: one image) at xp, count elements with the
+ * slack: per input channel and tap, the value the tap reads for each output position
+ * (row-major), zero where it reads the padding or between the dilated input's elements. With a
+ * tail, the last positions' values again, [tail][channels x taps], at tailoff. */
 static void emit_copy_dense(ctx *c, const wplan *w, const char *xp, int64_t count)
 {
     const ir_window *win = w->win;
     int nsp = win->nsp;
     const char *T = em_ctype(w->x->etype);
-    long long P = w->p, taps = w->taps, C = w->C, N = w->N;
-    em_line(c, "/* x into runs of the %lld output positions per image, channel and tap: the "
-               "values each tap reads (zero in the padding) */",
+    long long P = w->p, taps = w->taps, C = w->C;
+    em_line(c, "/* x into runs of the %lld output positions per channel and tap: the values each "
+               "tap reads (zero in the padding) */",
             P);
     em_line(c, "{");
     c->indent++;
@@ -364,31 +364,27 @@ static void emit_copy_dense(ctx *c, const wplan *w, const char *xp, int64_t coun
         uv[i] = nm(c, base[2][i]);
         iv[i] = nm(c, base[3][i]);
     }
-    const char *ncv = nm(c, "nc"), *d = nm(c, "d");
-    char n[IR_MAX_NAME * 2 + 64], ch[IR_MAX_NAME * 2 + 64];
-    image_channel(ncv, C, n, ch, sizeof n);
-    if (parallel_n(c, N, C, w->cstride, prep_min(c, w)))
+    const char *ch = nm(c, "ch"), *d = nm(c, "d");
+    if (parallel(c, C, w->cstride, prep_min(c, w)))
         em_omp_for(c);
-    em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) { /* image and channel */", ncv, ncv, N * C,
-            ncv);
+    em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) { /* channel */", ch, ch, C, ch);
     c->indent++;
-    buf tap = {0};
+    /* the tap (row-major over the window) and the position along the output (row-major): C
+     * text of at most 3 terms of a name and a number each */
+    char tap[3 * (IR_MAX_NAME + 32)] = "", at[3 * (IR_MAX_NAME + 32)] = "";
     long long after = taps;
     for (int i = 0; i < nsp; i++) {
         after /= win->window[i];
         em_line(c, "for (int64_t %s = 0; %s < %lld; %s++)", av[i], av[i],
                 (long long)win->window[i], av[i]);
-        buf_printf(&tap, "%s%s * %lld", i ? " + " : "", av[i], after);
+        snprintf(tap + strlen(tap), sizeof tap - strlen(tap), "%s%s * %lld", i ? " + " : "",
+                 av[i], after);
     }
-    char *ts = buf_finish(&tap);
     em_line(c, "{");
     c->indent++;
-    em_line(c, "%s *restrict %s = %s + %s * %lld + (%s) * %lld;", T, d, xp, ncv, taps * P,
-            ts ? ts : "0", P);
-    free(ts);
-    c->expr[0] = n;
+    em_line(c, "%s *restrict %s = %s + %s * %lld + (%s) * %lld;", T, d, xp, ch, taps * P, tap, P);
+    c->expr[0] = "0";
     c->expr[1] = ch;
-    buf at = {0};
     for (int i = 0; i < nsp; i++) {
         long long s = win->stride[i], dil = win->dilation[i], pb = win->pad_below[i];
         long long dd = win->data_dilation[i], dn = w->d[i], block = 1;
@@ -397,60 +393,50 @@ static void emit_copy_dense(ctx *c, const wplan *w, const char *xp, int64_t coun
         em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", ov[i], ov[i], (long long)w->o[i],
                 ov[i]);
         c->indent++;
-        buf_printf(&at, "%s%s * %lld", i ? " + " : "", ov[i], block);
+        snprintf(at + strlen(at), sizeof at - strlen(at), "%s%s * %lld", i ? " + " : "", ov[i],
+                 block);
         em_line(c, "const int64_t %s = %s * %lld + %s * %lld - %lld;", uv[i], ov[i], s, av[i], dil,
                 pb);
-        char bad[256];
         if (dd == 1)
-            snprintf(bad, sizeof bad, "%s < 0 || %s >= %lld", uv[i], uv[i], dn);
+            em_line(c, "if (%s < 0 || %s >= %lld) { /* no element of x: zeros */", uv[i], uv[i],
+                    dn);
         else
-            snprintf(bad, sizeof bad, "%s < 0 || %s %% %lld != 0 || %s / %lld >= %lld", uv[i],
-                     uv[i], dd, uv[i], dd, dn);
-        char *as = buf_finish(&at);
-        at = (buf){0};
-        buf_puts(&at, as ? as : "0");
+            em_line(c, "if (%s < 0 || %s %% %lld != 0 || %s / %lld >= %lld) { /* no element of x: "
+                       "zeros */",
+                    uv[i], uv[i], dd, uv[i], dd, dn);
         if (i < nsp - 1) {
             const char *e = nm(c, "e");
-            em_line(c, "if (%s) { /* no element of x: zeros */", bad);
             em_line(c, "    for (int64_t %s = 0; %s < %lld; %s++)", e, e, block, e);
-            em_line(c, "        %s[%s + %s] = 0;", d, as ? as : "0", e);
-            em_line(c, "    continue;");
-            em_line(c, "}");
-            em_line(c, "const int64_t %s = %s / %lld;", iv[i], uv[i], dd);
+            em_line(c, "        %s[%s + %s] = 0;", d, at, e);
         } else {
-            char dst[IR_MAX_NAME * 8 + 64];
-            snprintf(dst, sizeof dst, "%s[%s]", d, as ? as : "0");
-            em_line(c, "if (%s) {", bad);
-            em_line(c, "    %s = 0;", dst);
-            em_line(c, "    continue;");
-            em_line(c, "}");
-            em_line(c, "const int64_t %s = %s / %lld;", iv[i], uv[i], dd);
-            for (int k = 0; k < nsp; k++)
-                c->expr[2 + k] = iv[k];
-            em_assign(c, dst, w->x);
+            em_line(c, "    %s[%s] = 0;", d, at);
         }
-        free(as);
+        em_line(c, "    continue;");
+        em_line(c, "}");
+        em_line(c, "const int64_t %s = %s / %lld;", iv[i], uv[i], dd);
+        c->expr[2 + i] = iv[i];
     }
-    buf_reset(&at);
+    char dst[IR_MAX_NAME + sizeof at + 8];
+    snprintf(dst, sizeof dst, "%s[%s]", d, at);
+    em_assign(c, dst, w->x);
     for (int i = 0; i < nsp; i++)
         close_block(c);
     close_block(c); /* the tap */
-    close_block(c); /* image and channel */
+    close_block(c); /* channel */
     const char *e = nm(c, "e");
     em_line(c, "for (int64_t %s = %lld; %s < %lld; %s++) /* read by the last tile */", e,
-            N * C * taps * P, e, (long long)count, e);
+            C * taps * P, e, (long long)count, e);
     em_line(c, "    %s[%s] = 0;", xp, e);
     if (w->tail) {
-        const char *tl = nm(c, "tl"), *img = nm(c, "n"), *pp = nm(c, "pp"), *k = nm(c, "k");
+        const char *tl = nm(c, "tl"), *pp = nm(c, "pp"), *k = nm(c, "k");
         long long ct = C * taps, tail = w->tail;
         em_line(c, "/* the last %lld position%s again, the channels and taps consecutive */", tail,
                 tail > 1 ? "s" : "");
         em_line(c, "%s *restrict %s = %s + %lld;", T, tl, xp, (long long)w->tailoff);
-        em_line(c, "for (int64_t %s = 0; %s < %lld; %s++)", img, img, N, img);
-        em_line(c, "    for (int64_t %s = 0; %s < %lld; %s++)", pp, pp, tail, pp);
-        em_line(c, "        for (int64_t %s = 0; %s < %lld; %s++)", k, k, ct, k);
-        em_line(c, "            %s[(%s * %lld + %s) * %lld + %s] = %s[(%s * %lld + %s) * %lld + %lld + %s];",
-                tl, img, tail, pp, ct, k, xp, img, ct, k, P, (long long)w->q, pp);
+        em_line(c, "for (int64_t %s = 0; %s < %lld; %s++)", pp, pp, tail, pp);
+        em_line(c, "    for (int64_t %s = 0; %s < %lld; %s++)", k, k, ct, k);
+        em_line(c, "        %s[%s * %lld + %s] = %s[%s * %lld + %lld + %s];", tl, pp, ct, k, xp, k,
+                P, (long long)w->q, pp);
     }
     em_names_free(&c->local);
     c->local = outer;

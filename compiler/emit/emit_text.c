@@ -155,11 +155,10 @@ static void emit_tile_rows(buf *b, const char *t, int rows, int cols, int stride
     buf_puts(b, "            }\n        }\n");
 }
 
-/* A tile's rows one at a time, each summed in a local row of `cols` (C text, at most `most`)
- * columns: rows the kernel has no case of its own for. acc's rows are `stride` apart; with
- * add, a row starts from acc only when the kernel's add says so (else acc is zero already). */
-static void emit_tile_row_by_row(buf *b, const char *t, const char *cols, int most, int stride,
-                                 bool add)
+/* A tile's rows one at a time, each summed in a local row of `cols` (C text, at most tj)
+ * columns: rows the kernel has no case of its own for. acc's rows are tj apart; with add, a
+ * row starts from acc only when the kernel's add says so (else acc is zero already). */
+static void emit_tile_row_by_row(buf *b, const char *t, const char *cols, int tj, bool add)
 {
     buf_printf(b,
                "        for (int ii = 0; ii < rows; ii++) {\n"
@@ -175,8 +174,7 @@ static void emit_tile_row_by_row(buf *b, const char *t, const char *cols, int mo
                "            for (int jj = 0; jj < %s; jj++)\n"
                "                acc[ii * %d + jj] = row[jj];\n"
                "        }\n",
-               t, t, most, cols, add ? "add ? " : "", stride, add ? " : 0" : "", t, cols, cols,
-               stride);
+               t, t, tj, cols, add ? "add ? " : "", tj, add ? " : 0" : "", t, cols, cols, tj);
 }
 
 static void emit_tile_fn(buf *b, int et, int ti, int tj, int lanes, bool maybe_unused)
@@ -206,7 +204,7 @@ static void emit_tile_fn(buf *b, int et, int ti, int tj, int lanes, bool maybe_u
         char cols[16];
         snprintf(cols, sizeof cols, "%d", tj);
         buf_puts(b, "    } else {\n");
-        emit_tile_row_by_row(b, t, cols, tj, tj, false);
+        emit_tile_row_by_row(b, t, cols, tj, false);
     }
     buf_puts(b, "    }\n}\n\n");
 }
@@ -241,7 +239,7 @@ static void emit_tile_edge_fn(buf *b, int et, int ti, int tj, int lanes)
     char cols[32];
     snprintf(cols, sizeof cols, "nv * %d", lanes);
     buf_puts(b, "    } else {\n");
-    emit_tile_row_by_row(b, t, cols, tj, tj, true);
+    emit_tile_row_by_row(b, t, cols, tj, true);
     buf_puts(b, "    }\n}\n\n");
 }
 
