@@ -723,28 +723,57 @@ static const spec CONV_DENSE[] = {
      E_TWICE},
     /* 3-D, 4x4x4: 64 positions in 4 vectors, no tail */
     {3, 1, 24, 48, 1, S3(4, 4, 4), S3(3, 3, 3), {0}, {0}, S3(1, 1, 1), S3(1, 1, 1), {0}, E_RELU},
+    /* 320 channels in blocks of 107: on two threads two blocks each (the second added to the
+     * first's sums), on three one each, on one three; a residual after */
+    {2, 1, 320, 56, 1, S3(7, 7, 0), S3(3, 3, 0), {0}, {0}, S3(1, 1, 0), S3(1, 1, 0), {0},
+     E_RES | E_RELU},
 };
 
-/* f64: tiles of 7 channels x 3 vectors of 8, the tail's one position 4 channels then 3 */
+/* The specs of CONV_DENSE large enough to split their input channels over the threads. */
+static const bool CONV_DENSE_SPLIT[] = {true, true, false, false, false, false, false, true};
+
+/* f64: tiles of 7 channels x 3 vectors of 8, the tail's one position 4 channels then 3; at 200
+ * channels, blocks of 67 split over the threads */
 static const spec CONV_DENSE64[] = {
     {2, 1, 96, 70, 1, S3(7, 7, 0), S3(3, 3, 0), {0}, {0}, S3(1, 1, 0), S3(1, 1, 0), {0},
      E_BN | E_RELU},
+    {2, 1, 200, 70, 1, S3(7, 7, 0), S3(3, 3, 0), {0}, {0}, S3(1, 1, 0), S3(1, 1, 0), {0},
+     E_BIAS},
 };
+
+/* The team of the JIT'd code's next parallel regions on this thread: n threads (from libomp,
+ * which the first compiled call with OpenMP loaded); false when it cannot be set. */
+static bool omp_threads(int n)
+{
+    void *lib = dlopen("libomp.so.5", RTLD_NOW | RTLD_NOLOAD);
+    void (*set)(int) = NULL;
+    if (lib)
+        *(void **)&set = dlsym(lib, "omp_set_num_threads");
+    if (set)
+        set(n);
+    if (lib)
+        dlclose(lib);
+    return set != NULL;
+}
 
 static void test_conv_dense(void **state)
 {
     (void)state;
     specs s = {CONV_DENSE, countof_(CONV_DENSE), NEST_F32};
     unsigned all = V_JIT | V_NOOMP | V_AVX2 | V_V2 | V_AOT | V_AOT_PLAIN;
-    /* with 64-byte vectors, each of them takes the dense form */
+    assert_int_equal(countof_(CONV_DENSE_SPLIT), countof_(CONV_DENSE));
+    /* with 64-byte vectors, each of them takes the dense form, split over the threads when
+     * large enough */
     for (size_t i = 0; i < countof_(CONV_DENSE); i++) {
         specs one = {&CONV_DENSE[i], 1, NEST_F32};
         nest_function *f = build("conv_dense_form", build_convs, &one, false);
         char *text = nest_emit(&f, 1, NEST_EMIT_C, NULL);
         assert_non_null(text);
         if (strstr(text, "nest_f32x16") &&
-            !strstr(text, "positions dense, a run per input channel and tap")) {
-            print_error("conv_dense spec %zu: not in the dense form\n", i);
+            (!strstr(text, "positions dense, a run per input channel and tap") ||
+             !strstr(text, "omp_get_thread_num") != !CONV_DENSE_SPLIT[i])) {
+            print_error("conv_dense spec %zu: not in the dense form%s\n", i,
+                        CONV_DENSE_SPLIT[i] ? " split over the threads" : " on one core");
             fail();
         }
         nest_string_free(text);
@@ -754,6 +783,18 @@ static void test_conv_dense(void **state)
     check("conv_dense_real", build_convs, &s, V_JIT | V_NOOMP, true, 64);
     specs d = {CONV_DENSE64, countof_(CONV_DENSE64), NEST_F64};
     check("conv_dense_f64", build_convs, &d, all, false, 0);
+    /* the split on one thread (one set of sums) and on three (uneven shares of the channels) */
+    if (omp_threads(1)) {
+        check("conv_dense_1t", build_convs, &s, V_JIT, false, 0);
+        check("conv_dense_f64_1t", build_convs, &d, V_JIT, false, 0);
+        omp_threads(3);
+        check("conv_dense_3t", build_convs, &s, V_JIT, false, 0);
+        check("conv_dense_f64_3t", build_convs, &d, V_JIT, false, 0);
+        omp_threads((int)sysconf(_SC_NPROCESSORS_ONLN));
+    } else {
+        print_error("conv_dense: libomp not loaded, the split not checked on 1 and 3 threads\n");
+        fail();
+    }
 }
 
 /* Stems: 7x7 with stride 2 from 3 channels of 128x128 to 64 of 64x64, 2 images: tiles of

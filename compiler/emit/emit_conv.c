@@ -341,8 +341,10 @@ static void emit_copy(ctx *c, const wplan *w, const char *xp, int64_t count, con
 /* The copy of the dense form (conv.c, make_dense: one image) at xp, count elements with the
  * slack: per input channel and tap, the value the tap reads for each output position
  * (row-major), zero where it reads the padding or between the dilated input's elements. With a
- * tail, the last positions' values again, [tail][channels x taps], at tailoff. */
-static void emit_copy_dense(ctx *c, const wplan *w, const char *xp, int64_t count)
+ * tail, the last positions' values again, [tail][channels x taps], at tailoff. Every channel
+ * (in parallel when worth it), or with lo the channels lo .. hi (C text: a thread's). */
+static void emit_copy_dense(ctx *c, const wplan *w, const char *xp, int64_t count,
+                            const char *lo, const char *hi)
 {
     const ir_window *win = w->win;
     int nsp = win->nsp;
@@ -365,9 +367,12 @@ static void emit_copy_dense(ctx *c, const wplan *w, const char *xp, int64_t coun
         iv[i] = nm(c, base[3][i]);
     }
     const char *ch = nm(c, "ch"), *d = nm(c, "d");
-    if (parallel(c, C, w->cstride, prep_min(c, w)))
+    if (!lo && parallel(c, C, w->cstride, prep_min(c, w)))
         em_omp_for(c);
-    em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) { /* channel */", ch, ch, C, ch);
+    if (lo)
+        em_line(c, "for (int64_t %s = %s; %s < %s; %s++) { /* channel */", ch, lo, ch, hi, ch);
+    else
+        em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) { /* channel */", ch, ch, C, ch);
     c->indent++;
     /* the tap (row-major over the window) and the position along the output (row-major): C
      * text of at most 3 terms of a name and a number each */
@@ -424,17 +429,25 @@ static void emit_copy_dense(ctx *c, const wplan *w, const char *xp, int64_t coun
     close_block(c); /* the tap */
     close_block(c); /* channel */
     const char *e = nm(c, "e");
-    em_line(c, "for (int64_t %s = %lld; %s < %lld; %s++) /* read by the last tile */", e,
-            C * taps * P, e, (long long)count, e);
-    em_line(c, "    %s[%s] = 0;", xp, e);
+    if (lo)
+        em_line(c, "if (%s == %lld) /* the last channel's thread */", hi, C);
+    em_line(c, "%sfor (int64_t %s = %lld; %s < %lld; %s++) /* read by the last tile */",
+            lo ? "    " : "", e, C * taps * P, e, (long long)count, e);
+    em_line(c, "%s    %s[%s] = 0;", lo ? "    " : "", xp, e);
     if (w->tail) {
         const char *tl = nm(c, "tl"), *pp = nm(c, "pp"), *k = nm(c, "k");
         long long ct = C * taps, tail = w->tail;
+        char k0[IR_MAX_NAME + 32] = "0", k1[IR_MAX_NAME + 32];
+        snprintf(k1, sizeof k1, "%lld", ct);
+        if (lo) {
+            snprintf(k0, sizeof k0, "%s * %lld", lo, taps);
+            snprintf(k1, sizeof k1, "%s * %lld", hi, taps);
+        }
         em_line(c, "/* the last %lld position%s again, the channels and taps consecutive */", tail,
                 tail > 1 ? "s" : "");
         em_line(c, "%s *restrict %s = %s + %lld;", T, tl, xp, (long long)w->tailoff);
         em_line(c, "for (int64_t %s = 0; %s < %lld; %s++)", pp, pp, tail, pp);
-        em_line(c, "    for (int64_t %s = 0; %s < %lld; %s++)", k, k, ct, k);
+        em_line(c, "    for (int64_t %s = %s; %s < %s; %s++)", k, k0, k, k1, k);
         em_line(c, "        %s[%s * %lld + %s] = %s[%s * %lld + %lld + %s];", tl, pp, ct, k, xp, k,
                 P, (long long)w->q, pp);
     }
@@ -663,22 +676,30 @@ static void position_indexes(ctx *c, const wplan *w, const char *pexpr,
 }
 
 /* The dense form's tail (conv.c, make_dense) for the tile of output channels k0 .. k0 + rows, the
- * block of input channels c0 .. c1: the last positions of the image, from their copy at
- * xp + tailoff (emit_copy_dense), summed into tacc and, after the last block (the C condition
- * last), stored. Called by the tile that has just read those channels' filters for the block,
- * still in the cache (a pass of its own read the 9.4 MB of 512 channels' 3x3 filters again). */
+ * block of input channels c0 .. c1 (added to tacc's sums when add, C text): the last positions
+ * of the image, from their copy at xp + tailoff (emit_copy_dense), summed into tacc. Called by
+ * the tile that has just read those channels' filters for the block, still in the cache (a
+ * pass of its own read the 9.4 MB of 512 channels' 3x3 filters again). */
 static void emit_tail_call(ctx *c, const nest *ne, const char *xp, const char *k0,
-                           const char *rows, const char *tacc, const char *c0, const char *c1,
-                           const char *last)
+                           const char *rows, const char *tacc, const char *add, const char *c0,
+                           const char *c1)
 {
     const wplan *w = ne->win;
-    long long ct = w->C * w->taps, tail = w->tail;
     char kern[IR_MAX_NAME + 32];
     em_conv_kernel_name(c, (int32_t)(ne - c->p->nests), kern, sizeof kern);
+    em_line(c, "%s_tail(%s, %s + %lld + %s * %lld, %s + %lld, %s, %s, %s, %s);", kern, rows,
+            bufname(c, w->wbuf), (long long)w->woff, k0, (long long)(w->C * w->taps), xp,
+            (long long)w->tailoff, tacc, add, c0, c1);
+}
+
+/* The stores of the dense form's tail for the tile of output channels k0 .. k0 + rows, its sums
+ * in tacc ([rows][tail]), when the C condition `when` holds (NULL: always). */
+static void emit_tail_store(ctx *c, const nest *ne, const char *k0, const char *rows,
+                            const char *tacc, const char *when)
+{
+    const wplan *w = ne->win;
+    long long tail = w->tail;
     const char *ii = nm(c, "ii"), *pp = nm(c, "pp");
-    em_line(c, "%s_tail(%s, %s + %lld + %s * %lld, %s + %lld, %s, %s, %s);", kern, rows,
-            bufname(c, w->wbuf), (long long)w->woff, k0, ct, xp, (long long)w->tailoff, tacc, c0,
-            c1);
     char kexpr[IR_MAX_NAME * 2 + 8], pexpr[IR_MAX_NAME + 32];
     char oexpr[IR_MAX_SPATIAL][IR_MAX_NAME * 2 + 64], value[IR_MAX_NAME * 3 + 32];
     snprintf(kexpr, sizeof kexpr, "%s + %s", k0, ii);
@@ -686,78 +707,192 @@ static void emit_tail_call(ctx *c, const nest *ne, const char *xp, const char *k
     c->expr[0] = "0";
     c->expr[1] = kexpr;
     position_indexes(c, w, pexpr, oexpr);
-    em_line(c, "if (%s)", last);
-    em_line(c, "    for (int %s = 0; %s < %s; %s++)", ii, ii, rows, ii);
-    em_line(c, "        for (int %s = 0; %s < %lld; %s++) {", pp, pp, tail, pp);
-    c->indent += 3;
+    if (when)
+        em_line(c, "if (%s)", when);
+    c->indent += when != NULL;
+    em_line(c, "for (int %s = 0; %s < %s; %s++)", ii, ii, rows, ii);
+    em_line(c, "    for (int %s = 0; %s < %lld; %s++) {", pp, pp, tail, pp);
+    c->indent += 2;
     snprintf(value, sizeof value, "%s[%s * %lld + %s]", tacc, ii, tail, pp);
     emit_stores(c, ne, value);
     close_block(c);
-    c->indent -= 2;
+    c->indent -= 1 + (when != NULL);
 }
 
-/* The tiles of the dense form (one image, one group: conv.c, make_dense): the sum over blocks
- * of cblock input channels, each block's copy read by every tile while it is in the cache, the
- * tiles' partial sums kept in the workspace at part; the last block's tiles store. A tile's
- * tiles of positions run together, the last with the tail. */
-static void emit_tiles_dense(ctx *c, int32_t k, const char *xp, const char *part)
+/* The names of a dense tile's indexes (emit_dense_tile_start). */
+typedef struct dense_tile {
+    const char *t, *kt, *qb, *k0, *q0, *rows, *lanes;
+} dense_tile;
+
+/* The start of dense tile d->t: its tile of output channels kt (from k0, rows of them) and of
+ * positions qb (from q0, lanes of them). */
+static void emit_dense_tile_start(ctx *c, const wplan *w, const dense_tile *d)
+{
+    int ti = w->ti, tj = w->nv * w->lanes, edge = conv_edge_vectors(w);
+    long long kg = w->K, qn = conv_position_tiles(w);
+    em_line(c, "const int64_t %s = %s / %lld, %s = %s %% %lld;", d->kt, d->t, qn, d->qb, d->t, qn);
+    em_line(c, "const int64_t %s = %s * %d, %s = %s * %d;", d->k0, d->kt, ti, d->q0, d->qb, tj);
+    em_line(c, "const int %s = %lld - %s < %d ? (int)(%lld - %s) : %d;", d->rows, kg, d->k0, ti,
+            kg, d->k0, ti);
+    if (edge)
+        em_line(c, "const int %s = %s + %d > %lld ? %d : %d;", d->lanes, d->q0, tj,
+                (long long)w->q, edge * w->lanes, tj);
+    else
+        em_line(c, "const int %s = %d;", d->lanes, tj);
+}
+
+/* The loops of the dense form's sum over the blocks of input channels from lo to hi (C text),
+ * every tile on each block (its copy stays in the cache for all of them), the tiles' sums in
+ * the set of partial sums at part (added to unless the block starts at lo). With `last`, the
+ * last block's tiles store. */
+static void emit_dense_blocks(ctx *c, int32_t k, const char *xp, const char *part,
+                              const char *lo, const char *hi, bool last)
 {
     const nest *ne = &c->p->nests[k];
     const wplan *w = ne->win;
     const char *T = em_ctype(w->x->etype);
-    int ti = w->ti, tj = w->nv * w->lanes, edge = conv_edge_vectors(w);
-    long long kg = w->K, C = w->C, kt = (kg + ti - 1) / ti, qn = conv_position_tiles(w);
-    long long cb = w->cblock;
+    int ti = w->ti, tj = w->nv * w->lanes;
+    long long C = w->C, kt = (w->K + ti - 1) / ti, qn = conv_position_tiles(w), cb = w->cblock;
     char kern[IR_MAX_NAME + 32];
     em_conv_kernel_name(c, k, kern, sizeof kern);
-    const char *c0 = nm(c, "c0"), *c1 = nm(c, "c1"), *t = nm(c, "t"), *ktv = nm(c, "kt");
-    const char *qbv = nm(c, "qb"), *k0 = nm(c, "k0"), *q0 = nm(c, "q0"), *rows = nm(c, "rows");
-    const char *lanes = nm(c, "lanes"), *acc = nm(c, "acc");
-    long long blocks = (C + cb - 1) / cb;
-    if (blocks > 1)
-        em_line(c, "/* %lld tiles: positions x output channels, the sum over %lld blocks of %lld input "
-                   "channels (partial sums in %s) */",
-                kt * qn, blocks, cb, part);
-    else
-        em_line(c, "/* %lld tiles: positions x output channels, the sum over the %lld input channels "
-                   "in one block */",
-                kt * qn, C);
-    em_line(c, "for (int64_t %s = 0; %s < %lld; %s += %lld) {", c0, c0, C, c0, cb);
+    const char *c0 = nm(c, "c0"), *c1 = nm(c, "c1"), *acc = nm(c, "acc");
+    dense_tile d = {nm(c, "t"),  nm(c, "kt"),   nm(c, "qb"),   nm(c, "k0"),
+                    nm(c, "q0"), nm(c, "rows"), nm(c, "lanes")};
+    em_line(c, "for (int64_t %s = %s; %s < %s; %s += %lld) {", c0, lo, c0, hi, c0, cb);
     c->indent++;
-    em_line(c, "const int64_t %s = %s + %lld < %lld ? %s + %lld : %lld;", c1, c0, cb, C, c0, cb, C);
-    if (parallel(c, kt * qn, (double)ti * tj * cb * w->taps, PAR_MIN_MACS))
+    em_line(c, "const int64_t %s = %s + %lld < %s ? %s + %lld : %s;", c1, c0, cb, hi, c0, cb, hi);
+    if (last && parallel(c, kt * qn, (double)ti * tj * cb * w->taps, PAR_MIN_MACS))
         em_omp_for(c);
-    em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", t, t, kt * qn, t);
+    em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", d.t, d.t, kt * qn, d.t);
     c->indent++;
-    em_line(c, "const int64_t %s = %s / %lld, %s = %s %% %lld;", ktv, t, qn, qbv, t, qn);
-    em_line(c, "const int64_t %s = %s * %d, %s = %s * %d;", k0, ktv, ti, q0, qbv, tj);
-    em_line(c, "const int %s = %lld - %s < %d ? (int)(%lld - %s) : %d;", rows, kg, k0, ti, kg, k0,
-            ti);
-    if (edge)
-        em_line(c, "const int %s = %s + %d > %lld ? %d : %d;", lanes, q0, tj, (long long)w->q,
-                edge * w->lanes, tj);
-    else
-        em_line(c, "const int %s = %d;", lanes, tj);
-    em_line(c, "%s *restrict %s = %s + %s * %d;", T, acc, part, t, ti * tj);
-    em_line(c, "%s(%s, %s, %s + %lld + %s * %lld, %s + %s, %s, %s, %s);", kern, rows, lanes,
-            bufname(c, w->wbuf), (long long)w->woff, k0, C * w->taps, xp, q0, acc, c0, c1);
-    char last[64];
-    snprintf(last, sizeof last, "%s == %lld", c1, C);
-    em_line(c, "if (%s) {", last);
-    c->indent++;
-    emit_tile_store(c, ne, "0", k0, q0, rows, acc, NULL);
-    close_block(c);
+    emit_dense_tile_start(c, w, &d);
+    char add[IR_MAX_NAME * 2 + 8], when[IR_MAX_NAME + 32];
+    snprintf(add, sizeof add, "%s > %s", c0, lo);
+    snprintf(when, sizeof when, "%s == %lld", c1, C);
+    em_line(c, "%s *restrict %s = %s + %s * %d;", T, acc, part, d.t, ti * tj);
+    em_line(c, "%s(%s, %s, %s + %lld + %s * %lld, %s + %s, %s, %s, %s, %s);", kern, d.rows,
+            d.lanes, bufname(c, w->wbuf), (long long)w->woff, d.k0, C * w->taps, xp, d.q0, acc,
+            add, c0, c1);
+    if (last) {
+        em_line(c, "if (%s) {", when);
+        c->indent++;
+        emit_tile_store(c, ne, "0", d.k0, d.q0, d.rows, acc, NULL);
+        close_block(c);
+    }
     if (w->tail) {
         const char *tacc = nm(c, "tacc");
-        em_line(c, "if (%s == %lld) { /* the last tile of positions: the tail */", qbv, qn - 1);
+        em_line(c, "if (%s == %lld) { /* the last tile of positions: the tail */", d.qb, qn - 1);
         c->indent++;
         em_line(c, "%s *restrict %s = %s + %lld + %s * %lld;", T, tacc, part, kt * qn * ti * tj,
-                ktv, (long long)ti * w->tail);
-        emit_tail_call(c, ne, xp, k0, rows, tacc, c0, c1, last);
+                d.kt, (long long)ti * w->tail);
+        emit_tail_call(c, ne, xp, d.k0, d.rows, tacc, add, c0, c1);
+        if (last)
+            emit_tail_store(c, ne, d.k0, d.rows, tacc, when);
         close_block(c);
     }
     close_block(c);
     close_block(c);
+}
+
+/* The dense form split over the threads (splits > 1, conv.c): thread id of nt takes the input
+ * channels id * C / nt .. (id + 1) * C / nt, copies them and sums every tile over them into its
+ * own set of partial sums (its copy read from its own cache; a parallel loop over the tiles
+ * read half of each block from the other core's); then, in parallel over the tiles, each tile
+ * adds the sets and stores. */
+static void emit_dense_split(ctx *c, int32_t k, const char *xp, const char *part)
+{
+    const nest *ne = &c->p->nests[k];
+    const wplan *w = ne->win;
+    const char *T = em_ctype(w->x->etype);
+    int ti = w->ti, tj = w->nv * w->lanes;
+    long long C = w->C, kt = (w->K + ti - 1) / ti, qn = conv_position_tiles(w);
+    long long set = w->setsize, splits = w->splits, tail = w->tail;
+    const char *nt = nm(c, "nt"), *id = nm(c, "id"), *lo = nm(c, "lo"), *hi = nm(c, "hi");
+    const char *ps = nm(c, "ps"), *s = nm(c, "s"), *ii = nm(c, "ii"), *jj = nm(c, "jj");
+    const char *acc = nm(c, "acc"), *o = nm(c, "o");
+    em_line(c, "/* the input channels split over up to %lld threads, each summing every tile over "
+               "its channels into a set of partial sums of its own at %s + its number * %lld */",
+            splits, part, set);
+    em_omp_region(c);
+    em_line(c, "{");
+    c->indent++;
+    em_line(c, "#ifdef _OPENMP");
+    em_line(c, "int omp_get_num_threads(void), omp_get_thread_num(void);");
+    em_line(c, "const int64_t %s = omp_get_num_threads() < %lld ? omp_get_num_threads() : %lld;",
+            nt, splits, splits);
+    em_line(c, "const int64_t %s = omp_get_thread_num();", id);
+    em_line(c, "#else");
+    em_line(c, "const int64_t %s = 1, %s = 0;", nt, id);
+    em_line(c, "#endif");
+    em_line(c, "if (%s < %s) {", id, nt);
+    c->indent++;
+    em_line(c, "const int64_t %s = %s * %lld / %s, %s = (%s + 1) * %lld / %s;", lo, id, C, nt, hi,
+            id, C, nt);
+    em_line(c, "%s *restrict %s = %s + %s * %lld;", T, ps, part, id, set);
+    emit_copy_dense(c, w, xp, w->tail ? w->tailoff : w->packoff, lo, hi);
+    emit_dense_blocks(c, k, xp, ps, lo, hi, false);
+    close_block(c);
+    em_line(c, "#ifdef _OPENMP");
+    em_line(c, "#pragma omp barrier");
+    em_line(c, "#pragma omp for schedule(static)");
+    em_line(c, "#endif");
+    dense_tile d = {nm(c, "t"),  nm(c, "kt"),   nm(c, "qb"),   nm(c, "k0"),
+                    nm(c, "q0"), nm(c, "rows"), nm(c, "lanes")};
+    em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) { /* the tiles: the sets added, stored */",
+            d.t, d.t, kt * qn, d.t);
+    c->indent++;
+    emit_dense_tile_start(c, w, &d);
+    em_line(c, "%s *restrict %s = %s + %s * %d;", T, acc, part, d.t, ti * tj);
+    em_line(c, "for (int64_t %s = 1; %s < %s; %s++) {", s, s, nt, s);
+    em_line(c, "    const %s *restrict %s = %s + %s * %lld;", T, o, acc, s, set);
+    em_line(c, "    for (int %s = 0; %s < %s; %s++)", ii, ii, d.rows, ii);
+    em_line(c, "        for (int %s = 0; %s < %s; %s++)", jj, jj, d.lanes, jj);
+    em_line(c, "            %s[%s * %d + %s] += %s[%s * %d + %s];", acc, ii, tj, jj, o, ii, tj,
+            jj);
+    em_line(c, "}");
+    emit_tile_store(c, ne, "0", d.k0, d.q0, d.rows, acc, NULL);
+    if (tail) {
+        const char *tacc = nm(c, "tacc");
+        em_line(c, "if (%s == %lld) { /* the last tile of positions: the tail */", d.qb, qn - 1);
+        c->indent++;
+        em_line(c, "%s *restrict %s = %s + %lld + %s * %lld;", T, tacc, part, kt * qn * ti * tj,
+                d.kt, (long long)ti * tail);
+        em_line(c, "for (int64_t %s = 1; %s < %s; %s++)", s, s, nt, s);
+        em_line(c, "    for (int %s = 0; %s < %s * %lld; %s++)", ii, ii, d.rows, tail, ii);
+        em_line(c, "        %s[%s] += %s[%s * %lld + %s];", tacc, ii, tacc, s, set, ii);
+        emit_tail_store(c, ne, d.k0, d.rows, tacc, NULL);
+        close_block(c);
+    }
+    close_block(c);
+    close_block(c);
+}
+
+/* The tiles of the dense form (one image, one group: conv.c, make_dense), after its copy: the
+ * sum over blocks of cblock input channels, each block's copy read by every tile while it is
+ * in the cache, the tiles' partial sums kept in the workspace at part; the last block's tiles
+ * store. A tile's tiles of positions run together, the last with the tail. */
+static void emit_tiles_dense(ctx *c, int32_t k, const char *xp, const char *part)
+{
+    const wplan *w = c->p->nests[k].win;
+    int ti = w->ti;
+    long long C = w->C, cb = w->cblock, blocks = (C + cb - 1) / cb;
+    long long tiles = (w->K + ti - 1) / ti * conv_position_tiles(w);
+    if (w->splits > 1) {
+        emit_dense_split(c, k, xp, part);
+        return;
+    }
+    emit_copy_dense(c, w, xp, w->tail ? w->tailoff : w->packoff, NULL, NULL);
+    if (blocks > 1)
+        em_line(c, "/* %lld tiles: positions x output channels, the sum over %lld blocks of %lld input "
+                   "channels (partial sums in %s) */",
+                tiles, blocks, cb, part);
+    else
+        em_line(c, "/* %lld tiles: positions x output channels, the sum over the %lld input channels "
+                   "in one block */",
+                tiles, C);
+    char hi[32];
+    snprintf(hi, sizeof hi, "%lld", C);
+    emit_dense_blocks(c, k, xp, part, "0", hi, true);
 }
 
 /* The tiles with output channels in rows and positions in lanes. With local planes, a
@@ -1044,9 +1179,7 @@ static void emit_conv(ctx *c, int32_t k)
                     image, (long long)w->N, image);
             c->indent++;
         }
-        if (w->dense)
-            emit_copy_dense(c, w, xp, w->tail ? w->tailoff : w->packoff);
-        else
+        if (!w->dense) /* (the dense form's copy: emit_tiles_dense) */
             emit_copy(c, w, xp, w->packoff, NULL, image);
     }
     if (w->by_channels && w->prepacked) {

@@ -131,8 +131,8 @@ static void vec_tile(ctx *c, const wplan *w, const char *T, const char *V, int i
     for (int i = 0; i < ti; i++)
         for (int j = 0; j < nv; j++)
             buf_printf(b, "%s s%d_%d = {0}", i || j ? "," : "", i, j);
-    if (w->dense) { /* a block of the sum, c0 .. c1, after the blocks before it in out */
-        buf_printf(b, ";\n%*sif (c0 > 0) {\n", in, "");
+    if (w->dense) { /* a block of the sum, c0 .. c1, added to out's sums when add */
+        buf_printf(b, ";\n%*sif (add) {\n", in, "");
         for (int i = 0; i < ti; i++)
             for (int j = 0; j < nv; j++)
                 buf_printf(b, "%*s    s%d_%d = *(const %s *)(out + %d);\n", in, "", i, j, V,
@@ -186,7 +186,8 @@ static void vec_tile(ctx *c, const wplan *w, const char *T, const char *V, int i
 }
 
 /* The kernel of convolution nest k: out[ii * tj + jj] = sum over the group's input channels c
- * and taps t of w[ii][c][t] * x[c * cstride + conv_tapoff(w, t) + jj], for ii < rows, jj < lanes. */
+ * and taps t of w[ii][c][t] * x[c * cstride + conv_tapoff(w, t) + jj], for ii < rows, jj < lanes
+ * (the dense form: over channels c0 .. c1, added to out's sums when add). */
 static void emit_kernel(ctx *c, int32_t k)
 {
     char V[32], name[IR_MAX_NAME + 32];
@@ -202,7 +203,7 @@ static void emit_kernel(ctx *c, int32_t k)
     buf_printf(b,
                "static NEST_CONTRACT void %s(int rows, int lanes, const %s *restrict w,\n"
                "    const %s *restrict x, %s *restrict out%s)\n{\n",
-               name, T, T, T, w->dense ? ", int64_t c0, int64_t c1" : "");
+               name, T, T, T, w->dense ? ", int add, int64_t c0, int64_t c1" : "");
     emit_offsets(c, w);
     buf_puts(b, "#ifdef __GNUC__\n");
     int edge = conv_edge_vectors(w);
@@ -220,7 +221,7 @@ static void emit_kernel(ctx *c, int32_t k)
     }
     buf_puts(b, "#endif\n");
     if (w->dense)
-        buf_printf(b, "    if (c0 == 0)\n        for (int i = 0; i < %d; i++)\n            out[i] = 0;\n"
+        buf_printf(b, "    if (!add)\n        for (int i = 0; i < %d; i++)\n            out[i] = 0;\n"
                       "    for (int64_t c = c0; c < c1; c++)\n", ti * tj);
     else
         buf_printf(b, "    for (int i = 0; i < %d; i++)\n        out[i] = 0;\n"
@@ -283,7 +284,7 @@ static void emit_kernel_by_channels(ctx *c, int32_t k)
 #define TAIL_ROWS 4
 
 /* The tail kernel of convolution nest k (dense form): out[ii * tail + pp] += the sum over the
- * input channels c0 .. c1 and the taps, e, of w[ii][e] * x[pp][e] (out set when c0 is 0), for
+ * input channels c0 .. c1 and the taps, e, of w[ii][e] * x[pp][e] (out set unless add), for
  * ii < rows (at most a tile's), pp < tail. The fast path takes TAIL_ROWS channels at a time, the
  * sum a vector of channels and taps per step (two, each into accumulators of its own, when
  * there would be fewer than 8: the FMA units' latency), the accumulators' lanes added at the
@@ -303,7 +304,7 @@ static void emit_tail_kernel(ctx *c, int32_t k)
                tail, taps, tail, tail > 1 ? "s" : "", namer_name(&c->nm, w->node));
     buf_printf(b,
                "static NEST_CONTRACT void %s_tail(int rows, const %s *restrict w,\n"
-               "    const %s *restrict x, %s *restrict out, int64_t c0, int64_t c1)\n{\n"
+               "    const %s *restrict x, %s *restrict out, int add, int64_t c0, int64_t c1)\n{\n"
                "    const int64_t e0 = c0 * %lld, e1 = c1 * %lld;\n    int i0 = 0;\n",
                name, T, T, T, taps, taps);
     buf_printf(b, "#ifdef __GNUC__\n    for (; i0 + %d <= rows; i0 += %d) {\n", R, R);
@@ -335,7 +336,7 @@ static void emit_tail_kernel(ctx *c, int32_t k)
     buf_puts(b, "        }\n");
     for (int i = 0; i < R; i++)
         for (int j = 0; j < tail; j++) {
-            buf_printf(b, "        out[(i0 + %d) * %d + %d] = (c0 > 0 ? out[(i0 + %d) * %d + %d] : 0)",
+            buf_printf(b, "        out[(i0 + %d) * %d + %d] = (add ? out[(i0 + %d) * %d + %d] : 0)",
                        i, tail, j, i, tail, j);
             for (int u = 0; u < U; u++)
                 for (int l = 0; l < L; l++)
@@ -352,7 +353,7 @@ static void emit_tail_kernel(ctx *c, int32_t k)
     buf_printf(b,
                "    for (int ii = i0; ii < rows; ii++)\n"
                "        for (int pp = 0; pp < %d; pp++) {\n"
-               "            %s s = c0 > 0 ? out[ii * %d + pp] : 0;\n"
+               "            %s s = add ? out[ii * %d + pp] : 0;\n"
                "            for (int64_t e = e0; e < e1; e++)\n"
                "                s += w[ii * %lld + e] * x[pp * %lld + e];\n"
                "            out[ii * %d + pp] = s;\n"
