@@ -222,6 +222,40 @@ static void emit_stream_rows(ctx *c, const nest *ne, const nout *o, const char *
     free(d);
 }
 
+/* A batch's tiles summed in blocks of k (src->part): the tile in the first block of columns
+ * asks for the next block of k of its rows of A (at base, ni rows) toward the cache, when A's
+ * rows or its k are contiguous, so that the tiles of the next block read it from there, not
+ * from memory where other work has pushed it (1x1 1024 -> 256 at 14x14, 8 images, one core:
+ * after 48 MB of other data 3.99-4.17 ms for the first call and 3.63-3.94 for the next, with
+ * the prefetches 3.58-3.61 and 3.39-3.47, as without that data). */
+static void emit_prefetch_next_k(ctx *c, const nest *ne, const tile_src *src, const char *base,
+                                 const char *ni)
+{
+    int nb = ne->rank - 3, et = ne->outs[0].value->etype;
+    long long si = (long long)ne->tile_a->st[nb], sk = (long long)ne->tile_a->st[nb + 1];
+    long long K = (long long)ne->dims[nb + 1], line = 64 / (long long)nest_type_size((nest_type)et);
+    if (si != 1 && sk != 1)
+        return;
+    em_line(c, "#ifdef __GNUC__");
+    em_line(c, "if (%s == 0 && %s) /* the rows' next block of k toward the cache */",
+            c->var[nb + 2], src->more);
+    em_line(c, "    for (int64_t nest_pk = %s + %s; nest_pk < %s + 2 * %s && nest_pk < %lld; "
+               "nest_pk++) {",
+            src->k0, src->kn, src->k0, src->kn, K);
+    if (si == 1) { /* a row of ni elements for each k */
+        em_line(c, "        for (int nest_o = 0; nest_o < %s; nest_o += %lld)", ni, line);
+        em_line(c, "            __builtin_prefetch((%s) + nest_pk * %lld + nest_o);", base, sk);
+        em_line(c, "        __builtin_prefetch((%s) + nest_pk * %lld + %s - 1);", base, sk, ni);
+    } else { /* k contiguous in each row: a line at a time */
+        em_line(c, "        if ((nest_pk - %s - %s) %% %lld == 0 || nest_pk + 1 == %s + 2 * %s)",
+                src->k0, src->kn, line, src->k0, src->kn);
+        em_line(c, "            for (int nest_o = 0; nest_o < %s; nest_o++)", ni);
+        em_line(c, "                __builtin_prefetch((%s) + nest_o * %lld + nest_pk);", base, si);
+    }
+    em_line(c, "    }");
+    em_line(c, "#endif");
+}
+
 /* One tile: the block of rows i0 .. i0 + ni by columns j0 .. j0 + nj (c->var[nb], c->var[nb +
  * 2]) accumulates in registers over the KS values of k from the panel (src), then leaves
  * through the absorbed outputs and into the product if it is kept. */
@@ -259,6 +293,8 @@ static void emit_tile_block(ctx *c, const nest *ne, const char *KS, const tile_s
         int h = em_tile_helper(et, ne->tile_vb, tj);
         *c->helpers |= 1ull << h;
         char *base = view_base(c, a, nb, i0, nb);
+        if (src->part && base)
+            emit_prefetch_next_k(c, ne, src, base, ni);
         if (src->few) { /* rows of the product computed whole */
             em_line(c, "if (%s) {", src->few);
             em_line(c, "    for (int ii = 0; ii < %s; ii++)", ni);
