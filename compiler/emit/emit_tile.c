@@ -150,6 +150,9 @@ typedef struct tile_src {
      * kept), its block of k (from k0, kn of them) and whether blocks of k follow (the block
      * is not stored yet); else NULL */
     const char *part, *k0, *kn, *more;
+    /* with part: whether a product follows whose rows of A the tile's next (the C condition
+     * next_if), and the distance to them (C text), or NULL */
+    const char *next_if, *next_off;
 } tile_src;
 
 /* A result of a product of at least this many bytes is written past the caches: it cannot
@@ -223,11 +226,12 @@ static void emit_stream_rows(ctx *c, const nest *ne, const nout *o, const char *
 }
 
 /* A batch's tiles summed in blocks of k (src->part): the tile in the first block of columns
- * asks for the next block of k of its rows of A (at base, ni rows) toward the cache, when A's
- * rows or its k are contiguous, so that the tiles of the next block read it from there, not
- * from memory where other work has pushed it (1x1 1024 -> 256 at 14x14, 8 images, one core:
- * after 48 MB of other data 3.99-4.17 ms for the first call and 3.63-3.94 for the next, with
- * the prefetches 3.58-3.61 and 3.39-3.47, as without that data). */
+ * asks for the next block of k of its rows of A (at base, ni rows; after the last block, the
+ * first of the same rows of the next group's product) toward the cache, when A's rows or its k
+ * are contiguous, so that the tiles of the next block read it from there, not from memory a
+ * line at a time (1x1 1024 -> 256 at 14x14, 8 images, one core, after 48 MB of other data:
+ * the first call 3.99-4.30 -> 3.68-3.69 ms, the next 3.63-4.02 -> 3.46-3.52, with the next
+ * product's first block too 3.35-3.47). */
 static void emit_prefetch_next_k(ctx *c, const nest *ne, const tile_src *src, const char *base,
                                  const char *ni)
 {
@@ -236,23 +240,39 @@ static void emit_prefetch_next_k(ctx *c, const nest *ne, const tile_src *src, co
     long long K = (long long)ne->dims[nb + 1], line = 64 / (long long)nest_type_size((nest_type)et);
     if (si != 1 && sk != 1)
         return;
+    const char *T = em_ctype(et);
     em_line(c, "#ifdef __GNUC__");
-    em_line(c, "if (%s == 0 && %s) /* the rows' next block of k toward the cache */",
-            c->var[nb + 2], src->more);
-    em_line(c, "    for (int64_t nest_pk = %s + %s; nest_pk < %s + 2 * %s && nest_pk < %lld; "
-               "nest_pk++) {",
-            src->k0, src->kn, src->k0, src->kn, K);
+    if (src->next_if) /* after the last block of k, the first of the next group's product */
+        em_line(c, "if (%s == 0 && (%s || %s)) { /* the rows' next block of k toward the cache */",
+                c->var[nb + 2], src->more, src->next_if);
+    else
+        em_line(c, "if (%s == 0 && %s) { /* the rows' next block of k toward the cache */",
+                c->var[nb + 2], src->more);
+    c->indent++;
+    em_line(c, "const int64_t nest_p0 = %s ? %s + %s : 0;", src->more, src->k0, src->kn);
+    long long kb = (long long)ne->k_block; /* (every block of k but the last) */
+    em_line(c, "const int64_t nest_p1 = nest_p0 + %lld < %lld ? nest_p0 + %lld : %lld;", kb, K,
+            kb, K);
+    buf pa = {0};
+    buf_printf(&pa, "%s", base);
+    if (src->next_if)
+        buf_printf(&pa, " + (%s ? 0 : %s)", src->more, src->next_off);
+    char *pas = em_finish(c, &pa);
+    em_line(c, "const %s *nest_pa = %s;", T, pas);
+    free(pas);
+    em_line(c, "for (int64_t nest_pk = nest_p0; nest_pk < nest_p1; nest_pk++) {");
     if (si == 1) { /* a row of ni elements for each k */
-        em_line(c, "        for (int nest_o = 0; nest_o < %s; nest_o += %lld)", ni, line);
-        em_line(c, "            __builtin_prefetch((%s) + nest_pk * %lld + nest_o);", base, sk);
-        em_line(c, "        __builtin_prefetch((%s) + nest_pk * %lld + %s - 1);", base, sk, ni);
+        em_line(c, "    for (int nest_o = 0; nest_o < %s; nest_o += %lld)", ni, line);
+        em_line(c, "        __builtin_prefetch(nest_pa + nest_pk * %lld + nest_o);", sk);
+        em_line(c, "    __builtin_prefetch(nest_pa + nest_pk * %lld + %s - 1);", sk, ni);
     } else { /* k contiguous in each row: a line at a time */
-        em_line(c, "        if ((nest_pk - %s - %s) %% %lld == 0 || nest_pk + 1 == %s + 2 * %s)",
-                src->k0, src->kn, line, src->k0, src->kn);
-        em_line(c, "            for (int nest_o = 0; nest_o < %s; nest_o++)", ni);
-        em_line(c, "                __builtin_prefetch((%s) + nest_o * %lld + nest_pk);", base, si);
+        em_line(c, "    if ((nest_pk - nest_p0) %% %lld == 0 || nest_pk + 1 == nest_p1)", line);
+        em_line(c, "        for (int nest_o = 0; nest_o < %s; nest_o++)", ni);
+        em_line(c, "            __builtin_prefetch(nest_pa + nest_o * %lld + nest_pk);", si);
     }
-    em_line(c, "    }");
+    em_line(c, "}");
+    c->indent--;
+    em_line(c, "}");
     em_line(c, "#endif");
 }
 
@@ -690,7 +710,7 @@ void em_tiled(ctx *c, int32_t k)
          * sums of the group's tiles (one block each, t's) after the panels */
         long long kblock = ne->k_block, kgroup = ne->k_group;
         const char *g = NULL, *gn = NULL, *kb = NULL, *kn = NULL, *part = NULL;
-        char tiles[96], partk[96], more[96], krows[64] = "";
+        char tiles[96], partk[96], more[96], krows[64] = "", next_if[96] = "", next_off[96] = "";
         snprintf(tiles, sizeof tiles, "%lld", nbatch * jblocks * iblocks);
         if (kblock) {
             g = em_unique(&c->local, "g"), gn = em_unique(&c->local, "gn");
@@ -721,6 +741,11 @@ void em_tiled(ctx *c, int32_t k)
             if (kblock)
                 em_line(c, "const int64_t %s = %s / (%s * %lld) * %d, %s = %s + %s / %lld %% %s, %s = %s %% %lld * %d;",
                         j0, t, gn, iblocks, tj, bt, g, t, iblocks, gn, i0, t, iblocks, brows);
+            if (kblock && nb == 1) { /* the same rows of the next group's product */
+                snprintf(next_if, sizeof next_if, "%s + %s < %lld", bt, gn, nbatch);
+                snprintf(next_off, sizeof next_off, "%s * %lld", gn,
+                         (long long)ne->tile_a->st[0]);
+            }
             else if (ne->batch_outer)
                 em_line(c, "const int64_t %s = %s / %lld, %s = %s / %lld %% %lld * %d, %s = %s %% %lld * %d;",
                         bt, t, jblocks * iblocks, j0, t, iblocks, jblocks, tj, i0, t, iblocks, brows);
@@ -745,7 +770,7 @@ void em_tiled(ctx *c, int32_t k)
                 (long long)K * tj, krows);
         emit_last_block(c, ne, KS,
                         &(tile_src){pj, tjs, NULL, NULL, NULL, stream, kblock ? partk : NULL,
-                                    kb, kn, more},
+                                    kb, kn, more, next_if[0] ? next_if : NULL, next_off},
                         nj);
         for (int close = 0; close < (kblock ? 2 : 0); close++) { /* the groups, the blocks of k */
             c->indent--;
@@ -826,7 +851,8 @@ void em_tiled(ctx *c, int32_t k)
         em_line(c, "for (int64_t %s = 0; %s < %s; %s += %d) {", i0, i0, Is ? Is : "0", i0, brows);
         c->indent++;
         emit_last_block(c, ne, KS,
-                        &(tile_src){pb, sp, small, few, rows, stream, NULL, NULL, NULL, NULL}, nj);
+                        &(tile_src){pb, sp, small, few, rows, stream, NULL, NULL, NULL, NULL, NULL, NULL},
+                        nj);
     }
     free(Is);
     free(Ks);
