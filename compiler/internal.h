@@ -1033,9 +1033,10 @@ typedef struct wplan {
     int64_t tail, tailoff;
     /* dense: the sum runs over blocks of cblock input channels (each block's copy stays in the
      * cache for every tile), the tiles' partial sums in the workspace at partoff. With splits
-     * > 1 (OpenMP) the input channels are split over up to that many threads, each copying its
-     * channels and summing every tile over them into a set of partial sums of its own (setsize
-     * elements from partoff + thread * setsize); the tiles then add the sets and store */
+     * > 1 (OpenMP) the input channels are split into that many chunks, run in parallel, each
+     * copying its channels and summing every tile over them into a set of partial sums of its
+     * own (setsize elements from partoff + chunk * setsize); the tiles then add the sets in
+     * order and store */
     int64_t cblock, partoff, splits, setsize;
 } wplan;
 

@@ -723,8 +723,9 @@ static const spec CONV_DENSE[] = {
      E_TWICE},
     /* 3-D, 4x4x4: 64 positions in 4 vectors, no tail */
     {3, 1, 24, 48, 1, S3(4, 4, 4), S3(3, 3, 3), {0}, {0}, S3(1, 1, 1), S3(1, 1, 1), {0}, E_RELU},
-    /* 320 channels in blocks of 107: on two threads two blocks each (the second added to the
-     * first's sums), on three one each, on one three; a residual after */
+    /* 320 channels: without OpenMP three blocks of 107 (the second and third added to the
+     * first's sums); with it 8 chunks of 40, on two threads four each, on three 3, 3 and 2; a
+     * residual after */
     {2, 1, 320, 56, 1, S3(7, 7, 0), S3(3, 3, 0), {0}, {0}, S3(1, 1, 0), S3(1, 1, 0), {0},
      E_RES | E_RELU},
 };
@@ -756,6 +757,38 @@ static bool omp_threads(int n)
     return set != NULL;
 }
 
+/* The compiled convolutions of s (V_JIT) on real-valued inputs give the same bits on 1, 2 and
+ * 3 threads (omp_threads: libomp loaded). */
+static void same_bits_on_threads(const char *name, const specs *s)
+{
+    nest_function *f = build(name, build_convs, s, false);
+    arrays args, got[3];
+    arrays_alloc(&args, f, false);
+    fill(&args, 7, true);
+    int64_t bad = 0;
+    for (int t = 0; t < 3; t++) {
+        arrays_alloc(&got[t], f, true);
+        omp_threads(t + 1);
+        if (!run_variant(f, 0, &args, &got[t])) {
+            bad++;
+            continue;
+        }
+        for (int r = 0; t > 0 && r < got[t].n; r++)
+            if (memcmp(got[t].p[r], got[0].p[r],
+                       (size_t)got[t].count[r] * nest_type_size(got[t].type[r])) != 0) {
+                print_error("%s: result %d on %d threads differs from one thread's\n", name, r,
+                            t + 1);
+                bad++;
+            }
+    }
+    for (int t = 0; t < 3; t++)
+        arrays_free(&got[t]);
+    arrays_free(&args);
+    nest_function_free(f);
+    if (bad)
+        fail();
+}
+
 static void test_conv_dense(void **state)
 {
     (void)state;
@@ -771,7 +804,7 @@ static void test_conv_dense(void **state)
         assert_non_null(text);
         if (strstr(text, "nest_f32x16") &&
             (!strstr(text, "positions dense, a run per input channel and tap") ||
-             !strstr(text, "omp_get_thread_num") != !CONV_DENSE_SPLIT[i])) {
+             !strstr(text, "chunks, each summing every tile") != !CONV_DENSE_SPLIT[i])) {
             print_error("conv_dense spec %zu: not in the dense form%s\n", i,
                         CONV_DENSE_SPLIT[i] ? " split over the threads" : " on one core");
             fail();
@@ -783,13 +816,16 @@ static void test_conv_dense(void **state)
     check("conv_dense_real", build_convs, &s, V_JIT | V_NOOMP, true, 64);
     specs d = {CONV_DENSE64, countof_(CONV_DENSE64), NEST_F64};
     check("conv_dense_f64", build_convs, &d, all, false, 0);
-    /* the split on one thread (one set of sums) and on three (uneven shares of the channels) */
+    /* the split on one thread (every chunk on it) and on three (uneven shares of the chunks),
+     * real-valued: the same bits on 1, 2 and 3 threads */
     if (omp_threads(1)) {
         check("conv_dense_1t", build_convs, &s, V_JIT, false, 0);
         check("conv_dense_f64_1t", build_convs, &d, V_JIT, false, 0);
         omp_threads(3);
         check("conv_dense_3t", build_convs, &s, V_JIT, false, 0);
         check("conv_dense_f64_3t", build_convs, &d, V_JIT, false, 0);
+        same_bits_on_threads("conv_dense_bits", &s);
+        same_bits_on_threads("conv_dense_f64_bits", &d);
         omp_threads((int)sysconf(_SC_NPROCESSORS_ONLN));
     } else {
         print_error("conv_dense: libomp not loaded, the split not checked on 1 and 3 threads\n");

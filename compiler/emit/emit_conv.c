@@ -794,11 +794,13 @@ static void emit_dense_blocks(ctx *c, int32_t k, const char *xp, const char *par
     close_block(c);
 }
 
-/* The dense form split over the threads (splits > 1, conv.c): thread id of nt takes the input
- * channels id * C / nt .. (id + 1) * C / nt, copies them and sums every tile over them into its
- * own set of partial sums (its copy read from its own cache; a parallel loop over the tiles
- * read half of each block from the other core's); then, in parallel over the tiles, each tile
- * adds the sets and stores. */
+/* The dense form split over the threads (splits > 1, conv.c): `splits` chunks of the input
+ * channels, chunk s the channels s * C / splits .. (s + 1) * C / splits, in parallel (each
+ * thread's chunks together): a chunk's channels copied and every tile summed over them into
+ * the chunk's set of partial sums (its copy read from its own core's cache; a parallel loop
+ * over the tiles read half of each block from the other core's); then, in parallel over the
+ * tiles, each tile adds the sets in order and stores. The chunks do not depend on the number
+ * of threads, nor does the result. */
 static void emit_dense_split(ctx *c, int32_t k, const char *xp, const char *part)
 {
     const nest *ne = &c->p->nests[k];
@@ -807,33 +809,27 @@ static void emit_dense_split(ctx *c, int32_t k, const char *xp, const char *part
     int ti = w->ti, tj = w->nv * w->lanes;
     long long C = w->C, kt = (w->K + ti - 1) / ti, qn = conv_position_tiles(w);
     long long set = w->setsize, splits = w->splits, tail = w->tail;
-    const char *nt = nm(c, "nt"), *id = nm(c, "id"), *lo = nm(c, "lo"), *hi = nm(c, "hi");
-    const char *ps = nm(c, "ps"), *s = nm(c, "s"), *ii = nm(c, "ii"), *jj = nm(c, "jj");
+    const char *sc = nm(c, "sc"), *lo = nm(c, "lo"), *hi = nm(c, "hi"), *ps = nm(c, "ps");
+    const char *s = nm(c, "s"), *ii = nm(c, "ii"), *jj = nm(c, "jj");
     const char *acc = nm(c, "acc"), *o = nm(c, "o");
-    em_line(c, "/* the input channels split over up to %lld threads, each summing every tile over "
-               "its channels into a set of partial sums of its own at %s + its number * %lld */",
+    em_line(c, "/* the input channels in %lld chunks, each summing every tile over its channels "
+               "into a set of partial sums of its own at %s + its number * %lld */",
             splits, part, set);
     em_omp_region(c);
     em_line(c, "{");
     c->indent++;
     em_line(c, "#ifdef _OPENMP");
-    em_line(c, "int omp_get_num_threads(void), omp_get_thread_num(void);");
-    em_line(c, "const int64_t %s = omp_get_num_threads() < %lld ? omp_get_num_threads() : %lld;",
-            nt, splits, splits);
-    em_line(c, "const int64_t %s = omp_get_thread_num();", id);
-    em_line(c, "#else");
-    em_line(c, "const int64_t %s = 1, %s = 0;", nt, id);
+    em_line(c, "#pragma omp for schedule(static)");
     em_line(c, "#endif");
-    em_line(c, "if (%s < %s) {", id, nt);
+    em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) { /* chunk */", sc, sc, splits, sc);
     c->indent++;
-    em_line(c, "const int64_t %s = %s * %lld / %s, %s = (%s + 1) * %lld / %s;", lo, id, C, nt, hi,
-            id, C, nt);
-    em_line(c, "%s *restrict %s = %s + %s * %lld;", T, ps, part, id, set);
+    em_line(c, "const int64_t %s = %s * %lld / %lld, %s = (%s + 1) * %lld / %lld;", lo, sc, C,
+            splits, hi, sc, C, splits);
+    em_line(c, "%s *restrict %s = %s + %s * %lld;", T, ps, part, sc, set);
     emit_copy_dense(c, w, xp, w->tail ? w->tailoff : w->packoff, lo, hi);
     emit_dense_blocks(c, k, xp, ps, lo, hi, false);
     close_block(c);
     em_line(c, "#ifdef _OPENMP");
-    em_line(c, "#pragma omp barrier");
     em_line(c, "#pragma omp for schedule(static)");
     em_line(c, "#endif");
     dense_tile d = {nm(c, "t"),  nm(c, "kt"),   nm(c, "qb"),   nm(c, "k0"),
@@ -843,7 +839,8 @@ static void emit_dense_split(ctx *c, int32_t k, const char *xp, const char *part
     c->indent++;
     emit_dense_tile_start(c, w, &d);
     em_line(c, "%s *restrict %s = %s + %s * %d;", T, acc, part, d.t, ti * tj);
-    em_line(c, "for (int64_t %s = 1; %s < %s; %s++) {", s, s, nt, s);
+    em_line(c, "for (int64_t %s = 1; %s < %lld; %s++) { /* the sets in order */", s, s, splits,
+            s);
     em_line(c, "    const %s *restrict %s = %s + %s * %lld;", T, o, acc, s, set);
     em_line(c, "    for (int %s = 0; %s < %s; %s++)", ii, ii, d.rows, ii);
     em_line(c, "        for (int %s = 0; %s < %s; %s++)", jj, jj, d.lanes, jj);
@@ -857,7 +854,7 @@ static void emit_dense_split(ctx *c, int32_t k, const char *xp, const char *part
         c->indent++;
         em_line(c, "%s *restrict %s = %s + %lld + %s * %lld;", T, tacc, part, kt * qn * ti * tj,
                 d.kt, (long long)ti * tail);
-        em_line(c, "for (int64_t %s = 1; %s < %s; %s++)", s, s, nt, s);
+        em_line(c, "for (int64_t %s = 1; %s < %lld; %s++)", s, s, splits, s);
         em_line(c, "    for (int %s = 0; %s < %s * %lld; %s++)", ii, ii, d.rows, tail, ii);
         em_line(c, "        %s[%s] += %s[%s * %lld + %s];", tacc, ii, tacc, s, set, ii);
         emit_tail_store(c, ne, d.k0, d.rows, tacc, NULL);
