@@ -339,7 +339,8 @@ static void emit_copy(ctx *c, const wplan *w, const char *xp, int64_t count, con
 }
 
 /* The copy of the dense form (conv.c, make_dense: one image) at xp, count elements with the
- * slack: per input channel and tap, the value the tap reads for each output position
+ * slack (tailoff: where the tail's copy, then the partial sums, start): per input channel and
+ * tap, the value the tap reads for each output position
  * (row-major), zero where it reads the padding or between the dilated input's elements. With a
  * tail, the last positions' values again, [tail][channels x taps], at tailoff. Every channel
  * (in parallel when worth it), or with lo the channels lo .. hi (C text: a thread's). */
@@ -826,7 +827,7 @@ static void emit_dense_split(ctx *c, int32_t k, const char *xp, const char *part
     em_line(c, "const int64_t %s = %s * %lld / %lld, %s = (%s + 1) * %lld / %lld;", lo, sc, C,
             splits, hi, sc, C, splits);
     em_line(c, "%s *restrict %s = %s + %s * %lld;", T, ps, part, sc, set);
-    emit_copy_dense(c, w, xp, w->tail ? w->tailoff : w->packoff, lo, hi);
+    emit_copy_dense(c, w, xp, w->tailoff, lo, hi);
     emit_dense_blocks(c, k, xp, ps, lo, hi, false);
     close_block(c);
     em_line(c, "#ifdef _OPENMP");
@@ -878,7 +879,7 @@ static void emit_tiles_dense(ctx *c, int32_t k, const char *xp, const char *part
         emit_dense_split(c, k, xp, part);
         return;
     }
-    emit_copy_dense(c, w, xp, w->tail ? w->tailoff : w->packoff, NULL, NULL);
+    emit_copy_dense(c, w, xp, w->tailoff, NULL, NULL);
     if (blocks > 1)
         em_line(c, "/* %lld tiles: positions x output channels, the sum over %lld blocks of %lld input "
                    "channels (partial sums in %s) */",
