@@ -567,6 +567,17 @@ static void build_batch_dot(bctx *b, const void *arg)
         else
             RS(b, r, bd_k(c), "batch_dot %s x %s", SHS(t, &c->a), SHS(t, &c->b));
     }
+    /* two batch axes that do not merge (a transposed view of them) by a shared second factor:
+     * on one core the sum in blocks of k, a group of products at a time, each tile asking for
+     * its rows' next block (its C once declared the tile's indexes twice) */
+    shp a4 = {4, {3, 2, 128, 300}}, b2 = {2, {300, 128}};
+    nest_value x4 = PS(b, t, &a4, g), y2 = PS(b, t, &b2, g);
+    nest_value xv = nest_reshape(f, x4, SHAPE(1, 0, 2, 3), 4, SHAPE(2, 3, 128, 300));
+    nest_value r4 = nest_batch_dot(f, M(b, xv), M(b, y2));
+    if (exact)
+        R(b, r4, R_EXACT, "batch_dot of a view of two batch axes by a shared factor");
+    else
+        RS(b, r4, 300, "batch_dot of a view of two batch axes by a shared factor");
     /* of expressions (stored first), with a bias and an activation after it (absorbed into the
      * tile's store), of a transpose (attention's q k^T) */
     shp q = {3, {4, 24, 16}}, k = {3, {4, 24, 16}}, bias = {1, {24}};

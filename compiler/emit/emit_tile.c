@@ -738,15 +738,15 @@ void em_tiled(ctx *c, int32_t k)
         if (ne->b_shared) { /* t: the block of columns, the product, the block of rows; with
                               * batch_outer the product, the block of columns, the block of rows */
             const char *bt = em_unique(&c->local, "bt");
-            if (kblock)
+            if (kblock) {
                 em_line(c, "const int64_t %s = %s / (%s * %lld) * %d, %s = %s + %s / %lld %% %s, %s = %s %% %lld * %d;",
                         j0, t, gn, iblocks, tj, bt, g, t, iblocks, gn, i0, t, iblocks, brows);
-            if (kblock && nb == 1) { /* the same rows of the next group's product */
-                snprintf(next_if, sizeof next_if, "%s + %s < %lld", bt, gn, nbatch);
-                snprintf(next_off, sizeof next_off, "%s * %lld", gn,
-                         (long long)ne->tile_a->st[0]);
-            }
-            else if (ne->batch_outer)
+                if (nb == 1) { /* the same rows of the next group's product */
+                    snprintf(next_if, sizeof next_if, "%s + %s < %lld", bt, gn, nbatch);
+                    snprintf(next_off, sizeof next_off, "%s * %lld", gn,
+                             (long long)ne->tile_a->st[0]);
+                }
+            } else if (ne->batch_outer)
                 em_line(c, "const int64_t %s = %s / %lld, %s = %s / %lld %% %lld * %d, %s = %s %% %lld * %d;",
                         bt, t, jblocks * iblocks, j0, t, iblocks, jblocks, tj, i0, t, iblocks, brows);
             else
