@@ -338,14 +338,14 @@ static void emit_copy(ctx *c, const wplan *w, const char *xp, int64_t count, con
     close_block(c);
 }
 
-/* The copy of the dense form (conv.c, make_dense: one image) at xp, count elements with the
- * slack (tailoff: where the tail's copy, then the partial sums, start): per input channel and
- * tap, the value the tap reads for each output position
- * (row-major), zero where it reads the padding or between the dilated input's elements. With a
- * tail, the last positions' values again, [tail][channels x taps], at tailoff. Every channel
- * (in parallel when worth it), or with lo the channels lo .. hi (C text: a thread's). */
-static void emit_copy_dense(ctx *c, const wplan *w, const char *xp, int64_t count,
-                            const char *lo, const char *hi)
+/* The copy of the dense form (conv.c, make_dense: one image) at xp, up to tailoff with the
+ * slack (where the tail's copy, then the partial sums, start): per input channel and tap, the
+ * value the tap reads for each output position (row-major), zero where it reads the padding or
+ * between the dilated input's elements. With a tail, the last positions' values again,
+ * [tail][channels x taps], at tailoff. Every channel (in parallel when worth it), or with lo
+ * the channels lo .. hi (C text: a chunk's). */
+static void emit_copy_dense(ctx *c, const wplan *w, const char *xp, const char *lo,
+                            const char *hi)
 {
     const ir_window *win = w->win;
     int nsp = win->nsp;
@@ -431,9 +431,9 @@ static void emit_copy_dense(ctx *c, const wplan *w, const char *xp, int64_t coun
     close_block(c); /* channel */
     const char *e = nm(c, "e");
     if (lo)
-        em_line(c, "if (%s == %lld) /* the last channel's thread */", hi, C);
+        em_line(c, "if (%s == %lld) /* the last chunk */", hi, C);
     em_line(c, "%sfor (int64_t %s = %lld; %s < %lld; %s++) /* read by the last tile */",
-            lo ? "    " : "", e, C * taps * P, e, (long long)count, e);
+            lo ? "    " : "", e, C * taps * P, e, (long long)w->tailoff, e);
     em_line(c, "%s    %s[%s] = 0;", lo ? "    " : "", xp, e);
     if (w->tail) {
         const char *tl = nm(c, "tl"), *pp = nm(c, "pp"), *k = nm(c, "k");
@@ -742,6 +742,20 @@ static void emit_dense_tile_start(ctx *c, const wplan *w, const dense_tile *d)
         em_line(c, "const int %s = %d;", d->lanes, tj);
 }
 
+/* The opening of the tail's block in dense tile d (its last tile of positions) and its sums in
+ * the set of partial sums at part, named by the return value. */
+static const char *emit_tail_start(ctx *c, const wplan *w, const char *part, const dense_tile *d)
+{
+    int ti = w->ti, tj = w->nv * w->lanes;
+    long long qn = conv_position_tiles(w), kt = (w->K + ti - 1) / ti;
+    const char *tacc = nm(c, "tacc");
+    em_line(c, "if (%s == %lld) { /* the last tile of positions: the tail */", d->qb, qn - 1);
+    c->indent++;
+    em_line(c, "%s *restrict %s = %s + %lld + %s * %lld;", em_ctype(w->x->etype), tacc, part,
+            kt * qn * ti * tj, d->kt, (long long)ti * w->tail);
+    return tacc;
+}
+
 /* The loops of the dense form's sum over the blocks of input channels from lo to hi (C text),
  * every tile on each block (its copy stays in the cache for all of them), the tiles' sums in
  * the set of partial sums at part (added to unless the block starts at lo). With `last`, the
@@ -767,7 +781,7 @@ static void emit_dense_blocks(ctx *c, int32_t k, const char *xp, const char *par
     em_line(c, "for (int64_t %s = 0; %s < %lld; %s++) {", d.t, d.t, kt * qn, d.t);
     c->indent++;
     emit_dense_tile_start(c, w, &d);
-    char add[IR_MAX_NAME * 2 + 8], when[IR_MAX_NAME + 32];
+    char add[IR_MAX_NAME * 2 + 8], when[IR_MAX_NAME + 32]; /* (when: the last block) */
     snprintf(add, sizeof add, "%s > %s", c0, lo);
     snprintf(when, sizeof when, "%s == %lld", c1, C);
     em_line(c, "%s *restrict %s = %s + %s * %d;", T, acc, part, d.t, ti * tj);
@@ -781,11 +795,7 @@ static void emit_dense_blocks(ctx *c, int32_t k, const char *xp, const char *par
         close_block(c);
     }
     if (w->tail) {
-        const char *tacc = nm(c, "tacc");
-        em_line(c, "if (%s == %lld) { /* the last tile of positions: the tail */", d.qb, qn - 1);
-        c->indent++;
-        em_line(c, "%s *restrict %s = %s + %lld + %s * %lld;", T, tacc, part, kt * qn * ti * tj,
-                d.kt, (long long)ti * w->tail);
+        const char *tacc = emit_tail_start(c, w, part, &d);
         emit_tail_call(c, ne, xp, d.k0, d.rows, tacc, add, c0, c1);
         if (last)
             emit_tail_store(c, ne, d.k0, d.rows, tacc, when);
@@ -827,7 +837,7 @@ static void emit_dense_split(ctx *c, int32_t k, const char *xp, const char *part
     em_line(c, "const int64_t %s = %s * %lld / %lld, %s = (%s + 1) * %lld / %lld;", lo, sc, C,
             splits, hi, sc, C, splits);
     em_line(c, "%s *restrict %s = %s + %s * %lld;", T, ps, part, sc, set);
-    emit_copy_dense(c, w, xp, w->tailoff, lo, hi);
+    emit_copy_dense(c, w, xp, lo, hi);
     emit_dense_blocks(c, k, xp, ps, lo, hi, false);
     close_block(c);
     em_line(c, "#ifdef _OPENMP");
@@ -850,11 +860,7 @@ static void emit_dense_split(ctx *c, int32_t k, const char *xp, const char *part
     em_line(c, "}");
     emit_tile_store(c, ne, "0", d.k0, d.q0, d.rows, acc, NULL);
     if (tail) {
-        const char *tacc = nm(c, "tacc");
-        em_line(c, "if (%s == %lld) { /* the last tile of positions: the tail */", d.qb, qn - 1);
-        c->indent++;
-        em_line(c, "%s *restrict %s = %s + %lld + %s * %lld;", T, tacc, part, kt * qn * ti * tj,
-                d.kt, (long long)ti * tail);
+        const char *tacc = emit_tail_start(c, w, part, &d);
         em_line(c, "for (int64_t %s = 1; %s < %lld; %s++)", s, s, splits, s);
         em_line(c, "    for (int %s = 0; %s < %s * %lld; %s++)", ii, ii, d.rows, tail, ii);
         em_line(c, "        %s[%s] += %s[%s * %lld + %s];", tacc, ii, tacc, s, set, ii);
@@ -872,14 +878,13 @@ static void emit_dense_split(ctx *c, int32_t k, const char *xp, const char *part
 static void emit_tiles_dense(ctx *c, int32_t k, const char *xp, const char *part)
 {
     const wplan *w = c->p->nests[k].win;
-    int ti = w->ti;
-    long long C = w->C, cb = w->cblock, blocks = (C + cb - 1) / cb;
-    long long tiles = (w->K + ti - 1) / ti * conv_position_tiles(w);
     if (w->splits > 1) {
         emit_dense_split(c, k, xp, part);
         return;
     }
-    emit_copy_dense(c, w, xp, w->tailoff, NULL, NULL);
+    long long C = w->C, cb = w->cblock, blocks = (C + cb - 1) / cb;
+    long long tiles = (w->K + w->ti - 1) / w->ti * conv_position_tiles(w);
+    emit_copy_dense(c, w, xp, NULL, NULL);
     if (blocks > 1)
         em_line(c, "/* %lld tiles: positions x output channels, the sum over %lld blocks of %lld input "
                    "channels (partial sums in %s) */",

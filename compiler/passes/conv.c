@@ -555,12 +555,14 @@ void conv_describe(buf *b, const nest *ne)
         buf_printf(b, "%s%lld", i ? " x " : "", (long long)w->hq[i]);
     if (w->in_place)
         buf_puts(b, " planes read in place)\n");
-    else if (w->dense)
+    else if (w->dense) {
         buf_printf(b, " positions x %lld taps per channel, copied into b%d; the sum in blocks of "
-                      "%lld input channels, in %lld chunk%s over the threads%s)\n",
-                   (long long)w->taps, ne->pack, (long long)w->cblock, (long long)w->splits,
-                   w->splits > 1 ? "s" : "", w->tail ? "; the last positions summed in the lanes" : "");
-    else if (w->local_planes)
+                      "%lld input channels",
+                   (long long)w->taps, ne->pack, (long long)w->cblock);
+        if (w->splits > 1)
+            buf_printf(b, ", in %lld chunks over the threads", (long long)w->splits);
+        buf_printf(b, "%s)\n", w->tail ? "; the last positions summed in the lanes" : "");
+    } else if (w->local_planes)
         buf_printf(b, " planes x %lld per channel, copied per image and group into a local "
                       "array)\n",
                    (long long)(w->cstride / w->plane));
